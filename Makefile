@@ -1,0 +1,36 @@
+# The two commands: `make demo` and `make test`. Each sets up .venv when missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-test
+
+.PHONY: demo test bench man lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf demo-store
+	$(BIN)/python -m fixtures.generate demo-store --preset demo
+	$(BIN)/rmq stats demo-store
+	$(BIN)/rmq dump-commitlog demo-store --count 5 --properties
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m tests.bench.run
+
+man: $(STAMP)
+	$(BIN)/python -m rmqcli.cli.manpages man
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) demo-store bench-data

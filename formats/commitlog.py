@@ -1,0 +1,343 @@
+"""CommitLog message record, BLANK end-of-file record, sysFlag bits, properties codec, msg ids.
+
+Specified by FORMATS.md §1 (Apache RocketMQ ``CommitLog.java``: ``calMsgLength``,
+``checkMessageAndReturnSize``, ``MessageExtEncoder``; ``MessageDecoder.java``;
+``MessageSysFlag.java``). Every integer is big-endian and signed.
+"""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from collections.abc import Iterable, Mapping
+
+import construct as cs
+from construct import this
+
+from formats.derive import compile_struct, field_offsets
+from formats.javahash import hashmap_spread, string_hash
+
+# --- magic codes (FORMATS.md §1.3) -------------------------------------------------------------
+MAGIC_V1 = -626843481  # 0xDAA320A7: 1-byte topic length
+MAGIC_V2 = -626843477  # 0xDAA320AB: 2-byte topic length (RocketMQ 5.1.0+)
+BLANK_MAGIC = -875286124  # 0xCBD43194: end-of-file filler
+MESSAGE_MAGICS = (MAGIC_V1, MAGIC_V2)
+END_FILE_MIN_BLANK_LENGTH = 8  # a BLANK record physically holds total size + magic
+
+# --- sysFlag bits (FORMATS.md §1.4) ------------------------------------------------------------
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOST_V6_FLAG = 0x20
+NEED_UNWRAP_FLAG = 0x40
+INNER_BATCH_FLAG = 0x80
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_TYPE_SHIFT = 8
+
+
+class TransactionType(enum.IntEnum):
+    """``sysFlag & 0xC``."""
+
+    NOT_TYPE = 0x0
+    PREPARED = 0x4
+    COMMIT = 0x8
+    ROLLBACK = 0xC
+
+
+class CompressionType(enum.IntEnum):
+    """``(sysFlag & 0x700) >> 8``; 0 is ZLIB as written by clients before 4.9.4."""
+
+    ZLIB_LEGACY = 0
+    LZ4 = 1
+    ZSTD = 2
+    ZLIB = 3
+
+
+def transaction_type(sys_flag: int) -> TransactionType:
+    return TransactionType(sys_flag & TRANSACTION_MASK)
+
+
+def compression_type(sys_flag: int) -> CompressionType:
+    return CompressionType((sys_flag & COMPRESSION_TYPE_MASK) >> COMPRESSION_TYPE_SHIFT)
+
+
+def host_length(sys_flag: int, v6_bit: int) -> int:
+    """Size of a host field: 4-byte address + i32 port, or 16 + 4 when ``v6_bit`` is set."""
+    return 20 if sys_flag & v6_bit else 8
+
+
+# --- schemas (FORMATS.md §1.2) -----------------------------------------------------------------
+HostV4 = cs.Struct("address" / cs.Bytes(4), "port" / cs.Int32sb)
+HostV6 = cs.Struct("address" / cs.Bytes(16), "port" / cs.Int32sb)
+
+# Fields 1-9: identical for every record and host kind.
+RecordPrefix = cs.Struct(
+    "total_size" / cs.Int32sb,
+    "magic_code" / cs.Int32sb,
+    "body_crc" / cs.Int32sb,
+    "queue_id" / cs.Int32sb,
+    "flag" / cs.Int32sb,
+    "queue_offset" / cs.Int64sb,
+    "physical_offset" / cs.Int64sb,
+    "sys_flag" / cs.Int32sb,
+    "born_timestamp" / cs.Int64sb,
+)
+# Field 11, between the two hosts.
+AfterBornHost = cs.Struct("store_timestamp" / cs.Int64sb)
+# Fields 13-15: after the store host, up to the body.
+AfterStoreHost = cs.Struct(
+    "reconsume_times" / cs.Int32sb,
+    "prepared_transaction_offset" / cs.Int64sb,
+    "body_length" / cs.Int32sb,
+)
+
+
+def _host(v6_bit: int) -> cs.Construct:
+    return cs.IfThenElse(lambda ctx: ctx.sys_flag & v6_bit, HostV6, HostV4)
+
+
+def calc_msg_length(
+    sys_flag: int, body_length: int, topic_length: int, properties_length: int, magic_code: int = MAGIC_V1
+) -> int:
+    """``CommitLog.calMsgLength``: the TOTALSIZE a record with these lengths must carry."""
+    return (
+        _FIXED_BEFORE_BODY[sys_flag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)]
+        + max(body_length, 0)
+        + (_TOPIC_LEN_SIZE_V2 if magic_code == MAGIC_V2 else _TOPIC_LEN_SIZE_V1)
+        + topic_length
+        + _PROPS_LEN_SIZE
+        + max(properties_length, 0)
+    )
+
+
+def _record_length(ctx: cs.Container) -> int:
+    return calc_msg_length(
+        ctx.sys_flag, len(ctx.body), len(ctx.topic.encode()), len(ctx.properties), ctx.magic_code
+    )
+
+
+PROPERTIES_LENGTH = cs.Int16sb
+TOPIC_LENGTH_V1 = cs.Int8sb  # signed: at most 127
+TOPIC_LENGTH_V2 = cs.Int16sb
+_TOPIC_LEN_SIZE_V1 = TOPIC_LENGTH_V1.sizeof()
+_TOPIC_LEN_SIZE_V2 = TOPIC_LENGTH_V2.sizeof()
+_PROPS_LEN_SIZE = PROPERTIES_LENGTH.sizeof()
+
+# The whole message record. ``properties`` stays raw bytes: decode it with ``decode_properties``.
+MessageRecord = cs.Struct(
+    "total_size" / cs.Rebuild(cs.Int32sb, _record_length),
+    *RecordPrefix.subcons[1:],
+    "born_host" / _host(BORNHOST_V6_FLAG),
+    *AfterBornHost.subcons,
+    "store_host" / _host(STOREHOST_V6_FLAG),
+    *AfterStoreHost.subcons[:-1],
+    "body_length" / cs.Rebuild(cs.Int32sb, cs.len_(this.body)),
+    "body" / cs.Bytes(this.body_length),
+    "topic_length"
+    / cs.Rebuild(
+        cs.IfThenElse(this.magic_code == MAGIC_V2, TOPIC_LENGTH_V2, TOPIC_LENGTH_V1),
+        lambda ctx: len(ctx.topic.encode()),
+    ),
+    "topic" / cs.StringEncoded(cs.Bytes(this.topic_length), "utf8"),
+    "properties_length" / cs.Rebuild(PROPERTIES_LENGTH, cs.len_(this.properties)),
+    "properties" / cs.Bytes(lambda ctx: max(ctx.properties_length, 0)),
+)
+
+# The record that fills the rest of a file: its size is the remaining length of the file and
+# only these 8 bytes are written (FORMATS.md §1.10).
+BlankRecord = cs.Struct("total_size" / cs.Int32sb, "magic_code" / cs.Const(BLANK_MAGIC, cs.Int32sb))
+
+
+def header_schema(born_v6: bool, store_v6: bool) -> cs.Struct:
+    """The fixed part of a record (fields 1-15, up to the body) for one host combination."""
+    return cs.Struct(
+        *RecordPrefix.subcons,
+        "born_host" / (HostV6 if born_v6 else HostV4),
+        *AfterBornHost.subcons,
+        "store_host" / (HostV6 if store_v6 else HostV4),
+        *AfterStoreHost.subcons,
+    )
+
+
+# Compiled fast forms derived from the declarations above.
+_FIXED_BEFORE_BODY = {
+    (BORNHOST_V6_FLAG if b else 0) | (STOREHOST_V6_FLAG if s else 0): header_schema(b, s).sizeof()
+    for b in (False, True)
+    for s in (False, True)
+}
+PREFIX_STRUCT = compile_struct(RecordPrefix)
+PREFIX_SIZE = PREFIX_STRUCT.size
+PREFIX_OFFSETS = field_offsets(RecordPrefix)
+STORE_TIMESTAMP_STRUCT = compile_struct(AfterBornHost)
+AFTER_STORE_HOST_STRUCT = compile_struct(AfterStoreHost)
+AFTER_STORE_HOST_OFFSETS = field_offsets(AfterStoreHost)
+# Keyed by ``sys_flag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)``.
+HEADER_STRUCTS = {
+    (BORNHOST_V6_FLAG if b else 0) | (STOREHOST_V6_FLAG if s else 0): compile_struct(header_schema(b, s))
+    for b in (False, True)
+    for s in (False, True)
+}
+HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
+
+
+def topic_length_size(magic_code: int) -> int:
+    return _TOPIC_LEN_SIZE_V2 if magic_code == MAGIC_V2 else _TOPIC_LEN_SIZE_V1
+
+
+# --- body CRC (FORMATS.md §1.6) ----------------------------------------------------------------
+def body_crc(body: bytes | memoryview) -> int:
+    """``UtilAll.crc32``: zlib CRC32 of the stored body, masked to 31 bits."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# --- properties (FORMATS.md §1.7) --------------------------------------------------------------
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+def decode_properties(raw: bytes | memoryview | str) -> dict[str, str]:
+    """``MessageDecoder.string2messageProperties``: empty keys/values dropped, last key wins.
+
+    Accepts a trailing separator (written by 5.2.0+) and its absence (older brokers).
+    """
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
+    props: dict[str, str] = {}
+    for segment in text.split(PROPERTY_SEPARATOR):
+        key, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if sep and key and value:
+            props[key] = value
+    return props
+
+
+def property_pairs(raw: bytes | memoryview | str) -> list[tuple[str, str]]:
+    """The name/value pairs of a properties string in stored order, duplicates kept."""
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
+    pairs = []
+    for segment in text.split(PROPERTY_SEPARATOR):
+        key, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if sep and key and value:
+            pairs.append((key, value))
+    return pairs
+
+
+def hashmap_order(keys: Iterable[str]) -> list[str]:
+    """The iteration order of a ``java.util.HashMap`` filled with ``keys`` in this order.
+
+    Buckets are visited in index order, entries of one bucket in insertion order; the table
+    starts at 16 and doubles whenever the size passes 3/4 of it. This is the order in which a
+    broker serialises a message's properties map.
+    """
+    unique = list(dict.fromkeys(keys))
+    capacity = 16
+    while len(unique) > capacity * 3 // 4:
+        capacity *= 2
+    mask = capacity - 1
+    buckets = [(hashmap_spread(string_hash(k)) & mask, i) for i, k in enumerate(unique)]
+    return [unique[i] for _, i in sorted(buckets)]
+
+
+def encode_properties(
+    props: Mapping[str, str] | Iterable[tuple[str, str]], *, trailing_separator: bool = False
+) -> bytes:
+    """``MessageDecoder.messageProperties2String`` over pairs in the given order.
+
+    Entries with a ``None`` value are skipped. RocketMQ up to 5.1.x drops the final separator;
+    5.2.0+ keeps it (``trailing_separator=True``).
+    """
+    items = props.items() if isinstance(props, Mapping) else props
+    parts = [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in items if v is not None]
+    if not parts:
+        return b""
+    text = PROPERTY_SEPARATOR.join(parts)
+    if trailing_separator:
+        text += PROPERTY_SEPARATOR
+    return text.encode("utf-8")
+
+
+def encode_properties_as_broker(props: Mapping[str, str], *, trailing_separator: bool = False) -> bytes:
+    """Properties serialised as a broker does: in ``HashMap`` order of the insertion order."""
+    order = hashmap_order(props)
+    return encode_properties([(k, props[k]) for k in order], trailing_separator=trailing_separator)
+
+
+# Property names (MessageConst.java).
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QID = "REAL_QID"
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_WAIT = "WAIT"
+KEY_SEPARATOR = " "
+
+
+# --- message ids (FORMATS.md §1.5) ---------------------------------------------------------------
+def offset_msg_id(store_address: bytes, store_port: int, physical_offset: int) -> str:
+    """``MessageDecoder.createMessageId``: upper-case hex of store host + port + offset."""
+    return (
+        (
+            bytes(store_address)
+            + (store_port & 0xFFFFFFFF).to_bytes(4, "big")
+            + (physical_offset & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
+        )
+        .hex()
+        .upper()
+    )
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
+    """``MessageDecoder.decodeMessageId``: (address bytes, port, physical offset)."""
+    raw = bytes.fromhex(msg_id)
+    if len(raw) not in (16, 28):
+        raise ValueError(f"not an offset message id: {msg_id!r}")
+    address, rest = raw[:-12], raw[-12:]
+    return address, int.from_bytes(rest[:4], "big", signed=True), int.from_bytes(rest[4:], "big", signed=True)
+
+
+# --- tags code (FORMATS.md §2.2) -----------------------------------------------------------------
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str = DEFAULT_DELAY_LEVELS) -> list[int]:
+    """``messageDelayLevel``: delay of each level (1-based in RocketMQ) in milliseconds."""
+    return [int(item[:-1]) * _TIME_UNITS[item[-1]] for item in spec.split()]
+
+
+DEFAULT_DELAY_MILLIS = parse_delay_levels()
+
+
+def tags_code(tags: str | None) -> int:
+    """``MessageExtBrokerInner.tagsString2tagsCode``: ``TAGS.hashCode()``, 0 when absent."""
+    return string_hash(tags) if tags else 0
+
+
+def dispatch_tags_code(
+    topic: str, props: Mapping[str, str], store_timestamp: int, delay_millis: list[int] = DEFAULT_DELAY_MILLIS
+) -> int:
+    """The tags code a broker's dispatch puts in the consume queue for this record.
+
+    Delay records in ``SCHEDULE_TOPIC_XXXX`` carry their delivery time instead of a tag hash
+    (``CommitLog.checkMessageAndReturnSize``; ``ScheduleMessageService.computeDeliverTimestamp``).
+    """
+    code = tags_code(props.get(PROPERTY_TAGS))
+    if topic == SCHEDULE_TOPIC:
+        level_text = props.get(PROPERTY_DELAY)
+        if level_text:
+            level = min(int(level_text), len(delay_millis))
+            if level > 0:
+                code = store_timestamp + delay_millis[level - 1]
+    return code
+
+
+def is_dispatched_to_queue(sys_flag: int) -> bool:
+    """CommitLogDispatcherBuildConsumeQueue: PREPARED and ROLLBACK records get no CQ unit."""
+    return transaction_type(sys_flag) in (TransactionType.NOT_TYPE, TransactionType.COMMIT)
+
+
+def is_indexed(sys_flag: int) -> bool:
+    """CommitLogDispatcherBuildIndex: every record but ROLLBACK is indexed."""
+    return transaction_type(sys_flag) != TransactionType.ROLLBACK

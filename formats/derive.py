@@ -1,0 +1,54 @@
+"""Derive fast ``struct.Struct`` forms from Construct declarations.
+
+Hot loops read fixed-size prefixes millions of times; Construct's parser is too slow there, so
+this module turns a ``Struct`` of fixed-size members (format fields, fixed-length ``Bytes`` and
+nested structs of those) into the equivalent ``struct.Struct`` at import time. The layout is
+still declared once, in Construct.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import construct as cs
+
+
+def _unwrap(sub: cs.Construct) -> cs.Construct:
+    while isinstance(sub, cs.Renamed):
+        sub = sub.subcon
+    return sub
+
+
+def flat_fields(schema: cs.Struct, prefix: str = "") -> list[tuple[str, str, int]]:
+    """``(dotted name, struct code, size)`` of every leaf of a fixed-size ``schema``."""
+    leaves: list[tuple[str, str, int]] = []
+    for sub in schema.subcons:
+        inner = _unwrap(sub)
+        name = prefix + sub.name
+        if isinstance(inner, cs.Struct):
+            leaves.extend(flat_fields(inner, name + "."))
+        elif isinstance(inner, cs.FormatField):
+            if inner.fmtstr[0] != ">":
+                raise TypeError(f"{name}: RocketMQ layouts are big-endian")
+            leaves.append((name, inner.fmtstr[1:], inner.length))
+        elif isinstance(inner, cs.Bytes) and isinstance(inner.length, int):
+            leaves.append((name, f"{inner.length}s", inner.length))
+        else:
+            raise TypeError(f"{name}: not a fixed-size field")
+    return leaves
+
+
+def compile_struct(schema: cs.Struct) -> struct.Struct:
+    """A big-endian ``struct.Struct`` with the leaves of ``schema``, in declaration order."""
+    return struct.Struct(">" + "".join(code for _, code, _ in flat_fields(schema)))
+
+
+def field_offsets(schema: cs.Struct) -> dict[str, int]:
+    """Byte offset of every leaf of a fixed-size ``schema`` (dotted names), plus ``"_size"``."""
+    offsets: dict[str, int] = {}
+    pos = 0
+    for name, _, size in flat_fields(schema):
+        offsets[name] = pos
+        pos += size
+    offsets["_size"] = pos
+    return offsets

@@ -1,0 +1,40 @@
+"""Java ``String.hashCode`` and the hashes RocketMQ derives from it.
+
+``String.hashCode`` runs over UTF-16 code units (``h = 31*h + c`` with i32 overflow). RocketMQ
+uses it for the consume-queue tags code (sign-extended to i64, FORMATS.md §2.2), for the index
+key hash (absolute value, FORMATS.md §3.2) and, through ``HashMap``, for the order in which a
+properties map is serialised (FORMATS.md §1.7).
+"""
+
+from __future__ import annotations
+
+_MASK = 0xFFFFFFFF
+
+
+def java_string_hash(text: str) -> int:
+    """Signed 32-bit ``String.hashCode`` of ``text``."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _ascii_hash(text: str) -> int:
+    h = 0
+    for ch in text.encode("ascii"):
+        h = (31 * h + ch) & _MASK
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def string_hash(text: str) -> int:
+    """``java_string_hash`` with a fast path for ASCII text."""
+    if text.isascii():
+        return _ascii_hash(text)
+    return java_string_hash(text)
+
+
+def hashmap_spread(h: int) -> int:
+    """``java.util.HashMap.hash``: the key hash with its high half folded into the low half."""
+    u = h & _MASK
+    return u ^ (u >> 16)

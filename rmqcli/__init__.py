@@ -1,0 +1,3 @@
+"""rmq: a command-line toolkit for Apache RocketMQ operators."""
+
+__version__ = "0.1.0"

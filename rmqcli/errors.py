@@ -1,0 +1,58 @@
+"""The one error hierarchy of rmq; each class has a stable process exit code (see README)."""
+
+from __future__ import annotations
+
+
+class RmqError(Exception):
+    """Base of every error rmq reports to its user as one line."""
+
+    exit_code = 1
+
+
+class UsageError(RmqError):
+    """Wrong flags or arguments."""
+
+    exit_code = 2
+
+
+class NotFoundError(RmqError):
+    """A store, file, topic, queue or key that does not exist."""
+
+    exit_code = 3
+
+
+class CorruptDataError(RmqError):
+    """Bytes that do not follow the RocketMQ layout; names the file and byte offset."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, path: str | None = None, offset: int | None = None):
+        self.path = path
+        self.offset = offset
+        where = ""
+        if path is not None:
+            where = f"{path}" + (f" at byte {offset}" if offset is not None else "") + ": "
+        super().__init__(where + message)
+
+
+class NetworkError(RmqError):
+    """An unreachable host, a broken connection, a timeout."""
+
+    exit_code = 5
+
+
+class BrokerError(RmqError):
+    """A broker or name server answered with an error code."""
+
+    exit_code = 6
+
+
+EXIT_CODES = {
+    0: "success",
+    1: "unexpected error",
+    2: "usage error (wrong flags or arguments)",
+    3: "not found (store, file, topic, queue, key)",
+    4: "corrupt data (the message names the file and byte offset)",
+    5: "network error (unreachable host, timeout)",
+    6: "broker error (the broker's response code and remark)",
+}

@@ -1,0 +1,499 @@
+"""Read CommitLog records from any physical offset, across files.
+
+Record layout and validation: FORMATS.md §1.2 and §1.14 (``CommitLog.checkMessageAndReturnSize``).
+A BLANK record or a zero tail ends a file (§1.10); records never straddle files. Properties and
+bodies are decoded only when asked for.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from formats import commitlog as fmt
+from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
+from rmqcli.store.mapped import MappedFile, MappedFileQueue
+
+_SIZE_MAGIC = struct.Struct(">ii")  # total_size and magic_code: the first two prefix fields
+assert fmt.PREFIX_OFFSETS["magic_code"] == 4
+_HOST_LENGTHS = {
+    flags: (fmt.host_length(flags, fmt.BORNHOST_V6_FLAG), fmt.host_length(flags, fmt.STOREHOST_V6_FLAG))
+    for flags in fmt.HEADER_STRUCTS
+}
+_FIXED_SIZES = {flags: s.size for flags, s in fmt.HEADER_STRUCTS.items()}
+_MIN_RECORD_SIZE = fmt.calc_msg_length(0, 0, 0, 0)
+_PROPS_LEN = struct.Struct(">h")
+_TOPIC_LEN = {fmt.MAGIC_V1: struct.Struct(">b"), fmt.MAGIC_V2: struct.Struct(">h")}
+# The header scan reads body_length backwards from the end of the fixed header.
+_BODY_LENGTH_BACK = fmt.AFTER_STORE_HOST_STRUCT.size - fmt.AFTER_STORE_HOST_OFFSETS["body_length"]
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+
+def format_host(address: bytes, port: int) -> str:
+    """``ip:port`` as RocketMQ prints it (IPv6 uncompressed in brackets, like the JDK)."""
+    if len(address) == 4:
+        return f"{ipaddress.IPv4Address(address)}:{port}"
+    groups = ":".join(f"{int.from_bytes(address[i : i + 2], 'big'):x}" for i in range(0, 16, 2))
+    return f"[{groups}]:{port}"
+
+
+class RecordError(Exception):
+    """A record that fails ``checkMessageAndReturnSize``; ``reason`` is one line."""
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded CommitLog record; ``position`` is where it was read."""
+
+    file: str
+    position: int
+    total_size: int
+    magic_code: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_address: bytes
+    born_port: int
+    store_timestamp: int
+    store_address: bytes
+    store_port: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_length: int
+    topic: str
+    properties_raw: bytes
+    body_offset: int  # within the record
+    _source: object = field(default=None, repr=False, compare=False)
+    _file_position: int = field(default=0, repr=False, compare=False)
+    _props: dict[str, str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._props is None:
+            self._props = fmt.decode_properties(self.properties_raw)
+        return self._props
+
+    @property
+    def stored_body(self) -> bytes:
+        start = self._file_position + self.body_offset
+        return bytes(self._source[start : start + self.body_length])
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.sys_flag & fmt.COMPRESSED_FLAG)
+
+    def body(self, *, raw: bool = False) -> bytes:
+        """The body, inflated when the compressed flag is set (unless ``raw``)."""
+        data = self.stored_body
+        if raw or not self.compressed or not data:
+            return data
+        kind = fmt.compression_type(self.sys_flag)
+        try:
+            if kind in (fmt.CompressionType.ZLIB, fmt.CompressionType.ZLIB_LEGACY):
+                return zlib.decompress(data)
+            if kind == fmt.CompressionType.ZSTD:
+                import zstandard  # optional
+
+                return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+            if kind == fmt.CompressionType.LZ4:
+                import lz4.frame  # optional
+
+                return lz4.frame.decompress(data)
+        except ImportError as exc:
+            raise UsageError(f"{kind.name} bodies need the '{exc.name}' package") from exc
+        except Exception as exc:
+            raise CorruptDataError(
+                f"cannot decompress {kind.name} body: {exc}", self.file, self.position
+            ) from exc
+        raise CorruptDataError(f"unknown compression type {kind}", self.file, self.position)
+
+    @property
+    def msg_id(self) -> str:
+        return fmt.offset_msg_id(self.store_address, self.store_port, self.physical_offset)
+
+    @property
+    def born_host(self) -> str:
+        return format_host(self.born_address, self.born_port)
+
+    @property
+    def store_host(self) -> str:
+        return format_host(self.store_address, self.store_port)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(fmt.PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k in self.properties.get(fmt.PROPERTY_KEYS, "").split(fmt.KEY_SEPARATOR) if k]
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(fmt.PROPERTY_UNIQ_KEY)
+
+    @property
+    def end(self) -> int:
+        return self.position + self.total_size
+
+
+class Header(NamedTuple):
+    """What the header-only scan reads of a record."""
+
+    position: int
+    total_size: int
+    queue_id: int
+    queue_offset: int
+    sys_flag: int
+    store_timestamp: int
+    topic: str
+
+
+@dataclass(slots=True)
+class Corruption:
+    """A stretch of a file that is not a valid record (reported by ``--skip-corrupt`` scans)."""
+
+    file: str
+    position: int
+    length: int
+    reason: str
+
+
+@dataclass(slots=True)
+class FileEnd:
+    """Where valid data ends in one CommitLog file and what follows it."""
+
+    file: str
+    from_offset: int
+    data_end: int  # position within the file
+    tail: str  # "blank", "zeros", "end" (file exactly full) or "garbage"
+    blank_size: int | None = None
+
+
+def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int = 0) -> Record:
+    """Decode and check the record at ``buf[pos:]``; raises ``RecordError``.
+
+    Checks mirror ``checkMessageAndReturnSize``: known magic, size within the file, field
+    lengths, and TOTALSIZE equal to the recomputed length.
+    """
+    if pos + 8 > limit:
+        raise RecordError("truncated record header")
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic not in fmt.MESSAGE_MAGICS:
+        raise RecordError(f"illegal magic code 0x{magic & 0xFFFFFFFF:08x}")
+    if total < _MIN_RECORD_SIZE or total > limit - pos:
+        raise RecordError(f"total size {total} out of bounds")
+    sys_flag = _INT32.unpack_from(buf, pos + fmt.PREFIX_OFFSETS["sys_flag"])[0]
+    hosts = sys_flag & fmt.HOST_FLAGS
+    fixed = _FIXED_SIZES[hosts]
+    if fixed > total:
+        raise RecordError("record shorter than its header")
+    (
+        _,
+        _,
+        body_crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        _,
+        born_ts,
+        born_addr,
+        born_port,
+        store_ts,
+        store_addr,
+        store_port,
+        reconsume,
+        prepared,
+        body_len,
+    ) = fmt.HEADER_STRUCTS[hosts].unpack_from(buf, pos)
+    end = pos + total
+    p = pos + fixed
+    if body_len < 0 or p + body_len > end:
+        raise RecordError(f"body length {body_len} out of bounds")
+    body_offset = fixed
+    p += body_len
+    tl_struct = _TOPIC_LEN[magic]
+    if p + tl_struct.size > end:
+        raise RecordError("truncated topic length")
+    topic_len = tl_struct.unpack_from(buf, p)[0]
+    p += tl_struct.size
+    if topic_len < 0 or p + topic_len + 2 > end:
+        raise RecordError(f"topic length {topic_len} out of bounds")
+    topic_bytes = bytes(buf[p : p + topic_len])
+    p += topic_len
+    props_len = _PROPS_LEN.unpack_from(buf, p)[0]
+    p += 2
+    if props_len > 0:
+        if p + props_len > end:
+            raise RecordError(f"properties length {props_len} out of bounds")
+        props_raw = bytes(buf[p : p + props_len])
+    else:
+        props_raw = b""
+    expected = fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
+    if expected != total:
+        raise RecordError(f"total size {total} != computed length {expected}")
+    try:
+        topic = topic_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError("topic is not UTF-8") from exc
+    return Record(
+        file_name,
+        file_from + pos,
+        total,
+        magic,
+        body_crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_ts,
+        born_addr,
+        born_port,
+        store_ts,
+        store_addr,
+        store_port,
+        reconsume,
+        prepared,
+        body_len,
+        topic,
+        props_raw,
+        body_offset,
+        buf,
+        pos,
+    )
+
+
+def classify_tail(buf, pos: int, limit: int) -> tuple[str, int | None]:
+    """What ends a file's data at ``pos``: a BLANK record, zeros, nothing, or something else."""
+    if pos >= limit:
+        return "end", None
+    if pos + 8 <= limit:
+        total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+        if magic == fmt.BLANK_MAGIC:
+            return "blank", total
+        if total == 0 and magic == 0:
+            return "zeros", None
+    elif not any(buf[pos:limit]):
+        return "zeros", None
+    return "garbage", None
+
+
+class CommitLog:
+    """The CommitLog of a store: a mapped-file queue of record files."""
+
+    def __init__(self, queue: MappedFileQueue):
+        self.queue = queue
+
+    @property
+    def files(self) -> list[MappedFile]:
+        return self.queue.files
+
+    @property
+    def file_size(self) -> int:
+        return self.queue.file_size
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    # --- positioning --------------------------------------------------------------------------
+    def _start(self, from_offset: int | None) -> tuple[int, int]:
+        """(file index, position in file) of the first record at or after ``from_offset``."""
+        if not self.files:
+            return 0, 0
+        if from_offset is None or from_offset <= self.min_offset:
+            return 0, 0
+        try:
+            mf = self.queue.find(from_offset)
+        except NotFoundError:
+            if from_offset >= self.files[-1].from_offset + self.file_size:
+                return len(self.files), 0
+            raise
+        index = self.queue.index_of(mf)
+        buf = mf.map()
+        target = from_offset - mf.from_offset
+        try:
+            rec = decode_record(buf, target, len(buf))
+            if rec.physical_offset == from_offset:
+                return index, target
+        except RecordError:
+            pass
+        pos = 0
+        while pos < target:
+            try:
+                rec = decode_record(buf, pos, len(buf))
+            except RecordError:
+                return index + 1, 0  # nothing readable between here and the target
+            pos += rec.total_size
+        return index, pos
+
+    # --- full records -------------------------------------------------------------------------
+    def records(
+        self, from_offset: int | None = None, *, skip_corrupt: bool = False
+    ) -> Iterator[Record | Corruption]:
+        """Every record from the first at or after ``from_offset``, in file order.
+
+        A corrupt record raises ``CorruptDataError`` naming the file and offset; with
+        ``skip_corrupt`` a ``Corruption`` is yielded instead and the scan resumes at the next
+        position that holds a valid record whose PHYSICALOFFSET field matches its position.
+        """
+        index, pos = self._start(from_offset)
+        for mf in self.files[index:]:
+            yield from self._file_records(mf, pos, skip_corrupt)
+            pos = 0
+
+    def _file_records(self, mf: MappedFile, pos: int, skip_corrupt: bool) -> Iterator[Record | Corruption]:
+        buf = mf.map()
+        limit = len(buf)
+        name = str(mf.path)
+        while pos < limit:
+            tail, _ = classify_tail(buf, pos, limit)
+            if tail in ("blank", "zeros"):
+                return
+            try:
+                rec = decode_record(buf, pos, limit, name, mf.from_offset)
+            except RecordError as exc:
+                if not skip_corrupt:
+                    raise CorruptDataError(str(exc), name, pos) from None
+                nxt = resync(buf, pos + 1, limit, mf.from_offset)
+                yield Corruption(name, mf.from_offset + pos, nxt - pos, str(exc))
+                pos = nxt
+                continue
+            yield rec
+            pos += rec.total_size
+
+    def read(self, offset: int) -> Record:
+        """The record at physical ``offset``."""
+        mf = self.queue.find(offset)
+        buf = mf.map()
+        try:
+            return decode_record(buf, offset - mf.from_offset, len(buf), str(mf.path), mf.from_offset)
+        except RecordError as exc:
+            raise CorruptDataError(str(exc), str(mf.path), offset - mf.from_offset) from None
+
+    # --- header-only scan ---------------------------------------------------------------------
+    def headers(self, from_offset: int | None = None) -> Iterator[Header]:
+        """A fast scan that reads only what ``stats`` needs; stops at corruption like ``records``."""
+        index, pos = self._start(from_offset)
+        for mf in self.files[index:]:
+            yield from self._file_headers(mf, pos)
+            pos = 0
+
+    def _file_headers(self, mf: MappedFile, pos: int) -> Iterator[Header]:
+        buf = mf.map()
+        limit = len(buf)
+        base = mf.from_offset
+        unpack_prefix = fmt.PREFIX_STRUCT.unpack_from
+        unpack_i32 = _INT32.unpack_from
+        unpack_i64 = _INT64.unpack_from
+        unpack_h = _PROPS_LEN.unpack_from
+        host_lengths = _HOST_LENGTHS
+        host_mask = fmt.HOST_FLAGS
+        v1, v2 = fmt.MAGIC_V1, fmt.MAGIC_V2
+        topics: dict[bytes, str] = {}
+        prefix_size = fmt.PREFIX_SIZE
+        tail_fixed = fmt.STORE_TIMESTAMP_STRUCT.size + fmt.AFTER_STORE_HOST_STRUCT.size
+        body_back = _BODY_LENGTH_BACK
+        while pos + 8 <= limit:
+            total, magic, _, queue_id, _, queue_offset, _, sys_flag, _ = unpack_prefix(buf, pos)
+            if magic == v1:
+                tl_size = 1
+            elif magic == v2:
+                tl_size = 2
+            else:
+                break  # BLANK, zeros or corruption: ``_check_stop`` decides
+            if total > limit - pos or total < _MIN_RECORD_SIZE:
+                break
+            born_len, store_len = host_lengths[sys_flag & host_mask]
+            store_ts = unpack_i64(buf, pos + prefix_size + born_len)[0]
+            p = pos + prefix_size + born_len + store_len + tail_fixed
+            body_len = unpack_i32(buf, p - body_back)[0]
+            p += body_len
+            if body_len < 0 or p + tl_size + 2 > pos + total:
+                break
+            if tl_size == 1:
+                topic_len = buf[p]
+                if topic_len > 127:
+                    break
+            else:
+                topic_len = unpack_h(buf, p)[0]
+            p += tl_size
+            raw_topic = buf[p : p + topic_len]
+            p += topic_len
+            props_len = unpack_h(buf, p)[0]
+            if p + 2 + (props_len if props_len > 0 else 0) != pos + total:
+                break
+            topic = topics.get(raw_topic)
+            if topic is None:
+                try:
+                    topic = topics[raw_topic] = raw_topic.decode("utf-8")
+                except UnicodeDecodeError:
+                    break
+            yield Header(base + pos, total, queue_id, queue_offset, sys_flag, store_ts, topic)
+            pos += total
+        self._check_stop(mf, buf, pos, limit)
+
+    def _check_stop(self, mf: MappedFile, buf, pos: int, limit: int) -> None:
+        tail, _ = classify_tail(buf, pos, limit)
+        if tail in ("garbage",):
+            try:
+                decode_record(buf, pos, limit)
+            except RecordError as exc:
+                raise CorruptDataError(str(exc), str(mf.path), pos) from None
+            raise CorruptDataError("record rejected by the header scan", str(mf.path), pos)
+
+    # --- file ends ----------------------------------------------------------------------------
+    def file_end(self, mf: MappedFile) -> FileEnd:
+        """Walk one file's records and report where its valid data ends."""
+        buf = mf.map()
+        limit = len(buf)
+        pos = 0
+        while pos < limit:
+            tail, _ = classify_tail(buf, pos, limit)
+            if tail in ("blank", "zeros"):
+                break
+            try:
+                pos += decode_record(buf, pos, limit).total_size
+            except RecordError:
+                break
+        tail, blank = classify_tail(buf, pos, limit)
+        return FileEnd(mf.name, mf.from_offset, pos, tail, blank)
+
+    def max_offset(self) -> int:
+        """Global offset just past the last valid record (the broker's maxPhyOffset)."""
+        for mf in reversed(self.files):
+            end = self.file_end(mf)
+            if end.data_end > 0:
+                return mf.from_offset + end.data_end
+        return self.min_offset
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+def resync(buf, start: int, limit: int, file_from: int) -> int:
+    """The next position at or after ``start`` holding a valid record at its own offset."""
+    needles = [m.to_bytes(4, "big", signed=True) for m in fmt.MESSAGE_MAGICS]
+    pos = start
+    while True:
+        hits = [h for h in (buf.find(n, pos + 4, limit) for n in needles) if h >= 0]
+        if not hits:
+            return limit
+        candidate = min(hits) - 4
+        try:
+            rec = decode_record(buf, candidate, limit)
+            if rec.physical_offset == file_from + candidate:
+                return candidate
+        except RecordError:
+            pass
+        pos = candidate + 1

@@ -1,0 +1,97 @@
+"""The broker's ``config/*.json`` files (FORMATS.md §5.3, ``ConfigManager.java``).
+
+Written by fastjson: bare integer map keys, tab-indented pretty form. Loading falls back to
+``<file>.bak`` when the file is missing, empty or unreadable, as ``ConfigManager.load`` does.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from formats import fastjson
+from rmqcli.errors import CorruptDataError
+
+TOPICS = "topics.json"
+SUBSCRIPTIONS = "subscriptionGroup.json"
+OFFSETS = "consumerOffset.json"
+DELAY = "delayOffset.json"
+FILTERS = "consumerFilter.json"
+CONFIG_FILES = {"topics": TOPICS, "subscriptions": SUBSCRIPTIONS, "offsets": OFFSETS, "delay": DELAY}
+
+
+@dataclass
+class ConfigFile:
+    """A loaded config file: its data and which file it came from (``None``: neither exists)."""
+
+    name: str
+    data: dict[str, Any]
+    source: Path | None
+    error: str | None = None  # why the main file was rejected, when the .bak was used
+
+
+def load_config(config_dir: Path, name: str) -> ConfigFile:
+    path = config_dir / name
+    errors = []
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(f"{candidate}: {exc}")
+            continue
+        if not text.strip():
+            errors.append(f"{candidate}: empty")
+            continue
+        try:
+            data = fastjson.loads(text)
+        except ValueError as exc:
+            errors.append(f"{candidate}: {exc}")
+            continue
+        if not isinstance(data, dict):
+            errors.append(f"{candidate}: not a JSON object")
+            continue
+        return ConfigFile(name, data, candidate, "; ".join(errors) or None)
+    if errors:
+        raise CorruptDataError("; ".join(errors))
+    return ConfigFile(name, {}, None)
+
+
+def topic_configs(config_dir: Path) -> dict[str, dict[str, Any]]:
+    return load_config(config_dir, TOPICS).data.get("topicConfigTable", {})
+
+
+def consumer_offsets(config_dir: Path) -> dict[tuple[str, str], dict[int, int]]:
+    """``{(topic, group): {queueId: offset}}`` from ``consumerOffset.json``."""
+    table = load_config(config_dir, OFFSETS).data.get("offsetTable", {})
+    result = {}
+    for key, queues in table.items():
+        topic, _, group = str(key).rpartition("@")
+        result[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
+    return result
+
+
+def delay_offsets(config_dir: Path) -> dict[int, int]:
+    """``{delayLevel: next offset in SCHEDULE_TOPIC_XXXX queue level-1}``."""
+    table = load_config(config_dir, DELAY).data.get("offsetTable", {})
+    return {int(k): int(v) for k, v in table.items()}
+
+
+def write_config(config_dir: Path, name: str, data: dict[str, Any]) -> Path:
+    """Persist like ``ConfigManager.persist``: previous content to ``.bak``, new file via rename."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    path = config_dir / name
+    text = fastjson.dumps(data, pretty=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if path.exists():
+        bak = path.with_name(path.name + ".bak")
+        bak.write_bytes(path.read_bytes())
+    os.replace(tmp, path)
+    return path

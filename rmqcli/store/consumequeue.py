@@ -1,0 +1,142 @@
+"""Read consume queues: fixed 20-byte units in files named by logical byte offset.
+
+FORMATS.md §2 (``ConsumeQueue.java``): unit index = queue offset; the valid region of a file
+ends at the first unit that is not ``offset >= 0 && size > 0``; filler units pad the head of a
+queue whose first file starts past offset 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, is_filler_unit, is_valid_unit
+from rmqcli.errors import NotFoundError
+from rmqcli.store.mapped import MappedFile, MappedFileQueue
+
+
+@dataclass(frozen=True, slots=True)
+class CqUnit:
+    queue_offset: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+
+    @property
+    def is_filler(self) -> bool:
+        return is_filler_unit(self.commitlog_offset, self.size, self.tags_code)
+
+
+def valid_units_in(buf, limit: int | None = None) -> int:
+    """Number of leading valid units in a file's bytes (``ConsumeQueue.recover``)."""
+    limit = len(buf) if limit is None else limit
+    count = 0
+    for offset, size, _ in CQ_UNIT_STRUCT.iter_unpack(buf[: limit - limit % CQ_UNIT_SIZE]):
+        if not is_valid_unit(offset, size):
+            break
+        count += 1
+    return count
+
+
+class ConsumeQueue:
+    """One ``consumequeue/<topic>/<queueId>/`` directory."""
+
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int | None = None):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = directory
+        self.queue = MappedFileQueue.open(directory, file_size)
+        self._valid: dict[str, int] = {}
+
+    @property
+    def files(self) -> list[MappedFile]:
+        return self.queue.files
+
+    def valid_units(self, mf: MappedFile) -> int:
+        if mf.name not in self._valid:
+            self._valid[mf.name] = valid_units_in(mf.map())
+        return self._valid[mf.name]
+
+    @property
+    def min_logic_offset(self) -> int:
+        """Queue offset of the first unit on disk (units may be fillers)."""
+        return self.queue.min_offset // CQ_UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """``maxOffsetInQueue``: the next queue offset, counted like the broker's recovery."""
+        if not self.files:
+            return 0
+        # ``ConsumeQueue.recover`` walks from the third-last file; a full file continues.
+        end = self.files[0].from_offset
+        for mf in self.files:
+            units = self.valid_units(mf)
+            end = mf.from_offset + units * CQ_UNIT_SIZE
+            if units * CQ_UNIT_SIZE < self.queue.file_size:
+                break
+        return end // CQ_UNIT_SIZE
+
+    def min_offset(self, commitlog_min_offset: int = 0) -> int:
+        """``minOffsetInQueue`` after ``correctMinOffset(commitlog_min_offset)`` (4.9.x).
+
+        The first unit of the first file that points at or past the CommitLog's minimum; fillers
+        and expired units are skipped.
+        """
+        if not self.files:
+            return 0
+        mf = self.files[0]
+        base = mf.from_offset // CQ_UNIT_SIZE
+        for i, (offset, size, tags) in enumerate(self._iter_file(mf)):
+            if offset >= commitlog_min_offset and not is_filler_unit(offset, size, tags):
+                return base + i
+        return base
+
+    def _iter_file(self, mf: MappedFile, start: int = 0, count: int | None = None):
+        units = self.valid_units(mf)
+        stop = units if count is None else min(units, start + count)
+        if start >= stop:
+            return iter(())
+        buf = mf.map()
+        return CQ_UNIT_STRUCT.iter_unpack(buf[start * CQ_UNIT_SIZE : stop * CQ_UNIT_SIZE])
+
+    def unit(self, queue_offset: int) -> CqUnit:
+        for unit in self.units(queue_offset, 1):
+            return unit
+        raise NotFoundError(f"{self.topic}:{self.queue_id}: no unit at queue offset {queue_offset}")
+
+    def units(self, from_offset: int = 0, count: int | None = None) -> Iterator[CqUnit]:
+        """Units from queue offset ``from_offset`` on, read in bulk per file."""
+        remaining = count
+        for mf in self.files:
+            first = mf.from_offset // CQ_UNIT_SIZE
+            units = self.valid_units(mf)
+            if from_offset >= first + units:
+                if units * CQ_UNIT_SIZE < self.queue.file_size:
+                    return
+                continue
+            start = max(from_offset - first, 0)
+            for i, (offset, size, tags) in enumerate(self._iter_file(mf, start, remaining)):
+                yield CqUnit(first + start + i, offset, size, tags)
+                if remaining is not None:
+                    remaining -= 1
+            if remaining is not None and remaining <= 0:
+                return
+            if units * CQ_UNIT_SIZE < self.queue.file_size:
+                return
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+def read_cq_file(path: Path) -> Iterator[CqUnit]:
+    """Units of a single consume-queue file, its name giving the first queue offset."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise NotFoundError(f"{path}: {exc.strerror}") from exc
+    first = int(path.name) // CQ_UNIT_SIZE if path.name.isdigit() else 0
+    for i, (offset, size, tags) in enumerate(
+        CQ_UNIT_STRUCT.iter_unpack(data[: valid_units_in(data) * CQ_UNIT_SIZE])
+    ):
+        yield CqUnit(first + i, offset, size, tags)

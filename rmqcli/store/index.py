@@ -1,0 +1,166 @@
+"""Read index files and look keys up as ``IndexService.queryOffset`` does.
+
+FORMATS.md §3 (``IndexFile.java``, ``IndexService.java``): a 40-byte header, a table of hash
+slots holding the newest entry number of each chain, and 20-byte entries linked newest to
+oldest. Only the 31-bit key hash is compared, so a lookup may return false positives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from formats import indexfile as fmt
+from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
+from rmqcli.store.mapped import MappedFile
+from rmqcli.store.naming import is_index_name
+
+JAVA_LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHeader:
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    index_no: int
+    key_hash: int
+    phy_offset: int
+    time_diff: int
+    prev_index: int
+
+
+class IndexFile:
+    def __init__(self, path: Path, hash_slot_num: int | None = None, index_num: int | None = None):
+        self.path = path
+        self.mapped = MappedFile(path, 0, path.stat().st_size)
+        if hash_slot_num is None or index_num is None:
+            geometry = fmt.geometry_from_size(self.mapped.size)
+            if geometry is None:
+                raise UsageError(
+                    f"{path}: cannot tell the slot and entry counts of a {self.mapped.size}-byte index "
+                    "file; pass --config with maxHashSlotNum and maxIndexNum"
+                )
+            hash_slot_num, index_num = geometry
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        if self.mapped.size < fmt.HEADER_SIZE:
+            raise CorruptDataError("index file shorter than its header", str(path), 0)
+        self.header = IndexHeader(*fmt.HEADER_STRUCT.unpack_from(self.mapped.map(), 0))
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def effective_count(self) -> int:
+        """``indexCount`` as loaded: values <= 0 count as 1 (entry 0 is never written)."""
+        return max(self.header.index_count, 1)
+
+    def slot(self, slot: int) -> int:
+        return fmt.SLOT_STRUCT.unpack_from(self.mapped.map(), fmt.slot_position(slot))[0]
+
+    def entry(self, index_no: int) -> IndexEntry:
+        pos = fmt.entry_position(index_no, self.hash_slot_num)
+        buf = self.mapped.map()
+        if pos + fmt.ENTRY_SIZE > len(buf):
+            raise CorruptDataError(f"index entry {index_no} past the end of the file", str(self.path), pos)
+        return IndexEntry(index_no, *fmt.ENTRY_STRUCT.unpack_from(buf, pos))
+
+    def entries(self) -> Iterator[IndexEntry]:
+        """Entries 1 .. indexCount-1 in write order."""
+        buf = self.mapped.map()
+        start = fmt.entry_position(1, self.hash_slot_num)
+        count = min(self.effective_count, self.index_num) - 1
+        end = min(start + count * fmt.ENTRY_SIZE, len(buf))
+        for i, fields in enumerate(fmt.ENTRY_STRUCT.iter_unpack(buf[start:end]), start=1):
+            yield IndexEntry(i, *fields)
+
+    def used_slots(self) -> Iterator[tuple[int, int]]:
+        buf = self.mapped.map()
+        table = buf[fmt.HEADER_SIZE : fmt.slot_position(self.hash_slot_num)]
+        for slot, (value,) in enumerate(fmt.SLOT_STRUCT.iter_unpack(table)):
+            if value:
+                yield slot, value
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """``IndexFile.isTimeMatched``."""
+        h = self.header
+        return (
+            (begin < h.begin_timestamp and end > h.end_timestamp)
+            or h.begin_timestamp <= begin <= h.end_timestamp
+            or h.begin_timestamp <= end <= h.end_timestamp
+        )
+
+    def select(self, key: str, max_num: int, begin: int, end: int, found: list[int]) -> None:
+        """``IndexFile.selectPhyOffset``: append matching offsets, newest first, to ``found``."""
+        key_hash = fmt.key_hash(key)
+        count = self.effective_count
+        slot_value = self.slot(fmt.slot_of(key_hash, self.hash_slot_num))
+        if slot_value <= fmt.INVALID_INDEX or slot_value > count or count <= 1:
+            return
+        index_no = slot_value
+        seen = 0
+        while len(found) < max_num and seen <= count:
+            seen += 1
+            entry = self.entry(index_no)
+            if entry.time_diff < 0:
+                break
+            time_read = self.header.begin_timestamp + entry.time_diff * 1000
+            if entry.key_hash == key_hash and begin <= time_read <= end:
+                found.append(entry.phy_offset)
+            prev = entry.prev_index
+            if prev <= fmt.INVALID_INDEX or prev > count or prev == index_no or time_read < begin:
+                break
+            index_no = prev
+
+    def close(self) -> None:
+        self.mapped.close()
+
+
+class IndexService:
+    """All index files of a store, oldest first."""
+
+    def __init__(self, directory: Path, hash_slot_num: int | None = None, index_num: int | None = None):
+        self.directory = directory
+        names = (
+            sorted(p.name for p in directory.iterdir() if is_index_name(p.name)) if directory.is_dir() else []
+        )
+        self.files = [IndexFile(directory / n, hash_slot_num, index_num) for n in names]
+
+    def query(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = fmt.MAX_QUERY_RESULTS,
+        begin: int = 0,
+        end: int = JAVA_LONG_MAX,
+    ) -> list[int]:
+        """``IndexService.queryOffset``: physical offsets for ``topic#key``, newest file first."""
+        max_num = min(max_num, fmt.MAX_QUERY_RESULTS)
+        found: list[int] = []
+        full_key = fmt.index_key(topic, key)
+        for f in reversed(self.files):
+            if f.is_time_matched(begin, end):
+                f.select(full_key, max_num, begin, end, found)
+            if f.header.begin_timestamp < begin or len(found) >= max_num:
+                break
+        return found
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+def open_index_file(path: Path, hash_slot_num: int | None = None, index_num: int | None = None) -> IndexFile:
+    if not path.is_file():
+        raise NotFoundError(f"{path}: no such index file")
+    return IndexFile(path, hash_slot_num, index_num)

@@ -1,0 +1,158 @@
+"""Open a store directory in RocketMQ's default layout (FORMATS.md §0.1)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+from dataclasses import replace
+from functools import cached_property
+from pathlib import Path
+
+from rmqcli.errors import NotFoundError
+from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
+from rmqcli.store.commitlog import CommitLog
+from rmqcli.store.consumequeue import ConsumeQueue
+from rmqcli.store.index import IndexService
+from rmqcli.store.mapped import MappedFileQueue
+from rmqcli.store.settings import StoreSettings, load_broker_conf
+
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+CONFIG_DIR = "config"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"
+LOCK_FILE = "lock"
+
+
+class Store:
+    """A broker's store directory, read-only."""
+
+    def __init__(self, root: Path, settings: StoreSettings | None = None):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise NotFoundError(f"{self.root}: no such store directory")
+        self.settings = settings or StoreSettings()
+
+    @classmethod
+    def open(cls, root: Path | str, config: Path | None = None) -> Store:
+        root = Path(root)
+        settings = load_broker_conf(config) if config else StoreSettings()
+        return cls(root, settings)
+
+    # --- paths --------------------------------------------------------------------------------
+    @property
+    def commitlog_dirs(self) -> list[Path]:
+        if self.settings.store_path_commitlog:
+            return [Path(p) for p in self.settings.store_path_commitlog]
+        return [self.root / COMMITLOG_DIR]
+
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / CONSUMEQUEUE_DIR
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / INDEX_DIR
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / CONFIG_DIR
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / CHECKPOINT_FILE
+
+    @property
+    def abort_path(self) -> Path:
+        return self.root / ABORT_FILE
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK_FILE
+
+    # --- parts --------------------------------------------------------------------------------
+    def _explicit_size(self, name: str) -> int | None:
+        return getattr(self.settings, name) if name in self.settings.explicit else None
+
+    @cached_property
+    def commitlog(self) -> CommitLog:
+        queue = MappedFileQueue.open(self.commitlog_dirs, self._explicit_size("mapped_file_size_commitlog"))
+        return CommitLog(queue)
+
+    def effective_settings(self) -> StoreSettings:
+        """Settings with the file sizes this store's files show, where not given explicitly."""
+        changes: dict[str, int] = {}
+        if "mapped_file_size_commitlog" not in self.settings.explicit and self.commitlog.file_size:
+            changes["mapped_file_size_commitlog"] = self.commitlog.file_size
+        if "max_hash_slot_num" not in self.settings.explicit and self.index.files:
+            changes["max_hash_slot_num"] = self.index.files[0].hash_slot_num
+            changes["max_index_num"] = self.index.files[0].index_num
+        cq_sizes = {f.size for t, q in self.queue_ids() for f in self.consume_queue(t, q).files}
+        if "mapped_file_size_consume_queue" not in self.settings.explicit and cq_sizes:
+            changes["mapped_file_size_consume_queue"] = max(cq_sizes)
+        return replace(self.settings, **changes)
+
+    def topics(self) -> list[str]:
+        if not self.consumequeue_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.consumequeue_dir.iterdir() if p.is_dir())
+
+    def queue_ids(self, topic: str | None = None) -> list[tuple[str, int]]:
+        """(topic, queueId) of every consume-queue directory; non-numeric queue dirs are ignored."""
+        result = []
+        for t in [topic] if topic else self.topics():
+            tdir = self.consumequeue_dir / t
+            if not tdir.is_dir():
+                continue
+            for q in tdir.iterdir():
+                if q.is_dir() and q.name.lstrip("-").isdigit():
+                    result.append((t, int(q.name)))
+        return sorted(result)
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cache = self.__dict__.setdefault("_cqs", {})
+        if key not in cache:
+            directory = self.consumequeue_dir / topic / str(queue_id)
+            size = self._explicit_size("mapped_file_size_consume_queue")
+            cache[key] = ConsumeQueue(topic, queue_id, directory, size)
+        return cache[key]
+
+    @cached_property
+    def index(self) -> IndexService:
+        slots = self._explicit_size("max_hash_slot_num")
+        num = self._explicit_size("max_index_num")
+        return IndexService(self.index_dir, slots, num)
+
+    def checkpoint(self) -> Checkpoint:
+        return read_checkpoint(self.checkpoint_path)
+
+    @property
+    def abort_exists(self) -> bool:
+        return self.abort_path.exists()
+
+    def lock_held(self) -> bool:
+        """Whether a running broker holds ``lock`` (a POSIX record lock on byte 0, FORMATS.md §5.2)."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            # struct flock: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
+            query = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+            answer = fcntl.fcntl(fd, fcntl.F_GETLK, query + b"\0" * 4)
+            return struct.unpack("hhqqi", answer[: struct.calcsize("hhqqi")])[0] != fcntl.F_UNLCK
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if "commitlog" in self.__dict__:
+            self.commitlog.close()
+        if "index" in self.__dict__:
+            self.index.close()
+        for cq in self.__dict__.get("_cqs", {}).values():
+            cq.close()
