@@ -12,11 +12,14 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
+
+if TYPE_CHECKING:
+    from rmqcli.store.headerscan import HeaderBatch
 
 _SIZE_MAGIC = struct.Struct(">ii")  # total_size and magic_code: the first two prefix fields
 assert fmt.PREFIX_OFFSETS["magic_code"] == 4
@@ -442,6 +445,22 @@ class CommitLog:
             yield Header(base + pos, total, queue_id, queue_offset, sys_flag, store_ts, topic)
             pos += total
         self._check_stop(mf, buf, pos, limit)
+
+    def header_batches(self, from_offset: int | None = None) -> Iterator[HeaderBatch]:
+        """The header-only scan as one ``HeaderBatch`` of arrays per file (vectorised when possible)."""
+        from rmqcli.store import headerscan
+
+        index, pos = self._start(from_offset)
+        for mf in self.files[index:]:
+            buf = mf.map()
+            batch = headerscan.scan_file(buf, pos, mf.from_offset)
+            if batch is None:
+                headers = list(self._file_headers(mf, pos))
+                end = headers[-1].position + headers[-1].total_size - mf.from_offset if headers else pos
+                batch = headerscan.batch_from_headers(headers, end)
+            if len(batch):
+                yield batch
+            pos = 0
 
     def _check_stop(self, mf: MappedFile, buf, pos: int, limit: int) -> None:
         tail, _ = classify_tail(buf, pos, limit)

@@ -1,0 +1,107 @@
+"""`make bench`: throughput of the store scans, as ratios to `cat` over the same files.
+
+Generates (once) a store of at least 512 MiB of 1 KiB messages under ``bench-data/`` with the
+fixture generator, then measures, in one run:
+
+- baseline: ``cat`` of every CommitLog file to /dev/null (warm page cache);
+- ``rmq dump-commitlog STORE --body none --output jsonl > /dev/null``;
+- the header-only scan behind ``rmq stats`` (in process), and ``rmq stats --json`` end to end.
+
+Figures are printed, never asserted: timing belongs here, not in the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+TARGET_HEADER_SCAN = 1_500_000  # records/s on one core (issue target)
+
+
+def ensure_store(path: Path, size_mib: int) -> None:
+    marker = path / f".bench-{size_mib}"
+    if marker.exists():
+        return
+    if path.exists():
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+    print(f"generating a {size_mib} MiB store in {path} ...", flush=True)
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "fixtures.generate", str(path), "--preset", "bench", "--size-mib", str(size_mib)],
+        check=True,
+        cwd=ROOT,
+    )
+    print(f"  generated in {time.perf_counter() - started:.1f} s", flush=True)
+    marker.touch()
+
+
+def commitlog_files(store: Path) -> list[Path]:
+    return sorted((store / "commitlog").iterdir())
+
+
+def timed(cmd: list[str], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        with open(os.devnull, "wb") as sink:
+            subprocess.run(cmd, stdout=sink, check=True, cwd=ROOT)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def header_scan(store: Path) -> tuple[int, float]:
+    from rmqcli.store import Store
+
+    s = Store.open(store)
+    started = time.perf_counter()
+    count = sum(1 for _ in s.commitlog.headers())
+    elapsed = time.perf_counter() - started
+    s.close()
+    return count, elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=512)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+
+    store = ROOT / "bench-data" / "store"
+    ensure_store(store, args.size_mib)
+    files = commitlog_files(store)
+    data_bytes = sum(f.stat().st_size for f in files)
+    mib = data_bytes / 2**20
+
+    cat_s = timed(["cat", *map(str, files)], args.repeat + 1)  # first run warms the cache
+    count, scan_s = header_scan(store)
+    _, scan_s2 = header_scan(store)
+    scan_s = min(scan_s, scan_s2)
+    dump_s = timed([str(BIN / "rmq"), "dump-commitlog", str(store), "--body", "none", "--output", "jsonl"], 1)
+    stats_s = timed([str(BIN / "rmq"), "stats", str(store), "--json"], 1)
+
+    def line(name: str, seconds: float) -> str:
+        return (
+            f"{name:<44} {seconds:8.2f} s {count / seconds:12,.0f} rec/s {mib / seconds:9.1f} MiB/s"
+            f"   {cat_s / seconds:6.3f}x cat"
+        )
+
+    print(f"\nstore: {len(files)} CommitLog files, {mib:.0f} MiB, {count:,} records\n")
+    print(line("cat > /dev/null (baseline)", cat_s))
+    print(line("header-only scan (stats, in process)", scan_s))
+    print(line("rmq stats --json", stats_s))
+    print(line("rmq dump-commitlog --body none --output jsonl", dump_s))
+    rate = count / scan_s
+    print(
+        f"\nheader-only scan: {rate:,.0f} records/s on one core; target {TARGET_HEADER_SCAN:,} "
+        f"({rate / TARGET_HEADER_SCAN:.2f}x of target)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The vectorised header scan agrees with the record-by-record scan, and falls back on bad bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from formats import commitlog as fmt
+from rmqcli.errors import CorruptDataError
+from rmqcli.store import Store
+from rmqcli.store.headerscan import scan_file
+from rmqcli.store.naming import offset_to_name
+from tests.realfixtures import variant_params
+
+FILE_SIZE = 64 * 1024
+
+
+def flatten(batches):
+    return [
+        (
+            int(b.position[i]),
+            int(b.total_size[i]),
+            int(b.queue_id[i]),
+            int(b.queue_offset[i]),
+            int(b.sys_flag[i]),
+            int(b.store_timestamp[i]),
+            b.topics[b.topic_index[i]],
+        )
+        for b in batches
+        for i in range(len(b))
+    ]
+
+
+@pytest.mark.parametrize("variant", variant_params())
+def test_batches_equal_headers_on_real_stores(variant):
+    store = Store.open(variant.store)
+    assert flatten(store.commitlog.header_batches()) == [tuple(h) for h in store.commitlog.headers()]
+
+
+def record(
+    position: int, body: bytes, topic: str = "T", sys_flag: int = 0, magic: int = fmt.MAGIC_V1
+) -> bytes:
+    v6 = bool(sys_flag & fmt.BORNHOST_V6_FLAG)
+    s6 = bool(sys_flag & fmt.STOREHOST_V6_FLAG)
+    return fmt.MessageRecord.build(
+        dict(
+            magic_code=magic,
+            body_crc=fmt.body_crc(body),
+            queue_id=1,
+            flag=0,
+            queue_offset=position,
+            physical_offset=position,
+            sys_flag=sys_flag,
+            born_timestamp=1,
+            born_host=dict(address=bytes(16 if v6 else 4), port=1),
+            store_timestamp=1000 + position,
+            store_host=dict(address=bytes(16 if s6 else 4), port=2),
+            reconsume_times=0,
+            prepared_transaction_offset=0,
+            body=body,
+            topic=topic,
+            properties=b"TAGS\x01x",
+        )
+    )
+
+
+def write_store(tmp_path: Path, bodies: list[tuple[bytes, str, int, int]]) -> Path:
+    data = b""
+    for body, topic, flags, magic in bodies:
+        data += record(len(data), body, topic, flags, magic)
+    data += fmt.BlankRecord.build(dict(total_size=FILE_SIZE - len(data)))
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "commitlog" / offset_to_name(0)).write_bytes(data.ljust(FILE_SIZE, b"\0"))
+    return tmp_path
+
+
+def test_mixed_hosts_versions_and_magic_in_body(tmp_path):
+    magic_bytes = fmt.MAGIC_V1.to_bytes(4, "big", signed=True)
+    store_dir = write_store(
+        tmp_path,
+        [
+            (b"plain", "TopicA", 0, fmt.MAGIC_V1),
+            (magic_bytes * 8, "TopicB", fmt.BORNHOST_V6_FLAG | fmt.STOREHOST_V6_FLAG, fmt.MAGIC_V1),
+            (b"v2", "T" * 200, fmt.STOREHOST_V6_FLAG, fmt.MAGIC_V2),
+            (b"", "TopicA", 0, fmt.MAGIC_V1),
+        ],
+    )
+    store = Store.open(store_dir)
+    expected = [tuple(h) for h in store.commitlog.headers()]
+    assert len(expected) == 4
+    assert flatten(store.commitlog.header_batches()) == expected
+    assert scan_file(store.commitlog.files[0].map(), 0, 0) is not None  # the fast path took it
+
+
+def test_corrupt_record_falls_back_and_names_file_and_offset(tmp_path):
+    store_dir = write_store(tmp_path, [(b"a" * 100, "TopicA", 0, fmt.MAGIC_V1)] * 3)
+    path = store_dir / "commitlog" / offset_to_name(0)
+    data = bytearray(path.read_bytes())
+    second = len(record(0, b"a" * 100, "TopicA"))
+    data[second + 4 : second + 8] = b"\x12\x34\x56\x78"  # break the second record's magic code
+    path.write_bytes(bytes(data))
+    store = Store.open(store_dir)
+    assert scan_file(store.commitlog.files[0].map(), 0, 0) is None
+    with pytest.raises(CorruptDataError) as err:
+        list(store.commitlog.header_batches())
+    assert err.value.offset == second and str(path) in str(err.value)
