@@ -1,0 +1,125 @@
+"""``rmq dump-checkpoint`` and ``rmq dump-config``: the small files of a store."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rmqcli.cli.common import JsonOpt, OutputOpt, require_path
+from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, human_time, resolve_format, warn
+from rmqcli.errors import NotFoundError
+
+TIME_FIELDS = (
+    "physicMsgTimestamp",
+    "logicsMsgTimestamp",
+    "indexMsgTimestamp",
+    "minTimestamp",
+    "minTimestampIndex",
+)
+
+
+def dump_checkpoint(
+    path: Annotated[
+        Path, typer.Argument(metavar="STORE_OR_FILE", help="A store directory or a checkpoint file.")
+    ],
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    """Dump the checkpoint: its five fields, their times, and the recovery minimum timestamps.
+
+    minTimestamp is StoreCheckpoint.getMinTimestamp (min of physic and logics, less 3 s) and
+    minTimestampIndex also takes the index timestamp into account.
+    """
+    from rmqcli.ops.dump import checkpoint_fields
+    from rmqcli.store.checkpoint import read_checkpoint
+
+    require_path(path)
+    file = path / "checkpoint" if path.is_dir() else path
+    item: dict[str, Any] = checkpoint_fields(read_checkpoint(file))
+    for name in TIME_FIELDS:
+        item[name + "Human"] = human_time(item[name])
+    Renderer(resolve_format(output, json_)).item(item, title=str(file))
+
+
+class ConfigKind(StrEnum):
+    topics = "topics"
+    subscriptions = "subscriptions"
+    offsets = "offsets"
+    delay = "delay"
+
+
+CONFIG_COLUMNS = {
+    "topics": [
+        Column("topicName", "Topic"),
+        Column("readQueueNums", "ReadQueues", justify="right"),
+        Column("writeQueueNums", "WriteQueues", justify="right"),
+        Column("perm", "Perm", justify="right"),
+        Column("order", "Order"),
+        Column("topicFilterType", "FilterType"),
+        Column("topicSysFlag", "SysFlag", justify="right"),
+    ],
+    "subscriptions": [
+        Column("groupName", "Group"),
+        Column("consumeEnable", "Consume"),
+        Column("consumeBroadcastEnable", "Broadcast"),
+        Column("consumeFromMinEnable", "FromMin"),
+        Column("retryQueueNums", "RetryQueues", justify="right"),
+        Column("retryMaxTimes", "RetryMax", justify="right"),
+        Column("brokerId", "BrokerId", justify="right"),
+        Column("whichBrokerWhenConsumeSlowly", "SlowBroker", justify="right"),
+    ],
+    "offsets": [
+        Column("topic", "Topic"),
+        Column("group", "Group"),
+        Column("queueId", "Queue", justify="right"),
+        Column("offset", "Offset", justify="right"),
+    ],
+    "delay": [
+        Column("level", "Level", justify="right"),
+        Column("queueId", "Queue", justify="right"),
+        Column("offset", "Offset", justify="right"),
+    ],
+}
+SINGULAR = {"topics": "topic", "subscriptions": "subscription", "offsets": "offset", "delay": "delay"}
+
+
+def dump_config(
+    path: Annotated[
+        Path, typer.Argument(metavar="STORE", help="A store directory (or its config directory).")
+    ],
+    kind: Annotated[
+        ConfigKind | None,
+        typer.Argument(
+            metavar="KIND", help="Which file: topics, subscriptions, offsets or delay (default: all)."
+        ),
+    ] = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    """Dump the broker's config files.
+
+    topics.json, subscriptionGroup.json, consumerOffset.json and delayOffset.json, read as the
+    broker reads them: fastjson syntax, falling back to the .bak file when a file is missing,
+    empty or unreadable.
+    """
+    from rmqcli.ops.dump import config_dump
+
+    require_path(path)
+    config_dir = path / "config" if (path / "config").is_dir() else path
+    if not config_dir.is_dir():
+        raise NotFoundError(f"{path}: no config directory")
+    kinds = [kind.value] if kind else [k.value for k in ConfigKind]
+    dumps = [config_dump(config_dir, k) for k in kinds]
+    for d in dumps:
+        if d.warning:
+            warn(f"{d.kind}: used {d.source} ({d.warning})")
+    renderer = Renderer(resolve_format(output, json_))
+    if kind is not None:
+        renderer.rows(dumps[0].rows, CONFIG_COLUMNS[kind.value])
+        return
+    renderer.sections(
+        [Section(d.kind, SINGULAR[d.kind], rows=d.rows, columns=CONFIG_COLUMNS[d.kind]) for d in dumps]
+    )

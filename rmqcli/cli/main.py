@@ -1,0 +1,144 @@
+"""The ``rmq`` command: the typer app, its subcommands and the process entry point ``run``.
+
+``run`` turns every failure into one line on stderr and a stable exit code (see
+``rmqcli.errors.EXIT_CODES``): never a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+from typer import _click as click
+from typer.core import TyperGroup
+
+from rmqcli import __version__
+from rmqcli.cli import dump_commitlog, dump_index, dump_misc, dump_queue, stats
+from rmqcli.errors import RmqError
+
+PROG = "rmq"
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader went away (e.g. `| head`)
+EXTRA_EXIT_CODES = {
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_BROKEN_PIPE: "the output pipe was closed early (e.g. by head); nothing is printed",
+}
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    sys.stderr.flush()
+
+
+def _quiet_broken_pipe() -> int:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+class RmqGroup(TyperGroup):
+    """The top-level group: turns ``RmqError`` and a closed pipe into an exit code."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except RmqError as exc:
+            _error(str(exc).replace("\n", " ") or type(exc).__name__)
+            raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:
+            raise typer.Exit(_quiet_broken_pipe()) from None
+
+
+app = typer.Typer(
+    name=PROG,
+    cls=RmqGroup,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"{PROG} {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", is_eager=True, callback=_show_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """A command-line toolkit for Apache RocketMQ operators.
+
+    Store inspector commands read a broker's store directory offline. Every command has --json;
+    listing commands have --output table|json|jsonl|yaml. Tables are drawn on a terminal and
+    become tab-separated text when the output is piped.
+    """
+
+
+app.command("dump-commitlog")(dump_commitlog.dump_commitlog)
+app.command("dump-cq")(dump_queue.dump_cq)
+app.command("dump-index")(dump_index.dump_index)
+app.command("dump-checkpoint")(dump_misc.dump_checkpoint)
+app.command("dump-config")(dump_misc.dump_config)
+app.command("stats")(stats.stats)
+
+
+def invoke(args: Sequence[str]) -> int:
+    """Run ``rmq`` with ``args`` and return the exit code; errors are reported on stderr."""
+    command = typer.main.get_command(app)
+    command._main_shell_completion({}, PROG, None)  # handles _RMQ_COMPLETE requests, then exits
+    try:
+        with command.make_context(PROG, list(args)) as ctx:
+            command.invoke(ctx)
+        return 0
+    except typer.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        _error(exc.format_message().replace("\n", " ") + hint)
+        return 2
+    except click.exceptions.ClickException as exc:
+        _error(exc.format_message().replace("\n", " "))
+        return exc.exit_code
+    except typer.Abort:
+        return EXIT_INTERRUPTED
+    except RmqError as exc:
+        _error(str(exc).replace("\n", " ") or type(exc).__name__)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def run(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    code = invoke(sys.argv[1:] if argv is None else argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _quiet_broken_pipe()
+    except (OSError, ValueError):
+        pass
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,78 @@
+"""``rmq stats``: messages, offsets, bytes and times per topic and queue, from one header scan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store
+from rmqcli.cli.render import (
+    Column,
+    OutputFormat,
+    Renderer,
+    Section,
+    camel_dict,
+    human_time,
+    progress,
+    resolve_format,
+)
+
+TOPIC_COLUMNS = [
+    Column("topic", "Topic"),
+    Column("queues", "Queues", justify="right"),
+    Column("messages", "Messages", justify="right"),
+    Column("bytes", "Bytes", justify="right"),
+    Column("firstStoreTimestamp", "FirstStored", show=human_time),
+    Column("lastStoreTimestamp", "LastStored", show=human_time),
+]
+QUEUE_COLUMNS = [
+    Column("topic", "Topic"),
+    Column("queueId", "Queue", justify="right"),
+    Column("messages", "Messages", justify="right"),
+    Column("minQueueOffset", "MinQOffset", justify="right"),
+    Column("maxQueueOffset", "MaxQOffset", justify="right"),
+    Column("cqMinOffset", "CqMin", justify="right"),
+    Column("cqMaxOffset", "CqMax", justify="right"),
+    Column("bytes", "Bytes", justify="right"),
+    Column("firstStoreTimestamp", "FirstStored", show=human_time),
+    Column("lastStoreTimestamp", "LastStored", show=human_time),
+]
+FILE_COLUMNS = [
+    Column("kind", "Kind"),
+    Column("count", "Files", justify="right"),
+    Column("bytes", "Bytes", justify="right"),
+]
+
+
+def stats(
+    path: Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")],
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    """Store statistics: per topic and per queue the message count, queue offsets (in the CommitLog
+    and in the consume queue), bytes and first/last store time; the CommitLog's min and max
+    physical offsets; and the count and size of the store's files by kind.
+    """
+    from rmqcli.ops.stats import store_stats
+
+    store = open_store(path, config)
+    files = store.commitlog.files
+    total = files[-1].from_offset + files[-1].size - files[0].from_offset if files else 0
+    base = files[0].from_offset if files else 0
+    with progress(total, "scanning") as update:
+        result = camel_dict(store_stats(store, lambda pos: update(pos - base)))
+    commitlog = dict(result["commitlog"])
+    for name in ("firstStoreTimestamp", "lastStoreTimestamp"):
+        commitlog[name + "Human"] = human_time(commitlog[name])
+    Renderer(resolve_format(output, json_)).sections(
+        [
+            Section("store", "store", item={"store": result["store"]}),
+            Section("commitlog", "commitlog", item=commitlog, title="CommitLog"),
+            Section("topics", "topic", rows=result["topics"], columns=TOPIC_COLUMNS, title="Topics"),
+            Section("queues", "queue", rows=result["queues"], columns=QUEUE_COLUMNS, title="Queues"),
+            Section("files", "files", rows=result["files"], columns=FILE_COLUMNS, title="Files"),
+        ]
+    )

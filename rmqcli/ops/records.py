@@ -1,0 +1,201 @@
+"""CommitLog records as plain dicts, record filters, and single-file CommitLog access.
+
+Field names follow RocketMQ's own names (``MessageDecoder``), so a dump can be compared
+directly with a dump made by RocketMQ's classes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from formats import commitlog as fmt
+from rmqcli.errors import NotFoundError
+from rmqcli.store.commitlog import CommitLog, Corruption, Record
+from rmqcli.store.mapped import MappedFile, MappedFileQueue
+from rmqcli.store.naming import is_offset_name
+
+
+class BodyMode(StrEnum):
+    """How a record's body appears in a dump."""
+
+    none = "none"
+    utf8 = "utf8"
+    hex = "hex"
+    base64 = "base64"
+    sha256 = "sha256"
+
+
+def _file_from(file: str) -> int:
+    name = Path(file).name
+    return int(name) if is_offset_name(name) else 0
+
+
+def _encode_body(data: bytes, mode: BodyMode) -> tuple[str, str]:
+    if mode is BodyMode.sha256:
+        return "bodySha256", hashlib.sha256(data).hexdigest()
+    if mode is BodyMode.hex:
+        return "body", data.hex()
+    if mode is BodyMode.base64:
+        return "body", base64.b64encode(data).decode("ascii")
+    return "body", data.decode("utf-8", "replace")
+
+
+def record_fields(
+    rec: Record,
+    *,
+    body: BodyMode = BodyMode.none,
+    raw: bool = False,
+    properties_raw: bool = False,
+    delay_millis: list[int] | None = None,
+) -> dict[str, Any]:
+    """Every header field of ``rec``, its decoded properties, ids and (optionally) its body."""
+    stored = rec.stored_body
+    computed_crc = fmt.body_crc(stored)
+    props = rec.properties
+    row: dict[str, Any] = {
+        "file": Path(rec.file).name,
+        "filePos": rec.position - _file_from(rec.file),
+        "position": rec.position,
+        "totalSize": rec.total_size,
+        "magicCode": rec.magic_code,
+        "magicCodeHex": f"0x{rec.magic_code & 0xFFFFFFFF:08x}",
+        "bodyCRC": rec.body_crc,
+        "queueId": rec.queue_id,
+        "flag": rec.flag,
+        "queueOffset": rec.queue_offset,
+        "physicalOffset": rec.physical_offset,
+        "sysFlag": rec.sys_flag,
+        "bornTimestamp": rec.born_timestamp,
+        "bornHost": rec.born_host,
+        "bornHostBytesHex": bytes(rec.born_address).hex(),
+        "storeTimestamp": rec.store_timestamp,
+        "storeHost": rec.store_host,
+        "storeHostBytesHex": bytes(rec.store_address).hex(),
+        "reconsumeTimes": rec.reconsume_times,
+        "preparedTransactionOffset": rec.prepared_transaction_offset,
+        "topic": rec.topic,
+        "topicLength": len(rec.topic.encode("utf-8")),
+        "properties": props,
+    }
+    if properties_raw:
+        row["propertiesRaw"] = rec.properties_raw.decode("utf-8", "replace")
+    row.update(
+        {
+            "propertiesLength": len(rec.properties_raw),
+            "bodyOffsetInRecord": rec.body_offset,
+            "offsetMsgId": rec.msg_id,
+            "uniqKey": rec.uniq_key,
+            "tags": rec.tags,
+            "keys": rec.keys,
+            "bodyLength": rec.body_length,
+            "computedBodyCRC": computed_crc,
+            "crcOk": computed_crc == rec.body_crc,
+            "compressed": rec.compressed,
+        }
+    )
+    if rec.compressed:
+        row["compressionType"] = _compression_name(rec.sys_flag)
+    row["transactionType"] = fmt.transaction_type(rec.sys_flag).name
+    row["cqTagsCode"] = _tags_code(rec, delay_millis or fmt.DEFAULT_DELAY_MILLIS)
+    if body is not BodyMode.none:
+        data = stored if raw else rec.body()
+        if rec.compressed and not raw:
+            row["decompressedLength"] = len(data)
+        key, value = _encode_body(data, body)
+        row[key] = value
+    return row
+
+
+def _tags_code(rec: Record, delay_millis: list[int]) -> int:
+    try:
+        return fmt.dispatch_tags_code(rec.topic, rec.properties, rec.store_timestamp, delay_millis)
+    except ValueError:  # a DELAY property that is not a number
+        return fmt.tags_code(rec.tags)
+
+
+def _compression_name(sys_flag: int) -> str:
+    kind = fmt.compression_type(sys_flag)
+    return "ZLIB" if kind is fmt.CompressionType.ZLIB_LEGACY else kind.name
+
+
+def corruption_fields(c: Corruption) -> dict[str, Any]:
+    """A skipped stretch of bytes, as a dump row of kind ``corrupt``."""
+    return {
+        "kind": "corrupt",
+        "file": Path(c.file).name,
+        "filePos": c.position - _file_from(c.file),
+        "position": c.position,
+        "length": c.length,
+        "reason": c.reason,
+    }
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    """Which records a dump keeps; ``None`` fields do not filter."""
+
+    topic: str | None = None
+    queue_id: int | None = None
+    key: str | None = None
+    since: int | None = None  # storeTimestamp >= since (epoch millis)
+    until: int | None = None  # storeTimestamp <= until
+
+    def matches(self, rec: Record) -> bool:
+        if self.topic is not None and rec.topic != self.topic:
+            return False
+        if self.queue_id is not None and rec.queue_id != self.queue_id:
+            return False
+        if self.since is not None and rec.store_timestamp < self.since:
+            return False
+        if self.until is not None and rec.store_timestamp > self.until:
+            return False
+        if self.key is not None and not has_key(rec, self.key):
+            return False
+        return True
+
+
+def has_key(rec: Record, key: str) -> bool:
+    """Whether ``key`` is one of the record's KEYS or its UNIQ_KEY (what the index holds)."""
+    return key == rec.uniq_key or key in rec.keys
+
+
+def filtered(
+    items: Iterator[Record | Corruption], flt: RecordFilter, count: int | None = None
+) -> Iterator[Record | Corruption]:
+    """Records passing ``flt`` (and every ``Corruption``), at most ``count`` records."""
+    left = count
+    if left is not None and left <= 0:
+        return
+    for item in items:
+        if isinstance(item, Corruption):
+            yield item
+            continue
+        if flt.matches(item):
+            yield item
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+
+
+def single_file_commitlog(path: Path) -> CommitLog:
+    """A CommitLog made of one file; its name (a 20-digit offset) gives its start offset."""
+    if not path.is_file():
+        raise NotFoundError(f"{path}: no such file")
+    start = int(path.name) if is_offset_name(path.name) else 0
+    size = path.stat().st_size
+    return CommitLog(MappedFileQueue([MappedFile(path, start, size)], size))
+
+
+def commitlog_dir(path: Path) -> CommitLog | None:
+    """A CommitLog over a bare directory of offset-named files (not a whole store), if it is one."""
+    if not path.is_dir() or (path / "commitlog").exists():
+        return None
+    queue = MappedFileQueue.open(path)
+    return CommitLog(queue) if queue.files else None

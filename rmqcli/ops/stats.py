@@ -1,0 +1,184 @@
+"""Store statistics from one header-only CommitLog scan plus the consume queues' own bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rmqcli.store import Store
+from rmqcli.store.store import (
+    ABORT_FILE,
+    CHECKPOINT_FILE,
+    COMMITLOG_DIR,
+    CONFIG_DIR,
+    CONSUMEQUEUE_DIR,
+    INDEX_DIR,
+    LOCK_FILE,
+)
+
+if TYPE_CHECKING:
+    from rmqcli.store.headerscan import HeaderBatch
+
+
+@dataclass
+class QueueStats:
+    """One (topic, queueId): what the CommitLog holds for it and what its consume queue says."""
+
+    topic: str
+    queue_id: int
+    messages: int = 0
+    bytes: int = 0
+    min_queue_offset: int | None = None
+    max_queue_offset: int | None = None
+    first_store_timestamp: int | None = None
+    last_store_timestamp: int | None = None
+    cq_min_offset: int | None = None  # minOffsetInQueue (after correctMinOffset)
+    cq_max_offset: int | None = None  # maxOffsetInQueue (next offset)
+
+
+@dataclass
+class TopicStats:
+    topic: str
+    queues: int = 0
+    messages: int = 0
+    bytes: int = 0
+    first_store_timestamp: int | None = None
+    last_store_timestamp: int | None = None
+
+
+@dataclass
+class CommitLogStats:
+    files: int
+    min_offset: int  # first byte of the first file (minPhyOffset)
+    max_offset: int  # just past the last record (maxPhyOffset)
+    records: int
+    bytes: int
+    first_store_timestamp: int | None
+    last_store_timestamp: int | None
+
+
+@dataclass
+class FileGroupStats:
+    """Files of one kind (commitlog, consumequeue, index, config, checkpoint, abort, lock, other)."""
+
+    kind: str
+    count: int
+    bytes: int
+
+
+@dataclass
+class StoreStats:
+    store: str
+    commitlog: CommitLogStats
+    topics: list[TopicStats] = field(default_factory=list)
+    queues: list[QueueStats] = field(default_factory=list)
+    files: list[FileGroupStats] = field(default_factory=list)
+
+
+def _earliest(a: int | None, b: int) -> int:
+    return b if a is None or b < a else a
+
+
+def _latest(a: int | None, b: int) -> int:
+    return b if a is None or b > a else a
+
+
+def store_stats(store: Store, progress: Callable[[int], None] | None = None) -> StoreStats:
+    """Count every record per topic and queue; ``progress`` gets the physical offset reached."""
+    queues: dict[tuple[str, int], QueueStats] = {}
+    for batch in store.commitlog.header_batches():
+        _add_batch(queues, batch)
+        if progress is not None:
+            progress(int(batch.position[-1]))
+    records = sum(q.messages for q in queues.values())
+    total_bytes = sum(q.bytes for q in queues.values())
+    firsts = [q.first_store_timestamp for q in queues.values() if q.first_store_timestamp is not None]
+    lasts = [q.last_store_timestamp for q in queues.values() if q.last_store_timestamp is not None]
+    first = min(firsts) if firsts else None
+    last = max(lasts) if lasts else None
+    cl = store.commitlog
+    cl_min = cl.min_offset
+    for topic, qid in store.queue_ids():
+        q = queues.get((topic, qid))
+        if q is None:
+            q = queues[(topic, qid)] = QueueStats(topic, qid)
+        cq = store.consume_queue(topic, qid)
+        q.cq_min_offset = cq.min_offset(cl_min)
+        q.cq_max_offset = cq.max_offset
+    ordered = [queues[k] for k in sorted(queues)]
+    return StoreStats(
+        store=str(store.root),
+        commitlog=CommitLogStats(len(cl.files), cl_min, cl.max_offset(), records, total_bytes, first, last),
+        topics=_topics(ordered),
+        queues=ordered,
+        files=file_groups(store.root),
+    )
+
+
+def _add_batch(queues: dict[tuple[str, int], QueueStats], batch: HeaderBatch) -> None:
+    """Fold one file's header arrays into the per-queue totals, grouped with numpy."""
+    import numpy as np
+
+    group_key = (batch.topic_index.astype(np.int64) << 32) | (batch.queue_id.astype(np.int64) & 0xFFFFFFFF)
+    keys, inverse = np.unique(group_key, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.searchsorted(inverse[order], np.arange(len(keys)))
+    counts = np.diff(np.append(starts, len(order)))
+    size = np.add.reduceat(batch.total_size[order].astype(np.int64), starts)
+    qoff = batch.queue_offset[order]
+    stamp = batch.store_timestamp[order]
+    qmin, qmax = np.minimum.reduceat(qoff, starts), np.maximum.reduceat(qoff, starts)
+    tmin, tmax = np.minimum.reduceat(stamp, starts), np.maximum.reduceat(stamp, starts)
+    for i, k in enumerate(keys.tolist()):
+        topic = batch.topics[k >> 32]
+        qid = int(np.int32(np.uint32(k & 0xFFFFFFFF)))
+        q = queues.get((topic, qid))
+        if q is None:
+            q = queues[(topic, qid)] = QueueStats(topic, qid)
+        q.messages += int(counts[i])
+        q.bytes += int(size[i])
+        q.min_queue_offset = _earliest(q.min_queue_offset, int(qmin[i]))
+        q.max_queue_offset = _latest(q.max_queue_offset, int(qmax[i]))
+        q.first_store_timestamp = _earliest(q.first_store_timestamp, int(tmin[i]))
+        q.last_store_timestamp = _latest(q.last_store_timestamp, int(tmax[i]))
+
+
+def _topics(queues: list[QueueStats]) -> list[TopicStats]:
+    topics: dict[str, TopicStats] = {}
+    for q in queues:
+        t = topics.setdefault(q.topic, TopicStats(q.topic))
+        t.queues += 1
+        t.messages += q.messages
+        t.bytes += q.bytes
+        if q.first_store_timestamp is not None:
+            t.first_store_timestamp = _earliest(t.first_store_timestamp, q.first_store_timestamp)
+        if q.last_store_timestamp is not None:
+            t.last_store_timestamp = _latest(t.last_store_timestamp, q.last_store_timestamp)
+    return list(topics.values())
+
+
+_KINDS = {
+    COMMITLOG_DIR: "commitlog",
+    CONSUMEQUEUE_DIR: "consumequeue",
+    INDEX_DIR: "index",
+    CONFIG_DIR: "config",
+    CHECKPOINT_FILE: "checkpoint",
+    ABORT_FILE: "abort",
+    LOCK_FILE: "lock",
+}
+
+
+def file_groups(root: Path) -> list[FileGroupStats]:
+    """Count and total size of the store's files, grouped by the top-level entry they are under."""
+    groups: dict[str, list[int]] = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        kind = _KINDS.get(path.relative_to(root).parts[0], "other")
+        entry = groups.setdefault(kind, [0, 0])
+        entry[0] += 1
+        entry[1] += path.stat().st_size
+    order = list(_KINDS.values()) + ["other"]
+    return [FileGroupStats(k, *groups[k]) for k in order if k in groups]

@@ -1,0 +1,202 @@
+"""The `rmq` command line on real stores: output formats, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rmqcli.cli.main import app
+from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+FIXTURE = REAL / "ipv6"
+STORE = FIXTURE / "store"
+RMQ = [sys.executable, "-m", "rmqcli.cli.main"]
+pytestmark = pytest.mark.skipif(not STORE.is_dir(), reason="no real fixture store")
+
+
+def records() -> list[dict]:
+    lines = (FIXTURE / "store.records.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def rmq(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RMQ, *args], capture_output=True, text=True, timeout=60)
+
+
+def invoke(*args: str) -> object:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def store_copy(tmp_path: Path) -> Path:
+    """A writable copy of the real store."""
+    dest = tmp_path / "store"
+    shutil.copytree(STORE, dest)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return dest
+
+
+# --- output formats -------------------------------------------------------------------------------
+def test_json_output_has_every_field() -> None:
+    result = invoke("dump-commitlog", str(STORE), "--count", "3", "--json", "--body", "hex")
+    rows = json.loads(result.stdout)
+    expected = records()[:3]
+    assert [r["position"] for r in rows] == [e["position"] for e in expected]
+    for row, exp in zip(rows, expected, strict=True):
+        assert row["offsetMsgId"] == exp["offsetMsgId"]
+        assert row["properties"] == exp["properties"]
+        assert len(bytes.fromhex(row["body"])) == (exp.get("decompressedLength") or exp["bodyLength"])
+        assert "propertiesRaw" not in row
+
+
+def test_jsonl_yaml_and_piped_table_agree() -> None:
+    args = ["dump-commitlog", str(STORE), "--count", "4"]
+    jsonl = [json.loads(x) for x in invoke(*args, "--output", "jsonl").stdout.splitlines()]
+    docs = yaml.safe_load(invoke(*args, "--output", "yaml").stdout)
+    assert [r["position"] for r in jsonl] == [r["position"] for r in docs]
+    lines = invoke(*args).stdout.splitlines()  # CliRunner output is not a terminal: tab-separated
+    header = lines[0].split("\t")
+    assert header[:4] == ["position", "topic", "queueId", "queueOffset"]
+    assert len(lines) == 5
+    first = dict(zip(header, lines[1].split("\t"), strict=True))
+    assert first["offsetMsgId"] == jsonl[0]["offsetMsgId"]
+    assert int(first["position"]) == jsonl[0]["position"]
+
+
+def test_filters() -> None:
+    expected = records()
+    target = next(r for r in expected if r["properties"].get("KEYS"))
+    key = target["properties"]["KEYS"].split(" ")[0]
+    rows = json.loads(invoke("dump-commitlog", str(STORE), "--key", key, "--json").stdout)
+    assert target["position"] in [r["position"] for r in rows]
+    assert all(key in r["keys"] or r["uniqKey"] == key for r in rows)
+    topic, qid = target["topic"], target["queueId"]
+    rows = json.loads(invoke("dump-commitlog", str(STORE), "-t", topic, "-q", str(qid), "--json").stdout)
+    want = [r["position"] for r in expected if r["topic"] == topic and r["queueId"] == qid]
+    assert [r["position"] for r in rows] == want
+    since = expected[10]["storeTimestamp"]
+    rows = json.loads(
+        invoke("dump-commitlog", str(STORE), "--since", str(since), "--count", "2", "--json").stdout
+    )
+    assert all(r["storeTimestamp"] >= since for r in rows) and len(rows) == 2
+    rows = json.loads(
+        invoke(
+            "dump-commitlog", str(STORE), "--from", str(expected[5]["position"]), "-n", "1", "--json"
+        ).stdout
+    )
+    assert rows[0]["position"] == expected[5]["position"]
+
+
+def test_iso_time_and_bad_time() -> None:
+    rows = json.loads(
+        invoke("dump-commitlog", str(STORE), "--until", "1970-01-02T00:00:00Z", "--json").stdout
+    )
+    assert rows == []
+    proc = rmq("dump-commitlog", str(STORE), "--since", "yesterday-ish")
+    assert proc.returncode == UsageError.exit_code
+    assert proc.stderr.count("\n") == 1 and "--since" in proc.stderr
+
+
+def test_single_commitlog_file() -> None:
+    first_file = sorted((STORE / "commitlog").iterdir())[0]
+    rows = json.loads(invoke("dump-commitlog", str(first_file), "--count", "2", "--json").stdout)
+    assert [r["position"] for r in rows] == [r["position"] for r in records()[:2]]
+
+
+def test_other_commands_json() -> None:
+    cq = json.loads(invoke("dump-cq", str(STORE), "-t", "TopicA", "-q", "0", "-n", "2", "--json").stdout)
+    assert [u["queueOffset"] for u in cq] == [0, 1]
+    cfg = json.loads(invoke("dump-config", str(STORE), "--json").stdout)
+    assert set(cfg) == {"topics", "subscriptions", "offsets", "delay"}
+    facts = json.loads((FIXTURE / "expected.json").read_text(encoding="utf-8"))["variants"]["store"]["facts"]
+    table = facts["config_files"]["parsed"]["consumerOffset.json"]["offsetTable"]
+    want = {
+        (k.rpartition("@")[0], k.rpartition("@")[2], int(q), o)
+        for k, qs in table.items()
+        for q, o in qs.items()
+    }
+    assert {(r["topic"], r["group"], r["queueId"], r["offset"]) for r in cfg["offsets"]} == want
+    lines = invoke("stats", str(STORE), "--output", "jsonl").stdout.splitlines()
+    kinds = {json.loads(line)["section"] for line in lines}
+    assert {"commitlog", "topic", "queue", "files"} <= kinds
+    entries = json.loads(invoke("dump-index", str(STORE), "--json").stdout)["entries"]
+    assert len(entries) == sum(f["indexCount"] - 1 for f in facts["index"]["files"])
+
+
+# --- exit codes and errors ------------------------------------------------------------------------
+def test_version_and_help() -> None:
+    assert rmq("--version").stdout.startswith("rmq ")
+    proc = rmq("--help")
+    assert proc.returncode == 0 and "dump-commitlog" in proc.stdout
+
+
+def test_bad_flag_is_usage_error() -> None:
+    proc = rmq("dump-commitlog", str(STORE), "--no-such-flag")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("rmq: error: ") and proc.stderr.count("\n") == 1
+    assert rmq("dump-commitlog", str(STORE), "--body", "rot13").returncode == 2
+    assert rmq("dump-cq", str(STORE)).returncode == UsageError.exit_code  # needs --topic and --queue
+    assert rmq("dump-index", str(STORE), "--key", "k").returncode == UsageError.exit_code
+
+
+def test_missing_store_is_not_found(tmp_path: Path) -> None:
+    for args in (
+        ["dump-commitlog", str(tmp_path / "nope")],
+        ["stats", str(tmp_path / "nope")],
+        ["dump-checkpoint", str(tmp_path / "nope")],
+        ["dump-cq", str(STORE), "-t", "NoSuchTopic", "-q", "0"],
+    ):
+        proc = rmq(*args)
+        assert proc.returncode == NotFoundError.exit_code, args
+        assert proc.stderr.startswith("rmq: error: ") and proc.stderr.count("\n") == 1
+        assert "Traceback" not in proc.stderr
+
+
+def test_corrupt_record_stops_with_file_and_offset(store_copy: Path) -> None:
+    victim = records()[7]
+    path = store_copy / "commitlog" / victim["file"]
+    data = bytearray(path.read_bytes())
+    data[victim["filePos"] + 4 : victim["filePos"] + 8] = b"\x00\x11\x22\x33"  # the magic code
+    path.write_bytes(bytes(data))
+    proc = rmq("dump-commitlog", str(store_copy), "--output", "jsonl")
+    assert proc.returncode == CorruptDataError.exit_code
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert victim["file"] in proc.stderr and f"at byte {victim['filePos']}" in proc.stderr
+    assert len(proc.stdout.splitlines()) == 7  # the records before it were printed
+
+    proc = rmq("dump-commitlog", str(store_copy), "--output", "jsonl", "--skip-corrupt")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    corrupt = [r for r in rows if r.get("kind") == "corrupt"]
+    assert len(corrupt) == 1 and corrupt[0]["position"] == victim["position"]
+    assert "warning" in proc.stderr and victim["file"] in proc.stderr
+    assert len(rows) - 1 == len(records()) - 1  # every other record is still there
+
+    assert rmq("stats", str(store_copy)).returncode == CorruptDataError.exit_code
+
+
+def test_broken_pipe_is_quiet() -> None:
+    with subprocess.Popen(
+        [*RMQ, "dump-commitlog", str(STORE), "--output", "jsonl", "--body", "hex"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    assert err == b""
+    assert code == 141
