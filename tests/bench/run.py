@@ -33,7 +33,16 @@ def ensure_store(path: Path, size_mib: int) -> None:
     print(f"generating a {size_mib} MiB store in {path} ...", flush=True)
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "fixtures.generate", str(path), "--preset", "bench", "--size-mib", str(size_mib)],
+        [
+            sys.executable,
+            "-m",
+            "fixtures.generate",
+            str(path),
+            "--preset",
+            "bench",
+            "--size-mib",
+            str(size_mib),
+        ],
         check=True,
         cwd=ROOT,
     )

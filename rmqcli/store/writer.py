@@ -1,0 +1,424 @@
+"""Write a store as an Apache RocketMQ 4.9.x broker does.
+
+``StoreWriter`` appends records to the CommitLog (``CommitLog.putMessage`` /
+``DefaultAppendMessageCallback``, FORMATS.md §1.9-1.11, §1.13), dispatches each one at once to
+its consume queue and the index (``ReputMessageService``, FORMATS.md §7), and keeps the
+checkpoint (§4), the ``abort``/``lock`` files and the config JSON (§5) up to date. It holds no
+global state; the clock and the index file namer are injectable.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from formats import commitlog as fmt
+from rmqcli.errors import UsageError
+from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
+from rmqcli.store.commitlog import CommitLog
+from rmqcli.store.mapped import MappedFileQueue
+from rmqcli.store.naming import index_file_name
+from rmqcli.store.settings import StoreSettings
+from rmqcli.store.store import (
+    ABORT_FILE,
+    CHECKPOINT_FILE,
+    COMMITLOG_DIR,
+    CONFIG_DIR,
+    CONSUMEQUEUE_DIR,
+    INDEX_DIR,
+    LOCK_FILE,
+)
+from rmqcli.store.writer_config import BrokerConfigState
+from rmqcli.store.writer_cq import ConsumeQueueWriter
+from rmqcli.store.writer_files import WritableFile, WritableFileQueue, fsync_dir
+from rmqcli.store.writer_index import IndexNamer, IndexWriter
+from rmqcli.store.writer_messages import (
+    DEFAULT_STORE_HOST,
+    INDEXED_TRANSACTION_TYPES,
+    QUEUED_TRANSACTION_TYPES,
+    AppendResult,
+    BatchAppendResult,
+    BatchMessage,
+    Host,
+    InnerMessage,
+    Message,
+    apply_delay,
+    batch_properties,
+    delay_level,
+    element_properties,
+    inner_from_message,
+)
+from rmqcli.store.writer_records import (
+    BLANK_RECORD_SIZE,
+    blank_record,
+    check_lengths,
+    encode_record,
+    host_flags,
+    record_length,
+)
+
+Clock = Callable[[], int]
+DEFAULT_CLUSTER = "DefaultCluster"
+LOCK_CONTENT = b"lock"  # DefaultMessageStore.start writes these bytes into the lock file
+_QUEUED = QUEUED_TRANSACTION_TYPES
+_INDEXED = INDEXED_TRANSACTION_TYPES
+
+
+def system_clock() -> int:
+    """Milliseconds since the epoch (``System.currentTimeMillis``)."""
+    return time.time_ns() // 1_000_000
+
+
+class StoreWriter:
+    """A writable store directory; use as a context manager or call ``close()``.
+
+    An existing store is continued: its end is found like a broker's recovery (last valid
+    record), the consume queues and index catch up from the CommitLog, and queue offsets
+    continue from the consume queues.
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        settings: StoreSettings | None = None,
+        *,
+        clock: Clock = system_clock,
+        index_namer: IndexNamer | None = None,
+        store_host: Host = DEFAULT_STORE_HOST,
+        cluster: str | None = DEFAULT_CLUSTER,
+    ):
+        self.root = Path(root)
+        self.settings = settings or StoreSettings()
+        self.clock = clock
+        self.store_host = store_host
+        self.cluster = cluster
+        self._delay_millis = fmt.parse_delay_levels(self.settings.message_delay_level)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _take_lock(self.root / LOCK_FILE)
+        cl_size = self.settings.mapped_file_size_commitlog
+        self.commitlog = WritableFileQueue(self.root / COMMITLOG_DIR, cl_size)
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+        self._cqs: dict[tuple[str, int], ConsumeQueueWriter] = {}
+        self.index = IndexWriter(
+            self.root / INDEX_DIR,
+            self.settings.max_hash_slot_num,
+            self.settings.max_index_num,
+            index_namer or (lambda _ts: index_file_name(self.clock())),
+        )
+        self.config = BrokerConfigState.load(self.root / CONFIG_DIR)
+        self._topic_bytes: dict[str, bytes] = {}
+        self._checkpoint = Checkpoint()
+        self._last_store_timestamp = 0
+        self._closed = False
+        self._recover()
+        (self.root / ABORT_FILE).touch()
+
+    # --- recovery of an existing store ----------------------------------------------------------
+    def _recover(self) -> None:
+        if (self.root / CHECKPOINT_FILE).exists():
+            self._checkpoint = read_checkpoint(self.root / CHECKPOINT_FILE)
+            self._last_store_timestamp = self._checkpoint.physic_msg_timestamp
+        cq_root = self.root / CONSUMEQUEUE_DIR
+        if cq_root.is_dir():
+            for tdir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
+                for qdir in sorted(p for p in tdir.iterdir() if p.is_dir() and p.name.isdigit()):
+                    cq = self._cq(tdir.name, int(qdir.name))
+                    cq.recover()
+                    self.queue_offsets[(tdir.name, int(qdir.name))] = cq.max_offset
+        self.index.load()
+        self.commitlog.open_existing()
+        if not self.commitlog.files:
+            return
+        reader = CommitLog(MappedFileQueue.open(self.commitlog.directory, self.commitlog.file_size))
+        try:
+            end = reader.max_offset()
+            kept: list[WritableFile] = []
+            for f in self.commitlog.files:
+                if f.from_offset > end or (kept and f.from_offset == end):
+                    f.close()  # past the end: left on disk, never written (a broker would delete it)
+                    continue
+                f.wrote = min(end - f.from_offset, f.size)
+                kept.append(f)
+            self.commitlog.files = kept
+            reput_from = max([cq.max_physic_offset for cq in self._cqs.values()] + [reader.min_offset])
+            for rec in reader.records(reput_from):
+                if rec.physical_offset >= reput_from:
+                    self._dispatch_record(rec)
+                self._last_store_timestamp = rec.store_timestamp
+        finally:
+            reader.close()
+
+    def _dispatch_record(self, rec) -> None:
+        props = rec.properties
+        self._dispatch(
+            rec.topic, rec.queue_id, rec.physical_offset, rec.total_size, rec.queue_offset,
+            rec.sys_flag, rec.store_timestamp, props,
+        )  # fmt: skip
+        if fmt.is_dispatched_to_queue(rec.sys_flag):
+            key = (rec.topic, rec.queue_id)
+            self.queue_offsets[key] = max(self.queue_offsets.get(key, 0), rec.queue_offset + 1)
+
+    # --- appending ------------------------------------------------------------------------------
+    def append(self, message: Message) -> AppendResult:
+        """A message as received from a producer (``SendMessageProcessor`` + ``CommitLog.putMessage``)."""
+        return self.put_message(inner_from_message(message, self.cluster))
+
+    def put_message(self, inner: InnerMessage) -> AppendResult:
+        """``CommitLog.putMessage``: delay rewrite, then one record; dispatched at once."""
+        apply_delay(inner, len(self._delay_millis))
+        props = inner.properties_string
+        if props is None:
+            props = fmt.encode_properties_as_broker(inner.properties)
+            dispatch_props = inner.properties
+        else:
+            dispatch_props = None  # decoded from the stored string, as the reput service does
+        store_host = inner.store_host or self.store_host
+        sys_flag = (inner.sys_flag & ~fmt.HOST_FLAGS) | host_flags(inner.born_host.is_v6, store_host.is_v6)
+        topic = self._encode_topic(inner.topic)
+        check_lengths(topic, props)
+        length = record_length(sys_flag, inner.body, topic, props)
+        store_ts = self.clock() if inner.store_timestamp is None else inner.store_timestamp
+        mf = self._file_for(length)
+        physical = mf.from_offset + mf.wrote
+        queue_offset = self._take_queue_offset(inner.topic, inner.queue_id, sys_flag, 1)
+        mf.append(
+            encode_record(
+                sys_flag=sys_flag,
+                queue_id=inner.queue_id,
+                flag=inner.flag,
+                queue_offset=queue_offset,
+                physical_offset=physical,
+                born_timestamp=inner.born_timestamp,
+                born_host=(inner.born_host.address, inner.born_host.port),
+                store_timestamp=store_ts,
+                store_host=(store_host.address, store_host.port),
+                reconsume_times=inner.reconsume_times,
+                prepared_transaction_offset=inner.prepared_transaction_offset,
+                body=inner.body,
+                topic=topic,
+                properties=props,
+            )
+        )
+        self._last_store_timestamp = store_ts
+        if dispatch_props is None:
+            dispatch_props = fmt.decode_properties(props)
+        self._dispatch(
+            inner.topic, inner.queue_id, physical, length, queue_offset, sys_flag, store_ts, dispatch_props
+        )
+        return AppendResult(physical, queue_offset, length, store_ts, inner.topic, inner.queue_id, store_host)
+
+    def append_batch(self, batch: BatchMessage) -> BatchAppendResult:
+        """A classic batch: one record per element, contiguous, one store timestamp (FORMATS.md §1.11)."""
+        if fmt.transaction_type(batch.sys_flag) != fmt.TransactionType.NOT_TYPE:
+            raise UsageError("a batch cannot be transactional")
+        if delay_level(batch.properties) > 0:
+            raise UsageError("a batch cannot be delayed")
+        if not batch.elements:
+            raise UsageError("empty batch")
+        store_host = batch.store_host or self.store_host
+        sys_flag = (batch.sys_flag & ~fmt.HOST_FLAGS) | host_flags(batch.born_host.is_v6, store_host.is_v6)
+        topic = self._encode_topic(batch.topic)
+        shared = batch_properties(batch, self.cluster)
+        props_list = [element_properties(e, shared) for e in batch.elements]
+        lengths = []
+        for element, props in zip(batch.elements, props_list, strict=True):
+            check_lengths(topic, props)
+            lengths.append(record_length(sys_flag, element.body, topic, props))
+        store_ts = self.clock() if batch.store_timestamp is None else batch.store_timestamp
+        mf = self._file_for(sum(lengths))
+        first_queue_offset = self._take_queue_offset(batch.topic, batch.queue_id, sys_flag, len(lengths))
+        chunks = []
+        results = []
+        physical = mf.from_offset + mf.wrote
+        for i, (element, props, length) in enumerate(zip(batch.elements, props_list, lengths, strict=True)):
+            chunks.append(
+                encode_record(
+                    sys_flag=sys_flag,
+                    queue_id=batch.queue_id,
+                    flag=element.flag,
+                    queue_offset=first_queue_offset + i,
+                    physical_offset=physical,
+                    born_timestamp=batch.born_timestamp,
+                    born_host=(batch.born_host.address, batch.born_host.port),
+                    store_timestamp=store_ts,
+                    store_host=(store_host.address, store_host.port),
+                    reconsume_times=batch.reconsume_times,
+                    prepared_transaction_offset=0,
+                    body=element.body,
+                    topic=topic,
+                    properties=props,
+                )
+            )
+            results.append(
+                AppendResult(
+                    physical,
+                    first_queue_offset + i,
+                    length,
+                    store_ts,
+                    batch.topic,
+                    batch.queue_id,
+                    store_host,
+                )
+            )
+            physical += length
+        mf.append(b"".join(chunks))
+        self._last_store_timestamp = store_ts
+        for r, props in zip(results, props_list, strict=True):
+            self._dispatch(
+                r.topic, r.queue_id, r.physical_offset, r.size, r.queue_offset, sys_flag, store_ts,
+                fmt.decode_properties(props),
+            )  # fmt: skip
+        return BatchAppendResult(results)
+
+    def _encode_topic(self, topic: str) -> bytes:
+        cached = self._topic_bytes.get(topic)
+        if cached is None:
+            cached = self._topic_bytes[topic] = topic.encode("utf-8")
+        return cached
+
+    def _take_queue_offset(self, topic: str, queue_id: int, sys_flag: int, count: int) -> int:
+        """``topicQueueTable``: 0 (and no increment) for PREPARED/ROLLBACK (FORMATS.md §1.9)."""
+        if sys_flag & fmt.TRANSACTION_MASK not in _QUEUED:
+            return 0
+        key = (topic, queue_id)
+        offset = self.queue_offsets.get(key, 0)
+        self.queue_offsets[key] = offset + count
+        return offset
+
+    def _file_for(self, length: int) -> WritableFile:
+        """The file to append ``length`` bytes to; ends a file with a BLANK when they do not fit."""
+        if length + BLANK_RECORD_SIZE > self.commitlog.file_size:
+            raise UsageError(f"a {length}-byte record does not fit a {self.commitlog.file_size}-byte file")
+        mf = self.commitlog.last_for(self.commitlog.max_offset)
+        if length + BLANK_RECORD_SIZE > mf.remaining:
+            remaining = mf.remaining
+            mf.write_at(mf.wrote, blank_record(remaining))
+            mf.wrote = mf.size
+            mf = self.commitlog.last_for(self.commitlog.max_offset)
+        return mf
+
+    # --- dispatch -------------------------------------------------------------------------------
+    def _cq(self, topic: str, queue_id: int) -> ConsumeQueueWriter:
+        key = (topic, queue_id)
+        cq = self._cqs.get(key)
+        if cq is None:
+            directory = self.root / CONSUMEQUEUE_DIR / topic / str(queue_id)
+            cq = self._cqs[key] = ConsumeQueueWriter(directory, self.settings.mapped_file_size_consume_queue)
+        return cq
+
+    def _dispatch(
+        self,
+        topic: str,
+        queue_id: int,
+        physical: int,
+        size: int,
+        queue_offset: int,
+        sys_flag: int,
+        store_ts: int,
+        props: dict[str, str],
+    ) -> None:
+        """``doDispatch``: CommitLogDispatcherBuildConsumeQueue, then BuildIndex (FORMATS.md §7.3)."""
+        tran = sys_flag & fmt.TRANSACTION_MASK
+        if tran in _QUEUED:
+            tags = fmt.dispatch_tags_code(topic, props, store_ts, self._delay_millis)
+            self._cq(topic, queue_id).put(physical, size, tags, queue_offset)
+            self._checkpoint.logics_msg_timestamp = store_ts
+            self.config.ensure_topic(topic, queue_id, self.clock, len(self._delay_millis))
+        if self.settings.message_index_enable and tran in _INDEXED:
+            self.index.build_index(
+                topic,
+                physical,
+                store_ts,
+                sys_flag,
+                props.get(fmt.PROPERTY_UNIQ_KEY) or None,
+                props.get(fmt.PROPERTY_KEYS),
+            )
+
+    # --- state ----------------------------------------------------------------------------------
+    @property
+    def max_offset(self) -> int:
+        """Global CommitLog offset after the last record (``getMaxPhyOffset``)."""
+        return self.commitlog.max_offset
+
+    def queue_max_offset(self, topic: str, queue_id: int) -> int:
+        """``maxOffsetInQueue``: the next queue offset of a consume queue (0 when there is none)."""
+        cq = self._cqs.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint as the next flush writes it."""
+        return Checkpoint(
+            self._last_store_timestamp,
+            self._checkpoint.logics_msg_timestamp,
+            max(self.index.completed_end_timestamp, self._checkpoint.index_msg_timestamp),
+        )
+
+    # --- config ---------------------------------------------------------------------------------
+    def create_topic(self, name: str, queue_nums: int, *, order: bool = False, perm: int = 6) -> None:
+        self.config.set_topic(name, queue_nums, self.clock(), perm=perm, order=order)
+
+    def create_group(self, name: str) -> None:
+        self.config.set_group(name, self.clock())
+
+    def set_consumer_offset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        self.config.set_consumer_offset(topic, group, queue_id, offset)
+
+    def set_delay_offset(self, level: int, offset: int) -> None:
+        """delayOffset.json: next offset to deliver in ``SCHEDULE_TOPIC_XXXX`` queue ``level-1``."""
+        self.config.delay_offsets[level] = offset
+
+    # --- flush and close ------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Everything to disk with fsync: CommitLog, consume queues, index, checkpoint, config."""
+        self.commitlog.flush()
+        for cq in self._cqs.values():
+            cq.flush()
+        self.index.flush()
+        self._write_checkpoint()
+        self.config.write(self.root / CONFIG_DIR)
+        fsync_dir(self.root)
+
+    def _write_checkpoint(self) -> None:
+        path = self.root / CHECKPOINT_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, self.checkpoint.to_bytes(), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Flush, unmap, remove ``abort`` (a clean shutdown) and release the lock."""
+        if self._closed:
+            return
+        self.flush()
+        self.commitlog.close()
+        for cq in self._cqs.values():
+            cq.close()
+        self.index.close()
+        (self.root / ABORT_FILE).unlink(missing_ok=True)
+        fsync_dir(self.root)
+        os.close(self._lock_fd)
+        self._closed = True
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _take_lock(path: Path) -> int:
+    """``DefaultMessageStore.start``: a POSIX lock on byte 0 of ``lock``, which holds ``lock``."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+    except OSError as exc:
+        os.close(fd)
+        raise UsageError(f"{path}: the store is in use (lock held)") from exc
+    os.pwrite(fd, LOCK_CONTENT, 0)
+    return fd

@@ -1,0 +1,86 @@
+"""Write consume queues as ``ConsumeQueue.putMessagePositionInfo`` (4.9.x) does (FORMATS.md §2.4)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, FILLER_UNIT, is_valid_unit
+from rmqcli.store.writer_files import WritableFileQueue
+
+log = logging.getLogger(__name__)
+
+
+def cq_file_size(configured: int) -> int:
+    """``MessageStoreConfig.getMappedFileSizeConsumeQueue``: rounded up to whole units."""
+    return math.ceil(configured / CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+
+
+class ConsumeQueueWriter:
+    """One ``consumequeue/<topic>/<queueId>/`` directory."""
+
+    def __init__(self, directory: Path, file_size: int):
+        self.files = WritableFileQueue(directory, cq_file_size(file_size))
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    def recover(self) -> None:
+        """Find the write position and ``maxPhysicOffset`` of existing files (``ConsumeQueue.recover``)."""
+        self.files.open_existing()
+        size = self.files.file_size
+        kept = []
+        for f in self.files.files:
+            kept.append(f)
+            data = f.read(0, size)
+            pos = 0
+            for offset, length, _ in CQ_UNIT_STRUCT.iter_unpack(data):
+                if not is_valid_unit(offset, length):
+                    break
+                pos += CQ_UNIT_SIZE
+                self.max_physic_offset = offset + length
+            f.wrote = pos
+            if pos < size:
+                break
+        for f in self.files.files[len(kept) :]:
+            f.close()  # past the recovered end: left on disk, never written
+        self.files.files = kept
+        if self.files.files:
+            self.min_logic_offset = self.files.files[0].from_offset
+
+    @property
+    def max_offset(self) -> int:
+        """``maxOffsetInQueue``: the next queue offset."""
+        return self.files.max_offset // CQ_UNIT_SIZE
+
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """``putMessagePositionInfo``; returns False when the unit was not written (a duplicate)."""
+        if offset + size <= self.max_physic_offset:
+            return False
+        expect = cq_offset * CQ_UNIT_SIZE
+        mf = self.files.last_for(expect)
+        if mf.first_in_queue and cq_offset != 0 and mf.wrote == 0:
+            self.min_logic_offset = expect
+            self._fill_pre_blank(mf, expect)
+        if cq_offset != 0:
+            current = mf.from_offset + mf.wrote
+            if expect < current:
+                return False
+            if expect != current:
+                log.warning("[BUG]logic queue order maybe wrong, expect %d current %d", expect, current)
+        self.max_physic_offset = offset + size
+        mf.append(CQ_UNIT_STRUCT.pack(offset, size, tags_code))
+        return True
+
+    @staticmethod
+    def _fill_pre_blank(mf, until: int) -> None:
+        """``ConsumeQueue.fillPreBlank``: filler units up to ``until`` within the first file."""
+        count = (until % mf.size) // CQ_UNIT_SIZE
+        if count:
+            mf.append(FILLER_UNIT * count)
+
+    def flush(self) -> None:
+        self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,122 @@
+"""Writable mapped files and queues of them (``MappedFile`` / ``MappedFileQueue`` for writing).
+
+Files are pre-allocated to their full size (sparse, zero-filled) and written through ``mmap``,
+as a broker does (FORMATS.md §1.1, §2.1). Names are the 20-digit global offset of the first byte.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+from rmqcli.store.naming import is_offset_name, offset_to_name
+
+
+class WritableFile:
+    """One pre-allocated file, memory-mapped for writing; ``wrote`` is the write position."""
+
+    def __init__(self, path: Path, from_offset: int, size: int, wrote: int = 0):
+        self.path = path
+        self.from_offset = from_offset
+        self.size = size
+        self.wrote = wrote
+        self.first_in_queue = False
+        exists = path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not exists or os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+            self._map = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    @property
+    def full(self) -> bool:
+        return self.wrote >= self.size
+
+    def append(self, data: bytes) -> int:
+        """Write ``data`` at the write position; returns the position it was written at."""
+        pos = self.wrote
+        self._map[pos : pos + len(data)] = data
+        self.wrote = pos + len(data)
+        return pos
+
+    def write_at(self, pos: int, data: bytes) -> None:
+        self._map[pos : pos + len(data)] = data
+
+    def read(self, pos: int, length: int) -> bytes:
+        return self._map[pos : pos + length]
+
+    def flush(self) -> None:
+        self._map.flush()
+
+    def close(self) -> None:
+        if not self._map.closed:
+            self._map.flush()
+            self._map.close()
+
+
+class WritableFileQueue:
+    """The files of one directory, each ``file_size`` bytes, named by start offset."""
+
+    def __init__(self, directory: Path, file_size: int):
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[WritableFile] = []
+
+    def open_existing(self) -> None:
+        """Map the files already in the directory (all considered full until told otherwise)."""
+        if not self.directory.is_dir():
+            return
+        names = sorted(p.name for p in self.directory.iterdir() if is_offset_name(p.name))
+        for name in names:
+            self.files.append(WritableFile(self.directory / name, int(name), self.file_size, self.file_size))
+
+    @property
+    def last(self) -> WritableFile | None:
+        return self.files[-1] if self.files else None
+
+    def last_for(self, start_offset: int) -> WritableFile:
+        """``MappedFileQueue.getLastMappedFile(startOffset, true)``: the last file, a new one if full."""
+        last = self.last
+        if last is None:
+            create = start_offset - start_offset % self.file_size
+        elif last.full:
+            create = last.from_offset + self.file_size
+        else:
+            return last
+        self.directory.mkdir(parents=True, exist_ok=True)
+        created = WritableFile(self.directory / offset_to_name(create), create, self.file_size)
+        created.first_in_queue = last is None
+        self.files.append(created)
+        return created
+
+    @property
+    def max_offset(self) -> int:
+        """Global offset of the write position."""
+        last = self.last
+        return last.from_offset + last.wrote if last else 0
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
+        fsync_dir(self.directory)
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+def fsync_dir(directory: Path) -> None:
+    if not directory.is_dir():
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
