@@ -8,6 +8,8 @@ properties map is serialised (FORMATS.md §1.7).
 
 from __future__ import annotations
 
+import operator
+
 _MASK = 0xFFFFFFFF
 
 
@@ -20,10 +22,17 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+_POWERS_LEN = 512
+# 31**k mod 2**32, highest power first: the hash of n chars is sum(c[i] * 31**(n-1-i)) mod 2**32.
+_POWERS = [pow(31, k, 1 << 32) for k in range(_POWERS_LEN - 1, -1, -1)]
+
+
 def _ascii_hash(text: str) -> int:
-    h = 0
-    for ch in text.encode("ascii"):
-        h = (31 * h + ch) & _MASK
+    data = text.encode("ascii")
+    n = len(data)
+    if n > _POWERS_LEN:
+        return java_string_hash(text)
+    h = sum(map(operator.mul, data, _POWERS[_POWERS_LEN - n :])) & _MASK
     return h - (1 << 32) if h & 0x80000000 else h
 
 
