@@ -116,10 +116,7 @@ def _rows(
     next_report = 0
     for item in items:
         if isinstance(item, Corruption):
-            warn(
-                f"{item.file} at byte {item.position - _start_of(item.file)}: {item.reason}; "
-                f"skipped {item.length} bytes"
-            )
+            warn(f"{item.file} at byte {item.file_position}: {item.reason}; skipped {item.length} bytes")
             if fmt is not OutputFormat.table:
                 yield corruption_fields(item)
             continue
@@ -127,11 +124,6 @@ def _rows(
             update(item.position)
             next_report = item.position + PROGRESS_STEP
         yield record_fields(item, body=mode, raw=raw, properties_raw=properties, delay_millis=delay)
-
-
-def _start_of(file: str) -> int:
-    name = Path(file).name
-    return int(name) if len(name) == 20 and name.isdigit() else 0
 
 
 def _open(path: Path, config: Path | None) -> tuple[CommitLog, str | None]:

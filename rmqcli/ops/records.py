@@ -31,11 +31,6 @@ class BodyMode(StrEnum):
     sha256 = "sha256"
 
 
-def _file_from(file: str) -> int:
-    name = Path(file).name
-    return int(name) if is_offset_name(name) else 0
-
-
 def _encode_body(data: bytes, mode: BodyMode) -> tuple[str, str]:
     if mode is BodyMode.sha256:
         return "bodySha256", hashlib.sha256(data).hexdigest()
@@ -60,7 +55,7 @@ def record_fields(
     props = rec.properties
     row: dict[str, Any] = {
         "file": Path(rec.file).name,
-        "filePos": rec.position - _file_from(rec.file),
+        "filePos": rec.file_position,
         "position": rec.position,
         "totalSize": rec.total_size,
         "magicCode": rec.magic_code,
@@ -129,7 +124,7 @@ def corruption_fields(c: Corruption) -> dict[str, Any]:
     return {
         "kind": "corrupt",
         "file": Path(c.file).name,
-        "filePos": c.position - _file_from(c.file),
+        "filePos": c.file_position,
         "position": c.position,
         "length": c.length,
         "reason": c.reason,

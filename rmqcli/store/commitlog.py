@@ -76,7 +76,7 @@ class Record:
     properties_raw: bytes
     body_offset: int  # within the record
     _source: object = field(default=None, repr=False, compare=False)
-    _file_position: int = field(default=0, repr=False, compare=False)
+    file_position: int = field(default=0, compare=False)  # ``position`` within ``file``
     _props: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -87,7 +87,7 @@ class Record:
 
     @property
     def stored_body(self) -> bytes:
-        start = self._file_position + self.body_offset
+        start = self.file_position + self.body_offset
         return bytes(self._source[start : start + self.body_length])
 
     @property
@@ -168,6 +168,7 @@ class Corruption:
     position: int
     length: int
     reason: str
+    file_position: int = 0
 
 
 @dataclass(slots=True)
@@ -369,7 +370,7 @@ class CommitLog:
                 if not skip_corrupt:
                     raise CorruptDataError(str(exc), name, pos) from None
                 nxt = resync(buf, pos + 1, limit, mf.from_offset)
-                yield Corruption(name, mf.from_offset + pos, nxt - pos, str(exc))
+                yield Corruption(name, mf.from_offset + pos, nxt - pos, str(exc), pos)
                 pos = nxt
                 continue
             yield rec
