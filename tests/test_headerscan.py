@@ -105,3 +105,16 @@ def test_corrupt_record_falls_back_and_names_file_and_offset(tmp_path):
     with pytest.raises(CorruptDataError) as err:
         list(store.commitlog.header_batches())
     assert err.value.offset == second and str(path) in str(err.value)
+
+
+def test_blank_in_the_last_bytes_of_a_file(tmp_path):
+    """A file whose BLANK record starts fewer than 48 bytes (one record prefix) before its end."""
+    one = record(0, b"", "TopicA")
+    body = b"b" * (FILE_SIZE - 2 * len(one) - 20)
+    store_dir = write_store(tmp_path, [(b"", "TopicA", 0, fmt.MAGIC_V1), (body, "TopicA", 0, fmt.MAGIC_V1)])
+    data = (store_dir / "commitlog" / offset_to_name(0)).read_bytes()
+    assert FILE_SIZE - (len(one) + len(record(len(one), body, "TopicA"))) < fmt.PREFIX_SIZE
+    store = Store.open(store_dir)
+    assert len(list(store.commitlog.headers())) == 2
+    assert flatten(store.commitlog.header_batches()) == [tuple(h) for h in store.commitlog.headers()]
+    assert len(data) == FILE_SIZE

@@ -408,7 +408,7 @@ class CommitLog:
         prefix_size = fmt.PREFIX_SIZE
         tail_fixed = fmt.STORE_TIMESTAMP_STRUCT.size + fmt.AFTER_STORE_HOST_STRUCT.size
         body_back = _BODY_LENGTH_BACK
-        while pos + 8 <= limit:
+        while pos + prefix_size <= limit:  # a shorter tail can only be a BLANK or zeros
             total, magic, _, queue_id, _, queue_offset, _, sys_flag, _ = unpack_prefix(buf, pos)
             if magic == v1:
                 tl_size = 1
