@@ -8,6 +8,7 @@ Specified by FORMATS.md §1 (Apache RocketMQ ``CommitLog.java``: ``calMsgLength`
 from __future__ import annotations
 
 import enum
+import functools
 import zlib
 from collections.abc import Iterable, Mapping
 
@@ -310,6 +311,7 @@ def parse_delay_levels(spec: str = DEFAULT_DELAY_LEVELS) -> list[int]:
 DEFAULT_DELAY_MILLIS = parse_delay_levels()
 
 
+@functools.lru_cache(maxsize=4096)
 def tags_code(tags: str | None) -> int:
     """``MessageExtBrokerInner.tagsString2tagsCode``: ``TAGS.hashCode()``, 0 when absent."""
     return string_hash(tags) if tags else 0

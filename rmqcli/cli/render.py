@@ -89,9 +89,16 @@ def _tsv_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+_PRETTY = json.JSONEncoder(ensure_ascii=False, indent=2, default=str)
+
+
 def _json(value: Any, indent: int | None = 2) -> str:
-    seps = None if indent else (",", ":")
-    return json.dumps(value, ensure_ascii=False, indent=indent, separators=seps, default=str)
+    if indent == 2:
+        return _PRETTY.encode(value)
+    if indent is None:
+        return _COMPACT.encode(value)
+    return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
 
 
 def _yaml(value: Any) -> str:

@@ -7,7 +7,9 @@ directly with a dump made by RocketMQ's classes.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -41,6 +43,11 @@ def _encode_body(data: bytes, mode: BodyMode) -> tuple[str, str]:
     return "body", data.decode("utf-8", "replace")
 
 
+@functools.lru_cache(maxsize=256)
+def _base_name(path: str) -> str:
+    return os.path.basename(path)
+
+
 def record_fields(
     rec: Record,
     *,
@@ -54,7 +61,7 @@ def record_fields(
     computed_crc = fmt.body_crc(stored)
     props = rec.properties
     row: dict[str, Any] = {
-        "file": Path(rec.file).name,
+        "file": _base_name(rec.file),
         "filePos": rec.file_position,
         "position": rec.position,
         "totalSize": rec.total_size,

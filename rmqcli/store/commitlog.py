@@ -7,6 +7,7 @@ bodies are decoded only when asked for.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
@@ -37,6 +38,7 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
 
+@functools.lru_cache(maxsize=4096)
 def format_host(address: bytes, port: int) -> str:
     """``ip:port`` as RocketMQ prints it (IPv6 uncompressed in brackets, like the JDK)."""
     if len(address) == 4:
