@@ -13,6 +13,17 @@ from pathlib import Path
 from rmqcli.store.naming import is_offset_name, offset_to_name
 
 
+def map_writable(path: Path, size: int) -> mmap.mmap:
+    """``path`` mapped read-write, created (zero-filled, sparse) or resized to ``size`` first."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size != size:
+            os.ftruncate(fd, size)
+        return mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+    finally:
+        os.close(fd)
+
+
 class WritableFile:
     """One pre-allocated file, memory-mapped for writing; ``wrote`` is the write position."""
 
@@ -22,14 +33,7 @@ class WritableFile:
         self.size = size
         self.wrote = wrote
         self.first_in_queue = False
-        exists = path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if not exists or os.fstat(fd).st_size != size:
-                os.ftruncate(fd, size)
-            self._map = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
-        finally:
-            os.close(fd)
+        self._map = map_writable(path, size)
 
     @property
     def remaining(self) -> int:

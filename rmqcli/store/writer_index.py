@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from formats import commitlog as cfmt
 from formats import indexfile as fmt
 from rmqcli.store.naming import is_index_name
+from rmqcli.store.writer_files import map_writable
 from rmqcli.store.writer_messages import INDEXED_TRANSACTION_TYPES
 
 
@@ -21,14 +20,7 @@ class IndexFileWriter:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         size = fmt.file_size(hash_slot_num, index_num)
-        exists = path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if not exists or os.fstat(fd).st_size != size:
-                os.ftruncate(fd, size)
-            self._map = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
-        finally:
-            os.close(fd)
+        self._map = map_writable(path, size)
         (
             self.begin_timestamp,
             self.end_timestamp,
