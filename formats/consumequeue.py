@@ -8,7 +8,7 @@ from __future__ import annotations
 import construct as cs
 from construct import this
 
-from formats.derive import compile_struct
+from formats.derive import compile_struct, field_offsets, flat_fields
 
 # A consume-queue unit: where a message is in the CommitLog, its size and its tags code.
 CqUnit = cs.Struct(
@@ -18,6 +18,13 @@ CqUnit = cs.Struct(
 )
 CQ_UNIT_STRUCT = compile_struct(CqUnit)
 CQ_UNIT_SIZE = CQ_UNIT_STRUCT.size  # 20
+# The same unit as a numpy record description, for bulk reads (numpy itself is not imported here).
+CQ_UNIT_DTYPE = {
+    "names": [name for name, _, _ in flat_fields(CqUnit)],
+    "formats": [f">i{size}" for _, _, size in flat_fields(CqUnit)],
+    "offsets": list(field_offsets(CqUnit).values())[:-1],
+    "itemsize": CQ_UNIT_SIZE,
+}
 
 # ``ConsumeQueue.fillPreBlank``: units written before the first real one of a queue whose first
 # file starts at a non-zero queue offset.

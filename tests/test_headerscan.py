@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from formats import commitlog as fmt
@@ -118,3 +119,34 @@ def test_blank_in_the_last_bytes_of_a_file(tmp_path):
     assert len(list(store.commitlog.headers())) == 2
     assert flatten(store.commitlog.header_batches()) == [tuple(h) for h in store.commitlog.headers()]
     assert len(data) == FILE_SIZE
+
+
+@pytest.fixture(scope="module")
+def generated_store(tmp_path_factory):
+    from fixtures.generate import generate
+
+    root = tmp_path_factory.mktemp("gen") / "store"
+    generate(root, "small", seed=7)
+    return root
+
+
+def test_hints_give_the_same_headers(generated_store):
+    """Consume-queue positions only save hops: full, partial and wrong hints give the same scan."""
+    store = Store.open(generated_store)
+    expected = [tuple(h) for h in store.commitlog.headers()]
+    assert len({h[6] for h in expected}) > 3  # several topics, one of them not ASCII
+    full = store.record_offsets()
+    assert len(full) > 100
+    partial = full[::3]
+    bogus = np.sort(np.concatenate([full, full[:50] + 7]))
+    for hints in (full, partial, bogus, np.empty(0, dtype=np.int64)):
+        assert flatten(store.commitlog.header_batches(hints=hints)) == expected
+
+
+def test_topics_differing_after_eight_bytes(tmp_path):
+    names = ["TopicNameA", "TopicNameB", "TopicName", "TopicNameA-long-suffix", "T", "主题-Ünïcode"]
+    store_dir = write_store(tmp_path, [(b"x", name, 0, fmt.MAGIC_V1) for name in names * 2])
+    store = Store.open(store_dir)
+    batches = list(store.commitlog.header_batches())
+    assert [row[6] for row in flatten(batches)] == names * 2
+    assert sorted(batches[0].topics) == sorted(names)

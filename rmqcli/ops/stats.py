@@ -88,7 +88,7 @@ def _latest(a: int | None, b: int) -> int:
 def store_stats(store: Store, progress: Callable[[int], None] | None = None) -> StoreStats:
     """Count every record per topic and queue; ``progress`` gets the physical offset reached."""
     queues: dict[tuple[str, int], QueueStats] = {}
-    for batch in store.commitlog.header_batches():
+    for batch in store.commitlog.header_batches(hints=store.record_offsets()):
         _add_batch(queues, batch)
         if progress is not None:
             progress(int(batch.position[-1]))

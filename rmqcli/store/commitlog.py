@@ -449,14 +449,17 @@ class CommitLog:
             pos += total
         self._check_stop(mf, buf, pos, limit)
 
-    def header_batches(self, from_offset: int | None = None) -> Iterator[HeaderBatch]:
-        """The header-only scan as one ``HeaderBatch`` of arrays per file (vectorised when possible)."""
+    def header_batches(self, from_offset: int | None = None, hints=None) -> Iterator[HeaderBatch]:
+        """The header-only scan as one ``HeaderBatch`` of arrays per file (vectorised when possible).
+
+        ``hints``: a sorted numpy array of offsets where records start (``Store.record_offsets``).
+        """
         from rmqcli.store import headerscan
 
         index, pos = self._start(from_offset)
         for mf in self.files[index:]:
-            buf = mf.map()
-            batch = headerscan.scan_file(buf, pos, mf.from_offset)
+            buf = mf.map(whole=True)
+            batch = headerscan.scan_file(buf, pos, mf.from_offset, hints)
             if batch is None:
                 headers = list(self._file_headers(mf, pos))
                 end = headers[-1].position + headers[-1].total_size - mf.from_offset if headers else pos

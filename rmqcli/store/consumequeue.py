@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, is_filler_unit, is_valid_unit
+from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, CQ_UNIT_STRUCT, is_filler_unit
 from rmqcli.errors import NotFoundError
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 
@@ -30,13 +30,12 @@ class CqUnit:
 
 def valid_units_in(buf, limit: int | None = None) -> int:
     """Number of leading valid units in a file's bytes (``ConsumeQueue.recover``)."""
+    import numpy as np
+
     limit = len(buf) if limit is None else limit
-    count = 0
-    for offset, size, _ in CQ_UNIT_STRUCT.iter_unpack(buf[: limit - limit % CQ_UNIT_SIZE]):
-        if not is_valid_unit(offset, size):
-            break
-        count += 1
-    return count
+    units = np.frombuffer(buf, dtype=CQ_UNIT_DTYPE, count=limit // CQ_UNIT_SIZE)
+    invalid = (units["commitlog_offset"] < 0) | (units["size"] <= 0)  # not ``is_valid_unit``
+    return int(np.argmax(invalid)) if invalid.any() else len(units)
 
 
 class ConsumeQueue:

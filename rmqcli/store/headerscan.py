@@ -15,10 +15,8 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from formats import commitlog as fmt
-from formats.derive import flat_fields
 
 _MAGIC_AT = fmt.PREFIX_OFFSETS["magic_code"]
 _SIZE = struct.Struct(">i")  # TOTALSIZE, the first prefix field
@@ -48,86 +46,115 @@ class HeaderBatch:
 
 
 def _gather(arr: np.ndarray, positions: np.ndarray, dtype: str) -> np.ndarray:
-    """Big-endian integers of ``dtype`` read at byte ``positions`` of ``arr``."""
+    """Big-endian integers of ``dtype`` read at byte ``positions`` of ``arr`` (native order out).
+
+    An overlapping view with a stride of one byte makes every byte offset an element, so one
+    fancy index reads them all.
+    """
     width = np.dtype(dtype).itemsize
-    rows = arr[positions[:, None] + np.arange(width)]
-    return np.ascontiguousarray(rows).view(dtype).ravel().astype(dtype[1:], copy=False)
+    view = np.ndarray(shape=(len(arr) - width + 1,), dtype=dtype, buffer=arr, strides=(1,))
+    return view[positions].astype(dtype[1:])
 
 
-def _numpy_dtype(schema) -> np.dtype:
-    """A numpy record dtype with the leaves of a fixed-size Construct ``schema``."""
-    names, formats, offsets = [], [], []
-    pos = 0
-    for name, code, size in flat_fields(schema):
-        names.append(name.replace(".", "_"))
-        formats.append(f"S{size}" if code.endswith("s") else f">i{size}")  # struct codes are signed
-        offsets.append(pos)
-        pos += size
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": pos})
-
-
-# Record header (fields 1-15) per host combination, keyed by ``sys_flag & HOST_FLAGS``.
-_DTYPES = {
-    flags: _numpy_dtype(
-        fmt.header_schema(bool(flags & fmt.BORNHOST_V6_FLAG), bool(flags & fmt.STOREHOST_V6_FLAG))
-    )
-    for flags in fmt.HEADER_STRUCTS
-}
-_FIXED = {flags: dtype.itemsize for flags, dtype in _DTYPES.items()}
-_WIDEST = max(_FIXED.values())
+# Sizes of the fixed header (fields 1-15) and of the born host, by ``sys_flag & HOST_FLAGS``.
+_FIXED = {flags: struct.size for flags, struct in fmt.HEADER_STRUCTS.items()}
 _FIXED_BY_FLAGS = np.array([_FIXED.get(f, 0) for f in range(fmt.HOST_FLAGS + 1)], dtype=np.int64)
-_COMMON = ("total_size", "queue_id", "queue_offset", "sys_flag", "store_timestamp", "body_length")
+_BORN_BY_FLAGS = np.array(
+    [fmt.host_length(f, fmt.BORNHOST_V6_FLAG) for f in range(fmt.HOST_FLAGS + 1)], dtype=np.int64
+)
+_BODY_LENGTH_BACK = fmt.AFTER_STORE_HOST_STRUCT.size - fmt.AFTER_STORE_HOST_OFFSETS["body_length"]
 
 
 def _headers(arr: np.ndarray, starts: np.ndarray, limit: int) -> dict[str, np.ndarray] | None:
-    """The fixed header fields of every record, read as numpy records of the right host layout."""
-    smallest = min(_FIXED.values())
-    if int(starts[-1]) + smallest > limit:
+    """The fixed header fields ``stats`` needs, for every record at once."""
+    if int(starts[-1]) + min(_FIXED.values()) > limit:
         return None
-    width = min(_WIDEST, limit - int(starts[-1]))
-    rows = sliding_window_view(arr, width)[starts]
-    if width < _WIDEST:
-        rows = np.pad(rows, ((0, 0), (0, _WIDEST - width)))
-    prefix = rows.view(np.dtype((np.void, _WIDEST))).ravel()
-    flags = rows[:, fmt.PREFIX_OFFSETS["sys_flag"] + 3] & fmt.HOST_FLAGS
-    kinds = np.unique(flags)
-    out: dict[str, np.ndarray] = {}
-    for kind in kinds.tolist():
-        dtype = _DTYPES[kind]
-        view = np.ascontiguousarray(rows[:, : dtype.itemsize]).view(dtype).ravel()
-        if len(kinds) == 1:
-            return {name: view[name].astype(view.dtype[name].newbyteorder("=")) for name in _COMMON}
-        mask = flags == kind
-        for name in _COMMON:
-            column = out.setdefault(name, np.zeros(len(prefix), dtype=view.dtype[name].newbyteorder("=")))
-            column[mask] = view[name][mask]
-    return out
+    at = fmt.PREFIX_OFFSETS
+    sys_flag = _gather(arr, starts + at["sys_flag"], ">i4")
+    hosts = sys_flag & fmt.HOST_FLAGS
+    fixed = _FIXED_BY_FLAGS[hosts]
+    if int((starts + fixed).max()) > limit:
+        return None
+    return {
+        "total_size": _gather(arr, starts + at["total_size"], ">i4"),
+        "queue_id": _gather(arr, starts + at["queue_id"], ">i4"),
+        "queue_offset": _gather(arr, starts + at["queue_offset"], ">i8"),
+        "sys_flag": sys_flag,
+        "store_timestamp": _gather(arr, starts + fmt.PREFIX_SIZE + _BORN_BY_FLAGS[hosts], ">i8"),
+        "body_length": _gather(arr, starts + fixed - _BODY_LENGTH_BACK, ">i4"),
+        "fixed": fixed,
+    }
 
 
-def _walk(buf, start: int, limit: int) -> list[int]:
-    """Record starts found by hopping over TOTALSIZE fields (validated afterwards, in bulk)."""
+def _walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | None:
+    """Record starts found by hopping over TOTALSIZE fields (validated afterwards, in bulk).
+
+    With ``until``, the hop must land exactly on it (``None`` when it does not).
+    """
     starts: list[int] = []
     append = starts.append
     unpack = _SIZE.unpack_from
     pos = start
     last = limit - 8
-    while pos <= last:
+    stop = limit if until is None else until
+    while pos <= last and pos < stop:
         size = unpack(buf, pos)[0]
         if size < _MIN_RECORD_SIZE:
             break
         append(pos)
         pos += size
+    if until is not None and pos != until:
+        return None
     return starts
 
 
-def scan_file(buf, start: int, base: int) -> HeaderBatch | None:
-    """Headers of the records from ``start`` to the end of the file's data, or ``None``."""
-    limit = len(buf)
-    walked = _walk(buf, start, limit)
-    if not walked:
+def _chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarray | None:
+    """Record starts from known record positions (the consume queues'), hopping only over gaps.
+
+    The result is exactly what ``_walk`` from ``start`` would find: consecutive hints must be
+    linked by their TOTALSIZE fields, and gaps (records no queue points at) are walked.
+    """
+    cand = hints[(hints >= start) & (hints <= limit - _MIN_RECORD_SIZE)]
+    if len(cand) == 0:
         return None
     arr = np.frombuffer(buf, dtype=np.uint8)
-    starts = np.array(walked, dtype=np.int64)
+    nxt = cand + _gather(arr, cand, ">i4").astype(np.int64)
+    pieces: list = []
+    head = _walk(buf, start, limit, until=int(cand[0]))
+    if head is None:
+        return None
+    pieces.append(head)
+    first = 0
+    for gap in np.flatnonzero(nxt[:-1] != cand[1:]).tolist():
+        pieces.append(cand[first : gap + 1])
+        walked = _walk(buf, int(nxt[gap]), limit, until=int(cand[gap + 1]))
+        if walked is None:
+            return None
+        pieces.append(walked)
+        first = gap + 1
+    pieces.append(cand[first:])
+    pieces.append(_walk(buf, int(nxt[-1]), limit))
+    return np.concatenate([np.asarray(p, dtype=np.int64) for p in pieces])
+
+
+def scan_file(buf, start: int, base: int, hints: np.ndarray | None = None) -> HeaderBatch | None:
+    """Headers of the records from ``start`` to the end of the file's data, or ``None``.
+
+    ``hints``: sorted global offsets where records are known to start (from the consume queues);
+    they only save hops, every record is still read and checked here.
+    """
+    limit = len(buf)
+    starts = None
+    if hints is not None and len(hints):
+        starts = _chain_from_hints(buf, start, limit, hints - base)
+    if starts is None:
+        walked = _walk(buf, start, limit)
+        if not walked:
+            return None
+        starts = np.array(walked, dtype=np.int64)
+    if len(starts) == 0:
+        return None
+    arr = np.frombuffer(buf, dtype=np.uint8)
     magic = _gather(arr, starts + _MAGIC_AT, ">i4")
     if magic[-1] == fmt.BLANK_MAGIC:
         starts, magic = starts[:-1], magic[:-1]
@@ -152,7 +179,7 @@ def scan_file(buf, start: int, base: int) -> HeaderBatch | None:
         return None
 
     sys_flag = head["sys_flag"]
-    fixed = _FIXED_BY_FLAGS[sys_flag & fmt.HOST_FLAGS]
+    fixed = head["fixed"]
     body_len = head["body_length"].astype(np.int64)
     body_start = starts + fixed
     if np.any(body_len < 0) or np.any(body_start + body_len + 1 > ends):
@@ -190,26 +217,47 @@ def scan_file(buf, start: int, base: int) -> HeaderBatch | None:
     )
 
 
+def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Each topic as a row of big-endian 64-bit words (bytes past its length zeroed), then its length."""
+    words = max(1, -(-int(length.max()) // 8))
+    last = len(arr) - 8
+    out = np.empty((len(start), words + 1), dtype=np.uint64)
+    for j in range(words):
+        word = _gather(arr, np.minimum(start + 8 * j, last), ">u8")
+        keep = np.clip(length - 8 * j, 0, 8).astype(np.uint64)
+        mask = np.where(keep == 8, ~np.uint64(0), ~(~np.uint64(0) >> (keep * np.uint64(8))))
+        out[:, j] = np.where(keep > 0, word & mask, 0)
+    out[:, words] = length
+    return out
+
+
 def _group_topics(
     arr: np.ndarray, start: np.ndarray, length: np.ndarray
 ) -> tuple[np.ndarray, list[str] | None]:
-    """An exact grouping of the topic strings: index of each record's topic in the list."""
-    width = int(length.max()) if len(length) else 0
-    cols = np.arange(max(width, 1))
-    idx = np.minimum(start[:, None] + cols, len(arr) - 1)
-    matrix = np.where(cols < length[:, None], arr[idx], 0).astype(np.uint8)
-    keyed = np.concatenate([length.astype(">u2").view(np.uint8).reshape(-1, 2), matrix], axis=1)
-    rows = np.ascontiguousarray(keyed).view(np.dtype((np.void, keyed.shape[1]))).ravel()
-    unique, inverse = np.unique(rows, return_inverse=True)
+    """An exact grouping of the topic strings: index of each record's topic in the list.
+
+    Topics are grouped by a hash of their words, then every record is compared with its group's
+    first record, so a hash collision cannot merge two topics (it falls back to sorting rows).
+    """
+    rows = _topic_words(arr, start, length)
+    digest = np.zeros(len(rows), dtype=np.uint64)
+    for j in range(rows.shape[1]):
+        digest = digest * np.uint64(0x100000001B3) ^ rows[:, j]
+    _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if not np.array_equal(rows, rows[first[inverse]]):
+        void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
+        _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
     topics = []
-    for row in unique:
-        raw = bytes(row)
-        n = int.from_bytes(raw[:2], "big")
+    for i in first.tolist():
+        n = int(length[i])
+        raw = bytes(arr[int(start[i]) : int(start[i]) + n])
         try:
-            topics.append(raw[2 : 2 + n].decode("utf-8"))
+            topics.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
             return inverse, None
-    return inverse.ravel(), topics
+    return inverse, topics
 
 
 def batch_from_headers(headers: list, end: int) -> HeaderBatch:

@@ -28,13 +28,23 @@ class MappedFile:
     def name(self) -> str:
         return self.path.name
 
-    def map(self) -> mmap.mmap | bytes:
-        """The file's bytes, memory-mapped read-only (empty files give ``b""``)."""
+    def map(self, *, whole: bool = False) -> mmap.mmap | bytes:
+        """The file's bytes, memory-mapped read-only (empty files give ``b""``).
+
+        ``whole``: the caller will read all of it; the pages are mapped up front (one system call
+        instead of a page fault per 4 KiB) where the platform allows.
+        """
         if self._map is None:
             if self.size == 0:
                 return b""
             with open(self.path, "rb") as handle:
-                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                populate = getattr(mmap, "MAP_POPULATE", 0) if whole else 0
+                if populate:
+                    self._map = mmap.mmap(
+                        handle.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ
+                    )
+                else:
+                    self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         return self._map
 
     def read(self, position: int, length: int) -> bytes:

@@ -120,6 +120,30 @@ class Store:
             cache[key] = ConsumeQueue(topic, queue_id, directory, size)
         return cache[key]
 
+    def record_offsets(self):
+        """Sorted unique CommitLog offsets the consume queues point at (numpy array).
+
+        A hint for the header scan: it is checked against the CommitLog, never trusted.
+        """
+        import numpy as np
+
+        from formats.consumequeue import CQ_UNIT_DTYPE, FILLER_SIZE
+
+        unit = np.dtype(CQ_UNIT_DTYPE)
+        parts = []
+        for topic, queue_id in self.queue_ids():
+            cq = self.consume_queue(topic, queue_id)
+            for mf in cq.files:
+                units = cq.valid_units(mf)
+                if units:
+                    table = np.frombuffer(mf.map(), dtype=unit, count=units)
+                    keep = (table["size"] > 0) & (table["size"] != FILLER_SIZE)
+                    parts.append(table["commitlog_offset"][keep].astype(np.int64))
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        offsets = np.sort(np.concatenate(parts))
+        return offsets[np.concatenate(([True], offsets[1:] != offsets[:-1]))]
+
     @cached_property
     def index(self) -> IndexService:
         slots = self._explicit_size("max_hash_slot_num")
