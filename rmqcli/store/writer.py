@@ -19,6 +19,7 @@ from formats import commitlog as fmt
 from rmqcli.errors import UsageError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
 from rmqcli.store.commitlog import CommitLog
+from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import index_file_name
 from rmqcli.store.settings import StoreSettings
@@ -27,17 +28,13 @@ from rmqcli.store.store import (
     CHECKPOINT_FILE,
     COMMITLOG_DIR,
     CONFIG_DIR,
-    CONSUMEQUEUE_DIR,
-    INDEX_DIR,
     LOCK_FILE,
 )
 from rmqcli.store.writer_config import BrokerConfigState
-from rmqcli.store.writer_cq import ConsumeQueueWriter
 from rmqcli.store.writer_files import WritableFile, WritableFileQueue, fsync_dir
-from rmqcli.store.writer_index import IndexNamer, IndexWriter
+from rmqcli.store.writer_index import IndexNamer
 from rmqcli.store.writer_messages import (
     DEFAULT_STORE_HOST,
-    INDEXED_TRANSACTION_TYPES,
     QUEUED_TRANSACTION_TYPES,
     AppendResult,
     BatchAppendResult,
@@ -64,7 +61,6 @@ Clock = Callable[[], int]
 DEFAULT_CLUSTER = "DefaultCluster"
 LOCK_CONTENT = b"lock"  # DefaultMessageStore.start writes these bytes into the lock file
 _QUEUED = QUEUED_TRANSACTION_TYPES
-_INDEXED = INDEXED_TRANSACTION_TYPES
 
 
 def system_clock() -> int:
@@ -101,13 +97,10 @@ class StoreWriter:
         cl_size = self.settings.mapped_file_size_commitlog
         self.commitlog = WritableFileQueue(self.root / COMMITLOG_DIR, cl_size)
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self._cqs: dict[tuple[str, int], ConsumeQueueWriter] = {}
-        self.index = IndexWriter(
-            self.root / INDEX_DIR,
-            self.settings.max_hash_slot_num,
-            self.settings.max_index_num,
-            index_namer or (lambda _ts: index_file_name(self.clock())),
+        self.dispatcher = Dispatcher(
+            self.root, self.settings, index_namer or (lambda _ts: index_file_name(self.clock()))
         )
+        self.index = self.dispatcher.index
         self.config = BrokerConfigState.load(self.root / CONFIG_DIR)
         self._topic_bytes: dict[str, bytes] = {}
         self._checkpoint = Checkpoint()
@@ -121,14 +114,9 @@ class StoreWriter:
         if (self.root / CHECKPOINT_FILE).exists():
             self._checkpoint = read_checkpoint(self.root / CHECKPOINT_FILE)
             self._last_store_timestamp = self._checkpoint.physic_msg_timestamp
-        cq_root = self.root / CONSUMEQUEUE_DIR
-        if cq_root.is_dir():
-            for tdir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
-                for qdir in sorted(p for p in tdir.iterdir() if p.is_dir() and p.name.isdigit()):
-                    cq = self._cq(tdir.name, int(qdir.name))
-                    cq.recover()
-                    self.queue_offsets[(tdir.name, int(qdir.name))] = cq.max_offset
-        self.index.load()
+        self.dispatcher.load()
+        for key, cq in self.dispatcher.cqs.items():
+            self.queue_offsets[key] = cq.max_offset
         self.commitlog.open_existing()
         if not self.commitlog.files:
             return
@@ -143,7 +131,7 @@ class StoreWriter:
                 f.wrote = min(end - f.from_offset, f.size)
                 kept.append(f)
             self.commitlog.files = kept
-            reput_from = max([cq.max_physic_offset for cq in self._cqs.values()] + [reader.min_offset])
+            reput_from = max(self.dispatcher.max_physic_offset, reader.min_offset)
             for rec in reader.records(reput_from):
                 if rec.physical_offset >= reput_from:
                     self._dispatch_record(rec)
@@ -301,14 +289,6 @@ class StoreWriter:
         return mf
 
     # --- dispatch -------------------------------------------------------------------------------
-    def _cq(self, topic: str, queue_id: int) -> ConsumeQueueWriter:
-        key = (topic, queue_id)
-        cq = self._cqs.get(key)
-        if cq is None:
-            directory = self.root / CONSUMEQUEUE_DIR / topic / str(queue_id)
-            cq = self._cqs[key] = ConsumeQueueWriter(directory, self.settings.mapped_file_size_consume_queue)
-        return cq
-
     def _dispatch(
         self,
         topic: str,
@@ -320,22 +300,10 @@ class StoreWriter:
         store_ts: int,
         props: dict[str, str],
     ) -> None:
-        """``doDispatch``: CommitLogDispatcherBuildConsumeQueue, then BuildIndex (FORMATS.md §7.3)."""
-        tran = sys_flag & fmt.TRANSACTION_MASK
-        if tran in _QUEUED:
-            tags = fmt.dispatch_tags_code(topic, props, store_ts, self._delay_millis)
-            self._cq(topic, queue_id).put(physical, size, tags, queue_offset)
+        """Reput right after the append; a queued record also registers its topic in topics.json."""
+        if self.dispatcher.dispatch(topic, queue_id, physical, size, queue_offset, sys_flag, store_ts, props):
             self._checkpoint.logics_msg_timestamp = store_ts
             self.config.ensure_topic(topic, queue_id, self.clock, len(self._delay_millis))
-        if self.settings.message_index_enable and tran in _INDEXED:
-            self.index.build_index(
-                topic,
-                physical,
-                store_ts,
-                sys_flag,
-                props.get(fmt.PROPERTY_UNIQ_KEY) or None,
-                props.get(fmt.PROPERTY_KEYS),
-            )
 
     # --- state ----------------------------------------------------------------------------------
     @property
@@ -345,7 +313,7 @@ class StoreWriter:
 
     def queue_max_offset(self, topic: str, queue_id: int) -> int:
         """``maxOffsetInQueue``: the next queue offset of a consume queue (0 when there is none)."""
-        cq = self._cqs.get((topic, queue_id))
+        cq = self.dispatcher.cqs.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
     @property
@@ -375,9 +343,7 @@ class StoreWriter:
     def flush(self) -> None:
         """Everything to disk with fsync: CommitLog, consume queues, index, checkpoint, config."""
         self.commitlog.flush()
-        for cq in self._cqs.values():
-            cq.flush()
-        self.index.flush()
+        self.dispatcher.flush()
         self._write_checkpoint()
         self.config.write(self.root / CONFIG_DIR)
         fsync_dir(self.root)
@@ -397,9 +363,7 @@ class StoreWriter:
             return
         self.flush()
         self.commitlog.close()
-        for cq in self._cqs.values():
-            cq.close()
-        self.index.close()
+        self.dispatcher.close()
         (self.root / ABORT_FILE).unlink(missing_ok=True)
         fsync_dir(self.root)
         os.close(self._lock_fd)
