@@ -55,4 +55,5 @@ EXIT_CODES = {
     4: "corrupt data (the message names the file and byte offset)",
     5: "network error (unreachable host, timeout)",
     6: "broker error (the broker's response code and remark)",
+    7: "store busy (a broker holds its lock, or another rmq command is changing it)",
 }

@@ -16,7 +16,7 @@ from typer import _click as click
 from typer.core import TyperGroup
 
 from rmqcli import __version__
-from rmqcli.cli import dump_commitlog, dump_index, dump_misc, dump_queue, stats
+from rmqcli.cli import backup, dump_commitlog, dump_index, dump_misc, dump_queue, repair, stats, verify
 from rmqcli.errors import RmqError
 
 PROG = "rmq"
@@ -95,6 +95,12 @@ app.command("dump-index")(dump_index.dump_index)
 app.command("dump-checkpoint")(dump_misc.dump_checkpoint)
 app.command("dump-config")(dump_misc.dump_config)
 app.command("stats")(stats.stats)
+app.command("verify")(verify.verify)
+app.command("recover")(repair.recover)
+app.command("truncate")(repair.truncate)
+app.command("rebuild")(repair.rebuild)
+app.command("backups")(backup.backups)
+app.command("restore-backup")(backup.restore_backup)
 
 
 def invoke(args: Sequence[str]) -> int:

@@ -48,6 +48,38 @@ class ConsumeQueueWriter:
         if self.files.files:
             self.min_logic_offset = self.files.files[0].from_offset
 
+    def truncate_dirty(self, phy_offset: int) -> list[Path]:
+        """``ConsumeQueue.truncateDirtyLogicFiles`` (4.9.x, FORMATS.md §6.6): drop units at or past
+        ``phy_offset``. Whole files whose first unit is dirty are closed and returned for the caller
+        to delete; the tail of the last kept file is zeroed (the broker leaves stale bytes there).
+        """
+        self.max_physic_offset = phy_offset
+        removed: list[Path] = []
+        size = self.files.file_size
+        while self.files.files:
+            mf = self.files.files[-1]
+            data = mf.read(0, size)
+            pos = 0
+            for i, (offset, length, _) in enumerate(CQ_UNIT_STRUCT.iter_unpack(data)):
+                if i == 0 and offset >= phy_offset:
+                    break
+                if i > 0 and not (is_valid_unit(offset, length) and offset < phy_offset):
+                    break
+                pos += CQ_UNIT_SIZE
+                self.max_physic_offset = offset + length
+            if pos == 0:
+                mf.close()
+                removed.append(mf.path)
+                self.files.files.pop()
+                continue
+            if pos < size:
+                mf.write_at(pos, bytes(size - pos))
+            mf.wrote = pos
+            break
+        if not self.files.files:
+            self.max_physic_offset = phy_offset
+        return removed
+
     @property
     def max_offset(self) -> int:
         """``maxOffsetInQueue``: the next queue offset."""

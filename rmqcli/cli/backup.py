@@ -1,0 +1,70 @@
+"""``rmq backups`` and ``rmq restore-backup``: the backups every store-changing command keeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rmqcli.cli.common import JsonOpt, OutputOpt
+from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
+from rmqcli.cli.render import Column, OutputFormat, Renderer, resolve_format
+from rmqcli.errors import NotFoundError, UsageError
+
+# re-exported: the commands that change a store import print_plan from here or from rmqcli.cli.plan
+__all__ = ["backups", "print_plan", "restore_backup"]
+
+BACKUP_COLUMNS = [
+    Column("timestamp", "Timestamp"),
+    Column("command", "Command"),
+    Column("state", "State"),
+    Column("steps", "Steps", justify="right"),
+    Column("bytes", "Bytes", justify="right"),
+    Column("argv", "Arguments", wrap=True),
+]
+
+StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")]
+
+
+def _store(path: Path) -> Path:
+    if not path.exists():
+        raise NotFoundError(f"{path}: no such store directory")
+    if not path.is_dir():
+        raise UsageError(f"{path}: expected a store directory, not a file")
+    return path
+
+
+def backups(store: StoreArg, output: OutputOpt = OutputFormat.table, json_: JsonOpt = False) -> None:
+    """List the backups in STORE/.rmq-backup: one per change a command made, oldest first.
+
+    State is complete (undo it with restore-backup), open (interrupted; the next change on the store
+    rolls it back), rolled-back, restoring or restored.
+    """
+    from rmqcli.ops.safety import list_backups
+
+    Renderer(resolve_format(output, json_)).rows(list_backups(_store(store)), BACKUP_COLUMNS)
+
+
+def restore_backup(
+    store: StoreArg,
+    timestamp: Annotated[
+        str, typer.Argument(metavar="TIMESTAMP", help="The backup to restore (see `rmq backups`).")
+    ],
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """Undo one change: put back every byte, file and directory it backed up, in reverse order.
+
+    Files and directories the change created are removed. Without --yes the plan is printed and
+    nothing changes. Refuses while a broker holds the store's lock, and while a later change that
+    touched the same files is still in place (restore that one first).
+    """
+    from rmqcli.ops.safety import restore_backup as restore
+
+    apply = confirm(dry_run, yes)
+    renderer = Renderer(resolve_format(OutputFormat.table, json_))
+    plan = restore(_store(store), timestamp, yes=apply, force=force_unlocked)
+    print_plan(renderer, plan, applied=apply)

@@ -1,0 +1,108 @@
+"""What every store-changing command shares: ``--dry-run``, ``--yes``, ``--force-unlocked``, ``print_plan``.
+
+A command parses its flags, builds a ``rmqcli.ops.safety.Plan``, and either prints it (the default,
+and ``--dry-run``) or applies it through a ``Change`` and prints it with ``applied=True``::
+
+    yes = confirm(dry_run, yes)
+    renderer = Renderer(resolve_format(OutputFormat.table, json_))
+    if yes:
+        ensure_unlocked(store, force=force_unlocked)
+        finish_interrupted(store)  # a run killed earlier is rolled back before planning
+    plan = make_plan(store)
+    if not yes or plan.empty:
+        print_plan(renderer, plan)
+        return
+    with Change(store, "truncate", sys.argv[1:]) as change:
+        ...
+        backup = change.commit()
+    print_plan(renderer, plan, applied=True, backup=backup)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from rmqcli.cli.render import Column, OutputFormat, Renderer, _json, _yaml
+from rmqcli.errors import UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.ops.safety import Plan
+
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Only print the plan (the default without --yes); change nothing.")
+]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply the plan; without it nothing changes.")]
+ForceUnlockedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force-unlocked",
+        help="Change the store even though its lock file is held (only when no broker runs on it).",
+    ),
+]
+
+PlanJsonOpt = Annotated[bool, typer.Option("--json", help="Print the plan as one JSON document.")]
+
+NOT_APPLIED = "nothing changed; re-run with --yes to apply"
+NOTHING_TO_DO = "nothing to do; the store is left as it is"
+
+STEP_COLUMNS = [
+    Column("action", "Action"),
+    Column("path", "Path"),
+    Column("bytesRemoved", "BytesRemoved", justify="right"),
+    Column("detail", "Detail", wrap=True),
+]
+
+
+def confirm(dry_run: bool, yes: bool) -> bool:
+    """Whether to apply: ``--yes`` without ``--dry-run``; both together are a usage error."""
+    if dry_run and yes:
+        raise UsageError("--dry-run and --yes exclude each other")
+    return yes
+
+
+def outcome(plan: Plan, applied: bool, backup: Path | None) -> str:
+    """The closing sentence under a plan."""
+    if plan.empty:
+        return NOTHING_TO_DO
+    if not applied:
+        return NOT_APPLIED
+    if backup is None:
+        return "applied"
+    return f"applied; backup in {backup} (undo with: rmq restore-backup {plan.store} {backup.name} --yes)"
+
+
+def print_plan(renderer: Renderer, plan: Plan, *, applied: bool = False, backup: Path | None = None) -> None:
+    """Print a plan: a rich table on a terminal, tab-separated text when piped, or one JSON/YAML document.
+
+    Not applied, it ends with "nothing changed; re-run with --yes to apply" (in JSON: ``message``).
+    """
+    doc: dict[str, Any] = {
+        **plan.to_dict(),
+        "applied": applied and not plan.empty,
+        "backup": str(backup) if backup is not None else None,
+        "message": outcome(plan, applied, backup),
+    }
+    out = renderer.out
+    if renderer.fmt is OutputFormat.json:
+        out.write(_json(doc) + "\n")
+        return
+    if renderer.fmt is OutputFormat.jsonl:
+        out.write(_json(doc, None) + "\n")
+        return
+    if renderer.fmt is OutputFormat.yaml:
+        out.write(_yaml(doc))
+        return
+    title = f"{'applied' if applied else 'plan'}: {plan.command} on {plan.store}"
+    if not renderer.tty:
+        out.write(f"# {title}\n")
+    if plan.steps:
+        renderer.rows(doc["steps"], STEP_COLUMNS, title=title)
+    total = doc["bytesRemoved"]
+    lines = [f"note: {note}" for note in plan.notes]
+    if plan.steps:
+        lines.append(f"{len(plan.steps)} step(s), {total} byte(s) removed")
+    lines.append(doc["message"])
+    out.write("\n".join(lines) + "\n")

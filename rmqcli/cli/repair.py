@@ -1,0 +1,185 @@
+"""``rmq recover``, ``rmq truncate``, ``rmq rebuild``: the store-changing repair commands.
+
+Each one plans in a staging directory inside the store, prints the plan, and applies it only
+with ``--yes`` (backed up, journalled, fsynced: ``rmqcli.ops.safety``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rmqcli.cli.common import ConfigOpt, open_store, parse_time
+from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
+from rmqcli.cli.render import OutputFormat, Renderer, resolve_format
+
+StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")]
+
+
+class RecoverMode(StrEnum):
+    auto = "auto"
+    normal = "normal"
+    abnormal = "abnormal"
+
+
+def _run(
+    store_path: Path,
+    config: Path | None,
+    apply: bool,
+    force_unlocked: bool,
+    json_: bool,
+    stage: Callable[[Any], Any],
+    commit: Callable[[Path, Any, list[str]], Path],
+    discard: Callable[[Any], None],
+) -> None:
+    """Plan (staged), print, and apply with ``--yes``; the staging area is removed either way."""
+    from rmqcli.ops.safety import ensure_unlocked, finish_interrupted
+
+    renderer = Renderer(resolve_format(OutputFormat.table, json_))
+    store = open_store(store_path, config)
+    if apply:
+        ensure_unlocked(store.root, force=force_unlocked)
+        finish_interrupted(store.root)  # an earlier run killed half-way is rolled back first
+    result = stage(store)
+    store.close()
+    if not apply or result.plan.empty:
+        discard(result)
+        print_plan(renderer, result.plan)
+        return
+    backup = commit(store.root, result, sys.argv[1:])
+    print_plan(renderer, result.plan, applied=True, backup=backup)
+
+
+def recover(
+    store: StoreArg,
+    normal: Annotated[bool, typer.Option("--normal", help="Recover as after a clean shutdown.")] = False,
+    abnormal: Annotated[
+        bool, typer.Option("--abnormal", help="Recover as after a crash (the default when `abort` exists).")
+    ] = False,
+    check_crc: Annotated[
+        bool | None,
+        typer.Option(
+            "--check-crc/--no-check-crc", help="Check body CRCs (default: checkCRCOnRecover, true)."
+        ),
+    ] = None,
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """Do offline what a broker does to its store at start-up, and leave the same store.
+
+    Abnormal recovery (the default when the `abort` file exists) walks the CommitLog from the file
+    the checkpoint's timestamps choose, stops at the first invalid record (bad magic, size or CRC),
+    cuts the CommitLog there and deletes later files, re-dispatches what it walked to the consume
+    queues and index, removes units past the end, re-indexes after deleting index files newer
+    than the checkpoint, updates the checkpoint and removes `abort`. Normal recovery walks from
+    the third-last file and dispatches only what the queues lack.
+
+    Like the broker, recovery discards everything after the first invalid record; every removed
+    byte is backed up under STORE/.rmq-backup/ (see `rmq backups`, `rmq restore-backup`). Unlike
+    the broker, rmq zeroes the stale bytes after the new end of a file. Without --yes nothing
+    changes.
+    """
+    from rmqcli.errors import UsageError
+    from rmqcli.ops import recover as ops
+
+    if normal and abnormal:
+        raise UsageError("--normal and --abnormal exclude each other")
+    mode = "normal" if normal else "abnormal" if abnormal else None
+    _run(
+        store,
+        config,
+        confirm(dry_run, yes),
+        force_unlocked,
+        json_,
+        lambda s: ops.stage_recover(s, mode=mode, check_crc=check_crc),
+        ops.apply_recover,
+        ops.discard,
+    )
+
+
+def truncate(
+    store: StoreArg,
+    offset: Annotated[
+        int | None, typer.Option("--offset", help="Cut at the first record at or after this physical offset.")
+    ] = None,
+    time: Annotated[
+        str | None,
+        typer.Option("--time", help="Cut at the first record stored after TIME (epoch ms or ISO-8601)."),
+    ] = None,
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """Cut the CommitLog at a record boundary; consume queues, index and checkpoint follow.
+
+    Later CommitLog files are deleted and the rest of the cut file is zeroed; units at or past the
+    cut are removed from the consume queues; index files reaching the cut are rebuilt from the
+    records before it. Every removed byte is backed up. Without --yes nothing changes.
+    """
+    from rmqcli.ops import rebuild
+    from rmqcli.ops import truncate as ops
+
+    when = parse_time(time, "--time")
+    _run(
+        store,
+        config,
+        confirm(dry_run, yes),
+        force_unlocked,
+        json_,
+        lambda s: ops.stage_truncate(s, offset=offset, time_ms=when),
+        ops.apply_truncate,
+        lambda r: rebuild.discard(r.staged),
+    )
+
+
+def rebuild(
+    store: StoreArg,
+    cq: Annotated[bool, typer.Option("--cq", help="Rebuild the consume queues.")] = False,
+    index: Annotated[bool, typer.Option("--index", help="Rebuild the index files.")] = False,
+    topic: Annotated[
+        str | None, typer.Option("--topic", "-t", help="Only this topic's consume queues (with --cq).")
+    ] = None,
+    from_offset: Annotated[
+        int | None,
+        typer.Option("--from", help="Keep what lies before this physical offset; dispatch from there."),
+    ] = None,
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """Regenerate consume queues and/or index files from the CommitLog, as the broker's dispatch.
+
+    With neither --cq nor --index both are rebuilt (with --topic: that topic's consume queues).
+    Consume-queue files come out byte for byte as a broker writes them. Index files hold the
+    broker's entries; they are named after the store time of the first record each indexes (a
+    broker uses the time it creates the file). The old files are backed up. Without --yes
+    nothing changes.
+    """
+    from rmqcli.ops import rebuild as ops
+
+    both = not cq and not index and topic is None
+    queues = cq or both or (topic is not None and not index)
+    _run(
+        store,
+        config,
+        confirm(dry_run, yes),
+        force_unlocked,
+        json_,
+        lambda s: ops.stage_rebuild(
+            s, consume_queues=queues, index=index or both, topic=topic, from_offset=from_offset
+        ),
+        ops.apply_rebuild,
+        ops.discard,
+    )

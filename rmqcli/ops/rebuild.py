@@ -1,0 +1,222 @@
+"""Rebuild consume queues and index files from the CommitLog, as the broker's dispatch would.
+
+Every record is dispatched as ``ReputMessageService`` does (``rmqcli.store.dispatch``, FORMATS.md
+§7) into a staging directory inside the store; applying the result swaps the staged
+directories in (``rmqcli.ops.safety``) and updates the checkpoint's logics/index timestamps.
+
+Where the result can differ from the files a broker wrote, by design:
+
+- index file names: a broker names a file by the wall-clock time it creates it; a rebuild
+  names it by the local time of the store timestamp of the first record indexed in it, so that
+  a rebuild is reproducible (the entries and headers are the broker's);
+- a queue whose oldest records were deleted with their CommitLog files: the broker's first
+  consume-queue file still holds units for them; a rebuild cannot, and writes the filler units
+  a broker writes for a queue that starts past its file's first unit (``fillPreBlank``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from formats.consumequeue import CQ_UNIT_SIZE
+from rmqcli.errors import CorruptDataError, UsageError
+from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
+from rmqcli.store import Store
+from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.commitlog import Record
+from rmqcli.store.dispatch import Dispatcher
+from rmqcli.store.naming import index_file_name
+from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
+
+STAGING_NAME = "rebuild"
+
+
+@dataclass
+class RebuildResult:
+    """A staged rebuild: what it produced and the plan to put it in place."""
+
+    plan: Plan
+    staged: Path
+    records: int = 0
+    queues: int = 0
+    units: int = 0
+    index_files: int = 0
+    index_entries: int = 0
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    replaced: list[str] = field(default_factory=list)  # store-relative dirs swapped in
+
+    def to_dict(self) -> dict:
+        return {
+            "records": self.records,
+            "queues": self.queues,
+            "units": self.units,
+            "indexFiles": self.index_files,
+            "indexEntries": self.index_entries,
+            "plan": self.plan.to_dict(),
+        }
+
+
+def rebuild_namer(store_timestamp: int) -> str:
+    """Index file names for a rebuild: the local time of the record that opens the file."""
+    return index_file_name(store_timestamp)
+
+
+def stage_rebuild(
+    store: Store,
+    *,
+    consume_queues: bool = True,
+    index: bool = True,
+    topic: str | None = None,
+    from_offset: int | None = None,
+    until: int | None = None,
+) -> RebuildResult:
+    """Dispatch the CommitLog into ``STORE/.rmq-staging/rebuild`` and plan the swap.
+
+    ``from_offset``: keep units and index files below it and dispatch from there on.
+    ``until``: dispatch only records that start before it (a CommitLog about to be cut there).
+    """
+    if topic is not None and index:
+        raise UsageError("--topic rebuilds consume queues only (the index is shared by all topics); add --cq")
+    if not consume_queues and not index:
+        raise UsageError("nothing to rebuild: give --cq and/or --index")
+    settings = store.effective_settings()
+    staged = staging_dir(store.root, STAGING_NAME)
+    dispatcher = Dispatcher(
+        staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
+    )
+    start = store.commitlog.min_offset
+    if from_offset is not None and from_offset > start:
+        start = _seed_from_existing(store, staged, dispatcher, from_offset, consume_queues, index, topic)
+    notes = _size_notes(store, settings, consume_queues, index)
+    result = RebuildResult(Plan("rebuild", store.root, [], notes), staged)
+    try:
+        for rec in store.commitlog.records(start):
+            if until is not None and rec.position >= until:
+                break
+            if isinstance(rec, Record) and rec.physical_offset >= start:
+                dispatcher.dispatch_record(rec)
+                result.records += 1
+    except CorruptDataError as exc:
+        notes.append(f"the CommitLog is not valid past this point, as for a broker's reput: {exc}")
+    dispatcher.flush()
+    result.queues = len(dispatcher.cqs)
+    result.units = sum(cq.max_offset - cq.min_logic_offset // CQ_UNIT_SIZE for cq in dispatcher.cqs.values())
+    result.index_files = len(dispatcher.index.files)
+    result.index_entries = sum(max(f.index_count - 1, 0) for f in dispatcher.index.files)
+    old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
+    result.checkpoint = Checkpoint(
+        old.physic_msg_timestamp,
+        dispatcher.logics_msg_timestamp if consume_queues and topic is None else old.logics_msg_timestamp,
+        dispatcher.index.completed_end_timestamp if index else old.index_msg_timestamp,
+        old.master_flushed_offset,
+        old.confirm_phy_offset,
+    )
+    dispatcher.close()
+    _plan_steps(store, result, consume_queues, index, topic)
+    return result
+
+
+def _size_notes(store: Store, settings, consume_queues: bool, index: bool) -> list[str]:
+    """Say where a file size was not given and could not be read off existing files."""
+    notes = []
+    explicit = settings.explicit
+    if (
+        consume_queues
+        and "mapped_file_size_consume_queue" not in explicit
+        and not any(store.consume_queue(t, q).files for t, q in store.queue_ids())
+    ):
+        notes.append(
+            f"consume-queue files of {settings.mapped_file_size_consume_queue} bytes (the default: there "
+            "are no consume-queue files to read the size from; pass --config for another size)"
+        )
+    if index and "max_hash_slot_num" not in explicit and not store.index.files:
+        notes.append(
+            f"index files of {settings.max_hash_slot_num} slots and {settings.max_index_num} entries (the "
+            "default: there are no index files to read it from; pass --config for another geometry)"
+        )
+    return notes
+
+
+def _seed_from_existing(
+    store: Store,
+    staged: Path,
+    dispatcher: Dispatcher,
+    from_offset: int,
+    consume_queues: bool,
+    index: bool,
+    topic: str | None,
+) -> int:
+    """``--from``: keep what lies before ``from_offset`` and return where dispatch restarts."""
+    start = from_offset
+    if consume_queues:
+        source = store.consumequeue_dir / topic if topic else store.consumequeue_dir
+        target = staged / CONSUMEQUEUE_DIR / topic if topic else staged / CONSUMEQUEUE_DIR
+        if source.is_dir():
+            shutil.copytree(source, target)
+    if index and store.index_dir.is_dir():
+        (staged / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+        for f in store.index.files:
+            if f.header.end_phy_offset < from_offset:
+                shutil.copy2(f.path, staged / INDEX_DIR / f.name)
+            else:
+                start = min(start, max(f.header.begin_phy_offset, store.commitlog.min_offset))
+    dispatcher.load()
+    for cq in dispatcher.cqs.values():
+        for path in cq.truncate_dirty(from_offset):
+            path.unlink()
+    return start
+
+
+def _plan_steps(
+    store: Store, result: RebuildResult, consume_queues: bool, index: bool, topic: str | None
+) -> None:
+    steps = result.plan.steps
+    if consume_queues:
+        rel = f"{CONSUMEQUEUE_DIR}/{topic}" if topic else CONSUMEQUEUE_DIR
+        before = (
+            sum(1 for _ in (store.root / rel).rglob("*") if _.is_file()) if (store.root / rel).is_dir() else 0
+        )
+        steps.append(
+            PlanStep(
+                "replace-dir",
+                rel,
+                f"{result.queues} queues, {result.units} units rebuilt from the CommitLog "
+                f"(replacing {before} files)",
+            )
+        )
+        result.replaced.append(rel)
+    if index:
+        steps.append(
+            PlanStep(
+                "replace-dir",
+                INDEX_DIR,
+                f"{result.index_files} index files, {result.index_entries} entries rebuilt "
+                f"(replacing {len(store.index.files)} files)",
+            )
+        )
+        result.replaced.append(INDEX_DIR)
+    steps.append(
+        PlanStep(
+            "replace",
+            CHECKPOINT_FILE,
+            f"logicsMsgTimestamp={result.checkpoint.logics_msg_timestamp} "
+            f"indexMsgTimestamp={result.checkpoint.index_msg_timestamp}",
+        )
+    )
+
+
+def apply_rebuild(store_root: Path, result: RebuildResult, argv: list[str] | None = None) -> Path:
+    """Swap the staged directories in and write the checkpoint; returns the backup directory."""
+    with Change(store_root, "rebuild", argv) as change:
+        for rel in result.replaced:
+            change.replace_dir(rel, result.staged / rel)
+        change.replace_file(CHECKPOINT_FILE, result.checkpoint.to_bytes())
+        backup = change.commit()
+    shutil.rmtree(result.staged, ignore_errors=True)
+    return backup
+
+
+def discard(result: RebuildResult) -> None:
+    shutil.rmtree(result.staged, ignore_errors=True)

@@ -1,0 +1,290 @@
+"""Offline recovery: what an Apache RocketMQ 4.9.x broker does to its store at start-up.
+
+``DefaultMessageStore.load`` / ``recover`` / ``start`` (FORMATS.md §6, §3.5, §7.2):
+
+1. ``lastExitOK = !exists(abort)``; ``--normal``/``--abnormal`` override it.
+2. Index files: after an abnormal exit, every file whose ``endTimestamp`` is newer than the
+   checkpoint's ``indexMsgTimestamp`` is deleted (``IndexService.load``).
+3. Consume queues: ``ConsumeQueue.recover`` finds each queue's valid end; later files go.
+4. CommitLog: normal recovery walks from the third-last file, abnormal recovery from the last file
+   whose first record was stored before the checkpoint's minimum timestamp (file 0 if none),
+   checking CRCs; the first invalid record ends the log. Files after the end are deleted.
+   Abnormal recovery dispatches every record it walks (duplicates are skipped by the writers).
+5. Consume-queue units at or past the end are removed (``truncateDirtyLogicFiles``) when the
+   queues reached past it; the index is not truncated (the broker does not either).
+6. Reput: records after the furthest consume-queue unit are dispatched.
+7. The checkpoint's logics/index timestamps follow the dispatch; ``abort`` is removed.
+
+Where the broker leaves stale bytes after the new end of a file, ``rmq`` zeroes them (and backs
+them up first). Index files a recovery creates are named after the store time of the first
+record they index instead of the wall clock, so a recovery is reproducible. Config files the
+broker rewrites when it starts serving are not touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from formats import commitlog as fmt
+from rmqcli.errors import CorruptDataError
+from rmqcli.ops.rebuild import rebuild_namer
+from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
+from rmqcli.store import Store
+from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
+from rmqcli.store.dispatch import Dispatcher
+from rmqcli.store.mapped import MappedFile
+from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
+
+STAGING_NAME = "recover"
+NORMAL_START_FROM_LAST = 3  # recoverNormally starts at the third-last file
+
+
+@dataclass
+class WalkEnd:
+    """Where the broker's recovery walk stops."""
+
+    end: int  # global offset: the new end of the CommitLog
+    reason: str  # why the walk stopped there
+
+
+@dataclass
+class RecoverResult:
+    plan: Plan
+    mode: str
+    staged: Path
+    end: int
+    previous_end: int
+    dispatched: int = 0
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    actions: list[tuple[str, str, int]] = field(default_factory=list)  # (action, rel path, size)
+
+    def to_dict(self) -> dict:
+        return {
+            "mode": self.mode,
+            "end": self.end,
+            "previousEnd": self.previous_end,
+            "dispatched": self.dispatched,
+            "plan": self.plan.to_dict(),
+        }
+
+
+def start_file_index(store: Store, abnormal: bool) -> int:
+    """``recoverNormally``: third-last file; ``recoverAbnormally``: ``isMappedFileMatchedRecover``."""
+    files = store.commitlog.files
+    if not abnormal:
+        return max(0, len(files) - NORMAL_START_FROM_LAST)
+    cp = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
+    settings = store.settings
+    limit = (
+        cp.min_timestamp_index
+        if settings.message_index_enable and settings.message_index_safe
+        else cp.min_timestamp
+    )
+    for i in range(len(files) - 1, -1, -1):
+        stamp = _first_store_timestamp(files[i])
+        if stamp is not None and stamp != 0 and stamp <= limit:
+            return i
+    return 0
+
+
+def _first_store_timestamp(mf: MappedFile) -> int | None:
+    """The store timestamp of a file's first record, read as the broker does (V1 magic only)."""
+    buf = mf.map()
+    if len(buf) < fmt.PREFIX_SIZE + 20 + 8:
+        return None
+    prefix = fmt.PREFIX_STRUCT.unpack_from(buf, 0)
+    magic, sys_flag = prefix[1], prefix[7]
+    if magic != fmt.MAGIC_V1:
+        return None
+    born = fmt.host_length(sys_flag, fmt.BORNHOST_V6_FLAG)
+    return fmt.STORE_TIMESTAMP_STRUCT.unpack_from(buf, fmt.PREFIX_SIZE + born)[0]
+
+
+def walk(store: Store, start_index: int, check_crc: bool, on_record=None) -> WalkEnd:
+    """The recovery walk (``checkMessageAndReturnSize`` with ``readBody``): BLANK goes to the next
+    file, anything invalid (incl. a zero tail, a bad CRC) ends the log."""
+    files = store.commitlog.files
+    if not files:
+        return WalkEnd(0, "no CommitLog files")
+    for mf in files[start_index:]:
+        buf = mf.map()
+        limit = len(buf)
+        pos = 0
+        while True:
+            tail, _ = classify_tail(buf, pos, limit)
+            if tail == "blank":
+                break  # next file
+            if tail in ("zeros", "end"):
+                return WalkEnd(mf.from_offset + pos, f"end of data in {mf.name} at {pos}")
+            try:
+                rec = decode_record(buf, pos, limit, str(mf.path), mf.from_offset)
+            except RecordError as exc:
+                return WalkEnd(mf.from_offset + pos, f"{mf.name} at {pos}: {exc}")
+            if check_crc and rec.body_length > 0 and fmt.body_crc(rec.stored_body) != rec.body_crc:
+                return WalkEnd(mf.from_offset + pos, f"{mf.name} at {pos}: body CRC mismatch")
+            if on_record is not None:
+                on_record(rec)
+            pos += rec.total_size
+    last = files[-1]
+    return WalkEnd(last.from_offset + last.size, "every file ends in a BLANK record")
+
+
+def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | None = None) -> RecoverResult:
+    """Work out the recovered store in ``STORE/.rmq-staging/recover`` and plan the change."""
+    abnormal = store.abort_exists if mode is None else mode == "abnormal"
+    mode_name = "abnormal" if abnormal else "normal"
+    settings = store.effective_settings()
+    check = settings.check_crc_on_recover if check_crc is None else check_crc
+    sizes = {f.size for f in store.commitlog.files}
+    if len(sizes) > 1 or (sizes and sizes != {settings.mapped_file_size_commitlog}):
+        raise CorruptDataError(
+            f"CommitLog files have sizes {sorted(sizes)}; a broker refuses to load such a store "
+            "(MappedFileQueue.load)"
+        )
+    cp = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
+    notes: list[str] = []
+    staged = staging_dir(store.root, STAGING_NAME)
+    actions: list[tuple[str, str, int]] = []
+
+    # 2. index files (IndexService.load) and 3. consume queues, in a staged copy
+    if store.consumequeue_dir.is_dir():
+        shutil.copytree(store.consumequeue_dir, staged / CONSUMEQUEUE_DIR)
+    (staged / INDEX_DIR).mkdir()
+    for f in store.index.files:
+        if abnormal and f.header.end_timestamp > cp.index_msg_timestamp:
+            notes.append(
+                f"index file {f.name} ends after the checkpoint's indexMsgTimestamp: the broker deletes "
+                "it after an abnormal exit and re-indexes its records"
+            )
+        else:
+            shutil.copy2(f.path, staged / INDEX_DIR / f.name)
+    dispatcher = Dispatcher(staged, settings, rebuild_namer)
+    dispatcher.load()
+    loaded_index_ts = dispatcher.index.completed_end_timestamp
+    max_cq = dispatcher.max_physic_offset
+
+    # 4. the CommitLog walk (abnormal: dispatching as it goes)
+    count = [0]
+
+    def dispatch(rec: Record) -> None:
+        dispatcher.dispatch_record(rec)
+        count[0] += 1
+
+    start = start_file_index(store, abnormal)
+    stop = walk(store, start, check, dispatch if abnormal else None)
+    previous_end = store.commitlog.max_offset()
+    end = stop.end
+    _plan_commitlog(store, end, actions, notes, stop)
+
+    # 5. consume-queue units past the end; 6. reput
+    if max_cq >= end:
+        for cq in dispatcher.cqs.values():
+            for path in cq.truncate_dirty(end):
+                path.unlink()
+    reput_from = max(dispatcher.max_physic_offset, store.commitlog.min_offset, 0)
+    try:
+        for rec in store.commitlog.records(reput_from):
+            if isinstance(rec, Record):
+                if rec.position >= end:
+                    break
+                if rec.physical_offset >= reput_from:
+                    dispatch(rec)
+    except CorruptDataError as exc:
+        if exc.offset is None or store.commitlog.queue.find(reput_from).from_offset + exc.offset < end:
+            notes.append(f"reput stopped early, as the broker's would: {exc}")
+    dispatcher.flush()
+    index_ts = dispatcher.index.completed_end_timestamp
+    checkpoint = Checkpoint(
+        cp.physic_msg_timestamp,
+        dispatcher.logics_msg_timestamp or cp.logics_msg_timestamp,
+        index_ts if index_ts != loaded_index_ts else cp.index_msg_timestamp,
+        cp.master_flushed_offset,
+        cp.confirm_phy_offset,
+    )
+    dispatcher.close()
+
+    result = RecoverResult(Plan("recover", store.root, [], notes), mode_name, staged, end, previous_end)
+    result.dispatched = count[0]
+    result.checkpoint = checkpoint
+    result.actions = actions
+    _plan_staged(store, result)
+    return result
+
+
+def _plan_commitlog(store: Store, end: int, actions: list, notes: list[str], stop: WalkEnd) -> None:
+    """``MappedFileQueue.truncateDirtyFiles(end)``: later files deleted, the file holding ``end`` cut."""
+    for mf in store.commitlog.files:
+        if mf.from_offset > end:
+            actions.append(("delete", f"commitlog/{mf.name}", mf.size))
+            if store.commitlog.file_end(mf).data_end:
+                notes.append(
+                    f"commitlog/{mf.name} holds records the broker discards ({stop.reason}); backed up"
+                )
+        elif end < mf.from_offset + mf.size:
+            pos = end - mf.from_offset
+            buf = mf.map()
+            if any(buf[pos:]):
+                actions.append(("truncate", f"commitlog/{mf.name}", pos))
+                notes.append(
+                    f"the CommitLog ends at offset {end} ({stop.reason}); the {len(buf) - pos} bytes "
+                    f"after it in {mf.name} are zeroed, as the broker abandons them (they are backed up)"
+                )
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    files_a = {p.relative_to(a): p for p in a.rglob("*") if p.is_file()} if a.is_dir() else {}
+    files_b = {p.relative_to(b): p for p in b.rglob("*") if p.is_file()} if b.is_dir() else {}
+    if files_a.keys() != files_b.keys():
+        return False
+    return all(files_a[k].read_bytes() == files_b[k].read_bytes() for k in files_a)
+
+
+def _plan_staged(store: Store, result: RecoverResult) -> None:
+    steps = result.plan.steps
+    for action, rel, size in result.actions:
+        if action == "delete":
+            steps.append(PlanStep("delete", rel, f"{size} bytes", size))
+        else:
+            mf_size = (store.root / rel).stat().st_size
+            steps.append(
+                PlanStep("truncate", rel, f"valid up to byte {size}; the rest zeroed", mf_size - size)
+            )
+    for rel in (CONSUMEQUEUE_DIR, INDEX_DIR):
+        if not _same_tree(store.root / rel, result.staged / rel):
+            steps.append(PlanStep("replace-dir", rel, "recovered and re-dispatched"))
+    old = store.checkpoint_path.read_bytes() if store.checkpoint_path.exists() else b""
+    if old != result.checkpoint.to_bytes():
+        steps.append(
+            PlanStep(
+                "replace",
+                CHECKPOINT_FILE,
+                f"logicsMsgTimestamp={result.checkpoint.logics_msg_timestamp} "
+                f"indexMsgTimestamp={result.checkpoint.index_msg_timestamp}",
+            )
+        )
+    if store.abort_exists:
+        steps.append(PlanStep("delete", ABORT_FILE, "the store is consistent again"))
+
+
+def apply_recover(store_root: Path, result: RecoverResult, argv: list[str] | None = None) -> Path:
+    with Change(store_root, "recover", argv) as change:
+        for step in result.plan.steps:
+            if step.action == "delete":
+                change.delete_file(step.path)
+            elif step.action == "truncate":
+                valid = (store_root / step.path).stat().st_size - step.bytes_removed
+                change.truncate_file(step.path, valid, keep_size=True)
+            elif step.action == "replace-dir":
+                change.replace_dir(step.path, result.staged / step.path)
+            elif step.action == "replace":
+                change.replace_file(step.path, result.checkpoint.to_bytes())
+        backup = change.commit()
+    shutil.rmtree(result.staged, ignore_errors=True)
+    return backup
+
+
+def discard(result: RecoverResult) -> None:
+    shutil.rmtree(result.staged, ignore_errors=True)

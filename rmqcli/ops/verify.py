@@ -1,0 +1,306 @@
+"""``verify_store``: read a whole store offline and report every problem with its file and offset.
+
+What counts as an error follows what the Apache RocketMQ broker itself would reject, lose or
+never find again (FORMATS.md §1.14, §2.4, §3, §6): a record recovery would stop at, a unit or
+index entry that points at the wrong place, a dispatchable record missing from its queue, a
+config file neither it nor its ``.bak`` parses. States a broker handles by itself on start
+(an unclean shutdown, records not dispatched yet, a pre-allocated empty CommitLog file, a
+checkpoint that disagrees with the data, stale bytes after a truncation) are warnings.
+
+The parts live in ``verify_commitlog`` (records), ``verify_queues`` (consume queues),
+``verify_index`` (index files) and ``verify_props`` (bulk properties parsing and hashing).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from formats import checkpoint as ckpt_fmt
+from formats import commitlog as fmt
+from formats import fastjson
+from formats.derive import field_offsets
+from rmqcli.errors import CorruptDataError
+from rmqcli.ops.verify_commitlog import CommitLogVerifier, FileInfo, RecordTable
+from rmqcli.ops.verify_common import ERROR, WARNING, Collector, KindCount, Problem, VerifyReport
+from rmqcli.ops.verify_index import check_index, open_files
+from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, hints, load_queues
+from rmqcli.store import Store
+from rmqcli.store import configfiles as cfg
+from rmqcli.store.checkpoint import Checkpoint
+
+__all__ = ["ERROR", "WARNING", "KindCount", "Problem", "VerifyReport", "verify_store"]
+
+_CKPT_AT = field_offsets(ckpt_fmt.CheckpointFields)
+_CKPT_TIMES = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp")
+_JAVA_NAMES = {
+    "physic_msg_timestamp": "physicMsgTimestamp",
+    "logics_msg_timestamp": "logicsMsgTimestamp",
+    "index_msg_timestamp": "indexMsgTimestamp",
+}
+_FUTURE_MS = 24 * 3600 * 1000  # a timestamp more than a day ahead of this machine's clock
+_CONFIG_NAMES = (cfg.TOPICS, cfg.SUBSCRIPTIONS, cfg.OFFSETS, cfg.DELAY, cfg.FILTERS)
+
+
+def verify_store(
+    store: Store,
+    *,
+    crc: bool = True,
+    topic: str | None = None,
+    progress: Callable[[int], None] | None = None,
+    max_problems: int | None = None,
+) -> VerifyReport:
+    """Check the CommitLog, consume queues, index files, checkpoint, abort/lock and config files.
+
+    ``crc``: recompute body CRCs (``checkCRCOnRecover``); ``topic``: limit the queue and index
+    checks to one topic (the CommitLog is always read whole); ``progress`` gets the physical
+    offset reached; ``max_problems`` caps the listed problems (every one is still counted).
+    """
+    root = store.root
+    p = Collector(root, max_problems)
+    settings = store.settings
+    commitlog = store.commitlog
+    cl_min = commitlog.min_offset
+    cq_size = (
+        settings.mapped_file_size_consume_queue
+        if "mapped_file_size_consume_queue" in settings.explicit
+        else None
+    )
+    if topic is None:
+        every = queues = load_queues(store, p, cq_size)
+    else:
+        every = load_queues(store, Collector(root, 0), cq_size)
+        queues = load_queues(store, p, cq_size, topic)
+    table = CommitLogVerifier(
+        commitlog.files,
+        commitlog.file_size,
+        p,
+        crc=crc,
+        delay_millis=fmt.parse_delay_levels(settings.message_delay_level),
+        hints=hints(every),
+        progress=progress,
+    ).scan()
+    checkpoint = _check_checkpoint(store, p, table)
+    abort = store.abort_exists
+    if abort:
+        p.warning(
+            "abort",
+            store.abort_path,
+            None,
+            "last shutdown was not clean: the broker will run its abnormal recovery on start",
+        )
+    if store.lock_held():
+        p.warning(
+            "lock-held",
+            store.lock_path,
+            0,
+            "a broker is running on this store (its lock is held): files may change while being read",
+        )
+    redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)
+    cq_file_size = cq_size or max((q.cq.queue.file_size for q in every), default=0)
+    covered, units = check_units(queues, table, p, cl_min, cq_file_size)
+    check_coverage(
+        queues,
+        table,
+        covered,
+        p,
+        root=root,
+        cl_min=cl_min,
+        redispatch_from=redispatch,
+        file_size=cq_file_size,
+        topic=topic,
+    )
+    slots = settings.max_hash_slot_num if "max_hash_slot_num" in settings.explicit else None
+    num = settings.max_index_num if "max_index_num" in settings.explicit else None
+    index_files = open_files(store.index_dir, p, slots, num)
+    try:
+        entries = check_index(
+            index_files,
+            table,
+            p,
+            cl_min=cl_min,
+            abort=abort,
+            index_msg_timestamp=checkpoint.index_msg_timestamp if checkpoint else 0,
+            topic=topic,
+            index_enabled=settings.message_index_enable,
+        )
+    finally:
+        for f in index_files:
+            f.close()
+    _check_configs(store.config_dir, p)
+    _check_offsets(store, p, every, cl_min, topic)
+    report = VerifyReport(
+        store=str(root),
+        records=len(table),
+        bytes=table.bytes,
+        crc_checked=table.crc_checked,
+        commitlog_files=len(commitlog.files),
+        queues=len(queues),
+        units=units,
+        index_files=len(index_files),
+        index_entries=entries,
+    )
+    return p.fill(report)
+
+
+# --- where the broker would dispatch from --------------------------------------------------------
+def _redispatch_from(
+    queues: list[QueueUnits],
+    table: RecordTable,
+    cl_min: int,
+    abort: bool,
+    checkpoint: Checkpoint | None,
+    index_safe: bool,
+) -> int:
+    """First CommitLog offset the broker (re)dispatches on start.
+
+    A clean start reputs from the consume queues' max physical offset (``DefaultMessageStore.start``);
+    after an unclean one ``recoverAbnormally`` re-dispatches from the newest file whose first record
+    is not newer than the checkpoint's minimum timestamp (or from the first file).
+    """
+    reput = max([cl_min] + [q.max_physic for q in queues])
+    if not abort:
+        return reput
+    limit = 0
+    if checkpoint is not None:
+        limit = checkpoint.min_timestamp_index if index_safe else checkpoint.min_timestamp
+    start = table.files[0].mapped.from_offset if table.files else cl_min
+    info: FileInfo
+    for info in reversed(table.files):
+        ts = info.first_store_timestamp
+        if ts and ts <= limit:
+            start = info.mapped.from_offset
+            break
+    return min(reput, start)
+
+
+# --- checkpoint ----------------------------------------------------------------------------------
+def _check_checkpoint(store: Store, p: Collector, table: RecordTable) -> Checkpoint | None:
+    """``StoreCheckpoint``: a 4 KiB page; its timestamps must not be ahead of the data."""
+    path = store.checkpoint_path
+    if not path.is_file():
+        p.warning("checkpoint-missing", path, None, "no checkpoint: the broker creates an empty one")
+        return None
+    data = path.read_bytes()
+    if len(data) != ckpt_fmt.PAGE_SIZE:
+        p.warning(
+            "checkpoint-size", path, None, f"checkpoint is {len(data)} bytes, expected {ckpt_fmt.PAGE_SIZE}"
+        )
+    try:
+        ckpt = Checkpoint.from_bytes(data, str(path))
+    except CorruptDataError as exc:
+        p.error("checkpoint-size", path, 0, str(exc))
+        return None
+    now = int(time.time() * 1000)
+    last = int(table.store_timestamp.max()) if len(table) else None
+    for name in _CKPT_TIMES:
+        value = getattr(ckpt, name)
+        java = _JAVA_NAMES[name]
+        if value < 0 or value > now + _FUTURE_MS:
+            p.warning("checkpoint-time", path, _CKPT_AT[name], f"{java} {value} is not a plausible time")
+        elif last is not None and value > last:
+            p.warning(
+                "checkpoint-ahead",
+                path,
+                _CKPT_AT[name],
+                f"{java} {value} is after the last record's store time {last}: the checkpoint claims data "
+                "the CommitLog does not hold (lost or truncated data, or a checkpoint from another store)",
+            )
+    return ckpt
+
+
+# --- config files --------------------------------------------------------------------------------
+def _parse_problem(path: Path) -> tuple[str, int | None] | None:
+    """Why ``ConfigManager.load`` would reject ``path`` (None: it loads; missing/empty count as bad)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return "missing", None
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}", None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 ({exc.reason})", exc.start
+    if not text.strip():
+        return "empty", None
+    try:
+        data = fastjson.loads(text)
+    except ValueError as exc:
+        pos = getattr(exc, "pos", None)
+        return str(exc), len(text[:pos].encode("utf-8")) if pos is not None else None
+    if not isinstance(data, dict):
+        return "not a JSON object", 0
+    return None
+
+
+def _check_configs(config_dir: Path, p: Collector) -> None:
+    """Each ``config/*.json`` parses (fastjson dialect); a fallback to ``.bak`` is a warning."""
+    for name in _CONFIG_NAMES:
+        main = config_dir / name
+        bak = config_dir / (name + ".bak")
+        if not main.exists() and not bak.exists():
+            continue
+        bad = _parse_problem(main)
+        if bad is None:
+            continue
+        reason, offset = bad
+        bak_bad = _parse_problem(bak)
+        if bak_bad is None:
+            p.warning("config-bak-used", main, offset, f"{reason}: the broker loads {bak.name} instead")
+        elif bad[0] == "missing" and bak_bad[0] == "missing":
+            continue
+        elif bad[0] == "missing":
+            p.error(
+                "config-corrupt", bak, bak_bad[1], f"{bak_bad[0]}: {name} is missing and its .bak unusable"
+            )
+        else:
+            p.error(
+                "config-corrupt",
+                main,
+                offset,
+                f"{reason}; {bak.name}: {bak_bad[0]}: the broker cannot load this configuration",
+            )
+
+
+def _check_offsets(
+    store: Store, p: Collector, queues: list[QueueUnits], cl_min: int, topic: str | None
+) -> None:
+    """Committed consumer offsets and schedule progress lie within their queues' bounds."""
+    by_queue = {(q.topic, q.queue_id): q for q in queues}
+    config_dir = store.config_dir
+    try:
+        offsets = cfg.consumer_offsets(config_dir)
+    except (CorruptDataError, ValueError, AttributeError, TypeError):
+        offsets = {}
+    for (t, group), table in sorted(offsets.items()):
+        if topic is not None and t != topic:
+            continue
+        for qid, offset in sorted(table.items()):
+            what = f"{t}@{group} queue {qid}"
+            q = by_queue.get((t, qid))
+            _offset_in_range(p, q, config_dir / cfg.OFFSETS, offset, what, "consumer-offset-range", cl_min)
+    if topic is not None and topic != fmt.SCHEDULE_TOPIC:
+        return
+    try:
+        delays = cfg.delay_offsets(config_dir)
+    except (CorruptDataError, ValueError, AttributeError, TypeError):
+        delays = {}
+    for level, offset in sorted(delays.items()):
+        q = by_queue.get((fmt.SCHEDULE_TOPIC, level - 1))
+        _offset_in_range(
+            p, q, config_dir / cfg.DELAY, offset, f"delay level {level}", "delay-offset-range", cl_min
+        )
+
+
+def _offset_in_range(
+    p: Collector, q: QueueUnits | None, path: Path, offset: int, what: str, kind: str, cl_min: int
+) -> None:
+    if q is None or not q.cq.files:
+        if offset > 0:
+            p.warning(kind, path, None, f"{what}: offset {offset} but the queue has no consume queue")
+        return
+    low, high = q.cq.min_offset(cl_min), q.cq.max_offset
+    if not low <= offset <= high:
+        p.warning(kind, path, None, f"{what}: offset {offset} is outside the queue's [{low}, {high}]")

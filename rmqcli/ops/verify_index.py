@@ -1,0 +1,320 @@
+"""Index-file verification: headers, hash chains, entries against records, and key coverage.
+
+FORMATS.md §3 (``IndexFile.putKey``/``selectPhyOffset``, ``IndexService.buildIndex``/``load``/
+``deleteExpiredFile``). Entries and slots are read with numpy; every entry is joined with the
+record table on (record, key hash) in bulk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from formats import commitlog as cl_fmt
+from formats import indexfile as fmt
+from formats.derive import field_offsets, flat_fields
+from rmqcli.ops.verify_commitlog import RecordTable
+from rmqcli.ops.verify_common import Collector
+from rmqcli.store.index import IndexFile
+from rmqcli.store.naming import is_index_name
+
+_HEADER_AT = field_offsets(fmt.IndexHeader)
+_KEY_BITS = 31  # key hashes are non-negative i32
+
+
+def _dtype(schema) -> np.dtype:
+    fields = flat_fields(schema)
+    return np.dtype(
+        {
+            "names": [name for name, _, _ in fields],
+            "formats": [f">i{size}" for _, _, size in fields],
+            "offsets": list(field_offsets(schema).values())[:-1],
+            "itemsize": field_offsets(schema)["_size"],
+        }
+    )
+
+
+_ENTRY = _dtype(fmt.IndexEntry)
+_SLOT = _dtype(fmt.HashSlot)
+
+
+def open_files(directory: Path, p: Collector, slots: int | None, num: int | None) -> list[IndexFile]:
+    files = []
+    if not directory.is_dir():
+        return files
+    for path in sorted(directory.iterdir()):
+        if not path.is_file():
+            continue
+        if not is_index_name(path.name):
+            p.warning("index-file-name", path, None, "not an index file name (yyyyMMddHHmmssSSS); ignored")
+            continue
+        try:
+            f = IndexFile(path, slots, num)
+        except Exception as exc:  # UsageError (geometry) or CorruptDataError (short file)
+            p.error("index-file-size", path, None, str(exc))
+            continue
+        expected = fmt.file_size(f.hash_slot_num, f.index_num)
+        if f.mapped.size != expected:
+            p.error(
+                "index-file-size",
+                path,
+                None,
+                f"file is {f.mapped.size} bytes, expected {expected} for {f.hash_slot_num} slots and "
+                f"{f.index_num} entries",
+            )
+            continue
+        files.append(f)
+    return files
+
+
+def check_index(
+    files: list[IndexFile],
+    table: RecordTable,
+    p: Collector,
+    *,
+    cl_min: int,
+    abort: bool,
+    index_msg_timestamp: int,
+    topic: str | None = None,
+    index_enabled: bool = True,
+) -> int:
+    """Check every index file; returns the number of entries checked."""
+    key_code = (table.key_record << _KEY_BITS) | table.key_hash
+    key_order = np.argsort(key_code)
+    sorted_keys = key_code[key_order]
+    found = np.zeros(len(key_code), dtype=bool)  # keys seen in some index file, in key_order
+    checked = 0
+    for f in files:
+        h = f.header
+        path = f.path
+        count = h.index_count if h.index_count > 0 else 1
+        if h.index_count > f.index_num:
+            p.error(
+                "index-header",
+                path,
+                _HEADER_AT["index_count"],
+                f"indexCount {h.index_count} is more than the file holds ({f.index_num})",
+            )
+            count = f.index_num
+        if h.begin_phy_offset > h.end_phy_offset:
+            p.error(
+                "index-header",
+                path,
+                _HEADER_AT["begin_phy_offset"],
+                f"beginPhyOffset {h.begin_phy_offset} > endPhyOffset {h.end_phy_offset}",
+            )
+        if h.begin_timestamp > h.end_timestamp:
+            p.warning(
+                "index-header",
+                path,
+                _HEADER_AT["begin_timestamp"],
+                f"beginTimestamp {h.begin_timestamp} > endTimestamp {h.end_timestamp}",
+            )
+        if abort and h.end_timestamp > index_msg_timestamp:
+            p.warning(
+                "index-rebuild",
+                path,
+                None,
+                "endTimestamp is after the checkpoint's indexMsgTimestamp: after this unclean shutdown the "
+                "broker deletes this file on start (IndexService.load) and re-indexes from the CommitLog",
+            )
+        buf = f.mapped.map()
+        slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
+        slots = slots.astype(np.int64)
+        n = count - 1
+        start = fmt.entry_position(1, f.hash_slot_num)
+        ent = np.frombuffer(buf, dtype=_ENTRY, count=n, offset=start)
+        key_hash = ent["key_hash"].astype(np.int64)
+        phy = ent["phy_offset"].astype(np.int64)
+        prev = ent["prev_index"].astype(np.int64)
+        number = np.arange(1, n + 1, dtype=np.int64)
+        checked += n
+
+        def at(i: int, slots_num: int = f.hash_slot_num) -> int:
+            return fmt.entry_position(int(i) + 1, slots_num)
+
+        used = np.flatnonzero(slots)
+        if len(used) != h.hash_slot_count:
+            p.warning(
+                "index-header",
+                path,
+                _HEADER_AT["hash_slot_count"],
+                f"hashSlotCount {h.hash_slot_count} but {len(used)} slots are in use",
+            )
+        bad_slot = used[(slots[used] < 0) | (slots[used] >= count)]
+        for s in bad_slot[:10].tolist():
+            p.error(
+                "index-chain",
+                path,
+                fmt.slot_position(s),
+                f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}",
+            )
+        ok_heads = used[(slots[used] > 0) & (slots[used] < count)]
+        head_entry = slots[ok_heads] - 1
+        wrong_head = ok_heads[fmt.slot_of(key_hash[head_entry], f.hash_slot_num) != ok_heads]
+        for s in wrong_head[:10].tolist():
+            p.error(
+                "index-chain",
+                path,
+                fmt.slot_position(s),
+                f"slot {s} heads a chain whose newest entry {int(slots[s])} hashes to another slot",
+            )
+        bad_prev = np.flatnonzero((prev < 0) | (prev >= number))
+        for i in bad_prev[:10].tolist():
+            p.error(
+                "index-chain",
+                path,
+                at(i),
+                f"entry {i + 1} links to entry {int(prev[i])}: a chain must go to an older entry "
+                "(cycle or damaged link)",
+            )
+        linked = np.flatnonzero((prev > 0) & (prev < number))
+        cross = linked[
+            fmt.slot_of(key_hash[prev[linked] - 1], f.hash_slot_num)
+            != fmt.slot_of(key_hash[linked], f.hash_slot_num)
+        ]
+        for i in cross[:10].tolist():
+            p.error(
+                "index-chain", path, at(i), f"entry {i + 1} links to entry {int(prev[i])} of another slot"
+            )
+        refs = (
+            np.bincount(np.concatenate((slots[ok_heads], prev[linked])), minlength=count)[1:count]
+            if n > 0
+            else np.empty(0, dtype=np.int64)
+        )
+        unreachable = np.flatnonzero(refs == 0)
+        if len(unreachable):
+            p.error(
+                "index-unreachable",
+                path,
+                at(int(unreachable[0])),
+                f"{len(unreachable)} entries (first: {int(unreachable[0]) + 1}) are on no slot chain: "
+                "lookups never find them",
+            )
+        shared = np.flatnonzero(refs > 1)
+        if len(shared):
+            p.error(
+                "index-chain",
+                path,
+                at(int(shared[0])),
+                f"{len(shared)} entries (first: {int(shared[0]) + 1}) are linked from more than one place",
+            )
+        negative_time = np.flatnonzero(ent["time_diff"] < 0)
+        if len(negative_time):
+            p.warning(
+                "index-time",
+                path,
+                at(int(negative_time[0])),
+                f"{len(negative_time)} entries have a negative timeDiff (lookups stop at them)",
+            )
+        # entries against the records
+        live = np.flatnonzero(phy >= cl_min)  # entries for deleted CommitLog files are legitimate
+        past = live[phy[live] >= table.valid_end]
+        if len(past):
+            p.error(
+                "index-past-end",
+                path,
+                at(int(past[0])),
+                f"{len(past)} entries (first: {int(past[0]) + 1}, offset {int(phy[past[0]])}) point past the "
+                f"CommitLog's valid end {table.valid_end}",
+            )
+        live = live[phy[live] < table.valid_end]
+        rec = table.locate(phy[live])
+        not_record = live[rec < 0]
+        if len(not_record):
+            p.error(
+                "index-bad-offset",
+                path,
+                at(int(not_record[0])),
+                f"{len(not_record)} entries (first: {int(not_record[0]) + 1}, offset "
+                f"{int(phy[not_record[0]])}) do not point at the start of a record",
+            )
+        matched = live[rec >= 0]
+        codes = (rec[rec >= 0] << _KEY_BITS) | key_hash[matched]
+        hit = np.searchsorted(sorted_keys, codes)
+        hit = np.minimum(hit, max(len(sorted_keys) - 1, 0))
+        known = (sorted_keys[hit] == codes) if len(sorted_keys) else np.zeros(len(codes), dtype=bool)
+        wrong = matched[~known]
+        for i in wrong[:10].tolist():
+            p.error(
+                "index-wrong-hash",
+                path,
+                at(i),
+                f"entry {i + 1}: keyHash {int(key_hash[i])} matches no key of the record at {int(phy[i])}",
+            )
+        if len(wrong) > 10:
+            p.error("index-wrong-hash", path, None, f"{len(wrong) - 10} more entries with a wrong keyHash")
+        found[key_order[hit[known]]] = True
+    if index_enabled and files:
+        _coverage(files, table, p, found, cl_min=cl_min, abort=abort, topic=topic)
+    return checked
+
+
+def _coverage(
+    files: list[IndexFile],
+    table: RecordTable,
+    p: Collector,
+    found: np.ndarray,
+    *,
+    cl_min: int,
+    abort: bool,
+    topic: str | None,
+) -> None:
+    """Every key the broker would index (``buildIndex``) must be in some index file.
+
+    Checked for records from the first index file's beginPhyOffset (older files are deleted
+    with the CommitLog, ``deleteExpiredFile``) to the last file's endPhyOffset; records after
+    that are indexed when the broker dispatches them.
+    """
+    begin = max(files[0].header.begin_phy_offset, cl_min)
+    end = max(f.header.end_phy_offset for f in files)
+    rec = table.key_record
+    sys_flag = table.sys_flag[rec]
+    indexed = (sys_flag & cl_fmt.TRANSACTION_MASK) != cl_fmt.TransactionType.ROLLBACK  # is_indexed
+    pos = table.position[rec]
+    want = indexed & (pos >= begin)
+    if topic is not None:
+        tid = table.topics.index(topic) if topic in table.topics else -1
+        want &= table.topic_id[rec] == tid
+    later = want & (pos > end)
+    want &= pos <= end
+    missing = np.flatnonzero(want & ~found)
+    if later.any():
+        late = np.sort(rec[later])
+        first = int(late[0])
+        n = int(np.count_nonzero(np.diff(late))) + 1
+        path, at = _record_place(table, first)
+        p.warning(
+            "index-behind",
+            path,
+            at,
+            f"{n} record(s) from CommitLog offset {int(table.position[first])} on are after the last index "
+            f"file's endPhyOffset {end}: not indexed yet (the broker indexes them when it dispatches them)",
+        )
+    if not len(missing):
+        return
+    recs = np.sort(rec[missing])
+    recs = recs[np.concatenate(([True], recs[1:] != recs[:-1]))]
+    brk = np.flatnonzero(np.diff(recs) != 1) + 1
+    for run in np.split(recs, brk):
+        first = int(run[0])
+        path, at = _record_place(table, first)
+        keys = int(np.count_nonzero((rec[missing] >= run[0]) & (rec[missing] <= run[-1])))
+        p.add(
+            "index-missing-key",
+            "warning" if abort else "error",
+            path,
+            at,
+            f"{keys} key(s) of {len(run)} record(s) from CommitLog offset {int(table.position[first])} to "
+            f"{int(table.position[run[-1]])} are in no index file: queries by key do not find them",
+        )
+
+
+def _record_place(table: RecordTable, row: int) -> tuple[Path | str, int]:
+    pos = int(table.position[row])
+    for info in table.files:
+        mf = info.mapped
+        if mf.from_offset <= pos < mf.from_offset + mf.size:
+            return mf.path, pos - mf.from_offset
+    return "commitlog", pos

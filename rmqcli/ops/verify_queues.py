@@ -1,0 +1,314 @@
+"""Consume-queue verification: files, units, and the join of every unit with its CommitLog record.
+
+Rules from FORMATS.md §2 (``ConsumeQueue.recover``, ``putMessagePositionInfo``, ``fillPreBlank``)
+and §7.3 (``CommitLogDispatcherBuildConsumeQueue``: only NOT/COMMIT records are dispatched).
+Units are read per file with numpy and joined against the record table by physical offset in
+bulk; only the units (and records) that disagree are looked at one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from formats import commitlog as fmt
+from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE, is_ext_address
+from rmqcli.ops.verify_commitlog import RecordTable
+from rmqcli.ops.verify_common import Collector
+from rmqcli.store.consumequeue import ConsumeQueue
+from rmqcli.store.naming import offset_to_name
+
+LMQ_PREFIX = "%LMQ%"
+_UNIT = np.dtype(CQ_UNIT_DTYPE)
+_EXT_MAX = -(2**31) - 1
+assert is_ext_address(_EXT_MAX)
+
+
+@dataclass
+class QueueUnits:
+    """The valid units of one queue, in queue-offset order."""
+
+    topic: str
+    queue_id: int
+    cq: ConsumeQueue
+    index: np.ndarray  # queue offset of each unit
+    offset: np.ndarray
+    size: np.ndarray
+    tags: np.ndarray
+    file_no: np.ndarray  # which of ``cq.files`` holds the unit
+    max_offset: int  # next queue offset (maxOffsetInQueue)
+    max_physic: int  # offset+size of the last valid unit (maxPhysicOffset), -1 if none
+
+
+def load_queues(
+    store, problems: Collector, file_size: int | None, topic: str | None = None
+) -> list[QueueUnits]:
+    """Read and check every consume-queue file; return the valid units of each queue."""
+    result = []
+    for t, q in store.queue_ids(topic):
+        cq = store.consume_queue(t, q)
+        result.append(_load_queue(t, q, cq, problems, file_size or cq.queue.file_size))
+    return result
+
+
+def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size: int) -> QueueUnits:
+    parts: list[tuple[np.ndarray, ...]] = []
+    prev = None
+    seen_real = False
+    stopped = False
+    max_offset = 0
+    for n, mf in enumerate(cq.files):
+        if mf.size != file_size:
+            p.error(
+                "cq-file-size",
+                mf.path,
+                None,
+                f"file is {mf.size} bytes, expected {file_size}: the broker refuses to load the queue",
+            )
+        if mf.from_offset % CQ_UNIT_SIZE or (file_size and mf.from_offset % file_size):
+            p.error(
+                "cq-file-name",
+                mf.path,
+                None,
+                f"start offset {mf.from_offset} is not a multiple of {file_size}",
+            )
+        if prev is not None and mf.from_offset != prev.from_offset + file_size:
+            p.error(
+                "cq-file-gap",
+                mf.path,
+                None,
+                f"previous file {prev.name} ends at {prev.from_offset + file_size}, this one starts at "
+                f"{mf.from_offset} (expected {offset_to_name(prev.from_offset + file_size)})",
+            )
+        prev = mf
+        buf = mf.map()
+        table = np.frombuffer(buf, dtype=_UNIT, count=len(buf) // CQ_UNIT_SIZE)
+        offset = table["commitlog_offset"].astype(np.int64)
+        size = table["size"].astype(np.int64)
+        invalid = (offset < 0) | (size <= 0)
+        valid = int(np.argmax(invalid)) if invalid.any() else len(table)
+        rest = np.frombuffer(buf, dtype=np.uint8)[valid * CQ_UNIT_SIZE :]
+        if rest.any():
+            at = valid * CQ_UNIT_SIZE + int(np.argmax(rest != 0))
+            p.warning(
+                "cq-stale",
+                mf.path,
+                at,
+                "non-zero bytes after the last valid unit (recovery ignores them)",
+            )
+        if stopped:
+            if valid:
+                p.error(
+                    "cq-hole",
+                    mf.path,
+                    0,
+                    "an earlier file of this queue is not full: recovery stops there and deletes this file",
+                )
+            continue
+        first = mf.from_offset // CQ_UNIT_SIZE
+        idx = np.arange(first, first + valid, dtype=np.int64)
+        filler = (offset[:valid] == 0) & (size[:valid] == FILLER_SIZE)
+        if filler.any():
+            head = 0 if seen_real else int(np.argmin(filler)) if not filler.all() else valid
+            bad = np.flatnonzero(filler[head:]) + head
+            if len(bad):
+                i = int(bad[0])
+                p.error(
+                    "cq-filler",
+                    mf.path,
+                    i * CQ_UNIT_SIZE,
+                    f"{len(bad)} filler unit(s) after real units (fillPreBlank only pads the queue head)",
+                )
+        if valid:
+            seen_real = seen_real or not filler.all()
+        keep = ~filler
+        tags = table["tags_code"][:valid][keep].astype(np.int64)
+        owner = np.full(int(keep.sum()), n, dtype=np.int64)
+        parts.append((idx[keep], offset[:valid][keep], size[:valid][keep], tags, owner))
+        max_offset = first + valid
+        if valid * CQ_UNIT_SIZE < mf.size and n < len(cq.files) - 1:
+            stopped = True
+            p.error(
+                "cq-hole",
+                mf.path,
+                valid * CQ_UNIT_SIZE,
+                "the valid units end before the end of this file although later files follow: recovery "
+                "stops here and deletes the later files",
+            )
+    cols = [np.concatenate(c) if c else np.empty(0, dtype=np.int64) for c in zip(*parts, strict=True)] or [
+        np.empty(0, dtype=np.int64)
+    ] * 5
+    offsets, sizes = cols[1], cols[2]
+    max_physic = int(offsets[-1] + sizes[-1]) if len(offsets) else -1
+    return QueueUnits(topic, qid, cq, cols[0], offsets, sizes, cols[3], cols[4], max_offset, max_physic)
+
+
+def hints(queues: list[QueueUnits]) -> np.ndarray:
+    """Sorted unique record offsets the queues point at (a hint for the CommitLog hop)."""
+    parts = [q.offset for q in queues if len(q.offset)]
+    if not parts:
+        return np.empty(0, dtype=np.int64)
+    offsets = np.sort(np.concatenate(parts), kind="stable")  # sorted runs: a merge
+    return offsets[np.concatenate(([True], offsets[1:] != offsets[:-1]))]
+
+
+def check_units(
+    queues: list[QueueUnits],
+    table: RecordTable,
+    p: Collector,
+    cl_min: int,
+    file_size: int | None,
+) -> tuple[np.ndarray, int]:
+    """Join each unit with its record; returns (records covered by a correct unit, units checked)."""
+    covered = np.zeros(len(table), dtype=bool)
+    topic_ids = {t: i for i, t in enumerate(table.topics)}
+    checked = 0
+    for q in queues:
+        if not len(q.offset):
+            continue
+        live = np.flatnonzero(q.offset >= cl_min)  # units below the CommitLog minimum have expired
+        checked += len(q.offset)
+        if not len(live):
+            continue
+        off, size = q.offset[live], q.size[live]
+        past = off + size > table.valid_end
+        rec = table.locate(off)
+        bad_offset = (rec < 0) & ~past
+        r = np.maximum(rec, 0)
+        found = rec >= 0
+        wrong_size = found & (table.total_size[r] != size)
+        lmq = q.topic.startswith(LMQ_PREFIX)
+        tid = topic_ids.get(q.topic, -1)
+        wrong_queue = found & ~wrong_size & ((table.topic_id[r] != tid) | (table.queue_id[r] != q.queue_id))
+        if lmq:
+            wrong_queue[:] = False
+        good = found & ~wrong_size & ~wrong_queue
+        wrong_qoff = good & (table.queue_offset[r] != q.index[live]) & (not lmq)
+        tags = q.tags[live]
+        wrong_tags = good & ~wrong_qoff & (table.tags_code[r] != tags) & (tags > _EXT_MAX)
+        trans = table.sys_flag[r] & fmt.TRANSACTION_MASK
+        not_dispatched = good & (
+            (trans == fmt.TransactionType.PREPARED) | (trans == fmt.TransactionType.ROLLBACK)
+        )
+        covered[r[good & ~wrong_qoff & ~not_dispatched]] = True
+
+        _report_units(
+            p,
+            q,
+            table,
+            live,
+            r,
+            {
+                "cq-past-end": past,
+                "cq-bad-offset": bad_offset,
+                "cq-size-mismatch": wrong_size,
+                "cq-wrong-queue": wrong_queue,
+                "cq-offset-mismatch": wrong_qoff,
+                "cq-tags-mismatch": wrong_tags,
+                "cq-not-dispatchable": not_dispatched,
+            },
+        )
+    return covered, checked
+
+
+def _unit_message(kind: str, q: QueueUnits, j: int, table: RecordTable, r: int) -> str:
+    """The message of one bad unit (``j``: unit row of ``q``, ``r``: row of its record or -1)."""
+    unit = f"unit {int(q.index[j])}"
+    off, size, tags = int(q.offset[j]), int(q.size[j]), int(q.tags[j])
+    if kind == "cq-past-end":
+        return f"{unit} points at {off}+{size}, past the CommitLog's valid end {table.valid_end}"
+    if kind == "cq-bad-offset":
+        return f"{unit} points at {off}, which is not the start of a record"
+    if kind == "cq-size-mismatch":
+        return f"{unit} says size {size}, the record at {off} has TOTALSIZE {int(table.total_size[r])}"
+    if kind == "cq-wrong-queue":
+        where = f"{table.topics[int(table.topic_id[r])]}:{int(table.queue_id[r])}"
+        return f"{unit} points at a record of {where}, not {q.topic}:{q.queue_id}"
+    if kind == "cq-offset-mismatch":
+        return f"{unit} points at a record whose QUEUEOFFSET is {int(table.queue_offset[r])}"
+    if kind == "cq-tags-mismatch":
+        return f"{unit} has tagsCode {tags}, the record's is {int(table.tags_code[r])}"
+    return f"{unit} points at a PREPARED/ROLLBACK record, which the broker never dispatches"
+
+
+def _report_units(
+    p: Collector,
+    q: QueueUnits,
+    table: RecordTable,
+    live: np.ndarray,
+    rec: np.ndarray,
+    masks: dict[str, np.ndarray],
+) -> None:
+    for kind, mask in masks.items():
+        for i in np.flatnonzero(mask).tolist():
+            j = int(live[i])
+            mf = q.cq.files[int(q.file_no[j])]
+            at = int(q.index[j]) * CQ_UNIT_SIZE - mf.from_offset
+            p.error(kind, mf.path, at, _unit_message(kind, q, j, table, int(rec[i])))
+
+
+def check_coverage(
+    queues: list[QueueUnits],
+    table: RecordTable,
+    covered: np.ndarray,
+    p: Collector,
+    *,
+    root,
+    cl_min: int,
+    redispatch_from: int,
+    file_size: int,
+    topic: str | None = None,
+) -> None:
+    """Every dispatchable record must be in its queue at its queue offset.
+
+    Records at or after ``redispatch_from`` are dispatched by the broker when it starts (reput
+    from the consume queues' max physical offset, or abnormal recovery), so their absence is only
+    a warning.
+    """
+    trans = table.sys_flag & fmt.TRANSACTION_MASK
+    want = (trans == fmt.TransactionType.NOT_TYPE) | (trans == fmt.TransactionType.COMMIT)
+    want &= (table.sys_flag & fmt.INNER_BATCH_FLAG) == 0  # inner batches go to the BatchConsumeQueue
+    want &= table.position >= cl_min
+    missing = np.flatnonzero(want & ~covered)
+    if not len(missing):
+        return
+    by_queue = {(q.topic, q.queue_id): q for q in queues}
+    topic_of = np.array([t.startswith(LMQ_PREFIX) for t in table.topics], dtype=bool)
+    missing = missing[~topic_of[table.topic_id[missing]]]
+    if topic is not None and topic in table.topics:
+        missing = missing[table.topic_id[missing] == table.topics.index(topic)]
+    elif topic is not None:
+        return
+    key = table.topic_id[missing] * (1 << 32) + (table.queue_id[missing] & 0xFFFFFFFF)
+    order = np.lexsort((table.queue_offset[missing], key))
+    missing, key = missing[order], key[order]
+    qoff = table.queue_offset[missing]
+    brk = np.flatnonzero((key[1:] != key[:-1]) | (qoff[1:] != qoff[:-1] + 1)) + 1
+    for run in np.split(np.arange(len(missing)), brk):
+        recs = missing[run]
+        first = int(recs[0])
+        t = table.topics[int(table.topic_id[first])]
+        qid = int(table.queue_id[first])
+        lo, hi = int(table.queue_offset[recs[0]]), int(table.queue_offset[recs[-1]])
+        late = bool(np.all(table.position[recs] >= redispatch_from))
+        severity = "warning" if late else "error"
+        qdir = root / "consumequeue" / t / str(qid)
+        q = by_queue.get((t, qid))
+        what = (
+            f"{len(recs)} record(s) of {t}:{qid} (queue offsets {lo}..{hi}, first at CommitLog "
+            f"{int(table.position[first])})"
+        )
+        tail = "; the broker dispatches them when it starts" if late else ""
+        if q is None or not q.cq.files:
+            p.add("missing-queue", severity, qdir, None, f"no consume queue for {what}{tail}")
+            continue
+        unit_at = lo * CQ_UNIT_SIZE
+        name = offset_to_name(unit_at - unit_at % file_size) if file_size else offset_to_name(0)
+        p.add(
+            "cq-missing-unit",
+            severity,
+            qdir / name,
+            unit_at % file_size if file_size else unit_at,
+            f"{what} have no unit in the consume queue{tail}",
+        )
