@@ -23,7 +23,7 @@ from formats.javahash import string_hash
 from rmqcli.ops.verify_common import Collector
 from rmqcli.ops.verify_props import index_key_hashes, parse_properties, segment_hashes, to_signed32, tokens
 from rmqcli.store.commitlog import RecordError, classify_tail, decode_record, resync
-from rmqcli.store.headerscan import _chain_from_hints, _gather, _group_topics, _walk
+from rmqcli.store.headerscan import chain_from_hints, gather, group_topics, walk
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import offset_to_name
 
@@ -110,7 +110,7 @@ class _Parts:
 
 def _clip_gather(arr: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
     width = np.dtype(dtype).itemsize
-    return _gather(arr, np.clip(pos, 0, len(arr) - width), dtype).astype(np.int64)
+    return gather(arr, np.clip(pos, 0, len(arr) - width), dtype).astype(np.int64)
 
 
 def _check_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> dict[str, np.ndarray]:
@@ -131,7 +131,7 @@ def _check_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> dict[str, 
     ok &= (body_len >= 0) & (topic_len_at + tl_size + _PROPS_LEN_SIZE <= ends)
     safe_tl = np.clip(topic_len_at, 0, limit - _TL_V2)
     topic_len = np.where(
-        is_v2, _gather(arr, safe_tl, ">i2").astype(np.int64), arr[safe_tl].astype(np.int8).astype(np.int64)
+        is_v2, gather(arr, safe_tl, ">i2").astype(np.int64), arr[safe_tl].astype(np.int8).astype(np.int64)
     )
     topic_start = topic_len_at + tl_size
     props_len_at = topic_start + topic_len
@@ -232,9 +232,9 @@ class CommitLogVerifier:
         hints = None if self.hints is None or not len(self.hints) else self.hints - base
         pos = 0
         while pos < limit:
-            starts = None if hints is None else _chain_from_hints(buf, pos, limit, hints)
+            starts = None if hints is None else chain_from_hints(buf, pos, limit, hints)
             if starts is None:
-                starts = np.array(_walk(buf, pos, limit), dtype=np.int64)
+                starts = np.array(walk(buf, pos, limit), dtype=np.int64)
             end, bad = self._records(info, arr, buf, starts, pos, limit)
             if bad is not None:
                 pos = self._report_bad(info, buf, bad, limit)
@@ -282,7 +282,7 @@ class CommitLogVerifier:
         if self.crc:
             self._crc(mf, arr, buf, starts, f)
         store_ts = _clip_gather(arr, starts + fmt.PREFIX_SIZE + _BORN_BY_FLAGS[f["hosts"]], ">i8")
-        topic_index, topics = _group_topics(arr, f["topic_start"], f["topic_len"])
+        topic_index, topics = group_topics(arr, f["topic_start"], f["topic_len"])
         if topics is None:
             topics, topic_index = self._topics_slow(mf, buf, starts, f)
         local_ids = np.array([self.parts.topic_id(t) for t in topics], dtype=np.int64)

@@ -45,7 +45,7 @@ class HeaderBatch:
         return len(self.position)
 
 
-def _gather(arr: np.ndarray, positions: np.ndarray, dtype: str) -> np.ndarray:
+def gather(arr: np.ndarray, positions: np.ndarray, dtype: str) -> np.ndarray:
     """Big-endian integers of ``dtype`` read at byte ``positions`` of ``arr`` (native order out).
 
     An overlapping view with a stride of one byte makes every byte offset an element, so one
@@ -70,23 +70,23 @@ def _headers(arr: np.ndarray, starts: np.ndarray, limit: int) -> dict[str, np.nd
     if int(starts[-1]) + min(_FIXED.values()) > limit:
         return None
     at = fmt.PREFIX_OFFSETS
-    sys_flag = _gather(arr, starts + at["sys_flag"], ">i4")
+    sys_flag = gather(arr, starts + at["sys_flag"], ">i4")
     hosts = sys_flag & fmt.HOST_FLAGS
     fixed = _FIXED_BY_FLAGS[hosts]
     if int((starts + fixed).max()) > limit:
         return None
     return {
-        "total_size": _gather(arr, starts + at["total_size"], ">i4"),
-        "queue_id": _gather(arr, starts + at["queue_id"], ">i4"),
-        "queue_offset": _gather(arr, starts + at["queue_offset"], ">i8"),
+        "total_size": gather(arr, starts + at["total_size"], ">i4"),
+        "queue_id": gather(arr, starts + at["queue_id"], ">i4"),
+        "queue_offset": gather(arr, starts + at["queue_offset"], ">i8"),
         "sys_flag": sys_flag,
-        "store_timestamp": _gather(arr, starts + fmt.PREFIX_SIZE + _BORN_BY_FLAGS[hosts], ">i8"),
-        "body_length": _gather(arr, starts + fixed - _BODY_LENGTH_BACK, ">i4"),
+        "store_timestamp": gather(arr, starts + fmt.PREFIX_SIZE + _BORN_BY_FLAGS[hosts], ">i8"),
+        "body_length": gather(arr, starts + fixed - _BODY_LENGTH_BACK, ">i4"),
         "fixed": fixed,
     }
 
 
-def _walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | None:
+def walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | None:
     """Record starts found by hopping over TOTALSIZE fields (validated afterwards, in bulk).
 
     With ``until``, the hop must land exactly on it (``None`` when it does not).
@@ -108,32 +108,32 @@ def _walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | 
     return starts
 
 
-def _chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarray | None:
+def chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarray | None:
     """Record starts from known record positions (the consume queues'), hopping only over gaps.
 
-    The result is exactly what ``_walk`` from ``start`` would find: consecutive hints must be
+    The result is exactly what ``walk`` from ``start`` would find: consecutive hints must be
     linked by their TOTALSIZE fields, and gaps (records no queue points at) are walked.
     """
     cand = hints[(hints >= start) & (hints <= limit - _MIN_RECORD_SIZE)]
     if len(cand) == 0:
         return None
     arr = np.frombuffer(buf, dtype=np.uint8)
-    nxt = cand + _gather(arr, cand, ">i4").astype(np.int64)
+    nxt = cand + gather(arr, cand, ">i4").astype(np.int64)
     pieces: list = []
-    head = _walk(buf, start, limit, until=int(cand[0]))
+    head = walk(buf, start, limit, until=int(cand[0]))
     if head is None:
         return None
     pieces.append(head)
     first = 0
     for gap in np.flatnonzero(nxt[:-1] != cand[1:]).tolist():
         pieces.append(cand[first : gap + 1])
-        walked = _walk(buf, int(nxt[gap]), limit, until=int(cand[gap + 1]))
+        walked = walk(buf, int(nxt[gap]), limit, until=int(cand[gap + 1]))
         if walked is None:
             return None
         pieces.append(walked)
         first = gap + 1
     pieces.append(cand[first:])
-    pieces.append(_walk(buf, int(nxt[-1]), limit))
+    pieces.append(walk(buf, int(nxt[-1]), limit))
     return np.concatenate([np.asarray(p, dtype=np.int64) for p in pieces])
 
 
@@ -146,16 +146,16 @@ def scan_file(buf, start: int, base: int, hints: np.ndarray | None = None) -> He
     limit = len(buf)
     starts = None
     if hints is not None and len(hints):
-        starts = _chain_from_hints(buf, start, limit, hints - base)
+        starts = chain_from_hints(buf, start, limit, hints - base)
     if starts is None:
-        walked = _walk(buf, start, limit)
+        walked = walk(buf, start, limit)
         if not walked:
             return None
         starts = np.array(walked, dtype=np.int64)
     if len(starts) == 0:
         return None
     arr = np.frombuffer(buf, dtype=np.uint8)
-    magic = _gather(arr, starts + _MAGIC_AT, ">i4")
+    magic = gather(arr, starts + _MAGIC_AT, ">i4")
     if magic[-1] == fmt.BLANK_MAGIC:
         starts, magic = starts[:-1], magic[:-1]
         if len(starts) == 0:
@@ -188,20 +188,20 @@ def scan_file(buf, start: int, base: int, hints: np.ndarray | None = None) -> He
     is_v2 = magic == fmt.MAGIC_V2
     topic_len = arr[topic_len_at].astype(np.int8).astype(np.int64)
     if np.any(is_v2):
-        v2_len = _gather(arr, np.minimum(topic_len_at, limit - 2), ">i2").astype(np.int64)
+        v2_len = gather(arr, np.minimum(topic_len_at, limit - 2), ">i2").astype(np.int64)
         topic_len = np.where(is_v2, v2_len, topic_len)
     topic_start = topic_len_at + np.where(is_v2, 2, 1)
     props_len_at = topic_start + topic_len
     if np.any(topic_len < 0) or np.any(props_len_at + _PROPS_LEN_SIZE > ends):
         return None
-    props_len = _gather(arr, props_len_at, ">i2").astype(np.int64)
+    props_len = gather(arr, props_len_at, ">i2").astype(np.int64)
     if np.any(props_len_at + _PROPS_LEN_SIZE + np.maximum(props_len, 0) != ends):
         return None
     store_ts = head["store_timestamp"]
     queue_id = head["queue_id"]
     queue_offset = head["queue_offset"]
 
-    topic_index, topics = _group_topics(arr, topic_start, topic_len)
+    topic_index, topics = group_topics(arr, topic_start, topic_len)
     if topics is None:
         return None
     return HeaderBatch(
@@ -223,7 +223,7 @@ def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.n
     last = len(arr) - 8
     out = np.empty((len(start), words + 1), dtype=np.uint64)
     for j in range(words):
-        word = _gather(arr, np.minimum(start + 8 * j, last), ">u8")
+        word = gather(arr, np.minimum(start + 8 * j, last), ">u8")
         keep = np.clip(length - 8 * j, 0, 8).astype(np.uint64)
         mask = np.where(keep == 8, ~np.uint64(0), ~(~np.uint64(0) >> (keep * np.uint64(8))))
         out[:, j] = np.where(keep > 0, word & mask, 0)
@@ -231,7 +231,7 @@ def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.n
     return out
 
 
-def _group_topics(
+def group_topics(
     arr: np.ndarray, start: np.ndarray, length: np.ndarray
 ) -> tuple[np.ndarray, list[str] | None]:
     """An exact grouping of the topic strings: index of each record's topic in the list.
