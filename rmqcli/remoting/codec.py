@@ -1,0 +1,408 @@
+"""RemotingCommand and its codec: frames, JSON headers, ROCKETMQ binary headers, stream framing.
+
+Specified by PROTOCOL.md A.1-A.4 and A.6 (Apache RocketMQ ``RemotingCommand.java``,
+``RocketMQSerializable.java``, ``NettyDecoder.java``). The byte layouts come from
+``formats.remoting``; this module adds the JSON header dialect and the Java conventions
+(nulls omitted, ``extFields`` in ``HashMap`` order, zero-length binary strings read as null).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from formats import fastjson
+from formats import remoting as fmt
+from formats.commitlog import hashmap_order
+from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
+from rmqcli.errors import NetworkError
+from rmqcli.remoting.codes import ResponseCode, code_name
+
+if TYPE_CHECKING:
+    from rmqcli.remoting.headers import CommandHeader
+
+DEFAULT_LANGUAGE = LanguageCode.JAVA
+DEFAULT_VERSION = 407
+"""``MQVersion.Version.V4_9_7.ordinal()``, what mqadmin 4.9.7 sends (A.8)."""
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_INT16_MIN, _INT16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+class ProtocolError(NetworkError):
+    """Bytes from a peer that are not a valid remoting frame or header (the connection is dropped)."""
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response (A.2). ``ext_fields`` holds the custom header as strings (A.5)."""
+
+    code: int
+    language: int = DEFAULT_LANGUAGE
+    version: int = DEFAULT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        header: CommandHeader | Mapping[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        oneway: bool = False,
+        **kwargs: Any,
+    ) -> RemotingCommand:
+        """``RemotingCommand.createRequestCommand``: ``header`` is a typed header or a plain map."""
+        return cls(
+            code=int(code),
+            ext_fields=_ext_of(header),
+            body=body,
+            flag=FLAG_ONEWAY if oneway else 0,
+            **kwargs,
+        )
+
+    def response(
+        self,
+        code: int = ResponseCode.SUCCESS,
+        remark: str | None = None,
+        header: CommandHeader | Mapping[str, Any] | None = None,
+        body: bytes = b"",
+        **kwargs: Any,
+    ) -> RemotingCommand:
+        """The answer to this request: response bit set, same opaque, same serialize type (A.4, A.6)."""
+        kwargs.setdefault("serialize_type", self.serialize_type)
+        return RemotingCommand(
+            code=int(code),
+            opaque=self.opaque,
+            flag=FLAG_RESPONSE,
+            remark=remark,
+            ext_fields=_ext_of(header),
+            body=body,
+            **kwargs,
+        )
+
+    def header(self, header_type: type[CommandHeader]) -> Any:
+        """``decodeCommandCustomHeader``: the typed custom header carried in ``ext_fields``."""
+        return header_type.from_ext_fields(self.ext_fields)
+
+    def describe(self) -> str:
+        """``SEND_MESSAGE_V2(310)`` / ``SUCCESS(0)``: the code's name, for messages."""
+        return f"{code_name(self.code, response=self.is_response)}({self.code})"
+
+
+def _ext_of(header: CommandHeader | Mapping[str, Any] | None) -> dict[str, str]:
+    if header is None:
+        return {}
+    if isinstance(header, Mapping):
+        return {str(k): ext_value(v) for k, v in header.items() if v is not None}
+    return header.to_ext_fields()
+
+
+def ext_value(value: Any) -> str:
+    """A header value as Java's ``toString`` / fastjson's string coercion writes it (A.3, A.5)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    return fastjson.dumps(value)
+
+
+# --- JSON header (A.3) -------------------------------------------------------------------------
+_SERIALIZE_TYPE_JSON = '"serializeTypeCurrentRPC":"JSON"'
+
+
+def _js(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    """fastjson's ``JSON.toJSONString(cmd)``: properties sorted, nulls dropped, enum names."""
+    parts = [f'"code":{cmd.code}']
+    ext = {k: v for k, v in cmd.ext_fields.items() if v is not None}
+    if ext:
+        entries = ",".join(f"{_js(k)}:{_js(v)}" for k in hashmap_order(ext) for v in (ext[k],))
+        parts.append('"extFields":{' + entries + "}")
+    parts.append(f'"flag":{cmd.flag}')
+    try:
+        language = '"' + LanguageCode(cmd.language).name + '"'
+    except ValueError:
+        language = str(int(cmd.language))
+    parts.append(f'"language":{language}')
+    parts.append(f'"opaque":{cmd.opaque}')
+    if cmd.remark is not None:
+        parts.append(f'"remark":{_js(cmd.remark)}')
+    parts.append(_SERIALIZE_TYPE_JSON)
+    parts.append(f'"version":{cmd.version}')
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
+
+
+def _json_int(obj: Mapping[str, Any], name: str) -> int:
+    value = obj.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise ProtocolError(f"JSON header: {name} is not a number")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ProtocolError(f"JSON header: {name} is not a number: {value!r}")
+
+
+def _json_language(value: Any) -> int:
+    if value is None:
+        return LanguageCode.JAVA
+    if isinstance(value, str):
+        try:
+            return LanguageCode[value]
+        except KeyError:
+            if value.strip().lstrip("-").isdigit():
+                return _json_language(int(value))
+            return LanguageCode.OTHER
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return LanguageCode(value)
+        except ValueError:
+            return value
+    raise ProtocolError(f"JSON header: bad language {value!r}")
+
+
+def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
+    """The fields of a JSON header; lenient like fastjson (A.3: C++, ali-ons and Java forms)."""
+    raw = bytes(data)
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        try:
+            obj = fastjson.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise ProtocolError(f"JSON header does not parse: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("JSON header nests too deeply") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("JSON header is not an object")
+    ext_raw = obj.get("extFields")
+    ext: dict[str, str] = {}
+    if isinstance(ext_raw, dict):
+        for key, value in ext_raw.items():
+            if value is not None:
+                ext[str(key) if not isinstance(key, fastjson.ObjectKey) else fastjson.dumps(key)] = ext_value(
+                    value
+                )
+    elif ext_raw is not None:
+        raise ProtocolError("JSON header: extFields is not an object")
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = ext_value(remark)
+    return dict(
+        code=_json_int(obj, "code"),
+        language=_json_language(obj.get("language")),
+        version=_json_int(obj, "version"),
+        opaque=_json_int(obj, "opaque"),
+        flag=_json_int(obj, "flag"),
+        remark=remark,
+        ext_fields=ext,
+    )
+
+
+# --- ROCKETMQ binary header (A.4) --------------------------------------------------------------
+_FIXED = fmt.BINARY_HEADER_FIXED_STRUCT
+_REMARK_LEN = fmt.REMARK_LENGTH_STRUCT
+_EXT_LEN = fmt.EXT_FIELDS_LENGTH_STRUCT
+_KEY_LEN = fmt.EXT_KEY_LENGTH_STRUCT
+_VALUE_LEN = fmt.EXT_VALUE_LENGTH_STRUCT
+
+
+def encode_binary_header(cmd: RemotingCommand) -> bytes:
+    """``RocketMQSerializable.rocketMQProtocolEncode``; ``ext_fields`` in the given order."""
+    if not _INT16_MIN <= cmd.code <= _INT16_MAX:
+        raise ProtocolError(f"code {cmd.code} does not fit a ROCKETMQ header (int16); use JSON")
+    if not _INT16_MIN <= cmd.version <= _INT16_MAX:
+        raise ProtocolError(f"version {cmd.version} does not fit a ROCKETMQ header (int16)")
+    remark = cmd.remark.encode("utf-8") if cmd.remark else b""
+    ext = bytearray()
+    for key, value in cmd.ext_fields.items():
+        if value is None:
+            continue
+        k = key.encode("utf-8")
+        v = value.encode("utf-8")
+        if len(k) > _INT16_MAX:
+            raise ProtocolError(f"extFields key of {len(k)} bytes does not fit a ROCKETMQ header")
+        ext += _KEY_LEN.pack(len(k)) + k + _VALUE_LEN.pack(len(v)) + v
+    return b"".join(
+        (
+            _FIXED.pack(cmd.code, cmd.language & 0xFF, cmd.version, cmd.opaque, cmd.flag),
+            _REMARK_LEN.pack(len(remark)),
+            remark,
+            _EXT_LEN.pack(len(ext)),
+            bytes(ext),
+        )
+    )
+
+
+def _utf8(data: bytes | memoryview) -> str:
+    return bytes(data).decode("utf-8", "replace")  # Java's new String(bytes, UTF_8)
+
+
+def decode_binary_header(data: bytes | memoryview) -> dict[str, Any]:
+    """``RocketMQSerializable.rocketMQProtocolDecode``; a zero-length remark or value is null."""
+    buf = memoryview(data)
+    n = len(buf)
+    if n < _FIXED.size + _REMARK_LEN.size + _EXT_LEN.size:
+        raise ProtocolError(f"ROCKETMQ header of {n} bytes is too short")
+    code, language, version, opaque, flag = _FIXED.unpack_from(buf, 0)
+    pos = _FIXED.size
+    (remark_len,) = _REMARK_LEN.unpack_from(buf, pos)
+    pos += _REMARK_LEN.size
+    if remark_len < 0 or pos + remark_len + _EXT_LEN.size > n:
+        raise ProtocolError(f"ROCKETMQ header: bad remark length {remark_len}")
+    remark = _utf8(buf[pos : pos + remark_len]) if remark_len else None
+    pos += remark_len
+    (ext_len,) = _EXT_LEN.unpack_from(buf, pos)
+    pos += _EXT_LEN.size
+    end = pos + ext_len
+    if ext_len < 0 or end > n:
+        raise ProtocolError(f"ROCKETMQ header: bad extFields length {ext_len}")
+    ext: dict[str, str] = {}
+    while pos < end:
+        if pos + _KEY_LEN.size > end:
+            raise ProtocolError("ROCKETMQ header: truncated extFields entry")
+        (key_len,) = _KEY_LEN.unpack_from(buf, pos)
+        pos += _KEY_LEN.size
+        if key_len < 0 or pos + key_len + _VALUE_LEN.size > end:
+            raise ProtocolError(f"ROCKETMQ header: bad extFields key length {key_len}")
+        key = _utf8(buf[pos : pos + key_len])
+        pos += key_len
+        (value_len,) = _VALUE_LEN.unpack_from(buf, pos)
+        pos += _VALUE_LEN.size
+        if value_len < 0 or pos + value_len > end:
+            raise ProtocolError(f"ROCKETMQ header: bad extFields value length {value_len}")
+        if value_len:
+            ext[key] = _utf8(buf[pos : pos + value_len])
+        else:
+            ext.pop(key, None)  # readStr gives null: the key is absent for the header decoder
+        pos += value_len
+    try:
+        language = LanguageCode(language)
+    except ValueError:
+        pass
+    return dict(
+        code=code, language=language, version=version, opaque=opaque, flag=flag, remark=remark, ext_fields=ext
+    )
+
+
+# --- frames (A.1) ------------------------------------------------------------------------------
+def encode(cmd: RemotingCommand, *, max_frame_length: int = fmt.MAX_FRAME_LENGTH) -> bytes:
+    """The whole frame of ``cmd``: length, header-length word, header, body."""
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        header = encode_binary_header(cmd)
+    else:
+        header = encode_json_header(cmd)
+    body = cmd.body or b""
+    length = 4 + len(header) + len(body)
+    if len(header) > fmt.HEADER_LENGTH_MASK or length + fmt.LENGTH_FIELD_SIZE > max_frame_length:
+        raise ProtocolError(f"a frame of {length + 4} bytes exceeds the {max_frame_length}-byte limit")
+    prefix = fmt.FRAME_PREFIX_STRUCT.pack(length, fmt.header_length_and_type(cmd.serialize_type, len(header)))
+    return b"".join((prefix, header, body))
+
+
+def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
+    """``RemotingCommand.decode`` of one whole frame (length word included)."""
+    view = memoryview(frame)
+    n = len(view)
+    if n < fmt.FRAME_PREFIX_SIZE:
+        raise ProtocolError(f"a frame of {n} bytes is shorter than its {fmt.FRAME_PREFIX_SIZE}-byte prefix")
+    length, word = fmt.FRAME_PREFIX_STRUCT.unpack_from(view, 0)
+    if length != n - fmt.LENGTH_FIELD_SIZE:
+        raise ProtocolError(f"frame length field {length} does not match its {n} bytes")
+    serialize_type = fmt.serialize_type_of(word)
+    header_length = fmt.header_length_of(word)
+    if header_length > length - 4:
+        raise ProtocolError(f"header length {header_length} exceeds the frame length {length}")
+    start = fmt.FRAME_PREFIX_SIZE
+    header = view[start : start + header_length]
+    if serialize_type == SerializeType.JSON:
+        fields = decode_json_header(header)
+    elif serialize_type == SerializeType.ROCKETMQ:
+        fields = decode_binary_header(header)
+    else:
+        raise ProtocolError(f"unknown serialize type {serialize_type}")
+    return RemotingCommand(
+        **fields,
+        body=bytes(view[start + header_length :]),
+        serialize_type=SerializeType(serialize_type),
+    )
+
+
+class FrameDecoder:
+    """Cuts a byte stream into whole frames (``LengthFieldBasedFrameDecoder``, A.1).
+
+    ``feed`` takes chunks of any size and returns the frames they complete. A length word that is
+    negative, too small to hold the header-length word, or announces a frame above the limit
+    raises ``ProtocolError`` before anything is buffered for it, so memory stays bounded.
+    """
+
+    __slots__ = ("_buffer", "max_frame_length")
+
+    def __init__(self, max_frame_length: int = fmt.MAX_FRAME_LENGTH):
+        self._buffer = bytearray()
+        self.max_frame_length = max_frame_length
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet form a whole frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        buffer = self._buffer
+        buffer += data
+        frames: list[bytes] = []
+        pos = 0
+        available = len(buffer)
+        length_struct = fmt.LENGTH_STRUCT
+        while available - pos >= fmt.LENGTH_FIELD_SIZE:
+            (length,) = length_struct.unpack_from(buffer, pos)
+            if length < 4:
+                buffer.clear()
+                raise ProtocolError(f"bad frame length {length}")
+            total = length + fmt.LENGTH_FIELD_SIZE
+            if total > self.max_frame_length:
+                buffer.clear()
+                raise ProtocolError(
+                    f"a frame of {total} bytes exceeds the {self.max_frame_length}-byte limit"
+                )
+            if available - pos < total:
+                break
+            frames.append(bytes(buffer[pos : pos + total]))
+            pos += total
+        if pos:
+            del buffer[:pos]
+        return frames
+
+    def feed_commands(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        """``feed`` and decode every completed frame."""
+        return [decode(frame) for frame in self.feed(data)]
