@@ -27,10 +27,13 @@ from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.commitlog import Record
 from rmqcli.store.dispatch import Dispatcher
+from rmqcli.store.fastdispatch import FastDispatcher, dispatch_commitlog
 from rmqcli.store.naming import index_file_name
+from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 
 STAGING_NAME = "rebuild"
+_REPUT_STOPPED = "the CommitLog is not valid past this point, as for a broker's reput"
 
 
 @dataclass
@@ -83,14 +86,76 @@ def stage_rebuild(
         raise UsageError("nothing to rebuild: give --cq and/or --index")
     settings = store.effective_settings()
     staged = staging_dir(store.root, STAGING_NAME)
+    start = store.commitlog.min_offset
+    notes = _size_notes(store, settings, consume_queues, index)
+    result = RebuildResult(Plan("rebuild", store.root, [], notes), staged)
+    old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
+    seeded = from_offset is not None and from_offset > start
+    if not seeded and until is None and FastDispatcher.supports(settings):
+        logics, index_ts = _dispatch_in_bulk(store, settings, result, consume_queues, index, topic, start)
+    else:
+        logics, index_ts = _dispatch_each(
+            store, settings, result, consume_queues, index, topic, start, from_offset, until
+        )
+    result.checkpoint = Checkpoint(
+        old.physic_msg_timestamp,
+        logics if consume_queues and topic is None else old.logics_msg_timestamp,
+        index_ts if index else old.index_msg_timestamp,
+        old.master_flushed_offset,
+        old.confirm_phy_offset,
+    )
+    _plan_steps(store, result, consume_queues, index, topic)
+    return result
+
+
+def _dispatch_in_bulk(
+    store: Store,
+    settings: StoreSettings,
+    result: RebuildResult,
+    consume_queues: bool,
+    index: bool,
+    topic: str | None,
+    start: int,
+) -> tuple[int, int]:
+    """A fresh rebuild of whole queues and index: whole files of records at a time (``fastdispatch``).
+
+    Returns the logics and index checkpoint timestamps.
+    """
+    dispatcher = FastDispatcher(
+        result.staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
+    )
+    try:
+        error = dispatch_commitlog(store.commitlog, dispatcher, start, store.record_offsets())
+    finally:
+        dispatcher.close()
+    if error is not None:
+        result.plan.notes.append(f"{_REPUT_STOPPED}: {error}")
+    result.records = dispatcher.records
+    result.queues = len(dispatcher.queues)
+    result.units = dispatcher.units
+    result.index_files = len(dispatcher.index_files)
+    result.index_entries = dispatcher.index_entries
+    return dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp
+
+
+def _dispatch_each(
+    store: Store,
+    settings: StoreSettings,
+    result: RebuildResult,
+    consume_queues: bool,
+    index: bool,
+    topic: str | None,
+    start: int,
+    from_offset: int | None,
+    until: int | None,
+) -> tuple[int, int]:
+    """Record by record through ``Dispatcher`` (``--from`` seeding, ``--until``)."""
+    staged = result.staged
     dispatcher = Dispatcher(
         staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
     )
-    start = store.commitlog.min_offset
     if from_offset is not None and from_offset > start:
         start = _seed_from_existing(store, staged, dispatcher, from_offset, consume_queues, index, topic)
-    notes = _size_notes(store, settings, consume_queues, index)
-    result = RebuildResult(Plan("rebuild", store.root, [], notes), staged)
     try:
         for rec in store.commitlog.records(start):
             if until is not None and rec.position >= until:
@@ -99,23 +164,14 @@ def stage_rebuild(
                 dispatcher.dispatch_record(rec)
                 result.records += 1
     except CorruptDataError as exc:
-        notes.append(f"the CommitLog is not valid past this point, as for a broker's reput: {exc}")
+        result.plan.notes.append(f"{_REPUT_STOPPED}: {exc}")
     dispatcher.flush()
     result.queues = len(dispatcher.cqs)
     result.units = sum(cq.max_offset - cq.min_logic_offset // CQ_UNIT_SIZE for cq in dispatcher.cqs.values())
     result.index_files = len(dispatcher.index.files)
     result.index_entries = sum(max(f.index_count - 1, 0) for f in dispatcher.index.files)
-    old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
-    result.checkpoint = Checkpoint(
-        old.physic_msg_timestamp,
-        dispatcher.logics_msg_timestamp if consume_queues and topic is None else old.logics_msg_timestamp,
-        dispatcher.index.completed_end_timestamp if index else old.index_msg_timestamp,
-        old.master_flushed_offset,
-        old.confirm_phy_offset,
-    )
     dispatcher.close()
-    _plan_steps(store, result, consume_queues, index, topic)
-    return result
+    return dispatcher.logics_msg_timestamp, dispatcher.index.completed_end_timestamp
 
 
 def _size_notes(store: Store, settings, consume_queues: bool, index: bool) -> list[str]:
