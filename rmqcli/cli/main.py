@@ -16,7 +16,17 @@ from typer import _click as click
 from typer.core import TyperGroup
 
 from rmqcli import __version__
-from rmqcli.cli import backup, dump_commitlog, dump_index, dump_misc, dump_queue, repair, stats, verify
+from rmqcli.cli import (
+    admin_commands,
+    backup,
+    dump_commitlog,
+    dump_index,
+    dump_misc,
+    dump_queue,
+    repair,
+    stats,
+    verify,
+)
 from rmqcli.errors import RmqError
 
 PROG = "rmq"
@@ -45,6 +55,13 @@ def _quiet_broken_pipe() -> int:
 
 class RmqGroup(TyperGroup):
     """The top-level group: turns ``RmqError`` and a closed pipe into an exit code."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """No arguments: list the commands as mqadmin does (PROTOCOL.md C.1)."""
+        if not args and not ctx.resilient_parsing:
+            typer.echo(admin_commands.command_list(self, ctx), nl=False)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
         try:
@@ -101,6 +118,7 @@ app.command("truncate")(repair.truncate)
 app.command("rebuild")(repair.rebuild)
 app.command("backups")(backup.backups)
 app.command("restore-backup")(backup.restore_backup)
+admin_commands.register(app)
 
 
 def invoke(args: Sequence[str]) -> int:

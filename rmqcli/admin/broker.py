@@ -1,0 +1,315 @@
+"""Cluster, broker and name server commands of mqadmin: clusterList, brokerStatus, getBrokerConfig,
+updateBrokerConfig, wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig,
+updateKvConfig, deleteKvConfig, cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic
+(PROTOCOL.md C.2, C.4.1, C.4.7, C.5; B.2, B.4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rmqcli.admin.session import AdminSession, target_addrs
+from rmqcli.errors import BrokerError, NetworkError, RmqError
+
+
+def error_kind(exc: BaseException) -> str:
+    """``"network"`` (exit 5) or ``"broker"`` (exit 6, an error response) for a per-broker failure."""
+    return "network" if isinstance(exc, NetworkError) else "broker"
+
+
+def parse_properties(body: bytes) -> list[tuple[str, str]]:
+    """Properties text (``MixAll.properties2String``: ``key=value`` lines) as ordered pairs."""
+    pairs = []
+    for line in body.decode("utf-8", "replace").splitlines():
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        key, _, value = text.partition("=")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def properties_text(pairs: dict[str, str]) -> bytes:
+    """``MixAll.properties2String``: one ``key=value`` line per entry."""
+    return "".join(f"{k}={v}\n" for k, v in pairs.items()).encode("utf-8")
+
+
+def _runtime(session: AdminSession, addrs: list[str]) -> list[dict[str, str] | RmqError]:
+    """GET_BROKER_RUNTIME_INFO (28) to each address at once: its KVTable, or the error it met."""
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.client import expect
+    from rmqcli.remoting.codes import RequestCode
+
+    results = session.call_many([(a, RequestCode.GET_BROKER_RUNTIME_INFO, None, b"") for a in addrs])
+    out: list[dict[str, str] | RmqError] = []
+    for addr, response in zip(addrs, results, strict=True):
+        if isinstance(response, NetworkError):
+            out.append(response)
+            continue
+        try:
+            expect(response, addr)
+            out.append(jb.decode(jb.KVTable, response.body).table if response.body else {})
+        except RmqError as exc:
+            out.append(exc)
+    return out
+
+
+@dataclass
+class ClusterBroker:
+    """One broker address of ``clusterList`` with its runtime KV table (C.4.1)."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    runtime: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None  # "network" or "broker"
+
+
+def cluster_list(session: AdminSession) -> list[ClusterBroker]:
+    """``clusterList``: 106, then 28 to every address; clusters in ``HashMap`` order, broker names
+    sorted, ids ascending (C.4.1). A broker that fails keeps its row with ``error`` set."""
+    from formats.commitlog import hashmap_order
+
+    session._cluster_info = None  # -i repeats: fresh data each round
+    info = session.cluster_info()
+    rows = []
+    for cluster in hashmap_order(list(info.cluster_addr_table)):
+        for name in sorted(info.cluster_addr_table[cluster]):
+            data = info.broker_addr_table.get(name)
+            if data is None:
+                continue
+            for broker_id in sorted(data.broker_addrs):
+                rows.append(ClusterBroker(cluster, name, broker_id, data.broker_addrs[broker_id]))
+    for row, kv in zip(rows, _runtime(session, [r.addr for r in rows]), strict=True):
+        if isinstance(kv, RmqError):
+            row.error, row.error_kind = str(kv), error_kind(kv)
+        else:
+            row.runtime = kv
+    return rows
+
+
+@dataclass
+class BrokerStatus:
+    addr: str
+    table: dict[str, str]
+
+
+def broker_status(session: AdminSession, broker_addr: str | None, cluster: str | None) -> list[BrokerStatus]:
+    """``brokerStatus``: 28 to ``-b``, or to every master and slave of ``-c`` (106 first)."""
+    if broker_addr:
+        addrs = [broker_addr.strip()]
+    else:
+        addrs = session.all_addrs_of_cluster(cluster.strip() if cluster else None)
+    out = []
+    for addr, kv in zip(addrs, _runtime(session, addrs), strict=True):
+        if isinstance(kv, RmqError):
+            raise kv
+        out.append(BrokerStatus(addr, dict(sorted(kv.items()))))
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    """GET_BROKER_CONFIG (26) of one broker: its ``dataVersion`` header and the properties."""
+
+    addr: str
+    broker_name: str | None
+    broker_id: int | None
+    master_addr: str | None
+    version: str | None
+    properties: list[tuple[str, str]]
+
+
+def get_broker_config(
+    session: AdminSession, broker_addr: str | None, cluster: str | None
+) -> list[BrokerConfig]:
+    """``getBrokerConfig``: ``-b`` one address; ``-c`` every master then its slaves (C.4.7)."""
+    from rmqcli.remoting.codes import RequestCode
+
+    targets: list[tuple[str, str | None, int | None, str | None]] = []
+    if broker_addr:
+        targets.append((broker_addr.strip(), None, None, None))
+    elif cluster:
+        info = session.cluster_info()
+        for name in session.broker_names_of_cluster(cluster.strip()):
+            data = info.broker_addr_table.get(name)
+            if data is None:
+                continue
+            master = data.broker_addrs.get(0)
+            for broker_id in sorted(data.broker_addrs):
+                targets.append((data.broker_addrs[broker_id], name, broker_id, master))
+    else:
+        from rmqcli.errors import UsageError
+
+        raise UsageError("one of -b/--brokerAddr or -c/--clusterName is required")
+    out = []
+    for addr, name, broker_id, master in targets:
+        response = session.call(addr, RequestCode.GET_BROKER_CONFIG)
+        out.append(
+            BrokerConfig(
+                addr=addr,
+                broker_name=name,
+                broker_id=broker_id,
+                master_addr=master,
+                version=response.ext_fields.get("version"),
+                properties=parse_properties(response.body),
+            )
+        )
+    return out
+
+
+def update_broker_config(
+    session: AdminSession, key: str, value: str, broker_addr: str | None, cluster: str | None
+) -> list[str]:
+    """``updateBrokerConfig``: UPDATE_BROKER_CONFIG (25) with ``key=value`` to ``-b`` / ``-c`` masters."""
+    from rmqcli.remoting.codes import RequestCode
+
+    body = properties_text({key.strip(): value.strip()})
+    done = []
+    for addr in target_addrs(session, broker_addr, cluster):
+        session.call(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        done.append(addr)
+    return done
+
+
+@dataclass
+class WritePermResult:
+    """One name server's answer to WIPE (205) / ADD (327) WRITE_PERM_OF_BROKER."""
+
+    namesrv: str
+    ok: bool
+    topic_count: int | None = None
+    error: str | None = None
+    error_kind: str | None = None
+
+
+def _write_perm(session: AdminSession, broker_name: str, wipe: bool) -> list[WritePermResult]:
+    from rmqcli.remoting.codes import RequestCode
+
+    name = broker_name.strip()
+    if wipe:
+        code, header, key = (
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+            {"brokerName": name},
+            "wipeTopicCount",
+        )
+    else:
+        code, header, key = (
+            RequestCode.ADD_WRITE_PERM_OF_BROKER,
+            {"brokerName": name},
+            "addTopicCount",
+        )
+    out = []
+    for addr in session.namesrv:
+        try:
+            response = session.call(addr, code, header)
+        except (NetworkError, BrokerError) as exc:
+            out.append(WritePermResult(addr, False, error=str(exc), error_kind=error_kind(exc)))
+            continue
+        count = response.ext_fields.get(key)
+        out.append(WritePermResult(addr, True, int(count) if count and count.lstrip("-").isdigit() else 0))
+    return out
+
+
+def wipe_write_perm(session: AdminSession, broker_name: str) -> list[WritePermResult]:
+    """``wipeWritePerm``: 205 to every name server of ``-n``."""
+    return _write_perm(session, broker_name, True)
+
+
+def add_write_perm(session: AdminSession, broker_name: str) -> list[WritePermResult]:
+    """``addWritePerm``: 327 to every name server of ``-n``."""
+    return _write_perm(session, broker_name, False)
+
+
+def get_namesrv_config(session: AdminSession) -> dict[str, list[tuple[str, str]]]:
+    """``getNamesrvConfig``: GET_NAMESRV_CONFIG (319) of every name server."""
+    from rmqcli.remoting.codes import RequestCode
+
+    return {
+        addr: parse_properties(session.call(addr, RequestCode.GET_NAMESRV_CONFIG).body)
+        for addr in session.namesrv
+    }
+
+
+def update_namesrv_config(session: AdminSession, key: str, value: str) -> list[str]:
+    """``updateNamesrvConfig``: UPDATE_NAMESRV_CONFIG (318) with ``key=value`` to every name server."""
+    from rmqcli.remoting.codes import RequestCode
+
+    body = properties_text({key.strip(): value.strip()})
+    for addr in session.namesrv:
+        session.call(addr, RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+    return list(session.namesrv)
+
+
+def update_kv_config(session: AdminSession, namespace: str, key: str, value: str) -> list[str]:
+    """``updateKvConfig``: PUT_KV_CONFIG (100) to every name server."""
+    from rmqcli.remoting.codes import RequestCode
+
+    header = {"namespace": namespace.strip(), "key": key.strip(), "value": value.strip()}
+    for addr in session.namesrv:
+        session.call(addr, RequestCode.PUT_KV_CONFIG, header)
+    return list(session.namesrv)
+
+
+def delete_kv_config(session: AdminSession, namespace: str, key: str) -> list[str]:
+    """``deleteKvConfig``: DELETE_KV_CONFIG (102) to every name server."""
+    from rmqcli.remoting.codes import RequestCode
+
+    header = {"namespace": namespace.strip(), "key": key.strip()}
+    for addr in session.namesrv:
+        session.call(addr, RequestCode.DELETE_KV_CONFIG, header)
+    return list(session.namesrv)
+
+
+@dataclass
+class CleanResult:
+    """The brokers asked and whether every one answered SUCCESS (``success`` / ``false``)."""
+
+    brokers: list[str]
+    ok: bool
+    errors: list[str] = field(default_factory=list)
+    error_kind: str | None = None
+
+
+def _clean(session: AdminSession, code: int, broker_addr: str | None, cluster: str | None) -> CleanResult:
+    from rmqcli.remoting.client import expect
+
+    if broker_addr:
+        addrs = [broker_addr.strip()]
+    else:
+        addrs = session.all_addrs_of_cluster(cluster.strip() if cluster else None)
+    result = CleanResult(brokers=addrs, ok=True)
+    for addr, response in zip(addrs, session.call_many([(a, code, None, b"") for a in addrs]), strict=True):
+        try:
+            if isinstance(response, NetworkError):
+                raise response
+            expect(response, addr)
+        except RmqError as exc:
+            result.ok = False
+            result.errors.append(str(exc))
+            result.error_kind = result.error_kind or error_kind(exc)
+    return result
+
+
+def clean_expired_cq(session: AdminSession, broker_addr: str | None, cluster: str | None) -> CleanResult:
+    """``cleanExpiredCQ``: CLEAN_EXPIRED_CONSUMEQUEUE (306) to ``-b``, or every broker of ``-c`` (all)."""
+    from rmqcli.remoting.codes import RequestCode
+
+    return _clean(session, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, broker_addr, cluster)
+
+
+def delete_expired_commitlog(
+    session: AdminSession, broker_addr: str | None, cluster: str | None
+) -> CleanResult:
+    """``deleteExpiredCommitLog``: DELETE_EXPIRED_COMMITLOG (329) to ``-b`` / ``-c`` brokers."""
+    from rmqcli.remoting.codes import RequestCode
+
+    return _clean(session, RequestCode.DELETE_EXPIRED_COMMITLOG, broker_addr, cluster)
+
+
+def clean_unused_topic(session: AdminSession, broker_addr: str | None, cluster: str | None) -> CleanResult:
+    """``cleanUnusedTopic``: CLEAN_UNUSED_TOPIC (316) to ``-b`` / ``-c`` brokers."""
+    from rmqcli.remoting.codes import RequestCode
+
+    return _clean(session, RequestCode.CLEAN_UNUSED_TOPIC, broker_addr, cluster)

@@ -1,0 +1,434 @@
+"""Topic commands of mqadmin: updateTopic, updateTopicPerm, deleteTopic, topicList, topicRoute,
+topicStatus, topicClusterList, updateOrderConf, allocateMQ (PROTOCOL.md C.2, C.4, C.5; B.2, B.4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rmqcli.admin.session import AdminSession, master_addr, target_addrs
+from rmqcli.errors import NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.remoting.json_body import TopicRouteData
+
+DEFAULT_TOPIC = "TBW102"
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
+SYSFLAG_UNIT, SYSFLAG_UNIT_SUB = 1, 2
+
+
+def perm_to_string(perm: int) -> str:
+    """``PermName.perm2String``: ``RW-`` style flags."""
+    return (
+        ("R" if perm & PERM_READ else "-")
+        + ("W" if perm & PERM_WRITE else "-")
+        + ("X" if perm & PERM_INHERIT else "-")
+    )
+
+
+@dataclass
+class TopicSettings:
+    """The ``TopicConfig`` mqadmin sends with UPDATE_AND_CREATE_TOPIC (17)."""
+
+    topic_name: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = 6
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def java_string(self) -> str:
+        """``TopicConfig.toString()`` (C.4.7)."""
+        return (
+            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
+            f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
+            f"order={'true' if self.order else 'false'}]"
+        )
+
+
+@dataclass
+class UpdateTopicResult:
+    config: TopicSettings
+    brokers: list[str]
+    order_conf: str | None = None
+    order_scope: str | None = None  # "broker" (-b) or "cluster" (-c)
+
+
+def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> None:
+    from rmqcli.remoting.codes import RequestCode
+
+    header = {
+        "topic": config.topic_name,
+        "defaultTopic": DEFAULT_TOPIC,
+        "readQueueNums": config.read_queue_nums,
+        "writeQueueNums": config.write_queue_nums,
+        "perm": config.perm,
+        "topicFilterType": config.topic_filter_type,
+        "topicSysFlag": config.topic_sys_flag,
+        "order": config.order,
+    }
+    session.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+
+def get_order_conf(session: AdminSession, topic: str) -> str | None:
+    """GET_KV_CONFIG (101) ``ORDER_TOPIC_CONFIG/<topic>``; None when absent (QUERY_NOT_FOUND)."""
+    from rmqcli.remoting.codes import RequestCode, ResponseCode
+
+    response = session.call_namesrv(
+        RequestCode.GET_KV_CONFIG,
+        {"namespace": ORDER_TOPIC_CONFIG, "key": topic},
+        ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+    )
+    if response.code != ResponseCode.SUCCESS:
+        return None
+    return response.ext_fields.get("value")
+
+
+def put_order_conf(session: AdminSession, topic: str, conf: str) -> None:
+    """PUT_KV_CONFIG (100) ``ORDER_TOPIC_CONFIG/<topic>`` on every name server."""
+    from rmqcli.remoting.codes import RequestCode
+
+    header = {"namespace": ORDER_TOPIC_CONFIG, "key": topic, "value": conf}
+    for addr in session.namesrv:
+        session.call(addr, RequestCode.PUT_KV_CONFIG, header)
+
+
+def update_topic(
+    session: AdminSession,
+    topic: str,
+    *,
+    broker_addr: str | None = None,
+    cluster: str | None = None,
+    read_queue_nums: int = 8,
+    write_queue_nums: int = 8,
+    perm: int = 6,
+    order: bool = False,
+    unit: bool = False,
+    has_unit_sub: bool = False,
+) -> UpdateTopicResult:
+    """``updateTopic``: 17 to ``-b`` or every master of ``-c``; ``-o true`` also writes the order
+    conf to the name servers (KV 100; ``-b`` merges this broker's entry into the existing conf)."""
+    flag = (SYSFLAG_UNIT if unit else 0) | (SYSFLAG_UNIT_SUB if has_unit_sub else 0)
+    config = TopicSettings(
+        topic_name=topic.strip(),
+        read_queue_nums=read_queue_nums,
+        write_queue_nums=write_queue_nums,
+        perm=perm,
+        topic_sys_flag=flag,
+        order=order,
+    )
+    addrs = target_addrs(session, broker_addr, cluster)
+    result = UpdateTopicResult(config=config, brokers=[])
+    if broker_addr and order:
+        name = session.broker_name_of_addr(addrs[0])
+        entries = {}
+        old = get_order_conf(session, config.topic_name)
+        for part in (old or "").split(";"):
+            if ":" in part:
+                key, _, value = part.partition(":")
+                entries[key] = value
+        entries[name] = str(write_queue_nums)
+        result.order_conf = ";".join(f"{k}:{v}" for k, v in entries.items())
+        result.order_scope = "broker"
+        put_order_conf(session, config.topic_name, result.order_conf)
+    for addr in addrs:
+        _create_topic(session, addr, config)
+        result.brokers.append(addr)
+    if cluster and not broker_addr and order:
+        names = session.broker_names_of_cluster(cluster.strip())
+        result.order_conf = ";".join(f"{name}:{write_queue_nums}" for name in names)
+        result.order_scope = "cluster"
+        put_order_conf(session, config.topic_name, result.order_conf)
+    return result
+
+
+@dataclass
+class UpdateTopicPermResult:
+    config: TopicSettings
+    old_perm: int
+    new_perm: int
+    brokers: list[str]
+    unchanged: bool = False
+
+
+def update_topic_perm(
+    session: AdminSession,
+    topic: str,
+    perm: int,
+    *,
+    broker_addr: str | None = None,
+    cluster: str | None = None,
+) -> UpdateTopicPermResult:
+    """``updateTopicPerm``: read the route (105), then 17 with the new perm to ``-b`` / ``-c`` masters."""
+    topic = topic.strip()
+    route = session.route(topic)
+    if not route.queue_datas:
+        raise NotFoundError(f"topic {topic} has no queue data in its route")
+    queue = route.queue_datas[0]
+    config = TopicSettings(
+        topic_name=topic,
+        read_queue_nums=queue.read_queue_nums,
+        write_queue_nums=queue.write_queue_nums,
+        perm=queue.perm,
+        topic_sys_flag=queue.topic_sys_flag,
+    )
+    old = queue.perm
+    result = UpdateTopicPermResult(config=config, old_perm=old, new_perm=perm, brokers=[])
+    if perm == old:
+        result.unchanged = True
+        return result
+    addrs = target_addrs(session, broker_addr, cluster)
+    config.perm = perm
+    for addr in addrs:
+        _create_topic(session, addr, config)
+        result.brokers.append(addr)
+    return result
+
+
+@dataclass
+class DeleteTopicResult:
+    topic: str
+    cluster: str
+    brokers: list[str]
+    namesrv: list[str]
+
+
+def delete_topic(session: AdminSession, topic: str, cluster: str) -> DeleteTopicResult:
+    """``deleteTopic``: 106, 215 to every master of the cluster, 216 to every name server."""
+    from rmqcli.remoting.codes import RequestCode
+
+    topic, cluster = topic.strip(), cluster.strip()
+    result = DeleteTopicResult(topic=topic, cluster=cluster, brokers=[], namesrv=[])
+    for addr in session.master_addrs_of_cluster(cluster):
+        session.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        result.brokers.append(addr)
+    header = {"topic": topic, "clusterName": cluster}
+    for addr in session.namesrv:
+        session.call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, header)
+        result.namesrv.append(addr)
+    return result
+
+
+@dataclass
+class TopicClusterRow:
+    cluster: str
+    topic: str
+    group: str
+
+
+@dataclass
+class TopicListResult:
+    topics: list[str]
+    clusters: list[TopicClusterRow] | None = None
+
+
+def _hashset_order(items: list[str]) -> list[str]:
+    """The iteration order of the ``HashSet<String>`` mqadmin decodes the list into (C.4.2)."""
+    from formats.commitlog import hashmap_order
+
+    return hashmap_order(items)
+
+
+def topic_list(session: AdminSession, *, cluster_mode: bool = False) -> TopicListResult:
+    """``topicList``: 206; with ``-c`` also 106, then per topic 105 + 300 (C.4.2)."""
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.codes import RequestCode
+
+    response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    topics = _hashset_order(jb.decode(jb.TopicList, response.body).topic_list if response.body else [])
+    result = TopicListResult(topics=topics)
+    if not cluster_mode:
+        return result
+    info = session.cluster_info()
+    owner = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
+    rows: list[TopicClusterRow] = []
+    for topic in topics:
+        if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
+            continue
+        cluster, groups = "", []
+        route = session.route(topic)
+        if route.broker_datas:
+            first = route.broker_datas[0]
+            cluster = owner.get(first.broker_name, first.cluster)
+            addr = next((master_addr(b.broker_addrs) for b in route.broker_datas if b.broker_addrs), None)
+            if addr:
+                reply = session.call(
+                    addr,
+                    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                    {"topic": topic},
+                )
+                groups = _hashset_order(jb.decode(jb.GroupList, reply.body).group_list) if reply.body else []
+        for group in groups or [""]:
+            rows.append(TopicClusterRow(cluster=cluster, topic=topic, group=group))
+    result.clusters = rows
+    return result
+
+
+def topic_route(session: AdminSession, topic: str) -> TopicRouteData:
+    """``topicRoute``: GET_ROUTEINFO_BY_TOPIC (105)."""
+    return session.route(topic.strip())
+
+
+@dataclass
+class RouteBrokerRow:
+    """One row of ``topicRoute -l`` (C.4.3)."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str]
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+
+
+def route_rows(route: TopicRouteData) -> list[RouteBrokerRow]:
+    """The brokers of a route sorted by name, with their queue data."""
+    queues = {q.broker_name: q for q in route.queue_datas}
+    rows = []
+    for data in sorted(route.broker_datas, key=lambda b: b.broker_name):
+        queue = queues.get(data.broker_name)
+        rows.append(
+            RouteBrokerRow(
+                cluster=data.cluster,
+                broker_name=data.broker_name,
+                broker_addrs=dict(sorted(data.broker_addrs.items())),
+                read_queue_nums=queue.read_queue_nums if queue else 0,
+                write_queue_nums=queue.write_queue_nums if queue else 0,
+                perm=queue.perm if queue else 0,
+            )
+        )
+    return rows
+
+
+@dataclass
+class QueueStatus:
+    """One queue of ``topicStatus`` (C.4.4)."""
+
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+
+def topic_status(session: AdminSession, topic: str) -> list[QueueStatus]:
+    """``topicStatus``: 105, then GET_TOPIC_STATS_INFO (202) to each broker's master, sorted by queue."""
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.client import expect
+    from rmqcli.remoting.codes import RequestCode
+
+    topic = topic.strip()
+    route = session.route(topic)
+    addrs = [a for a in (master_addr(b.broker_addrs) for b in route.broker_datas) if a]
+    header = {"topic": topic}
+    results = session.call_many([(addr, RequestCode.GET_TOPIC_STATS_INFO, header, b"") for addr in addrs])
+    rows = []
+    for addr, response in zip(addrs, results, strict=True):
+        if isinstance(response, Exception):
+            raise response
+        expect(response, addr)
+        table = jb.decode(jb.TopicStatsTable, response.body) if response.body else jb.TopicStatsTable()
+        for mq, offset in table.offset_table.items():
+            rows.append(
+                QueueStatus(
+                    broker_name=mq.broker_name,
+                    queue_id=mq.queue_id,
+                    min_offset=offset.min_offset,
+                    max_offset=offset.max_offset,
+                    last_update_timestamp=offset.last_update_timestamp,
+                )
+            )
+    rows.sort(key=lambda r: (r.broker_name, r.queue_id))
+    return rows
+
+
+def topic_cluster_list(session: AdminSession, topic: str) -> list[str]:
+    """``topicClusterList``: the clusters owning a broker of the topic's route (106, 105)."""
+    info = session.cluster_info()
+    route = session.route(topic.strip())
+    names = {b.broker_name for b in route.broker_datas}
+    clusters = [c for c, brokers in info.cluster_addr_table.items() if names.intersection(brokers)]
+    return _hashset_order(clusters)
+
+
+@dataclass
+class OrderConfResult:
+    topic: str
+    method: str
+    order_conf: str | None
+
+
+def update_order_conf(
+    session: AdminSession, topic: str, method: str, order_conf: str | None
+) -> OrderConfResult:
+    """``updateOrderConf -m get|put|delete``: KV 101 / 100 / 102 in namespace ORDER_TOPIC_CONFIG."""
+    from rmqcli.remoting.codes import RequestCode
+
+    topic, method = topic.strip(), method.strip()
+    if method == "get":
+        return OrderConfResult(topic, method, get_order_conf(session, topic))
+    if method == "put":
+        if not order_conf:
+            raise UsageError("updateOrderConf -m put needs -v/--orderConf")
+        put_order_conf(session, topic, order_conf.strip())
+        return OrderConfResult(topic, method, order_conf.strip())
+    if method == "delete":
+        header = {"namespace": ORDER_TOPIC_CONFIG, "key": topic}
+        for addr in session.namesrv:
+            session.call(addr, RequestCode.DELETE_KV_CONFIG, header)
+        return OrderConfResult(topic, method, None)
+    raise UsageError(f"-m/--method must be get, put or delete, not {method!r}")
+
+
+def _java_mq_hash(broker_name: str, queue_id: int, topic: str) -> int:
+    from formats.javahash import string_hash
+
+    h = 1
+    for part in (string_hash(broker_name), queue_id, string_hash(topic)):
+        h = (31 * h + part) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def allocate_mq(session: AdminSession, topic: str, ips: list[str]) -> dict[str, list[dict[str, object]]]:
+    """``allocateMQ``: the readable queues of the route shared out with ``AllocateMessageQueueAveragely``
+    among ``ips``; queues in ``HashSet<MessageQueue>`` order, ips in ``HashMap`` order (C.2)."""
+    from formats.javahash import hashmap_spread
+
+    topic = topic.strip()
+    route = session.route(topic)
+    mqs = [
+        (q.broker_name, i) for q in route.queue_datas if q.perm & PERM_READ for i in range(q.read_queue_nums)
+    ]
+    capacity = 16
+    while len(mqs) > capacity * 3 // 4:
+        capacity *= 2
+    order = sorted(
+        range(len(mqs)), key=lambda i: (hashmap_spread(_java_mq_hash(*mqs[i], topic)) & (capacity - 1), i)
+    )
+    all_mqs = [mqs[i] for i in order]
+    result: dict[str, list[dict[str, object]]] = {}
+    n = len(ips)
+    size = len(all_mqs)
+    for ip in _hashset_order(list(ips)):
+        index = ips.index(ip)
+        mod = size % n
+        if size <= n:
+            average = 1
+        else:
+            average = size // n + 1 if mod > 0 and index < mod else size // n
+        start = index * average if mod > 0 and index < mod else index * average + mod
+        count = min(average, size - start)
+        result[ip] = [
+            {
+                "brokerName": all_mqs[(start + k) % size][0],
+                "queueId": all_mqs[(start + k) % size][1],
+                "topic": topic,
+            }
+            for k in range(max(count, 0))
+        ]
+    return result

@@ -1,0 +1,111 @@
+"""Options and helpers shared by the mqadmin commands (PROTOCOL.md C.1, C.2).
+
+Light at import time: typer and the standard library only; the admin operations, the codec and
+the JSON beans are imported inside the command bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rmqcli.admin.session import AdminSession
+
+NAMESRV_HELP = "Name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'"
+
+NamesrvOpt = Annotated[str | None, typer.Option("--namesrvAddr", "-n", help=NAMESRV_HELP)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of mqadmin's text.")]
+TopicOpt = Annotated[str, typer.Option("--topic", "-t", help="topic name")]
+BrokerAddrOpt = Annotated[str | None, typer.Option("--brokerAddr", "-b", help="broker address (host:port)")]
+ClusterNameOpt = Annotated[str | None, typer.Option("--clusterName", "-c", help="cluster name")]
+ClusterOpt = Annotated[str | None, typer.Option("--cluster", "-c", help="cluster name")]
+
+# Command descriptions: mqadmin's ``commandDesc()`` strings, in its registration order (C.2).
+DESCRIPTIONS: dict[str, str] = {
+    "updateTopic": "Update or create topic",
+    "deleteTopic": "Delete topic from broker and NameServer.",
+    "updateBrokerConfig": "Update broker's config",
+    "updateTopicPerm": "Update topic perm",
+    "topicRoute": "Examine topic route info",
+    "topicStatus": "Examine topic Status info",
+    "topicClusterList": "get cluster info for topic",
+    "brokerStatus": "Fetch broker runtime status data",
+    "clusterList": "List all of clusters",
+    "topicList": "Fetch all topic list from name server",
+    "updateKvConfig": "Create or update KV config.",
+    "deleteKvConfig": "Delete KV config.",
+    "wipeWritePerm": "Wipe write perm of broker in all name server you defined in the -n param",
+    "addWritePerm": "Add write perm of broker in all name server you defined in the -n param",
+    "updateOrderConf": "Create or update or delete order conf",
+    "cleanExpiredCQ": "Clean expired ConsumeQueue on broker.",
+    "deleteExpiredCommitLog": "Delete expired CommitLog files",
+    "cleanUnusedTopic": "Clean unused topic on broker.",
+    "allocateMQ": "Allocate MQ",
+    "getNamesrvConfig": "Get configs of name server.",
+    "updateNamesrvConfig": "Update configs of name server.",
+    "getBrokerConfig": "Get broker config by cluster or special broker!",
+}
+
+# mqadmin's full registration order (C.2), so the listing keeps its order as commands are added.
+MQADMIN_ORDER = (
+    "updateTopic deleteTopic updateSubGroup deleteSubGroup updateBrokerConfig updateTopicPerm topicRoute "
+    "topicStatus topicClusterList brokerStatus queryMsgById queryMsgByKey queryMsgByUniqueKey "
+    "queryMsgByOffset queryMsgTraceById printMsg printMsgByQueue sendMsgStatus brokerConsumeStats "
+    "producerConnection consumerConnection consumerProgress consumerStatus cloneGroupOffset producer "
+    "clusterList topicList updateKvConfig deleteKvConfig wipeWritePerm addWritePerm resetOffsetByTime "
+    "skipAccumulatedMessage updateOrderConf cleanExpiredCQ deleteExpiredCommitLog cleanUnusedTopic "
+    "startMonitoring statsAll allocateMQ checkMsgSendRT clusterRT getNamesrvConfig updateNamesrvConfig "
+    "getBrokerConfig getConsumerConfig queryCq sendMessage consumeMessage"
+).split()
+
+
+def java_bool(text: str | None) -> bool:
+    """``Boolean.parseBoolean(value.trim())``."""
+    return text is not None and text.strip().lower() == "true"
+
+
+@contextmanager
+def session(namesrv: str | None, *, need_namesrv: bool = True) -> Iterator[AdminSession]:
+    """One ``AdminSession`` (one client, connections reused) for the whole command."""
+    from rmqcli.admin.session import AdminSession, resolve_namesrv
+
+    addresses = resolve_namesrv(namesrv) if need_namesrv else []
+    with AdminSession(addresses) as s:
+        yield s
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def to_data(obj: Any) -> Any:
+    """A result (dataclasses, beans, lists, maps) as JSON-ready data with camelCase keys."""
+    from dataclasses import fields, is_dataclass
+
+    if is_dataclass(obj) and not isinstance(obj, type):
+        if type(obj).__module__ == "rmqcli.remoting.json_body":
+            from rmqcli.remoting import json_body as jb
+
+            return to_data(jb.to_fastjson_value(obj))
+        return {_camel(f.name): to_data(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, list | tuple):
+        return [to_data(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k if isinstance(k, str) else str(k): to_data(v) for k, v in obj.items()}
+    return obj
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def emit_json(obj: Any) -> None:
+    write(json.dumps(to_data(obj), ensure_ascii=False, indent=2) + "\n")
