@@ -26,6 +26,7 @@ BIN = Path(sys.executable).parent
 TARGET_HEADER_SCAN = 1_500_000  # records/s on one core
 TARGET_VERIFY_MIB = 500  # MB/s with CRC on 1 KiB messages
 TARGET_REBUILD = 1_000_000  # records/s
+TARGET_ADMIN_S = 0.3  # wall time of topicList / topicRoute / clusterList
 
 
 def ensure_store(path: Path, size_mib: int) -> None:
@@ -107,6 +108,32 @@ def rebuild_run(store: Path) -> float:
     return elapsed
 
 
+def admin_latency(rounds: int = 11) -> dict[str, float]:
+    """Median wall time of admin commands as real processes against the loopback test server."""
+    import statistics
+
+    from tests.adminserver import AdminServer
+
+    medians = {}
+    with AdminServer() as server:
+        create = ["updateTopic", "-n", server.namesrv, "-c", "DefaultCluster", "-t", "BenchTopic"]
+        subprocess.run([str(BIN / "rmq"), *create], check=True, stdout=subprocess.DEVNULL)
+        for name, args in (
+            ("rmq topicList", ["topicList"]),
+            ("rmq topicRoute -t BenchTopic", ["topicRoute", "-t", "BenchTopic"]),
+            ("rmq clusterList", ["clusterList"]),
+        ):
+            times = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                subprocess.run(
+                    [str(BIN / "rmq"), *args, "-n", server.namesrv], check=True, stdout=subprocess.DEVNULL
+                )
+                times.append(time.perf_counter() - started)
+            medians[name] = statistics.median(times)
+    return medians
+
+
 def data_bytes(store: Path) -> int:
     from rmqcli.store import Store
 
@@ -158,6 +185,9 @@ def main() -> None:
         f"rebuild: {count / rebuild_s:,.0f} records/s; target {TARGET_REBUILD:,} "
         f"({count / rebuild_s / TARGET_REBUILD:.2f}x of target)"
     )
+    print("\nadmin commands against a loopback server (median of 11 runs, including interpreter start):")
+    for name, seconds in admin_latency().items():
+        print(f"  {name:<34} {seconds:6.3f} s   target < {TARGET_ADMIN_S} s")
     rate = count / scan_s
     print(
         f"\nheader-only scan: {rate:,.0f} records/s on one core; target {TARGET_HEADER_SCAN:,} "
