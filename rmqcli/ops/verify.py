@@ -8,7 +8,8 @@ config file neither it nor its ``.bak`` parses. States a broker handles by itsel
 checkpoint that disagrees with the data, stale bytes after a truncation) are warnings.
 
 The parts live in ``verify_commitlog`` (records), ``verify_queues`` (consume queues),
-``verify_index`` (index files) and ``verify_props`` (bulk properties parsing and hashing).
+``verify_index`` (index files); the records are read by the bulk scan shared with ``rmq stats``
+and ``rmq rebuild`` (``headerscan``, ``propscan``).
 """
 
 from __future__ import annotations

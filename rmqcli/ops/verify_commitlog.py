@@ -1,13 +1,14 @@
 """CommitLog verification: every record checked as ``CommitLog.checkMessageAndReturnSize`` does.
 
-Per file, record starts come from the header-scan hop (``headerscan``), with the consume queues'
-offsets as hints; all fixed fields are then gathered and checked at once with numpy (magic, size
-bounds, field lengths, recomputed length, PHYSICALOFFSET), body CRCs are computed with
-``zlib.crc32`` over memoryview slices in one tight loop (only for ``bodyLen > 0``, as recovery
-does with ``checkCRCOnRecover``), and the properties of the file are parsed in bulk
-(``verify_props``). Only where the bulk checks find a bad record is it decoded alone
-(``decode_record``) for an exact message; the scan then resyncs and goes on. Files must end in a
-BLANK record or a zero tail (FORMATS.md §1.10).
+Per file, the records are read by the shared bulk scan (``headerscan.scan_records``, with the
+consume queues' offsets as hints): every fixed field and every topic and properties block is
+read and checked at once with numpy (magic, size bounds, field lengths, recomputed length);
+PHYSICALOFFSET is compared in bulk, body CRCs are computed with ``zlib.crc32`` over memoryview
+slices in one tight loop (only for ``bodyLen > 0``, as recovery does with ``checkCRCOnRecover``),
+and the tags codes and index keys come from ``propscan``'s vectorised property lookup and Java
+hashes. Only where the bulk checks find a bad record is it decoded alone (``decode_record``) for
+an exact message; the scan then resyncs and goes on. Files must end in a BLANK record or a zero
+tail (FORMATS.md §1.10).
 """
 
 from __future__ import annotations
@@ -19,30 +20,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from formats import commitlog as fmt
-from formats.javahash import string_hash
 from rmqcli.ops.verify_common import Collector
-from rmqcli.ops.verify_props import index_key_hashes, parse_properties, segment_hashes, to_signed32, tokens
+from rmqcli.store import headerscan, propscan
 from rmqcli.store.commitlog import RecordError, classify_tail, decode_record, resync
-from rmqcli.store.headerscan import chain_from_hints, gather, group_topics, walk
+from rmqcli.store.headerscan import HeaderBatch
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import offset_to_name
 
-_AT = fmt.PREFIX_OFFSETS
 _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
-_FIXED_BY_FLAGS = np.array(
-    [fmt.HEADER_STRUCTS[f].size if f in fmt.HEADER_STRUCTS else 0 for f in range(fmt.HOST_FLAGS + 1)],
-    dtype=np.int64,
-)
-_BORN_BY_FLAGS = np.array(
-    [fmt.host_length(f, fmt.BORNHOST_V6_FLAG) for f in range(fmt.HOST_FLAGS + 1)], dtype=np.int64
-)
-_BODY_LENGTH_BACK = fmt.AFTER_STORE_HOST_STRUCT.size - fmt.AFTER_STORE_HOST_OFFSETS["body_length"]
-_PROPS_LEN_SIZE = fmt.PROPERTIES_LENGTH.sizeof()
-_TL_V1 = fmt.topic_length_size(fmt.MAGIC_V1)
-_TL_V2 = fmt.topic_length_size(fmt.MAGIC_V2)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
 _CRC_MASK = 0x7FFFFFFF
-_WANTED = [fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY]
+_WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
 
 
 @dataclass
@@ -106,52 +94,6 @@ class _Parts:
     def column(self, name: str, dtype=np.int64) -> np.ndarray:
         parts = self.cols.get(name)
         return np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype=dtype)
-
-
-def _clip_gather(arr: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
-    width = np.dtype(dtype).itemsize
-    return gather(arr, np.clip(pos, 0, len(arr) - width), dtype).astype(np.int64)
-
-
-def _check_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> dict[str, np.ndarray]:
-    """All fixed fields of the records at ``starts`` and ``ok`` (checkMessageAndReturnSize passes)."""
-    total = _clip_gather(arr, starts + _AT["total_size"], ">i4")
-    magic = _clip_gather(arr, starts + _AT["magic_code"], ">i4")
-    is_v2 = magic == fmt.MAGIC_V2
-    ok = (magic == fmt.MAGIC_V1) | is_v2
-    ends = starts + total
-    ok &= (total >= _MIN_RECORD) & (ends <= limit)
-    sys_flag = _clip_gather(arr, starts + _AT["sys_flag"], ">i4")
-    hosts = sys_flag & fmt.HOST_FLAGS
-    fixed = _FIXED_BY_FLAGS[hosts]
-    body_len = _clip_gather(arr, starts + fixed - _BODY_LENGTH_BACK, ">i4")
-    body_start = starts + fixed
-    tl_size = np.where(is_v2, _TL_V2, _TL_V1)
-    topic_len_at = body_start + body_len
-    ok &= (body_len >= 0) & (topic_len_at + tl_size + _PROPS_LEN_SIZE <= ends)
-    safe_tl = np.clip(topic_len_at, 0, limit - _TL_V2)
-    topic_len = np.where(
-        is_v2, gather(arr, safe_tl, ">i2").astype(np.int64), arr[safe_tl].astype(np.int8).astype(np.int64)
-    )
-    topic_start = topic_len_at + tl_size
-    props_len_at = topic_start + topic_len
-    ok &= (topic_len >= 0) & (props_len_at + _PROPS_LEN_SIZE <= ends)
-    props_len = _clip_gather(arr, props_len_at, ">i2")
-    props_start = props_len_at + _PROPS_LEN_SIZE
-    ok &= props_start + np.maximum(props_len, 0) == ends
-    return {
-        "ok": ok,
-        "magic": magic,
-        "total": total,
-        "sys_flag": sys_flag,
-        "hosts": hosts,
-        "body_start": body_start,
-        "body_len": body_len,
-        "topic_start": topic_start,
-        "topic_len": topic_len,
-        "props_start": props_start,
-        "props_len": np.maximum(props_len, 0),
-    }
 
 
 class CommitLogVerifier:
@@ -227,76 +169,52 @@ class CommitLogVerifier:
         mf = info.mapped
         buf = mf.map(whole=True)
         limit = len(buf)
-        base = mf.from_offset
         arr = np.frombuffer(buf, dtype=np.uint8)
-        hints = None if self.hints is None or not len(self.hints) else self.hints - base
         pos = 0
         while pos < limit:
-            starts = None if hints is None else chain_from_hints(buf, pos, limit, hints)
-            if starts is None:
-                starts = np.array(walk(buf, pos, limit), dtype=np.int64)
-            end, bad = self._records(info, arr, buf, starts, pos, limit)
-            if bad is not None:
-                pos = self._report_bad(info, buf, bad, limit)
+            batch = headerscan.scan_records(buf, pos, mf.from_offset, self.hints, properties=True)
+            if len(batch):
+                self._keep(info, buf, batch)
+            if batch.bad is not None:
+                pos = self._report_bad(info, buf, batch.bad, limit)
             else:
-                pos = self._file_tail(info, arr, buf, end, limit)
+                pos = self._file_tail(info, arr, buf, batch.end, limit)
 
-    def _records(
-        self, info: FileInfo, arr: np.ndarray, buf, starts: np.ndarray, pos: int, limit: int
-    ) -> tuple[int, int | None]:
-        """Check the chain ``starts``; keep its valid prefix. Returns (data end, bad start or None)."""
-        if not len(starts):
-            return pos, None
-        magic = _clip_gather(arr, starts + _AT["magic_code"], ">i4")
-        blank = np.flatnonzero(magic == fmt.BLANK_MAGIC)
-        body = starts[: blank[0]] if len(blank) else starts  # a BLANK ends the file's data
-        f = _check_fields(arr, body, limit)
-        ok = f["ok"]
-        n_ok = int(np.argmin(ok)) if not ok.all() else len(body)
-        if n_ok:
-            self._keep(info, arr, buf, body[:n_ok], {k: v[:n_ok] for k, v in f.items()})
-        if n_ok < len(body):
-            if f["total"][n_ok] == 0 and f["magic"][n_ok] == 0:
-                return int(body[n_ok]), None  # zeros: the data ends here (a hint pointed into them)
-            return int(body[n_ok]), int(body[n_ok])
-        if len(blank):
-            return int(starts[blank[0]]), None
-        return int(body[-1] + f["total"][-1]), None
-
-    def _keep(
-        self, info: FileInfo, arr: np.ndarray, buf, starts: np.ndarray, f: dict[str, np.ndarray]
-    ) -> None:
-        """Per-record checks on valid records (CRC, PHYSICALOFFSET, properties) and their columns."""
+    def _keep(self, info: FileInfo, buf, batch: HeaderBatch) -> None:
+        """Per-record checks on valid records (CRC, PHYSICALOFFSET, topic and properties) and their
+        columns."""
         mf = info.mapped
-        base = mf.from_offset
-        n = len(starts)
-        phys = _clip_gather(arr, starts + _AT["physical_offset"], ">i8")
-        wrong = np.flatnonzero(phys != starts + base)
+        n = len(batch)
+        file_pos = batch.position - mf.from_offset
+        wrong = np.flatnonzero(batch.physical_offset != batch.position)
         for i in wrong.tolist():
             self.p.warning(
                 "physical-offset-mismatch",
                 mf.path,
-                int(starts[i]),
-                f"PHYSICALOFFSET field is {int(phys[i])}, the record is at {int(starts[i]) + base}",
+                int(file_pos[i]),
+                f"PHYSICALOFFSET field is {int(batch.physical_offset[i])}, the record is at "
+                f"{int(batch.position[i])}",
             )
         if self.crc:
-            self._crc(mf, arr, buf, starts, f)
-        store_ts = _clip_gather(arr, starts + fmt.PREFIX_SIZE + _BORN_BY_FLAGS[f["hosts"]], ">i8")
-        topic_index, topics = group_topics(arr, f["topic_start"], f["topic_len"])
-        if topics is None:
-            topics, topic_index = self._topics_slow(mf, buf, starts, f)
-        local_ids = np.array([self.parts.topic_id(t) for t in topics], dtype=np.int64)
-        topic_id = local_ids[topic_index]
-        tags, key_rec, key_hash = self._properties(mf, buf, starts, f, topics, topic_index, store_ts)
+            self._crc(mf, buf, batch, file_pos)
+        for i in np.flatnonzero(np.isin(batch.topic_index, batch.bad_topics or [])).tolist():
+            self.p.warning(
+                "bad-topic",
+                mf.path,
+                int(file_pos[i]),
+                "topic is not valid UTF-8 (the broker decodes it with replacement characters)",
+            )
+        local_ids = np.array([self.parts.topic_id(t) for t in batch.topics], dtype=np.int64)
+        tags, key_rec, key_hash = self._properties(mf, batch, file_pos)
         offset = self.parts.count
         self.parts.add(
-            position=starts + base,
-            total_size=f["total"],
-            queue_id=_clip_gather(arr, starts + _AT["queue_id"], ">i4"),
-            queue_offset=_clip_gather(arr, starts + _AT["queue_offset"], ">i8"),
-            sys_flag=f["sys_flag"],
-            store_timestamp=store_ts,
-            topic_id=topic_id,
+            position=batch.position,
+            total_size=batch.total_size,
+            queue_id=batch.queue_id,
+            queue_offset=batch.queue_offset,
+            sys_flag=batch.sys_flag,
+            store_timestamp=batch.store_timestamp,
+            topic_id=local_ids[batch.topic_index],
             tags_code=tags,
             key_record=key_rec + offset,
             key_hash=key_hash,
@@ -304,114 +222,54 @@ class CommitLogVerifier:
         self.parts.count += n
         info.records += n
         if info.first_store_timestamp is None:
-            info.first_store_timestamp = int(store_ts[0])
+            info.first_store_timestamp = int(batch.store_timestamp[0])
 
-    def _crc(
-        self, mf: MappedFile, arr: np.ndarray, buf, starts: np.ndarray, f: dict[str, np.ndarray]
-    ) -> None:
+    def _crc(self, mf: MappedFile, buf, batch: HeaderBatch, file_pos: np.ndarray) -> None:
         """``UtilAll.crc32`` of every non-empty body against BODYCRC (``checkCRCOnRecover``)."""
-        has_body = np.flatnonzero(f["body_len"] > 0)
+        has_body = np.flatnonzero(batch.body_length > 0)
         if not len(has_body):
             return
-        bs = f["body_start"][has_body]
-        be = bs + f["body_len"][has_body]
-        crc32 = zlib.crc32
+        bs = batch.body_start[has_body]
+        be = bs + batch.body_length[has_body]
         view = memoryview(buf)
         try:  # map() keeps the loop in C: slice objects, memoryview slices, crc32 calls
             got = np.fromiter(
-                map(crc32, map(view.__getitem__, map(slice, bs.tolist(), be.tolist()))),
+                map(zlib.crc32, map(view.__getitem__, map(slice, bs.tolist(), be.tolist()))),
                 dtype=np.int64,
                 count=len(bs),
             )
         finally:
             view.release()
-        stored = _clip_gather(arr, starts[has_body] + _AT["body_crc"], ">i4")
+        stored = batch.body_crc[has_body]
         self.crc_checked += len(bs)
         for i in np.flatnonzero((got & _CRC_MASK) != stored).tolist():
-            pos = int(starts[has_body[i]])
             self.p.error(
                 "crc-mismatch",
                 mf.path,
-                pos,
+                int(file_pos[has_body[i]]),
                 f"body CRC {int(got[i]) & _CRC_MASK} != stored BODYCRC {int(stored[i])}: "
                 "recovery (checkCRCOnRecover) stops here",
             )
 
-    def _topics_slow(self, mf: MappedFile, buf, starts: np.ndarray, f: dict[str, np.ndarray]):
-        topics: dict[str, int] = {}
-        index = np.empty(len(starts), dtype=np.int64)
-        for i, (s, n) in enumerate(zip(f["topic_start"].tolist(), f["topic_len"].tolist(), strict=True)):
-            raw = bytes(buf[s : s + n])
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text = raw.decode("utf-8", "replace")
-                self.p.warning(
-                    "bad-topic",
-                    mf.path,
-                    int(starts[i]),
-                    "topic is not valid UTF-8 (the broker decodes it with replacement characters)",
-                )
-            index[i] = topics.setdefault(text, len(topics))
-        return list(topics), index
-
     def _properties(
-        self,
-        mf: MappedFile,
-        buf,
-        starts: np.ndarray,
-        f: dict[str, np.ndarray],
-        topics: list[str],
-        topic_index: np.ndarray,
-        store_ts: np.ndarray,
+        self, mf: MappedFile, batch: HeaderBatch, file_pos: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Tags codes and index key hashes of the records, from one bulk parse of their properties."""
-        ps = f["props_start"]
-        pl = f["props_len"]
-        joined = b"".join(map(buf.__getitem__, map(slice, ps.tolist(), (ps + pl).tolist())))
-        data = np.frombuffer(joined, dtype=np.uint8)
-        bounds = np.zeros(len(starts) + 1, dtype=np.int64)
-        np.cumsum(pl, out=bounds[1:])
-        parsed = parse_properties(data, bounds, _WANTED)
-        for i in parsed.non_ascii.tolist():
-            try:
-                joined[bounds[i] : bounds[i + 1]].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                self.p.warning(
-                    "bad-properties",
-                    mf.path,
-                    int(starts[i]),
-                    f"properties are not valid UTF-8 ({exc.reason} at byte {exc.start}); the broker "
-                    "decodes them with replacement characters",
-                )
-        # tags code (FORMATS.md §2.2); the schedule topic carries the delivery time instead
-        ts, te = parsed.values[fmt.PROPERTY_TAGS]
-        present = ts >= 0
-        tags = np.where(
-            present,
-            to_signed32(
-                segment_hashes(data, np.where(present, ts, 0), np.where(present, te, 0), parsed.high)[0]
-            ),
-            0,
-        )
-        if fmt.SCHEDULE_TOPIC in topics:
-            sched = np.flatnonzero(topic_index == topics.index(fmt.SCHEDULE_TOPIC))
-            for i in sched.tolist():
-                props = fmt.decode_properties(joined[bounds[i] : bounds[i + 1]])
-                tags[i] = fmt.dispatch_tags_code(
-                    fmt.SCHEDULE_TOPIC, props, int(store_ts[i]), self.delay_millis
-                )
-        # index keys (FORMATS.md §3.2): UNIQ_KEY, then each KEYS token
-        us, ue = parsed.values[fmt.PROPERTY_UNIQ_KEY]
-        ks, ke = parsed.values[fmt.PROPERTY_KEYS]
-        uniq = np.flatnonzero(us >= 0)
-        owner, tok_s, tok_e = tokens(data, ks, ke)
-        key_rec = np.concatenate((uniq, owner))
-        key_s = np.concatenate((us[uniq], tok_s))
-        key_e = np.concatenate((ue[uniq], tok_e))
-        prefix = np.array([string_hash(t + "#") & 0xFFFFFFFF for t in topics], dtype=np.uint64)
-        hashes = index_key_hashes(prefix[topic_index[key_rec]], data, key_s, key_e, parsed.high)
-        return tags, key_rec, hashes
+        """Tags codes and index keys (record, hash) of the records, from the bulk property lookup."""
+        names = _WANTED + ((fmt.PROPERTY_DELAY,) if fmt.SCHEDULE_TOPIC in batch.topics else ())
+        assert batch.physical_offset is not None and batch.tails is not None
+        scan = propscan.Scan(batch, batch.physical_offset, batch.tails.data, propscan.locate(batch, names))
+        for i, reason, at in propscan.bad_utf8(batch):
+            self.p.warning(
+                "bad-properties",
+                mf.path,
+                int(file_pos[i]),
+                f"properties are not valid UTF-8 ({reason} at byte {at}); the broker "
+                "decodes them with replacement characters",
+            )
+        rows = np.arange(len(batch), dtype=np.int64)
+        tags = propscan.tags_codes(scan, rows, self.delay_millis)  # FORMATS.md §2.2
+        key_rec, key_hash = propscan.index_keys(scan, rows)  # FORMATS.md §3.2
+        return tags, key_rec, key_hash
 
     def _report_bad(self, info: FileInfo, buf, pos: int, limit: int) -> int:
         """Report the record at ``pos`` that failed the bulk checks; return where scanning resumes."""

@@ -80,10 +80,8 @@ def check_index(
     index_enabled: bool = True,
 ) -> int:
     """Check every index file; returns the number of entries checked."""
-    key_code = (table.key_record << _KEY_BITS) | table.key_hash
-    key_order = np.argsort(key_code)
-    sorted_keys = key_code[key_order]
-    found = np.zeros(len(key_code), dtype=bool)  # keys seen in some index file, in key_order
+    keys = _Keys(table)
+    found = np.zeros(len(table.key_record), dtype=bool)  # keys seen in some index file
     checked = 0
     for f in files:
         h = f.header
@@ -120,135 +118,230 @@ def check_index(
                 "broker deletes this file on start (IndexService.load) and re-indexes from the CommitLog",
             )
         buf = f.mapped.map()
-        slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
-        slots = slots.astype(np.int64)
+        raw_slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
         n = count - 1
         start = fmt.entry_position(1, f.hash_slot_num)
         ent = np.frombuffer(buf, dtype=_ENTRY, count=n, offset=start)
         key_hash = ent["key_hash"].astype(np.int64)
         phy = ent["phy_offset"].astype(np.int64)
         prev = ent["prev_index"].astype(np.int64)
-        number = np.arange(1, n + 1, dtype=np.int64)
         checked += n
-
-        def at(i: int, slots_num: int = f.hash_slot_num) -> int:
-            return fmt.entry_position(int(i) + 1, slots_num)
-
-        used = np.flatnonzero(slots)
-        if len(used) != h.hash_slot_count:
+        used_count = int(np.count_nonzero(raw_slots.view(np.uint32)))
+        if used_count != h.hash_slot_count:
             p.warning(
                 "index-header",
                 path,
                 _HEADER_AT["hash_slot_count"],
-                f"hashSlotCount {h.hash_slot_count} but {len(used)} slots are in use",
+                f"hashSlotCount {h.hash_slot_count} but {used_count} slots are in use",
             )
-        bad_slot = used[(slots[used] < 0) | (slots[used] >= count)]
-        for s in bad_slot[:10].tolist():
-            p.error(
-                "index-chain",
-                path,
-                fmt.slot_position(s),
-                f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}",
-            )
-        ok_heads = used[(slots[used] > 0) & (slots[used] < count)]
-        head_entry = slots[ok_heads] - 1
-        wrong_head = ok_heads[fmt.slot_of(key_hash[head_entry], f.hash_slot_num) != ok_heads]
-        for s in wrong_head[:10].tolist():
-            p.error(
-                "index-chain",
-                path,
-                fmt.slot_position(s),
-                f"slot {s} heads a chain whose newest entry {int(slots[s])} hashes to another slot",
-            )
-        bad_prev = np.flatnonzero((prev < 0) | (prev >= number))
-        for i in bad_prev[:10].tolist():
-            p.error(
-                "index-chain",
-                path,
-                at(i),
-                f"entry {i + 1} links to entry {int(prev[i])}: a chain must go to an older entry "
-                "(cycle or damaged link)",
-            )
-        linked = np.flatnonzero((prev > 0) & (prev < number))
-        cross = linked[
-            fmt.slot_of(key_hash[prev[linked] - 1], f.hash_slot_num)
-            != fmt.slot_of(key_hash[linked], f.hash_slot_num)
-        ]
-        for i in cross[:10].tolist():
-            p.error(
-                "index-chain", path, at(i), f"entry {i + 1} links to entry {int(prev[i])} of another slot"
-            )
-        refs = (
-            np.bincount(np.concatenate((slots[ok_heads], prev[linked])), minlength=count)[1:count]
-            if n > 0
-            else np.empty(0, dtype=np.int64)
-        )
-        unreachable = np.flatnonzero(refs == 0)
-        if len(unreachable):
-            p.error(
-                "index-unreachable",
-                path,
-                at(int(unreachable[0])),
-                f"{len(unreachable)} entries (first: {int(unreachable[0]) + 1}) are on no slot chain: "
-                "lookups never find them",
-            )
-        shared = np.flatnonzero(refs > 1)
-        if len(shared):
-            p.error(
-                "index-chain",
-                path,
-                at(int(shared[0])),
-                f"{len(shared)} entries (first: {int(shared[0]) + 1}) are linked from more than one place",
-            )
+        if not _chains_sound(raw_slots, used_count, key_hash, prev, f.hash_slot_num):
+            _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
         negative_time = np.flatnonzero(ent["time_diff"] < 0)
         if len(negative_time):
             p.warning(
                 "index-time",
                 path,
-                at(int(negative_time[0])),
+                _entry_at(int(negative_time[0]), f.hash_slot_num),
                 f"{len(negative_time)} entries have a negative timeDiff (lookups stop at them)",
             )
-        # entries against the records
-        live = np.flatnonzero(phy >= cl_min)  # entries for deleted CommitLog files are legitimate
-        past = live[phy[live] >= table.valid_end]
-        if len(past):
-            p.error(
-                "index-past-end",
-                path,
-                at(int(past[0])),
-                f"{len(past)} entries (first: {int(past[0]) + 1}, offset {int(phy[past[0]])}) point past the "
-                f"CommitLog's valid end {table.valid_end}",
-            )
-        live = live[phy[live] < table.valid_end]
-        rec = table.locate(phy[live])
-        not_record = live[rec < 0]
-        if len(not_record):
-            p.error(
-                "index-bad-offset",
-                path,
-                at(int(not_record[0])),
-                f"{len(not_record)} entries (first: {int(not_record[0]) + 1}, offset "
-                f"{int(phy[not_record[0]])}) do not point at the start of a record",
-            )
-        matched = live[rec >= 0]
-        codes = (rec[rec >= 0] << _KEY_BITS) | key_hash[matched]
-        hit = np.searchsorted(sorted_keys, codes)
-        hit = np.minimum(hit, max(len(sorted_keys) - 1, 0))
-        known = (sorted_keys[hit] == codes) if len(sorted_keys) else np.zeros(len(codes), dtype=bool)
-        wrong = matched[~known]
-        for i in wrong[:10].tolist():
-            p.error(
-                "index-wrong-hash",
-                path,
-                at(i),
-                f"entry {i + 1}: keyHash {int(key_hash[i])} matches no key of the record at {int(phy[i])}",
-            )
-        if len(wrong) > 10:
-            p.error("index-wrong-hash", path, None, f"{len(wrong) - 10} more entries with a wrong keyHash")
-        found[key_order[hit[known]]] = True
+        run = keys.run_of(phy, key_hash)
+        if run is not None:
+            found[run : run + n] = True  # every entry is the next key of the records, in order
+        else:
+            _check_entries(p, path, table, keys, found, phy, key_hash, cl_min, f.hash_slot_num)
     if index_enabled and files:
         _coverage(files, table, p, found, cl_min=cl_min, abort=abort, topic=topic)
     return checked
+
+
+def _entry_at(i: int, slots_num: int) -> int:
+    """Byte position of the entry in row ``i`` (entry number ``i + 1``)."""
+    return fmt.entry_position(int(i) + 1, slots_num)
+
+
+class _Keys:
+    """The index keys of the record table (in record order, as ``buildIndex`` adds them), joined
+    with index entries on (record, key hash)."""
+
+    def __init__(self, table: RecordTable):
+        self.table = table
+        self.code = (table.key_record << _KEY_BITS) | table.key_hash
+        self._order: np.ndarray | None = None
+
+    def run_of(self, phy: np.ndarray, key_hash: np.ndarray) -> int | None:
+        """Where the entries are exactly a run of consecutive keys (the way a broker fills an
+        index file), or ``None``."""
+        n = len(phy)
+        t = self.table
+        if n == 0 or not len(self.code):
+            return None
+        row = int(t.locate(phy[:1])[0])
+        if row < 0:
+            return None
+        lo, hi = np.searchsorted(t.key_record, [row, row + 1])
+        match = np.flatnonzero(t.key_hash[lo:hi] == key_hash[0])
+        if not len(match):
+            return None
+        k0 = int(lo + match[0])
+        if k0 + n > len(self.code):
+            return None
+        if not np.array_equal(t.key_hash[k0 : k0 + n], key_hash):
+            return None
+        if not np.array_equal(t.position[t.key_record[k0 : k0 + n]], phy):
+            return None
+        return k0
+
+    def sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Key codes sorted, the key of each, and the first sorted position of each code's group."""
+        if self._order is None:
+            self._order = np.argsort(self.code, kind="stable")
+            ordered = self.code[self._order]
+            new = np.ones(len(ordered), dtype=bool)
+            new[1:] = ordered[1:] != ordered[:-1]
+            self._sorted = ordered
+            self._group = np.cumsum(new) - 1
+        return self._sorted, self._order, self._group
+
+
+def _chains_sound(
+    raw_slots: np.ndarray, used_count: int, key_hash: np.ndarray, prev: np.ndarray, slots_num: int
+) -> bool:
+    """Whether the slot table and links are exactly those ``putKey`` leaves: links go to an older
+    entry of the same slot, each entry is linked once, and the slots hold just the chain heads."""
+    n = len(prev)
+    number = np.arange(1, n + 1, dtype=np.int64)
+    if np.any((prev < 0) | (prev >= number)):
+        return False
+    slot = fmt.slot_of(key_hash, slots_num)
+    linked = np.flatnonzero(prev > 0)
+    if np.any(slot[prev[linked] - 1] != slot[linked]):
+        return False
+    refs = np.bincount(prev[linked], minlength=n + 1)[1:]
+    if np.any(refs > 1):
+        return False
+    heads = np.flatnonzero(refs == 0)
+    if len(heads) != used_count:
+        return False
+    return bool(np.array_equal(raw_slots[slot[heads]].astype(np.int64), heads + 1))
+
+
+def _check_chains(
+    p: Collector, path: Path, raw_slots: np.ndarray, key_hash: np.ndarray, prev: np.ndarray, count: int,
+    slots_num: int,
+) -> None:  # fmt: skip
+    """Every slot and link checked (``selectPhyOffset`` follows them), with a message per kind."""
+    slots = raw_slots.astype(np.int64)
+    n = len(prev)
+    number = np.arange(1, n + 1, dtype=np.int64)
+    used = np.flatnonzero(slots)
+    bad_slot = used[(slots[used] < 0) | (slots[used] >= count)]
+    for s in bad_slot[:10].tolist():
+        p.error(
+            "index-chain",
+            path,
+            fmt.slot_position(s),
+            f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}",
+        )
+    ok_heads = used[(slots[used] > 0) & (slots[used] < count)]
+    head_entry = slots[ok_heads] - 1
+    wrong_head = ok_heads[fmt.slot_of(key_hash[head_entry], slots_num) != ok_heads]
+    for s in wrong_head[:10].tolist():
+        p.error(
+            "index-chain",
+            path,
+            fmt.slot_position(s),
+            f"slot {s} heads a chain whose newest entry {int(slots[s])} hashes to another slot",
+        )
+    bad_prev = np.flatnonzero((prev < 0) | (prev >= number))
+    for i in bad_prev[:10].tolist():
+        p.error(
+            "index-chain",
+            path,
+            _entry_at(i, slots_num),
+            f"entry {i + 1} links to entry {int(prev[i])}: a chain must go to an older entry "
+            "(cycle or damaged link)",
+        )
+    linked = np.flatnonzero((prev > 0) & (prev < number))
+    cross = linked[
+        fmt.slot_of(key_hash[prev[linked] - 1], slots_num) != fmt.slot_of(key_hash[linked], slots_num)
+    ]
+    for i in cross[:10].tolist():
+        p.error(
+            "index-chain",
+            path,
+            _entry_at(i, slots_num),
+            f"entry {i + 1} links to entry {int(prev[i])} of another slot",
+        )
+    refs = (
+        np.bincount(np.concatenate((slots[ok_heads], prev[linked])), minlength=count)[1:count]
+        if n > 0
+        else np.empty(0, dtype=np.int64)
+    )
+    unreachable = np.flatnonzero(refs == 0)
+    if len(unreachable):
+        p.error(
+            "index-unreachable",
+            path,
+            _entry_at(int(unreachable[0]), slots_num),
+            f"{len(unreachable)} entries (first: {int(unreachable[0]) + 1}) are on no slot chain: "
+            "lookups never find them",
+        )
+    shared = np.flatnonzero(refs > 1)
+    if len(shared):
+        p.error(
+            "index-chain",
+            path,
+            _entry_at(int(shared[0]), slots_num),
+            f"{len(shared)} entries (first: {int(shared[0]) + 1}) are linked from more than one place",
+        )
+
+
+def _check_entries(
+    p: Collector, path: Path, table: RecordTable, keys: _Keys, found: np.ndarray, phy: np.ndarray,
+    key_hash: np.ndarray, cl_min: int, slots_num: int,
+) -> None:  # fmt: skip
+    """Each entry against the record at its offset; marks the keys it finds in ``found``."""
+    live = np.flatnonzero(phy >= cl_min)  # entries for deleted CommitLog files are legitimate
+    past = live[phy[live] >= table.valid_end]
+    if len(past):
+        p.error(
+            "index-past-end",
+            path,
+            _entry_at(int(past[0]), slots_num),
+            f"{len(past)} entries (first: {int(past[0]) + 1}, offset {int(phy[past[0]])}) point past the "
+            f"CommitLog's valid end {table.valid_end}",
+        )
+    live = live[phy[live] < table.valid_end]
+    rec = table.locate(phy[live])
+    not_record = live[rec < 0]
+    if len(not_record):
+        p.error(
+            "index-bad-offset",
+            path,
+            _entry_at(int(not_record[0]), slots_num),
+            f"{len(not_record)} entries (first: {int(not_record[0]) + 1}, offset "
+            f"{int(phy[not_record[0]])}) do not point at the start of a record",
+        )
+    matched = live[rec >= 0]
+    codes = (rec[rec >= 0] << _KEY_BITS) | key_hash[matched]
+    sorted_keys, key_order, group = keys.sorted()
+    hit = np.searchsorted(sorted_keys, codes)
+    hit = np.minimum(hit, max(len(sorted_keys) - 1, 0))
+    known = (sorted_keys[hit] == codes) if len(sorted_keys) else np.zeros(len(codes), dtype=bool)
+    wrong = matched[~known]
+    for i in wrong[:10].tolist():
+        p.error(
+            "index-wrong-hash",
+            path,
+            _entry_at(i, slots_num),
+            f"entry {i + 1}: keyHash {int(key_hash[i])} matches no key of the record at {int(phy[i])}",
+        )
+    if len(wrong) > 10:
+        p.error("index-wrong-hash", path, None, f"{len(wrong) - 10} more entries with a wrong keyHash")
+    # an entry finds every key of its record with the same hash (a key listed twice is one key)
+    seen = np.zeros(int(group[-1]) + 1 if len(group) else 0, dtype=bool)
+    seen[group[hit[known]]] = True
+    found[key_order[seen[group]]] = True
 
 
 def _coverage(

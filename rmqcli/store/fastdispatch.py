@@ -31,7 +31,6 @@ from formats import commitlog as fmt
 from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_UNIT
 from formats.derive import field_offsets, flat_fields
-from formats.javahash import string_hash
 from rmqcli.errors import CorruptDataError
 from rmqcli.store import propscan
 from rmqcli.store.commitlog import CommitLog
@@ -263,7 +262,6 @@ class FastDispatcher:
         self.per_file = self.settings.max_index_num - 1  # entries 1 .. indexNum-1
         self.index_size = ifmt.file_size(self.hash_slot_num, self.settings.max_index_num)
         self._index: _IndexFile | None = None
-        self._prefix_hash: dict[str, int] = {}
 
     @staticmethod
     def supports(settings: StoreSettings) -> bool:
@@ -294,31 +292,9 @@ class FastDispatcher:
                 self._index_keys(scan, indexed)
         return count
 
-    def _tags_codes(self, scan: propscan.Scan, rows: np.ndarray) -> np.ndarray:
-        """``dispatch_tags_code`` of each row: ``TAGS.hashCode()``, delivery time for delay records."""
-        h = scan.headers
-        tags = scan.values[fmt.PROPERTY_TAGS]
-        codes = np.zeros(len(rows), dtype=np.int64)
-        has = np.flatnonzero(tags.present[rows])
-        if len(has):
-            hashed, _ = propscan.java_hashes(scan.data, tags.start[rows[has]], tags.length[rows[has]])
-            codes[has] = propscan.signed32(hashed)
-        if fmt.SCHEDULE_TOPIC in h.topics:
-            local = h.topics.index(fmt.SCHEDULE_TOPIC)
-            delayed = np.flatnonzero(h.topic_index[rows] == local)
-            if len(delayed):
-                picked = rows[delayed]
-                tag_text = scan.strings(fmt.PROPERTY_TAGS, picked)
-                delay_text = scan.strings(fmt.PROPERTY_DELAY, picked)
-                stamps = h.store_timestamp[picked].tolist()
-                for j, t, d, ts in zip(delayed.tolist(), tag_text, delay_text, stamps, strict=True):
-                    props = {k: v for k, v in ((fmt.PROPERTY_TAGS, t), (fmt.PROPERTY_DELAY, d)) if v}
-                    codes[j] = fmt.dispatch_tags_code(fmt.SCHEDULE_TOPIC, props, ts, self.delay_millis)
-        return codes
-
     def _queue_units(self, scan: propscan.Scan, rows: np.ndarray) -> None:
         h = scan.headers
-        codes = self._tags_codes(scan, rows)
+        codes = propscan.tags_codes(scan, rows, self.delay_millis)
         self.logics_msg_timestamp = int(h.store_timestamp[rows[-1]])
         topic_index = h.topic_index[rows]
         queue_id = h.queue_id[rows]
@@ -348,52 +324,12 @@ class FastDispatcher:
             q.put(physical[idx], size[idx], codes[idx], queue_offset[idx])
 
     # --- index ---------------------------------------------------------------------------------
-    def _topic_prefix(self, topic: str) -> int:
-        """``(topic + "#").hashCode()``: a key's hash continues from it."""
-        value = self._prefix_hash.get(topic)
-        if value is None:
-            value = self._prefix_hash[topic] = string_hash(ifmt.index_key(topic, "")) & _MASK32
-        return value
-
     def _index_keys(self, scan: propscan.Scan, rows: np.ndarray) -> None:
         """``IndexService.buildIndex`` for each row (ROLLBACK already left out), in order."""
-        h = scan.headers
-        n = len(rows)
-        uniq = scan.values[fmt.PROPERTY_UNIQ_KEY]
-        keys = scan.values[fmt.PROPERTY_KEYS]
-        u_local = np.flatnonzero(uniq.present[rows])
-        u_hash, u_units = propscan.java_hashes(
-            scan.data, uniq.start[rows[u_local]], uniq.length[rows[u_local]]
-        )
-        mask = np.zeros(len(scan), dtype=bool)
-        mask[rows] = True
-        subset = propscan.Values(keys.present & mask, keys.start, keys.length)
-        t_rec, t_start, t_len = propscan.split_tokens(scan.data, subset)
-        t_hash, t_units = propscan.java_hashes(scan.data, t_start, t_len)
-        t_local = np.searchsorted(rows, t_rec)
-        has_uniq = np.zeros(n, dtype=np.int64)
-        has_uniq[u_local] = 1
-        tokens = np.bincount(t_local, minlength=n).astype(np.int64)
-        per_record = has_uniq + tokens
-        first_slot = np.cumsum(per_record) - per_record
-        total = int(per_record.sum())
-        local = np.empty(total, dtype=np.int64)
-        key_hash = np.empty(total, dtype=np.uint32)
-        units = np.empty(total, dtype=np.int64)
-        at = first_slot[u_local]
-        local[at], key_hash[at], units[at] = u_local, u_hash, u_units
-        if len(t_local):
-            token_first = np.cumsum(tokens) - tokens
-            ordinal = np.arange(len(t_local)) - token_first[t_local]
-            at = first_slot[t_local] + has_uniq[t_local] + ordinal
-            local[at], key_hash[at], units[at] = t_local, t_hash, t_units
-        prefix_by_topic = np.array([self._topic_prefix(t) for t in h.topics], dtype=np.uint32)
-        prefix = prefix_by_topic[h.topic_index[rows[local]]]
-        full_hash = propscan.signed32(prefix * propscan.pow31(units) + key_hash)
-        full_hash = np.abs(full_hash)
-        full_hash[full_hash > _MAX_INT] = 0  # indexKeyHashMethod: abs(Integer.MIN_VALUE) -> 0
+        local, full_hash = propscan.index_keys(scan, rows)
+        per_record = np.bincount(local, minlength=len(rows))
         physical = scan.physical[rows]
-        stamps = h.store_timestamp[rows]
+        stamps = scan.headers.store_timestamp[rows]
         keep = self._not_behind(physical, per_record)
         if keep is not None:
             entry_keep = keep[local]

@@ -1,12 +1,19 @@
-"""Vectorised header-only scan of a CommitLog file (the fast path behind ``rmq stats``).
+"""The bulk CommitLog scan: every record of a file checked and its fields read at once with numpy.
 
-Decoding every header in a Python loop tops out well below a million records per second, so
-this scan only hops from record to record over the TOTALSIZE fields, then checks the magic codes
-and recomputed lengths and gathers the header fields of all records at once with numpy. The
-chain must end at a BLANK record, a zero tail or the end of the file. Field offsets come from
-the declarations in ``formats.commitlog``. When anything does not fit (a corrupt record) it
-returns ``None`` and the caller falls back to the record-by-record scan, which reports the exact
-problem.
+Decoding every header in a Python loop tops out well below a million records per second, so the
+scan hops from record to record over the TOTALSIZE fields (or over the consume queues' record
+positions, ``chain_from_hints``), then reads two blocks per record with one fancy index each: the
+fixed header (fields 1-15, as wide as the widest host combination) and the tail after the body
+(topic length, topic, properties length and, when asked for, the properties). Field offsets come
+from the declarations in ``formats.commitlog``.
+
+Every record gets the checks of ``CommitLog.checkMessageAndReturnSize`` (FORMATS.md §1.14):
+known magic code, TOTALSIZE within the file and not below the smallest record, body, topic and
+properties lengths within the record, and TOTALSIZE equal to ``calMsgLength``. ``scan_records``
+keeps the valid run of records from ``start`` and says where it stopped: at a BLANK record, zeros
+or the end of the file (§1.10), or at a record that failed (``bad``). ``scan_file`` is the strict
+form behind ``rmq stats``: ``None`` unless the whole file is a clean chain, and the caller falls
+back to the record-by-record scan, which reports the exact problem.
 """
 
 from __future__ import annotations
@@ -17,19 +24,74 @@ from dataclasses import dataclass
 import numpy as np
 
 from formats import commitlog as fmt
+from formats.derive import field_offsets, flat_fields
+from rmqcli.store.commitlog import classify_tail
 
-_MAGIC_AT = fmt.PREFIX_OFFSETS["magic_code"]
 _SIZE = struct.Struct(">i")  # TOTALSIZE, the first prefix field
 assert fmt.PREFIX_OFFSETS["total_size"] == 0
-_BODY_LENGTH_AT = fmt.AFTER_STORE_HOST_OFFSETS["body_length"]
 _MIN_RECORD_SIZE = fmt.calc_msg_length(0, 0, 0, 0)
 _PROPS_LEN_SIZE = fmt.PROPERTIES_LENGTH.sizeof()
-_STORE_TS_SIZE = fmt.STORE_TIMESTAMP_STRUCT.size
+_TL_V1 = fmt.topic_length_size(fmt.MAGIC_V1)
+_TL_V2 = fmt.topic_length_size(fmt.MAGIC_V2)
+_HEADER_WIDTH = max(s.size for s in fmt.HEADER_STRUCTS.values())
+_TAIL_WIDTHS = tuple(range(16, 513, 16))  # candidate row widths of the tail block
+_PYTHON_SHARE = 1000  # the tail block may leave one record in this many to be sliced one by one
+
+
+def _record_dtype(schema, itemsize: int) -> np.dtype:
+    """A big-endian numpy record type with the integer fields of a fixed-size Construct ``schema``."""
+    offsets = field_offsets(schema)
+    ints = [(name, size) for name, code, size in flat_fields(schema) if not code.endswith("s")]
+    return np.dtype(
+        {
+            "names": [name for name, _ in ints],
+            "formats": [f">i{size}" for _, size in ints],
+            "offsets": [offsets[name] for name, _ in ints],
+            "itemsize": itemsize,
+        }
+    )
+
+
+# The fixed header (fields 1-15) of each host combination, keyed by ``sys_flag & HOST_FLAGS``.
+_HEADER_DTYPES = {
+    flags: _record_dtype(
+        fmt.header_schema(bool(flags & fmt.BORNHOST_V6_FLAG), bool(flags & fmt.STOREHOST_V6_FLAG)),
+        _HEADER_WIDTH,
+    )
+    for flags in fmt.HEADER_STRUCTS
+}
+_PREFIX_DTYPE = _record_dtype(fmt.RecordPrefix, _HEADER_WIDTH)
+_FIXED_BY_FLAGS = np.array(
+    [fmt.HEADER_STRUCTS[f].size if f in fmt.HEADER_STRUCTS else 0 for f in range(fmt.HOST_FLAGS + 1)],
+    dtype=np.int64,
+)
+
+
+@dataclass
+class Tails:
+    """The tails of a batch's records (topic length, topic, properties length, properties) in one
+    buffer: rows of ``width`` bytes for ``rows`` (the records whose tail fits), then the tails of
+    the other records back to back. Positions of a batch (``tail_start`` ...) index ``data``.
+    """
+
+    data: np.ndarray  # uint8
+    width: int
+    rows: np.ndarray  # records in the block, in order; record rows[j] is at data[j*width:]
+    whole: bool  # the properties are inside (not only up to the properties length field)
+
+    @property
+    def block(self) -> np.ndarray:
+        """The (len(rows) + 1, width) matrix of the block rows; the last row is zeros."""
+        return self.data[: (len(self.rows) + 1) * self.width].reshape(-1, self.width)
 
 
 @dataclass
 class HeaderBatch:
-    """Header fields of the consecutive records of one file, as parallel arrays."""
+    """Header fields of the consecutive records of one file, as parallel arrays.
+
+    The first nine fields are what the header-only scan (``rmq stats``) reads; the bulk scan
+    fills the rest too (positions are file positions; ``None`` where not read).
+    """
 
     position: np.ndarray  # global offsets, int64
     total_size: np.ndarray
@@ -40,11 +102,21 @@ class HeaderBatch:
     topic_index: np.ndarray  # index into ``topics``
     topics: list[str]
     end: int  # position in the file just past the last record
+    physical_offset: np.ndarray | None = None
+    body_crc: np.ndarray | None = None
+    body_start: np.ndarray | None = None
+    body_length: np.ndarray | None = None
+    properties_start: np.ndarray | None = None  # positions in ``tails.data``
+    properties_length: np.ndarray | None = None  # 0 where PROPERTIESLENGTH <= 0
+    tails: Tails | None = None
+    bad_topics: list[int] | None = None  # entries of ``topics`` that are not valid UTF-8
+    bad: int | None = None  # a record failing the checks starts at ``end`` (scan_records)
 
     def __len__(self) -> int:
         return len(self.position)
 
 
+# --- bulk reads ---------------------------------------------------------------------------------
 def gather(arr: np.ndarray, positions: np.ndarray, dtype: str) -> np.ndarray:
     """Big-endian integers of ``dtype`` read at byte ``positions`` of ``arr`` (native order out).
 
@@ -56,36 +128,32 @@ def gather(arr: np.ndarray, positions: np.ndarray, dtype: str) -> np.ndarray:
     return view[positions].astype(dtype[1:])
 
 
-# Sizes of the fixed header (fields 1-15) and of the born host, by ``sys_flag & HOST_FLAGS``.
-_FIXED = {flags: struct.size for flags, struct in fmt.HEADER_STRUCTS.items()}
-_FIXED_BY_FLAGS = np.array([_FIXED.get(f, 0) for f in range(fmt.HOST_FLAGS + 1)], dtype=np.int64)
-_BORN_BY_FLAGS = np.array(
-    [fmt.host_length(f, fmt.BORNHOST_V6_FLAG) for f in range(fmt.HOST_FLAGS + 1)], dtype=np.int64
-)
-_BODY_LENGTH_BACK = fmt.AFTER_STORE_HOST_STRUCT.size - fmt.AFTER_STORE_HOST_OFFSETS["body_length"]
+def block_gather(arr: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
+    """``arr[p:p+width]`` for every position, as rows of a (n, width) uint8 matrix (a new array).
+
+    One gather of ``width``-byte items over a one-byte-stride view; rows running past the end
+    of ``arr`` are zero-padded.
+    """
+    n = len(positions)
+    last = len(arr) - width
+    if n and last >= 0 and int(positions.max()) <= last:
+        view = np.ndarray(shape=(last + 1,), dtype=f"V{width}", buffer=arr, strides=(1,))
+        return view[positions].view(np.uint8).reshape(n, width)
+    out = np.zeros((n, width), dtype=np.uint8)
+    if n == 0:
+        return out
+    inside = positions <= last
+    if last >= 0 and inside.any():
+        view = np.ndarray(shape=(last + 1,), dtype=f"V{width}", buffer=arr, strides=(1,))
+        out.view(f"V{width}").ravel()[inside] = view[positions[inside]]
+    for i in np.flatnonzero(~inside).tolist():
+        p = int(positions[i])
+        chunk = arr[p : p + width]
+        out[i, : len(chunk)] = chunk
+    return out
 
 
-def _headers(arr: np.ndarray, starts: np.ndarray, limit: int) -> dict[str, np.ndarray] | None:
-    """The fixed header fields ``stats`` needs, for every record at once."""
-    if int(starts[-1]) + min(_FIXED.values()) > limit:
-        return None
-    at = fmt.PREFIX_OFFSETS
-    sys_flag = gather(arr, starts + at["sys_flag"], ">i4")
-    hosts = sys_flag & fmt.HOST_FLAGS
-    fixed = _FIXED_BY_FLAGS[hosts]
-    if int((starts + fixed).max()) > limit:
-        return None
-    return {
-        "total_size": gather(arr, starts + at["total_size"], ">i4"),
-        "queue_id": gather(arr, starts + at["queue_id"], ">i4"),
-        "queue_offset": gather(arr, starts + at["queue_offset"], ">i8"),
-        "sys_flag": sys_flag,
-        "store_timestamp": gather(arr, starts + fmt.PREFIX_SIZE + _BORN_BY_FLAGS[hosts], ">i8"),
-        "body_length": gather(arr, starts + fixed - _BODY_LENGTH_BACK, ">i4"),
-        "fixed": fixed,
-    }
-
-
+# --- record starts ------------------------------------------------------------------------------
 def walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | None:
     """Record starts found by hopping over TOTALSIZE fields (validated afterwards, in bulk).
 
@@ -137,89 +205,169 @@ def chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarr
     return np.concatenate([np.asarray(p, dtype=np.int64) for p in pieces])
 
 
-def scan_file(buf, start: int, base: int, hints: np.ndarray | None = None) -> HeaderBatch | None:
-    """Headers of the records from ``start`` to the end of the file's data, or ``None``.
-
-    ``hints``: sorted global offsets where records are known to start (from the consume queues);
-    they only save hops, every record is still read and checked here.
-    """
+def record_starts(buf, start: int, base: int, hints: np.ndarray | None) -> np.ndarray:
+    """File positions of the chain of records from ``start`` (``hints``: global record offsets)."""
     limit = len(buf)
     starts = None
     if hints is not None and len(hints):
         starts = chain_from_hints(buf, start, limit, hints - base)
     if starts is None:
-        walked = walk(buf, start, limit)
-        if not walked:
-            return None
-        starts = np.array(walked, dtype=np.int64)
-    if len(starts) == 0:
-        return None
+        starts = np.array(walk(buf, start, limit), dtype=np.int64)
+    return starts
+
+
+# --- the scan -----------------------------------------------------------------------------------
+def _first_false(ok: np.ndarray) -> int:
+    return len(ok) if ok.all() else int(np.argmin(ok))
+
+
+def _choose_width(need: np.ndarray) -> int:
+    """The narrowest candidate row width that leaves at most one record in ``_PYTHON_SHARE`` out."""
+    allowed = len(need) // _PYTHON_SHARE
+    for width in _TAIL_WIDTHS:
+        if np.count_nonzero(need > width) <= allowed:
+            return width
+    return _TAIL_WIDTHS[-1]
+
+
+def _fixed_fields(head: np.ndarray, hosts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """STORETIMESTAMP and BODYLENGTH of each header row (their offsets depend on the hosts)."""
+    n = len(hosts)
+    first = int(hosts[0]) if n else 0
+    if not n or bool(np.all(hosts == first)):
+        rec = head.view(_HEADER_DTYPES[first]).ravel()
+        return rec["store_timestamp"].astype(np.int64), rec["body_length"].astype(np.int64)
+    store_ts = np.empty(n, dtype=np.int64)
+    body_len = np.empty(n, dtype=np.int64)
+    for flags, dtype in _HEADER_DTYPES.items():
+        rows = np.flatnonzero(hosts == flags)
+        if len(rows):
+            rec = head[rows].view(dtype).ravel()
+            store_ts[rows] = rec["store_timestamp"]
+            body_len[rows] = rec["body_length"]
+    return store_ts, body_len
+
+
+def _read_tails(
+    arr: np.ndarray, tail_at: np.ndarray, need: np.ndarray, whole: bool
+) -> tuple[Tails, np.ndarray]:
+    """The tail block (``need`` bytes of each record from ``tail_at``); returns it and each
+    record's tail position in its ``data``.
+
+    The block has one zero row more than it has records, so 8-byte reads near its end stay inside.
+    """
+    n = len(tail_at)
+    width = _choose_width(need) if n else _TAIL_WIDTHS[0]
+    fits = need <= width
+    rows = np.flatnonzero(fits) if not fits.all() else np.arange(n, dtype=np.int64)
+    m = len(rows)
+    block = block_gather(arr, np.append(tail_at[rows], tail_at[0] if n else 0), width)
+    block[m] = 0
+    pos = np.empty(n, dtype=np.int64)
+    pos[rows] = np.arange(m, dtype=np.int64) * width
+    chunks = [block.ravel()]
+    offset = block.size
+    for i in np.flatnonzero(~fits).tolist():
+        a = int(tail_at[i])
+        chunk = arr[a : a + int(need[i])]
+        pos[i] = offset
+        chunks.append(chunk)
+        offset += len(chunk)
+    if len(chunks) > 1:
+        chunks.append(np.zeros(8, dtype=np.uint8))
+    data = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    return Tails(data, width, rows, whole), pos
+
+
+def scan_records(
+    buf, start: int, base: int, hints: np.ndarray | None = None, *, properties: bool = False
+) -> HeaderBatch:
+    """The valid records from ``start`` on, checked and read in bulk, and where they stop.
+
+    ``hints``: sorted global offsets where records are known to start (the consume queues');
+    they only save hops, every record is still read and checked. ``properties``: also read each
+    record's properties into ``tails``. ``end`` is just past the last valid record; ``bad`` is
+    set when what follows is not a BLANK record, zeros or the end of the file.
+    """
+    limit = len(buf)
     arr = np.frombuffer(buf, dtype=np.uint8)
-    magic = gather(arr, starts + _MAGIC_AT, ">i4")
-    if magic[-1] == fmt.BLANK_MAGIC:
-        starts, magic = starts[:-1], magic[:-1]
-        if len(starts) == 0:
-            return None
-    if not np.all((magic == fmt.MAGIC_V1) | (magic == fmt.MAGIC_V2)):
-        return None
-    head = _headers(arr, starts, limit)
-    if head is None:
-        return None
-    sizes = head["total_size"].astype(np.int64)
-    ends = starts + sizes
-    end = int(ends[-1])
-    if end > limit:
-        return None
-    if end + 8 <= limit:
-        tail = bytes(buf[end : end + 8])
-        blank = int.from_bytes(tail[4:8], "big", signed=True) == fmt.BLANK_MAGIC
-        if not blank and tail != bytes(8):
-            return None
-    elif any(buf[end:limit]):
-        return None
+    starts = record_starts(buf, start, base, hints)
+    head = block_gather(arr, starts, _HEADER_WIDTH)
+    prefix = head.view(_PREFIX_DTYPE).ravel()
+    magic = prefix["magic_code"]
+    total = prefix["total_size"].astype(np.int64)
+    sys_flag = prefix["sys_flag"].astype(np.int64)
+    hosts = sys_flag & fmt.HOST_FLAGS
+    fixed = _FIXED_BY_FLAGS[hosts]
+    store_ts, body_len = _fixed_fields(head, hosts)
+    v2 = magic == fmt.MAGIC_V2
+    tl_size = np.where(v2, _TL_V2, _TL_V1)
+    tail_len = total - fixed - body_len
+    ok = (magic == fmt.MAGIC_V1) | v2
+    ok &= (total >= _MIN_RECORD_SIZE) & (starts + total <= limit)
+    ok &= (body_len >= 0) & (tail_len >= tl_size + _PROPS_LEN_SIZE)
+    n = _first_false(ok)
+    # the topic and properties lengths, read straight from the file for the records so far
+    tail_at = (starts + fixed + body_len)[:n]
+    v2, tl_size, tail_len = v2[:n], tl_size[:n], tail_len[:n]
+    topic_len = arr[tail_at].astype(np.int8).astype(np.int64)
+    if v2.any():
+        topic_len[v2] = gather(arr, tail_at[v2], ">i2")
+    props_len_at = tl_size + topic_len  # within the tail
+    ok = (topic_len >= 0) & (props_len_at + _PROPS_LEN_SIZE <= tail_len)
+    n = _first_false(ok)
+    props_len = gather(arr, (tail_at + np.where(ok, props_len_at, 0))[:n], ">i2").astype(np.int64)
+    props_len = np.maximum(props_len, 0)
+    ok = props_len_at[:n] + _PROPS_LEN_SIZE + props_len == tail_len[:n]
+    n = _first_false(ok)
+    starts, total, tail_at = starts[:n], total[:n], tail_at[:n]
+    topic_len, props_len = topic_len[:n], props_len[:n]
+    end = int(starts[-1] + total[-1]) if n else start
+    bad = end if classify_tail(buf, end, limit)[0] == "garbage" else None
 
-    sys_flag = head["sys_flag"]
-    fixed = head["fixed"]
-    body_len = head["body_length"].astype(np.int64)
-    body_start = starts + fixed
-    if np.any(body_len < 0) or np.any(body_start + body_len + 1 > ends):
-        return None
-    topic_len_at = body_start + body_len
-    is_v2 = magic == fmt.MAGIC_V2
-    topic_len = arr[topic_len_at].astype(np.int8).astype(np.int64)
-    if np.any(is_v2):
-        v2_len = gather(arr, np.minimum(topic_len_at, limit - 2), ">i2").astype(np.int64)
-        topic_len = np.where(is_v2, v2_len, topic_len)
-    topic_start = topic_len_at + np.where(is_v2, 2, 1)
-    props_len_at = topic_start + topic_len
-    if np.any(topic_len < 0) or np.any(props_len_at + _PROPS_LEN_SIZE > ends):
-        return None
-    props_len = gather(arr, props_len_at, ">i2").astype(np.int64)
-    if np.any(props_len_at + _PROPS_LEN_SIZE + np.maximum(props_len, 0) != ends):
-        return None
-    store_ts = head["store_timestamp"]
-    queue_id = head["queue_id"]
-    queue_offset = head["queue_offset"]
-
-    topic_index, topics = group_topics(arr, topic_start, topic_len)
-    if topics is None:
-        return None
+    tl_size = tl_size[:n]
+    need = tail_len[:n] + 1 if properties else tl_size + topic_len
+    tails, tail_pos = _read_tails(arr, tail_at, need, properties)
+    topic_start = tail_pos + tl_size
+    topic_index, topics, bad_topics = group_topics(tails.data, topic_start, topic_len)
+    prefix = prefix[:n]
     return HeaderBatch(
         position=starts + base,
-        total_size=sizes,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        sys_flag=sys_flag,
-        store_timestamp=store_ts,
+        total_size=total,
+        queue_id=prefix["queue_id"].astype(np.int64),
+        queue_offset=prefix["queue_offset"].astype(np.int64),
+        sys_flag=sys_flag[:n],
+        store_timestamp=store_ts[:n],
         topic_index=topic_index,
         topics=topics,
         end=end,
+        physical_offset=prefix["physical_offset"].astype(np.int64),
+        body_crc=prefix["body_crc"].astype(np.int64),
+        body_start=(starts + fixed[:n]),
+        body_length=body_len[:n],
+        properties_start=topic_start + topic_len + _PROPS_LEN_SIZE if properties else None,
+        properties_length=props_len,
+        tails=tails,
+        bad_topics=bad_topics,
+        bad=bad,
     )
 
 
+def scan_file(buf, start: int, base: int, hints: np.ndarray | None = None) -> HeaderBatch | None:
+    """Headers of the records from ``start`` to the end of the file's data, or ``None`` when the
+    file is not a clean chain of valid records (with UTF-8 topics) ending at a BLANK record, zeros
+    or the end of the file.
+    """
+    batch = scan_records(buf, start, base, hints)
+    if batch.bad is not None or batch.bad_topics or not len(batch):
+        return None
+    return batch
+
+
+# --- topics -------------------------------------------------------------------------------------
 def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
     """Each topic as a row of big-endian 64-bit words (bytes past its length zeroed), then its length."""
-    words = max(1, -(-int(length.max()) // 8))
+    words = max(1, -(-int(length.max()) // 8)) if len(length) else 1
     last = len(arr) - 8
     out = np.empty((len(start), words + 1), dtype=np.uint64)
     for j in range(words):
@@ -233,12 +381,16 @@ def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.n
 
 def group_topics(
     arr: np.ndarray, start: np.ndarray, length: np.ndarray
-) -> tuple[np.ndarray, list[str] | None]:
-    """An exact grouping of the topic strings: index of each record's topic in the list.
+) -> tuple[np.ndarray, list[str], list[int]]:
+    """An exact grouping of the topic strings ``arr[start:start+length]``: index of each record's
+    topic in the list, the list, and the entries that are not valid UTF-8.
 
     Topics are grouped by a hash of their words, then every record is compared with its group's
     first record, so a hash collision cannot merge two topics (it falls back to sorting rows).
+    Invalid UTF-8 is decoded with replacement characters, as ``new String(bytes, UTF_8)`` does.
     """
+    if not len(start):
+        return np.zeros(0, dtype=np.int64), [], []
     rows = _topic_words(arr, start, length)
     digest = np.zeros(len(rows), dtype=np.uint64)
     for j in range(rows.shape[1]):
@@ -249,15 +401,16 @@ def group_topics(
         void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
         _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
         inverse = inverse.ravel()
-    topics = []
+    topics: list[str] = []
+    bad: list[int] = []
     for i in first.tolist():
-        n = int(length[i])
-        raw = bytes(arr[int(start[i]) : int(start[i]) + n])
+        raw = bytes(arr[int(start[i]) : int(start[i]) + int(length[i])])
         try:
             topics.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
-            return inverse, None
-    return inverse, topics
+            bad.append(len(topics))
+            topics.append(raw.decode("utf-8", "replace"))
+    return inverse.astype(np.int64), topics, bad
 
 
 def batch_from_headers(headers: list, end: int) -> HeaderBatch:

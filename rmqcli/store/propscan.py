@@ -7,58 +7,47 @@ for are located, as byte ranges into one buffer (``Scan.data``). Separators are 
 level split is the split of the decoded text, and every value decodes on its own exactly as it
 would inside the whole string.
 
-``scan_file`` reads a CommitLog file with two block gathers per record (the fixed header, then
-topic and properties) and checks every record as ``checkMessageAndReturnSize`` does; a file it
-cannot vouch for gives ``None``, and ``decode_file`` then reads it record by record (the same
-result, or the first corrupt record). ``java_hashes`` is ``String.hashCode`` over UTF-16 code
-units (FORMATS.md §2.2, §3.2): vectorised for ASCII values, exact in Python for the others.
+``scan_file`` is the bulk scan of ``headerscan`` (every record checked as
+``checkMessageAndReturnSize`` does, its topic and properties read in one block) plus the property
+lookup; a file it cannot vouch for gives ``None``, and ``decode_file`` then reads it record by
+record (the same result, or the first corrupt record). ``java_hashes`` is ``String.hashCode``
+over UTF-16 code units (FORMATS.md §2.2, §3.2): vectorised for ASCII values, exact in Python for
+the others. ``tags_codes`` and ``index_keys`` give what a broker's dispatch derives from them:
+the consume-queue tags code and the index keys of each record.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from formats import commitlog as fmt
-from formats.derive import field_offsets, flat_fields
+from formats import indexfile as ifmt
 from formats.javahash import string_hash
 from rmqcli.errors import CorruptDataError
 from rmqcli.store import headerscan
 from rmqcli.store.commitlog import RecordError, classify_tail, decode_record
-from rmqcli.store.headerscan import HeaderBatch, gather
+from rmqcli.store.headerscan import HeaderBatch, block_gather
 
 DISPATCH_PROPERTIES = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY, fmt.PROPERTY_DELAY)
 _NAME_VALUE = fmt.NAME_VALUE_SEPARATOR.encode()
 _PROPERTY = fmt.PROPERTY_SEPARATOR.encode()
 _SEP = _PROPERTY[0]
 _MASK32 = 0xFFFFFFFF
+_MAX_INT = 0x7FFFFFFF
+_WORD = 8
+_HIGH_BITS = np.frombuffer(bytes([0x80] * _WORD), dtype=np.uint64)[0]
+# _KEEP_LOW[r]: a 64-bit word mask keeping its first r bytes in memory order (any byte order)
+_KEEP_LOW = np.frombuffer(
+    b"".join(bytes([0xFF] * r + [0] * (_WORD - r)) for r in range(_WORD + 1)), np.uint64
+)
+_WORD_AT = np.arange(0, 4096, _WORD, dtype=np.int64)  # byte column of each word of a row
 _U32 = 1 << 32
 _INV31 = pow(31, -1, _U32)  # 31 is odd: invertible modulo 2**32
 
-# Record layout, derived from the declarations in ``formats.commitlog``.
-_PREFIX_FIELDS = field_offsets(fmt.RecordPrefix)
-_HEADER_WIDTH = max(s.size for s in fmt.HEADER_STRUCTS.values())
-_PREFIX_DTYPE = np.dtype(
-    {
-        "names": [name for name, _, _ in flat_fields(fmt.RecordPrefix)],
-        "formats": [f">i{size}" for _, _, size in flat_fields(fmt.RecordPrefix)],
-        "offsets": [_PREFIX_FIELDS[name] for name, _, _ in flat_fields(fmt.RecordPrefix)],
-        "itemsize": _HEADER_WIDTH,
-    }
-)
-_FIXED_BY_FLAGS = np.array(
-    [fmt.HEADER_STRUCTS[f].size if f in fmt.HEADER_STRUCTS else 0 for f in range(fmt.HOST_FLAGS + 1)],
-    dtype=np.int64,
-)
-_BORN_BY_FLAGS = np.array(
-    [fmt.host_length(f, fmt.BORNHOST_V6_FLAG) for f in range(fmt.HOST_FLAGS + 1)], dtype=np.int64
-)
-_BODY_LENGTH_BACK = fmt.AFTER_STORE_HOST_STRUCT.size - fmt.AFTER_STORE_HOST_OFFSETS["body_length"]
-_MIN_RECORD_SIZE = fmt.calc_msg_length(0, 0, 0, 0)
-_PROPS_LEN_SIZE = fmt.PROPERTIES_LENGTH.sizeof()
-_TAIL_WIDTHS = tuple(range(64, 513, 16))  # candidate row widths of the topic + properties block
 _HASH_WIDTHS = (8, 16, 32, 64, 128, 256)  # values up to 256 bytes are hashed in bulk
 
 
@@ -102,35 +91,6 @@ class Scan:
         return out
 
 
-# --- bulk reads ---------------------------------------------------------------------------------
-def block_gather(arr: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
-    """``arr[p:p+width]`` for every position, as rows of a (n, width) uint8 matrix.
-
-    One gather of ``width``-byte items over a one-byte-stride view; rows running past the end
-    of ``arr`` are zero-padded.
-    """
-    n = len(positions)
-    out = np.zeros((n, width), dtype=np.uint8)
-    if n == 0:
-        return out
-    last = len(arr) - width
-    if last >= 0:
-        view = np.ndarray(shape=(last + 1,), dtype=f"V{width}", buffer=arr, strides=(1,))
-        inside = positions <= last
-        if inside.all():
-            out.view(f"V{width}").ravel()[:] = view[positions]
-            return out
-        out.view(f"V{width}").ravel()[inside] = view[positions[inside]]
-        outside = np.flatnonzero(~inside)
-    else:
-        outside = np.arange(n)
-    for i in outside.tolist():
-        p = int(positions[i])
-        chunk = arr[p : p + width]
-        out[i, : len(chunk)] = chunk
-    return out
-
-
 # --- Java String.hashCode ---------------------------------------------------------------------------
 def _powers(width: int) -> np.ndarray:
     return np.array([pow(31, width - 1 - j, _U32) for j in range(width)], dtype=np.uint32)
@@ -169,18 +129,19 @@ def java_hashes(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> tupl
     n = len(start)
     hashes = np.zeros(n, dtype=np.uint32)
     units = length.astype(np.int64).copy()
-    lower = 0
-    for width in _HASH_WIDTHS:
-        rows = np.flatnonzero((length > lower) & (length <= width))
-        lower = width
-        if len(rows) == 0:
-            continue
+    lower = max(_HASH_WIDTHS)
+    group = np.searchsorted(_HASH_WIDTHS, length)  # the narrowest width that holds each value
+    present = np.flatnonzero(np.bincount(group, minlength=len(_HASH_WIDTHS) + 1)[: len(_HASH_WIDTHS)])
+    for k in present.tolist():
+        width = _HASH_WIDTHS[k]
+        rows = np.flatnonzero(group == k)
         lens = length[rows].astype(np.int64)
         block = block_gather(data, start[rows], width)
+        words = block.view(np.uint64)  # (len(rows), width // 8)
         if lens.min() < width:
-            block[np.arange(width)[None, :] >= lens[:, None]] = 0
+            words &= _KEEP_LOW[np.clip(lens[:, None] - _WORD_AT[: width // 8], 0, _WORD)]
         hashed = (block.astype(np.uint32) @ _POWERS[width]) * _INV_POWERS[width - lens]
-        wide = np.flatnonzero((block >= 0x80).any(axis=1))
+        wide = np.flatnonzero(_high_bits(words))
         if len(wide):
             hashed[wide], lens[wide] = _hash_non_ascii(block[wide], hashed[wide], lens[wide])
         hashes[rows] = hashed
@@ -211,6 +172,14 @@ def _hash_non_ascii(
     for i in odd.tolist():
         out_hash[i], out_units[i] = _python_hash(block[i, : int(lens[i])].tobytes())
     return out_hash, out_units
+
+
+def _high_bits(words: np.ndarray) -> np.ndarray:
+    """Whether each row of 64-bit words holds a byte >= 0x80."""
+    acc = words[:, 0].copy()
+    for k in range(1, words.shape[1]):
+        acc |= words[:, k]
+    return (acc & _HIGH_BITS) != 0
 
 
 def signed32(values: np.ndarray) -> np.ndarray:
@@ -282,6 +251,81 @@ def split_tokens(
     return rec, st, ln
 
 
+# --- what dispatch derives from the properties ---------------------------------------------------
+@functools.lru_cache(maxsize=65536)
+def topic_prefix_hash(topic: str) -> int:
+    """``(topic + "#").hashCode()`` as uint32: an index key's hash continues from it (§3.2)."""
+    return string_hash(ifmt.index_key(topic, "")) & _MASK32
+
+
+def tags_codes(
+    scan: Scan, rows: np.ndarray, delay_millis: list[int] = fmt.DEFAULT_DELAY_MILLIS
+) -> np.ndarray:
+    """``dispatch_tags_code`` of each row: ``TAGS.hashCode()`` (0 when absent), and the delivery
+    time for the records of ``SCHEDULE_TOPIC_XXXX`` with a DELAY level (FORMATS.md §2.2)."""
+    h = scan.headers
+    tags = scan.values[fmt.PROPERTY_TAGS]
+    codes = np.zeros(len(rows), dtype=np.int64)
+    has = np.flatnonzero(tags.present[rows])
+    if len(has):
+        hashed, _ = java_hashes(scan.data, tags.start[rows[has]], tags.length[rows[has]])
+        codes[has] = signed32(hashed)
+    if fmt.SCHEDULE_TOPIC in h.topics:
+        local = h.topics.index(fmt.SCHEDULE_TOPIC)
+        delayed = np.flatnonzero(h.topic_index[rows] == local)
+        if len(delayed):
+            picked = rows[delayed]
+            tag_text = scan.strings(fmt.PROPERTY_TAGS, picked)
+            delay_text = scan.strings(fmt.PROPERTY_DELAY, picked)
+            stamps = h.store_timestamp[picked].tolist()
+            for j, t, d, ts in zip(delayed.tolist(), tag_text, delay_text, stamps, strict=True):
+                props = {k: v for k, v in ((fmt.PROPERTY_TAGS, t), (fmt.PROPERTY_DELAY, d)) if v}
+                codes[j] = fmt.dispatch_tags_code(fmt.SCHEDULE_TOPIC, props, ts, delay_millis)
+    return codes
+
+
+def index_keys(scan: Scan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The keys ``IndexService.buildIndex`` puts in the index for each row, in its order: UNIQ_KEY,
+    then every non-empty token of ``KEYS.split(" ")`` (FORMATS.md §3.2).
+
+    Returns, per key, its row's position in ``rows`` and ``indexKeyHashMethod("topic#key")``:
+    ``abs`` of the Java hash, 0 for ``Integer.MIN_VALUE``.
+    """
+    h = scan.headers
+    n = len(rows)
+    uniq = scan.values[fmt.PROPERTY_UNIQ_KEY]
+    keys = scan.values[fmt.PROPERTY_KEYS]
+    u_local = np.flatnonzero(uniq.present[rows])
+    u_hash, u_units = java_hashes(scan.data, uniq.start[rows[u_local]], uniq.length[rows[u_local]])
+    mask = np.zeros(len(scan), dtype=bool)
+    mask[rows] = True
+    subset = Values(keys.present & mask, keys.start, keys.length)
+    t_rec, t_start, t_len = split_tokens(scan.data, subset)
+    t_hash, t_units = java_hashes(scan.data, t_start, t_len)
+    t_local = t_rec if n == len(scan) else np.searchsorted(rows, t_rec)  # rows: all, or sorted
+    has_uniq = np.zeros(n, dtype=np.int64)
+    has_uniq[u_local] = 1
+    tokens = np.bincount(t_local, minlength=n).astype(np.int64)
+    per_record = has_uniq + tokens
+    first_slot = np.cumsum(per_record) - per_record
+    total = int(per_record.sum())
+    local = np.empty(total, dtype=np.int64)
+    key_hash = np.empty(total, dtype=np.uint32)
+    units = np.empty(total, dtype=np.int64)
+    at = first_slot[u_local]
+    local[at], key_hash[at], units[at] = u_local, u_hash, u_units
+    if len(t_local):
+        token_first = np.cumsum(tokens) - tokens
+        ordinal = np.arange(len(t_local)) - token_first[t_local]
+        at = first_slot[t_local] + has_uniq[t_local] + ordinal
+        local[at], key_hash[at], units[at] = t_local, t_hash, t_units
+    prefix_by_topic = np.array([topic_prefix_hash(t) for t in h.topics], dtype=np.uint32)
+    prefix = prefix_by_topic[h.topic_index[rows[local]]]
+    full_hash = np.abs(signed32(prefix * pow31(units) + key_hash))
+    full_hash[full_hash > _MAX_INT] = 0  # abs(Integer.MIN_VALUE) is still negative: 0
+    return local, full_hash
+
+
 # --- locating values ----------------------------------------------------------------------------
 def _parse_region(raw: bytes, base: int, names: Sequence[bytes]) -> dict[bytes, tuple[int, int]]:
     """``string2messageProperties`` over one raw region: last (start, length) of each name."""
@@ -295,192 +339,142 @@ def _parse_region(raw: bytes, base: int, names: Sequence[bytes]) -> dict[bytes, 
     return found
 
 
-def _locate_in_rows(
-    block: np.ndarray, first: np.ndarray, end: np.ndarray, names: Sequence[str], values: dict[str, Values],
-    rows: np.ndarray,
-) -> None:  # fmt: skip
-    """Find the names in the regions ``block[r, first[r]:end[r]]`` (flat positions into ``block``).
+def _locate_in_block(
+    tails: headerscan.Tails,
+    first: np.ndarray,
+    end: np.ndarray,
+    names: Sequence[str],
+    values: dict[str, Values],
+) -> None:
+    """Find the names in the regions ``block[j, first[j]:end[j]]`` of the tail block.
 
-    ``block`` has one zero row more than ``rows``; the bytes at ``first-1`` and ``end`` are
-    overwritten with the separator so that every region is bounded by separators.
+    The bytes at ``first-1`` and ``end`` are overwritten with the separator, so every region is
+    bounded by separators and every segment follows one: a pair of ``name`` starts right after
+    a separator inside its region with ``name`` 0x01, and its value runs to the next separator.
     """
-    m, width = len(rows), block.shape[1]
+    block = tails.block
+    rows = tails.rows
+    m, width = len(rows), tails.width
     flat = block.ravel()
-    r_idx = np.arange(m, dtype=np.int64)
-    flat[r_idx * width + first - 1] = _SEP
-    flat[r_idx * width + end] = _SEP
-    bounds = np.flatnonzero(block[:m] == _SEP)
-    brow = bounds // width
-    bcol = bounds - brow * width
-    keep = (bcol >= first[brow] - 1) & (bcol <= end[brow])
-    bounds, brow = bounds[keep], brow[keep]
-    pair = np.flatnonzero(brow[:-1] == brow[1:])
-    seg_start = bounds[pair] + 1
-    seg_end = bounds[pair + 1]
+    row_at = np.arange(m, dtype=np.int64) * width
+    flat[row_at + first - 1] = _SEP
+    flat[row_at + end] = _SEP
+    seps = np.flatnonzero(flat[: m * width] == _SEP)
+    lead = flat[seps + 1]
     words = np.ndarray(shape=(len(flat) - 7,), dtype=">u8", buffer=flat, strides=(1,))
-    lead = flat[seg_start]
     for name in names:
         key = name.encode() + _NAME_VALUE
-        cand = np.flatnonzero(lead == key[0])
-        s, e = seg_start[cand], seg_end[cand]
+        at = np.flatnonzero(lead == key[0])  # separators followed by the key's first byte
         for i in range(0, len(key), 8):
             chunk = key[i : i + 8]
-            w = words[s + i]
+            w = words[seps[at] + 1 + i]
             if len(chunk) < 8:
                 w = w >> np.uint64(64 - 8 * len(chunk))
-            ok = w == np.uint64(int.from_bytes(chunk, "big"))
-            s, e = s[ok], e[ok]
-        ok = e > s + len(key)
-        s, e = s[ok], e[ok]
-        if len(s) == 0:
+            at = at[w == np.uint64(int.from_bytes(chunk, "big"))]
+        s = seps[at] + 1
+        row = s // width
+        col = s - row * width
+        inside = (col >= first[row]) & (col < end[row])
+        at, row = at[inside], row[inside]
+        value = seps[at] + 1 + len(key)
+        stop = seps[at + 1]  # the key holds no separator: the next one ends the value
+        keep = stop > value
+        value, stop, row = value[keep], stop[keep], row[keep]
+        if len(row) == 0:
             continue
-        srow = s // width
-        last = np.ones(len(s), dtype=bool)
-        last[:-1] = srow[:-1] != srow[1:]
-        s, e, srow = s[last], e[last], srow[last]
+        last = np.ones(len(row), dtype=bool)
+        last[:-1] = row[:-1] != row[1:]
+        value, stop, row = value[last], stop[last], row[last]
         target = values[name]
-        target.present[rows[srow]] = True
-        target.start[rows[srow]] = s + len(key)
-        target.length[rows[srow]] = e - s - len(key)
+        target.present[rows[row]] = True
+        target.start[rows[row]] = value
+        target.length[rows[row]] = stop - value
 
 
-def _choose_width(need: np.ndarray) -> int:
-    """The narrowest candidate row width that leaves at most 1 in 1000 records to Python."""
-    allowed = len(need) // 1000
-    for width in _TAIL_WIDTHS:
-        if np.count_nonzero(need > width) <= allowed:
-            return width
-    return _TAIL_WIDTHS[-1]
+def locate(batch: HeaderBatch, names: Sequence[str] = DISPATCH_PROPERTIES) -> dict[str, Values]:
+    """The values of ``names`` in each record of a batch read with ``properties=True``."""
+    tails = batch.tails
+    assert tails is not None and tails.whole and batch.properties_start is not None
+    n = len(batch)
+    values = {name: Values.empty(n) for name in names}
+    if n == 0:
+        return values
+    starts, lengths = batch.properties_start, batch.properties_length
+    rows = tails.rows
+    if len(rows):
+        first = starts[rows] - np.arange(len(rows), dtype=np.int64) * tails.width
+        _locate_in_block(tails, first, first + lengths[rows], names, values)
+    if len(rows) < n:
+        encoded = [name.encode() for name in names]
+        inside = np.zeros(n, dtype=bool)
+        inside[rows] = True
+        for i in np.flatnonzero(~inside).tolist():
+            s, ln = int(starts[i]), int(lengths[i])
+            for key, (vs, vl) in _parse_region(bytes(tails.data[s : s + ln]), s, encoded).items():
+                v = values[key.decode()]
+                v.present[i], v.start[i], v.length[i] = True, vs, vl
+    return values
 
 
-def _topic_length(block: np.ndarray, col: np.ndarray, v2: np.ndarray) -> np.ndarray:
-    """TOPICLENGTH (signed i8 for V1, i16 for V2) read from byte column ``col`` of each row."""
-    rows = np.arange(len(col))
-    hi = block[rows, col].astype(np.int64)
-    lo = block[rows, np.minimum(col + 1, block.shape[1] - 1)].astype(np.int64)
-    one = np.where(hi > 127, hi - 256, hi)
-    two = hi * 256 + lo
-    two = np.where(two > 32767, two - 65536, two)
-    return np.where(v2, two, one)
+def bad_utf8(batch: HeaderBatch) -> list[tuple[int, str, int]]:
+    """Records of a batch read with ``properties=True`` whose properties are not valid UTF-8
+    (``new String(bytes, UTF_8)`` replaces the bad bytes): (record, reason, byte) of each first error.
+
+    The bytes of each block row's properties are or-ed together in one pass (a high bit means a
+    non-ASCII byte); those regions are joined with an ASCII separator, which ends any sequence,
+    and decoded in one call. Only when that call fails are they decoded one by one.
+    """
+    tails = batch.tails
+    assert tails is not None and batch.properties_start is not None
+    starts, lengths = batch.properties_start, batch.properties_length
+    rows, width = tails.rows, tails.width
+    m = len(rows)
+    bad: list[tuple[int, str, int]] = []
+    if m:
+        flat = tails.data[: m * width]
+        bounds = np.empty(2 * m, dtype=np.int64)
+        bounds[0::2] = starts[rows]
+        bounds[1::2] = starts[rows] + lengths[rows]
+        ored = np.bitwise_or.reduceat(flat, bounds)[0::2]  # every byte of each region or-ed
+        cand = np.flatnonzero((ored >= 0x80) & (lengths[rows] > 0))
+        if len(cand):
+            raw = flat.tobytes()
+            pieces = list(
+                map(raw.__getitem__, map(slice, bounds[0::2][cand].tolist(), bounds[1::2][cand].tolist()))
+            )
+            try:
+                _PROPERTY.join(pieces).decode("utf-8")  # the ASCII separator ends any sequence
+            except UnicodeDecodeError:
+                for j, piece in enumerate(pieces):
+                    try:
+                        piece.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        bad.append((int(rows[cand[j]]), exc.reason, exc.start))
+    if m < len(batch):
+        inside = np.zeros(len(batch), dtype=bool)
+        inside[rows] = True
+        for i in np.flatnonzero(~inside).tolist():
+            s, ln = int(starts[i]), int(lengths[i])
+            try:
+                tails.data[s : s + ln].tobytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad.append((i, exc.reason, exc.start))
+    return sorted(bad, key=lambda item: item[0])
 
 
 def scan_file(
     buf, start: int, base: int, hints: np.ndarray | None = None, names: Sequence[str] = DISPATCH_PROPERTIES
 ) -> Scan | None:
     """Every record from ``start`` to the end of one file's data, or ``None`` when the file is not a
-    clean chain of valid records ending at a BLANK record, zeros or the end of the file.
-
-    Each record gets the checks of ``checkMessageAndReturnSize`` (known magic, field lengths
-    within TOTALSIZE, TOTALSIZE equal to ``calMsgLength``) and a UTF-8 topic.
+    clean chain of valid records (``headerscan.scan_records``) with UTF-8 topics, ending at a
+    BLANK record, zeros or the end of the file.
     """
-    limit = len(buf)
-    starts = None
-    if hints is not None and len(hints):
-        starts = headerscan.chain_from_hints(buf, start, limit, hints - base)
-    if starts is None:
-        walked = headerscan.walk(buf, start, limit)
-        starts = np.array(walked, dtype=np.int64)
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    head = block_gather(arr, starts, _HEADER_WIDTH)
-    prefix = head.view(_PREFIX_DTYPE).ravel()
-    magic = prefix["magic_code"]
-    blank = np.flatnonzero(magic == fmt.BLANK_MAGIC)
-    if len(blank):
-        cut = int(blank[0])
-        starts, head, prefix, magic = starts[:cut], head[:cut], prefix[:cut], magic[:cut]
-    if not np.all((magic == fmt.MAGIC_V1) | (magic == fmt.MAGIC_V2)):
+    batch = headerscan.scan_records(buf, start, base, hints, properties=True)
+    if batch.bad is not None or batch.bad_topics:
         return None
-    total = prefix["total_size"].astype(np.int64)
-    ends = starts + total
-    end = int(ends[-1]) if len(starts) else start
-    if not len(blank) and classify_tail(buf, end, limit)[0] not in ("blank", "zeros", "end"):
-        return None
-    n = len(starts)
-    if n == 0:
-        return _empty_scan(end, names)
-    if np.any(total < _MIN_RECORD_SIZE) or end > limit:
-        return None
-    sys_flag = prefix["sys_flag"].astype(np.int64)
-    hosts = sys_flag & fmt.HOST_FLAGS
-    fixed = _FIXED_BY_FLAGS[hosts]
-    row_base = np.arange(n, dtype=np.int64) * _HEADER_WIDTH
-    flat_head = head.ravel()
-    store_ts = gather(flat_head, row_base + fmt.PREFIX_SIZE + _BORN_BY_FLAGS[hosts], ">i8").astype(np.int64)
-    body_len = gather(flat_head, row_base + fixed - _BODY_LENGTH_BACK, ">i4").astype(np.int64)
-    tail_len = total - fixed - body_len  # topic length field, topic, properties length, properties
-    v2 = magic == fmt.MAGIC_V2
-    tl_size = np.where(v2, fmt.topic_length_size(fmt.MAGIC_V2), fmt.topic_length_size(fmt.MAGIC_V1))
-    if np.any(fixed > total) or np.any(body_len < 0) or np.any(tail_len < tl_size + _PROPS_LEN_SIZE):
-        return None
-    tail_at = starts + fixed + body_len
-    need = tail_len + 1  # one byte more: the byte after the properties becomes a separator
-    width = _choose_width(need)
-    in_block = need <= width
-    rows = np.flatnonzero(in_block)
-    long_rows = np.flatnonzero(~in_block)
-    m = len(rows)
-    block = block_gather(arr, np.append(tail_at[rows], tail_at[0]), width)
-    block[m] = 0
-    topic_len = np.zeros(n, dtype=np.int64)
-    props_len = np.zeros(n, dtype=np.int64)
-    topic_start = np.zeros(n, dtype=np.int64)
-    topic_len[rows] = _topic_length(block[:m], np.zeros(m, dtype=np.int64), v2[rows])
-    pl_col = tl_size[rows] + topic_len[rows]
-    if m and (np.any(topic_len[rows] < 0) or np.any(pl_col + _PROPS_LEN_SIZE > tail_len[rows])):
-        return None
-    block_rows = np.arange(m, dtype=np.int64)
-    if m:
-        props_len[rows] = gather(block.ravel(), block_rows * width + pl_col, ">i2").astype(np.int64)
-    topic_start[rows] = block_rows * width + tl_size[rows]
-    chunks = [block.ravel()]
-    offset = block.size
-    long_regions = []
-    for i in long_rows.tolist():
-        raw = bytes(arr[int(tail_at[i]) : int(tail_at[i] + tail_len[i])])
-        tls = int(tl_size[i])
-        tlen = int.from_bytes(raw[:tls], "big", signed=True)
-        if tlen < 0 or tls + tlen + _PROPS_LEN_SIZE > len(raw):
-            return None
-        topic_len[i] = tlen
-        topic_start[i] = offset + tls
-        props_len[i] = int.from_bytes(raw[tls + tlen : tls + tlen + _PROPS_LEN_SIZE], "big", signed=True)
-        long_regions.append((i, raw[tls + tlen + _PROPS_LEN_SIZE :], offset + tls + tlen + _PROPS_LEN_SIZE))
-        chunks.append(np.frombuffer(raw, dtype=np.uint8))
-        offset += len(raw)
-    if np.any(tl_size + topic_len + _PROPS_LEN_SIZE + np.maximum(props_len, 0) != tail_len):
-        return None
-    data = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
-    topic_index, topics = headerscan.group_topics(data, topic_start, topic_len)
-    if topics is None:
-        return None
-    values = {name: Values.empty(n) for name in names}
-    if m:
-        first = pl_col + _PROPS_LEN_SIZE
-        _locate_in_rows(block, first, first + np.maximum(props_len[rows], 0), names, values, rows)
-    encoded = [name.encode() for name in names]
-    for i, region, props_at in long_regions:
-        for key, (s, ln) in _parse_region(region, props_at, encoded).items():
-            v = values[key.decode()]
-            v.present[i], v.start[i], v.length[i] = True, s, ln
-    headers = HeaderBatch(
-        position=starts + base,
-        total_size=total,
-        queue_id=prefix["queue_id"].astype(np.int64),
-        queue_offset=prefix["queue_offset"].astype(np.int64),
-        sys_flag=sys_flag,
-        store_timestamp=store_ts,
-        topic_index=topic_index.astype(np.int64),
-        topics=topics,
-        end=end,
-    )
-    physical = prefix["physical_offset"].astype(np.int64)
-    return Scan(headers, physical, data, values, stats={"python_rows": len(long_rows), "width": width})
-
-
-def _empty_scan(end: int, names: Sequence[str]) -> Scan:
-    empty = np.zeros(0, dtype=np.int64)
-    headers = HeaderBatch(empty, empty, empty, empty, empty, empty, empty, [], end)
-    return Scan(headers, empty, np.zeros(0, dtype=np.uint8), {name: Values.empty(0) for name in names})
+    assert batch.tails is not None and batch.physical_offset is not None
+    stats = {"python_rows": len(batch) - len(batch.tails.rows), "width": batch.tails.width}
+    return Scan(batch, batch.physical_offset, batch.tails.data, locate(batch, names), stats=stats)
 
 
 def decode_file(
