@@ -52,6 +52,17 @@ def default_runtime(version: str = "V4_9_7") -> dict[str, str]:
 
 
 @dataclass
+class OnlineConsumer:
+    """A consumer client staged as online (what its HEART_BEAT would register), with the answer its
+    client would give to GET_CONSUMER_RUNNING_INFO (B.5) and CONSUME_MESSAGE_DIRECTLY."""
+
+    connection: jb.Connection
+    data: jb.ConsumerData
+    running_info: Any = None
+    direct_result: Any = None
+
+
+@dataclass
 class Broker:
     """One broker: identity, listener, topic configs, queue offsets, runtime table, config."""
 
@@ -65,6 +76,16 @@ class Broker:
     config: dict[str, str] = field(default_factory=dict)
     consumers: dict[str, list[str]] = field(default_factory=dict)
     data_version: int = 1
+    # part B state: subscription groups, consumer offsets, stored messages, clients, stats
+    groups: dict[str, jb.SubscriptionGroupConfig] = field(default_factory=dict)
+    consumer_offsets: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
+    commitlog: bytearray = field(default_factory=bytearray)
+    queues: dict[tuple[str, int], list[tuple[int, int, int, int]]] = field(default_factory=dict)
+    index: dict[str, list[int]] = field(default_factory=dict)
+    online: dict[str, dict[str, OnlineConsumer]] = field(default_factory=dict)
+    producers: dict[str, dict[str, jb.Connection]] = field(default_factory=dict)
+    stats: dict[tuple[str, str], jb.BrokerStatsData] = field(default_factory=dict)
+    consume_tps: dict[str, float] = field(default_factory=dict)
 
     @property
     def addr(self) -> str:
@@ -97,6 +118,8 @@ class AdminServer:
         self.requests: list[tuple[str, int]] = []
         self.connections: dict[str, int] = {}
         self.fail: dict[int, tuple[int, str]] = {}
+        self.peers: dict[int, str] = {}
+        self.commands: list[tuple[str, RemotingCommand]] = []
         self._servers: list[Any] = []
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -217,6 +240,9 @@ class AdminServer:
                     if request.is_response:
                         continue
                     self.requests.append((who, request.code))
+                    self.commands.append((who, request))
+                    peer = writer.get_extra_info("peername")
+                    self.peers[request.opaque] = f"{peer[0]}:{peer[1]}" if peer else "127.0.0.1:0"
                     response = self._answer(request, broker)
                     if response is not None and not request.is_oneway:
                         writer.write(encode(response))
@@ -378,17 +404,21 @@ class AdminServer:
         config = broker.topics.get(h.topic)
         if config is None:
             return req.response(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-        offsets = broker.offsets.get(h.topic, {})
         table = jb.TopicStatsTable()
         for qid in range(config.write_queue_nums):
-            low, high, ts = offsets.get(qid, (0, 0, 0))
+            low, high, ts = self.queue_bounds(broker, h.topic, qid)
             mq = jb.MessageQueue(broker_name=broker.name, queue_id=qid, topic=h.topic)
             table.offset_table[mq] = jb.TopicOffset(last_update_timestamp=ts, max_offset=high, min_offset=low)
         return req.response(body=jb.encode(table))
 
     def _broker_300(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
         h = req.header(hd.QueryTopicConsumeByWhoRequestHeader)
-        return req.response(body=jb.encode(jb.GroupList(group_list=broker.consumers.get(h.topic, []))))
+        groups = list(broker.consumers.get(h.topic, []))
+        for group, clients in broker.online.items():
+            if any(s.topic == h.topic for c in clients.values() for s in c.data.subscription_data_set):
+                groups.append(group)
+        groups += [g for t, g in broker.consumer_offsets if t == h.topic]
+        return req.response(body=jb.encode(jb.GroupList(group_list=list(dict.fromkeys(groups)))))
 
     def _broker_28(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
         return req.response(body=jb.encode(jb.KVTable(table=dict(broker.runtime))))
@@ -416,3 +446,442 @@ class AdminServer:
 
     _broker_329 = _broker_306
     _broker_316 = _broker_306
+
+    # --- part B: groups, offsets, messages (B.3, B.4, B.6-B.8) ------------------------------------
+    def _broker_200(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        config = jb.decode(jb.SubscriptionGroupConfig, req.body)
+        broker.groups[config.group_name] = config
+        return req.response()
+
+    def _broker_201(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        if not broker.groups:
+            return req.response(RS.SYSTEM_ERROR, "No subscription group in this broker")
+        wrapper = jb.SubscriptionGroupWrapper(
+            data_version=jb.DataVersion(counter=broker.data_version, timestamp=1700000000000),
+            subscription_group_table=dict(broker.groups),
+        )
+        return req.response(body=jb.encode(wrapper))
+
+    def _broker_207(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.DeleteSubscriptionGroupRequestHeader)
+        broker.groups.pop(h.group_name, None)
+        if h.remove_offset:
+            for key in [k for k in broker.consumer_offsets if k[1] == h.group_name]:
+                del broker.consumer_offsets[key]
+        return req.response()
+
+    # stored messages
+    def queue_bounds(self, broker: Broker, topic: str, qid: int) -> tuple[int, int, int]:
+        """``(min, max, lastUpdate)`` of a queue: its stored messages, else the staged offsets."""
+        entries = broker.queues.get((topic, qid))
+        if entries:
+            return 0, len(entries), entries[-1][3]
+        return broker.offsets.get(topic, {}).get(qid, (0, 0, 0))
+
+    def store(
+        self,
+        broker: Broker,
+        topic: str,
+        qid: int,
+        body: bytes,
+        props: dict[str, str],
+        *,
+        sys_flag: int = 0,
+        flag: int = 0,
+        born: str = "127.0.0.1:50000",
+        born_ts: int | None = None,
+        store_ts: int | None = None,
+    ) -> tuple[str, int]:
+        """Append one stored record (B.8) to the commit log; returns (offset msg id, queue offset)."""
+        import ipaddress
+
+        from formats import commitlog as cl
+
+        props = dict(props)
+        props.setdefault("CLUSTER", broker.cluster)
+        raw_props = cl.encode_properties_as_broker(props)
+        entries = broker.queues.setdefault((topic, qid), [])
+        phys = len(broker.commitlog)
+        now = int(time.time() * 1000)
+        born_host, _, born_port = born.rpartition(":")
+        record = cl.MessageRecord.build(
+            dict(
+                magic_code=cl.MAGIC_V1,
+                body_crc=cl.body_crc(body),
+                queue_id=qid,
+                flag=flag,
+                queue_offset=len(entries),
+                physical_offset=phys,
+                sys_flag=sys_flag,
+                born_timestamp=born_ts or now,
+                born_host=dict(address=ipaddress.IPv4Address(born_host).packed, port=int(born_port)),
+                store_timestamp=store_ts or now,
+                store_host=dict(address=b"\x7f\x00\x00\x01", port=broker.port),
+                reconsume_times=0,
+                prepared_transaction_offset=0,
+                body=body,
+                topic=topic,
+                properties=raw_props,
+            )
+        )
+        broker.commitlog += record
+        entries.append((phys, len(record), cl.tags_code(props.get("TAGS")), store_ts or now))
+        for key in props.get("KEYS", "").split(" ") + [props.get("UNIQ_KEY", "")]:
+            if key:
+                broker.index.setdefault(f"{topic}#{key}", []).append(phys)
+        msg_id = cl.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, phys)
+        return msg_id, len(entries) - 1
+
+    def _record(self, broker: Broker, phys: int) -> bytes:
+        size = int.from_bytes(broker.commitlog[phys : phys + 4], "big")
+        return bytes(broker.commitlog[phys : phys + size])
+
+    def _send(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = hd.parse_send_header(req.code, req.ext_fields)
+        config = broker.topics.get(h.topic)
+        if config is None:
+            default = broker.topics.get(h.default_topic)
+            if default is None or not default.perm & 1:
+                return req.response(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+            nums = min(h.default_topic_queue_nums, default.write_queue_nums)
+            self.create_topic(broker, h.topic, nums, nums, default.perm & ~1)
+            config = broker.topics[h.topic]
+        if not config.perm & PERM_WRITE:
+            return req.response(RS.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
+        qid = h.queue_id if h.queue_id >= 0 else int(time.time() * 1000) % config.write_queue_nums
+        if qid >= max(config.read_queue_nums, config.write_queue_nums):
+            return req.response(RS.SYSTEM_ERROR, f"request queueId[{qid}] is illegal")
+        from formats import commitlog as cl
+
+        props = cl.decode_properties(h.properties or "")
+        props.pop("WAIT", None)
+        born = self.peers.get(req.opaque, "127.0.0.1:0")
+        msg_id, offset = self.store(
+            broker,
+            h.topic,
+            qid,
+            req.body,
+            props,
+            sys_flag=h.sys_flag,
+            flag=h.flag,
+            born=born,
+            born_ts=h.born_timestamp,
+        )
+        header = {
+            "msgId": msg_id,
+            "queueId": qid,
+            "queueOffset": offset,
+            "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true",
+        }
+        return req.response(header=header)
+
+    _broker_10 = _send
+    _broker_310 = _send
+    _broker_320 = _send
+
+    def _broker_11(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        from formats.commitlog import tags_code
+
+        h = req.header(hd.PullMessageRequestHeader)
+        if h.topic not in broker.topics:
+            return req.response(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+        entries = broker.queues.get((h.topic, h.queue_id), [])
+        high = len(entries)
+
+        def answer(
+            code: int, next_offset: int, body: bytes = b"", remark: str | None = None
+        ) -> RemotingCommand:
+            header = {
+                "suggestWhichBrokerId": 0,
+                "nextBeginOffset": next_offset,
+                "minOffset": 0,
+                "maxOffset": high,
+            }
+            return req.response(code, remark, header=header, body=body)
+
+        if high == 0:
+            code = RS.PULL_NOT_FOUND if h.queue_offset == 0 else RS.PULL_OFFSET_MOVED
+            return answer(code, 0, remark="NO_MESSAGE_IN_QUEUE")
+        if h.queue_offset == high:
+            return answer(RS.PULL_NOT_FOUND, h.queue_offset, remark="OFFSET_OVERFLOW_ONE")
+        if h.queue_offset > high:
+            return answer(RS.PULL_OFFSET_MOVED, high, remark="OFFSET_OVERFLOW_BADLY")
+        wanted = set()
+        if h.subscription and h.subscription.strip() not in ("", "*"):
+            wanted = {tags_code(t.strip()) for t in h.subscription.split("||") if t.strip()}
+        chosen = entries[h.queue_offset : h.queue_offset + min(h.max_msg_nums, 32)]
+        body = b"".join(self._record(broker, e[0]) for e in chosen if not wanted or e[2] in wanted)
+        next_offset = h.queue_offset + len(chosen)
+        if not body:
+            return answer(RS.PULL_RETRY_IMMEDIATELY, next_offset, remark="NO_MATCHED_MESSAGE")
+        return answer(RS.SUCCESS, next_offset, body, "FOUND")
+
+    def _broker_12(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.QueryMessageRequestHeader)
+        offsets = broker.index.get(f"{h.topic}#{h.key}", [])[: h.max_num]
+        header = {
+            "indexLastUpdateTimestamp": int(time.time() * 1000),
+            "indexLastUpdatePhyoffset": len(broker.commitlog),
+        }
+        if not offsets:
+            return req.response(
+                RS.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", header=header
+            )
+        return req.response(header=header, body=b"".join(self._record(broker, p) for p in offsets))
+
+    def _broker_33(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.ViewMessageRequestHeader)
+        if not any(e[0] == h.offset for entries in broker.queues.values() for e in entries):
+            return req.response(RS.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+        return req.response(body=self._record(broker, h.offset))
+
+    def _broker_29(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.SearchOffsetRequestHeader)
+        entries = broker.queues.get((h.topic, h.queue_id), [])
+        offset = 0
+        if entries:
+            after = [i for i, e in enumerate(entries) if e[3] >= h.timestamp]
+            offset = after[0] if after else len(entries) - 1
+        return req.response(header={"offset": offset})
+
+    def _broker_30(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.GetMaxOffsetRequestHeader)
+        return req.response(header={"offset": self.queue_bounds(broker, h.topic, h.queue_id)[1]})
+
+    def _broker_31(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.GetMinOffsetRequestHeader)
+        return req.response(header={"offset": self.queue_bounds(broker, h.topic, h.queue_id)[0]})
+
+    # consumer offsets and consume stats
+    def _broker_14(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.QueryConsumerOffsetRequestHeader)
+        offset = broker.consumer_offsets.get((h.topic, h.consumer_group), {}).get(h.queue_id)
+        if offset is None:
+            return req.response(
+                RS.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+            )
+        return req.response(header={"offset": offset})
+
+    def _broker_15(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.UpdateConsumerOffsetRequestHeader)
+        broker.consumer_offsets.setdefault((h.topic, h.consumer_group), {})[h.queue_id] = h.commit_offset
+        return req.response()
+
+    def _stats(self, broker: Broker, group: str, topic: str) -> jb.ConsumeStats | None:
+        config = broker.topics.get(topic)
+        if config is None:
+            return None
+        stats = jb.ConsumeStats(consume_tps=broker.consume_tps.get(f"{topic}@{group}", 0.0))
+        offsets = broker.consumer_offsets.get((topic, group), {})
+        for qid in range(config.read_queue_nums):
+            low, high, ts = self.queue_bounds(broker, topic, qid)
+            consumer = max(offsets.get(qid, -1), 0)
+            last = 0
+            if consumer > 0:
+                entries = broker.queues.get((topic, qid))
+                last = entries[consumer - 1][3] if entries and consumer <= len(entries) else ts
+            mq = jb.MessageQueue(broker_name=broker.name, queue_id=qid, topic=topic)
+            stats.offset_table[mq] = jb.OffsetWrapper(
+                broker_offset=high, consumer_offset=consumer, last_timestamp=last
+            )
+        return stats
+
+    def _topics_of(self, broker: Broker, group: str) -> list[str]:
+        return [t for t, g in broker.consumer_offsets if g == group]
+
+    def _broker_208(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.GetConsumeStatsRequestHeader)
+        topics = [h.topic] if h.topic else self._topics_of(broker, h.consumer_group)
+        result = jb.ConsumeStats()
+        subscribed = {
+            t
+            for c in broker.online.get(h.consumer_group, {}).values()
+            for t in (s.topic for s in c.data.subscription_data_set)
+        }
+        for topic in topics:
+            if subscribed and topic not in subscribed:
+                continue
+            stats = self._stats(broker, h.consumer_group, topic)
+            if stats is not None:
+                result.offset_table.update(stats.offset_table)
+                result.consume_tps += stats.consume_tps
+        return req.response(body=jb.encode(result))
+
+    def _broker_317(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        from rmqcli.admin.beans import ConsumeStatsList
+
+        h = req.header(hd.GetConsumeStatsInBrokerHeader)
+        out = ConsumeStatsList(broker_addr=broker.addr)
+        for group in broker.groups:
+            items = []
+            for topic in self._topics_of(broker, group):
+                config = broker.topics.get(topic)
+                if config is None or (h.is_order and not config.order):
+                    continue
+                stats = self._stats(broker, group, topic)
+                if stats is not None:
+                    out.total_diff += sum(
+                        w.broker_offset - w.consumer_offset for w in stats.offset_table.values()
+                    )
+                    items.append(stats)
+            out.consume_stats_list.append({group: items})
+        return req.response(body=jb.encode(out))
+
+    def _broker_314(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.CloneGroupOffsetRequestHeader)
+        topics = [h.topic] if h.topic else self._topics_of(broker, h.src_group)
+        for topic in topics:
+            if (topic, h.src_group) in broker.consumer_offsets:
+                broker.consumer_offsets[(topic, h.dest_group)] = dict(
+                    broker.consumer_offsets[(topic, h.src_group)]
+                )
+        return req.response()
+
+    def _broker_222(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.ResetOffsetRequestHeader)
+        config = broker.topics.get(h.topic)
+        if config is None:
+            return req.response(
+                RS.SYSTEM_ERROR,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}",
+            )
+        body = jb.ResetOffsetBody()
+        offsets = broker.consumer_offsets.get((h.topic, h.group), {})
+        for qid in range(config.write_queue_nums):
+            consumer = offsets.get(qid, -1)
+            if consumer == -1:
+                return req.response(RS.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist")
+            high = self.queue_bounds(broker, h.topic, qid)[1]
+            entries = broker.queues.get((h.topic, qid), [])
+            if h.timestamp == -1:
+                target = high
+            else:
+                after = [i for i, e in enumerate(entries) if e[3] >= h.timestamp]
+                target = after[0] if after else high
+            mq = jb.MessageQueue(broker_name=broker.name, queue_id=qid, topic=h.topic)
+            body.offset_table[mq] = target if h.is_force or target < consumer else consumer
+        if not broker.online.get(h.group):
+            return req.response(
+                RS.CONSUMER_NOT_ONLINE,
+                f"Consumer not online, so can not reset offset, Group: {h.group} Topic: {h.topic} "
+                f"Timestamp: {h.timestamp}",
+            )
+        for mq, offset in body.offset_table.items():  # what the notified clients then commit
+            offsets[mq.queue_id] = offset
+        return req.response(body=jb.encode(body))
+
+    # clients
+    def add_consumer(
+        self,
+        group: str,
+        client_id: str,
+        subscriptions: dict[str, str],
+        *,
+        consume_type: str = "CONSUME_PASSIVELY",
+        message_model: str = "CLUSTERING",
+        version: int = 407,
+        running_info: Any = None,
+        brokers: list[Broker] | None = None,
+    ) -> None:
+        """Stage an online consumer (as its HEART_BEAT registers it) on every master (or ``brokers``),
+        creating and registering ``%RETRY%<group>`` as a broker does."""
+        data = jb.ConsumerData(
+            group_name=group,
+            consume_type=consume_type,
+            message_model=message_model,
+            subscription_data_set=[
+                jb.SubscriptionData(
+                    topic=t,
+                    sub_string=e,
+                    tags_set=[x.strip() for x in e.split("||")] if e != "*" else [],
+                )
+                for t, e in subscriptions.items()
+            ],
+        )
+        conn = jb.Connection(
+            client_addr=f"127.0.0.1:{40000 + len(client_id)}", client_id=client_id, version=version
+        )
+        for b in brokers or [b for b in self.brokers if b.broker_id == 0]:
+            b.online.setdefault(group, {})[client_id] = OnlineConsumer(conn, data, running_info)
+            if f"%RETRY%{group}" not in b.topics:
+                self.create_topic(b, f"%RETRY%{group}", 1, 1, 6)
+
+    def _broker_203(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.GetConsumerConnectionListRequestHeader)
+        clients = broker.online.get(h.consumer_group)
+        if not clients:
+            return req.response(RS.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
+        first = next(iter(clients.values())).data
+        body = jb.ConsumerConnection(
+            connection_set=[c.connection for c in clients.values()],
+            consume_from_where=first.consume_from_where,
+            consume_type=first.consume_type,
+            message_model=first.message_model,
+            subscription_table={s.topic: s for s in first.subscription_data_set},
+        )
+        return req.response(body=jb.encode(body))
+
+    def _broker_307(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.GetConsumerRunningInfoRequestHeader)
+        client = broker.online.get(h.consumer_group, {}).get(h.client_id)
+        if client is None:
+            return req.response(RS.SYSTEM_ERROR, f"The Consumer <{h.client_id}> not online")
+        from rmqcli.admin.beans import ConsumerRunningInfo
+
+        return req.response(body=jb.encode(client.running_info or ConsumerRunningInfo()))
+
+    def _broker_309(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.ConsumeMessageDirectlyResultRequestHeader)
+        client = broker.online.get(h.consumer_group, {}).get(h.client_id or "")
+        if client is None:
+            return req.response(RS.SYSTEM_ERROR, f"The Consumer <{h.client_id}> not online")
+        from rmqcli.admin.beans import ConsumeMessageDirectlyResult
+
+        result = client.direct_result or ConsumeMessageDirectlyResult(
+            consume_result="CR_SUCCESS", spent_time_mills=1
+        )
+        return req.response(body=jb.encode(result))
+
+    def _broker_34(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        data = jb.decode(jb.HeartbeatData, req.body)
+        for p in data.producer_data_set:
+            conn = jb.Connection(
+                client_addr=self.peers.get(req.opaque, ""), client_id=data.client_id, version=req.version
+            )
+            broker.producers.setdefault(p.group_name, {})[data.client_id] = conn
+        return req.response()
+
+    def _broker_35(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.UnregisterClientRequestHeader)
+        if h.producer_group:
+            broker.producers.get(h.producer_group, {}).pop(h.client_id, None)
+        return req.response()
+
+    def _broker_204(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.GetProducerConnectionListRequestHeader)
+        conns = broker.producers.get(h.producer_group)
+        if not conns:
+            return req.response(RS.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
+        return req.response(body=jb.encode(jb.ProducerConnection(connection_set=list(conns.values()))))
+
+    def _broker_315(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.ViewBrokerStatsDataRequestHeader)
+        data = broker.stats.get((h.stats_name, h.stats_key))
+        if data is None:
+            return req.response(RS.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+        return req.response(body=jb.encode(data))
+
+    def _broker_321(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
+        h = req.header(hd.QueryConsumeQueueRequestHeader)
+        entries = broker.queues.get((h.topic or "", h.queue_id), [])
+        body = jb.QueryConsumeQueueResponseBody(max_queue_index=len(entries), min_queue_index=0)
+        for phys, size, code, _ in entries[h.index : h.index + h.count]:
+            body.queue_data.append(jb.ConsumeQueueData(physic_offset=phys, physic_size=size, tags_code=code))
+        if h.consumer_group:
+            client = next(iter(broker.online.get(h.consumer_group, {}).values()), None)
+            if client is not None:
+                body.subscription_data = next(
+                    (s for s in client.data.subscription_data_set if s.topic == h.topic), None
+                )
+        return req.response(body=jb.encode(body))

@@ -7,6 +7,8 @@ import typer
 from typer import _click as click
 
 from rmqcli.cli import admin_broker as broker
+from rmqcli.cli import admin_group as group
+from rmqcli.cli import admin_message as message
 from rmqcli.cli import admin_topic as topic
 from rmqcli.cli.admin_common import DESCRIPTIONS, MQADMIN_ORDER
 from rmqcli.errors import UsageError
@@ -36,10 +38,15 @@ COMMANDS = {
     "getBrokerConfig": broker.get_broker_config,
 }
 
+# Part B: group, offset and message commands (their own modules register descriptions too).
+MORE_COMMANDS = {**group.COMMANDS, **message.COMMANDS}
+DESCRIPTIONS.update(group.DESCRIPTIONS)
+DESCRIPTIONS.update(message.DESCRIPTIONS)
+
 
 def register(app: typer.Typer) -> None:
     """Add every mqadmin command (mqadmin's names and descriptions) and ``help``."""
-    for name, function in COMMANDS.items():
+    for name, function in {**COMMANDS, **MORE_COMMANDS}.items():
         app.command(name, help=DESCRIPTIONS[name], short_help=DESCRIPTIONS[name])(function)
     app.command("help", help="Show the help of one command, as `mqadmin help <command>`.")(help_command)
 

@@ -1,0 +1,1074 @@
+"""Message commands of mqadmin: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
+printMsg, printMsgByQueue, queryCq, sendMessage, consumeMessage, checkMsgSendRT, sendMsgStatus
+(PROTOCOL.md C.2, C.4.6, C.4.7, C.5).
+
+Pulls are what mqadmin's pull consumer sends (B.7: group ``TOOLS_CONSUMER``, SUBSCRIPTION flag, no
+suspend), bodies are stored records (B.8) decoded with ``rmqcli.store.commitlog.decode_record``;
+sends are what the Java producer sends (B.6: SEND_MESSAGE_V2, ``UNIQ_KEY``, zlib over 4 KiB).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rmqcli.admin.beans import DEFAULT_TOPIC, TOOLS_CONSUMER, hash_order
+from rmqcli.admin.session import AdminSession, master_addr
+from rmqcli.errors import BrokerError, NetworkError, NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.remoting.json_body import MessageQueue, QueryConsumeQueueResponseBody, TopicRouteData
+
+PERM_WRITE, PERM_READ = 2, 4
+COMPRESS_OVER = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
+COMPRESS_LEVEL = 5
+ZLIB_COMPRESSION_FLAG = 3 << 8  # CompressionType.ZLIB in sysFlag bits 8-10 (B.6)
+PULL_BATCH = 32
+BROKER_SUSPEND_MAX_MILLIS = 20000  # DefaultMQPullConsumer.brokerSuspendMaxTimeMillis
+RETRY_CODES = frozenset({1, 14, 16, 17, 204, 205})  # DefaultMQProducer retryResponseCodes (B.6)
+SEND_STATUS = {0: "SEND_OK", 10: "FLUSH_DISK_TIMEOUT", 11: "SLAVE_NOT_AVAILABLE", 12: "FLUSH_SLAVE_TIMEOUT"}
+BODY_DIR = os.path.join("rocketmq", "msgbodys")
+
+
+# --- decoded messages --------------------------------------------------------------------------
+@dataclass
+class Message:
+    """A ``MessageClientExt`` as the Java client decodes a stored record (B.8)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    store_size: int
+    sys_flag: int
+    flag: int
+    body_crc: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    offset_msg_id: str
+    body: bytes
+    properties: dict[str, str]
+    broker_name: str | None = None
+    transaction_id: str | None = None
+
+    @property
+    def msg_id(self) -> str:
+        """``MessageClientExt.getMsgId``: ``UNIQ_KEY``, else the offset id."""
+        return self.properties.get("UNIQ_KEY") or self.offset_msg_id
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get("TAGS")
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get("KEYS")
+
+
+def decode_messages(body: bytes) -> list[Message]:
+    """``MessageDecoder.decodes``: every stored record of a pull/query/view body, bodies inflated,
+    properties in a ``HashMap``'s order."""
+    from formats.commitlog import hashmap_order, property_pairs
+    from rmqcli.store.commitlog import RecordError, decode_record
+
+    out = []
+    pos, view = 0, memoryview(body)
+    while pos < len(body):
+        try:
+            record = decode_record(view, pos, len(body))
+        except RecordError as exc:
+            raise BrokerError(f"undecodable message in the response at byte {pos}: {exc}") from None
+        record._source = view
+        record.file_position = 0
+        pairs = dict(property_pairs(record.properties_raw))
+        props = {k: pairs[k] for k in hashmap_order(list(pairs))}
+        out.append(
+            Message(
+                topic=record.topic,
+                queue_id=record.queue_id,
+                queue_offset=record.queue_offset,
+                commit_log_offset=record.physical_offset,
+                store_size=record.total_size,
+                sys_flag=record.sys_flag,
+                flag=record.flag,
+                body_crc=record.body_crc,
+                born_timestamp=record.born_timestamp,
+                born_host=record.born_host,
+                store_timestamp=record.store_timestamp,
+                store_host=record.store_host,
+                reconsume_times=record.reconsume_times,
+                prepared_transaction_offset=record.prepared_transaction_offset,
+                offset_msg_id=record.msg_id,
+                body=record.body(),
+                properties=props,
+            )
+        )
+        pos += record.total_size
+    return out
+
+
+def put_property(msg: Message, key: str, value: str) -> None:
+    """``MessageAccessor.putProperty`` on a ``HashMap``: a new key takes its bucket's place."""
+    from formats.commitlog import hashmap_order
+
+    props = dict(msg.properties)
+    props[key] = value
+    msg.properties = {k: props[k] for k in hashmap_order(list(props))}
+
+
+# --- the pull consumer mqadmin uses ------------------------------------------------------------
+@dataclass
+class PullResult:
+    status: str  # FOUND, NO_NEW_MSG, NO_MATCHED_MSG, OFFSET_ILLEGAL
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[Message] = field(default_factory=list)
+
+
+PULL_STATUS = {0: "FOUND", 19: "NO_NEW_MSG", 20: "NO_MATCHED_MSG", 21: "OFFSET_ILLEGAL"}
+
+
+def tags_of(expression: str) -> set[str]:
+    """``FilterAPI.buildSubscriptionData``: ``*`` or blank is every tag, else ``a || b``."""
+    text = expression.strip()
+    if not text or text == "*":
+        return set()
+    return {t.strip() for t in text.split("||") if t.strip()}
+
+
+class PullConsumer:
+    """``DefaultMQPullConsumer`` of group ``TOOLS_CONSUMER``: queue bounds (31, 30, 29) and
+    synchronous pulls (11) to the master of each queue's broker (C.5)."""
+
+    def __init__(self, session: AdminSession, group: str = TOOLS_CONSUMER):
+        self.session = session
+        self.group = group
+        self.routes: dict[str, TopicRouteData] = {}
+
+    def route(self, topic: str) -> TopicRouteData:
+        if topic not in self.routes:
+            self.routes[topic] = self.session.route(topic)
+        return self.routes[topic]
+
+    def addr(self, mq: MessageQueue) -> str:
+        for data in self.route(mq.topic).broker_datas:
+            if data.broker_name == mq.broker_name:
+                addr = master_addr(data.broker_addrs)
+                if addr:
+                    return addr
+        raise BrokerError(f"The broker[{mq.broker_name}] not exist")
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        """``fetchSubscribeMessageQueues``: readable queues, in ``HashSet`` order."""
+        from rmqcli.remoting import json_body as jb
+
+        mqs = [
+            jb.MessageQueue(broker_name=q.broker_name, queue_id=i, topic=topic)
+            for q in self.route(topic).queue_datas
+            if q.perm & PERM_READ
+            for i in range(q.read_queue_nums)
+        ]
+        if not mqs:
+            raise NotFoundError(f"Can not find Message Queue for this topic, {topic}")
+        return hash_order(mqs)
+
+    def _offset(self, code: int, mq: MessageQueue, **extra: Any) -> int:
+        header = {"topic": mq.topic, "queueId": mq.queue_id, **extra}
+        response = self.session.call(self.addr(mq), code, header)
+        return int(response.ext_fields.get("offset", "0"))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        from rmqcli.remoting.codes import RequestCode
+
+        return self._offset(RequestCode.GET_MIN_OFFSET, mq)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        from rmqcli.remoting.codes import RequestCode
+
+        return self._offset(RequestCode.GET_MAX_OFFSET, mq)
+
+    def search_offset(self, mq: MessageQueue, timestamp: int) -> int:
+        from rmqcli.remoting.codes import RequestCode
+
+        return self._offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp=timestamp)
+
+    def pull(self, mq: MessageQueue, expression: str, offset: int, max_nums: int) -> PullResult:
+        """PULL_MESSAGE (11): sysFlag SUBSCRIPTION only, ``subVersion`` 0, then the client-side tag
+        filter and ``MIN_OFFSET``/``MAX_OFFSET`` properties (B.7)."""
+        from rmqcli.remoting.client import expect
+        from rmqcli.remoting.codes import RequestCode
+
+        if offset < 0:
+            raise UsageError("offset < 0")
+        addr = self.addr(mq)
+        header = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": mq.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_nums,
+            "sysFlag": 4,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": BROKER_SUSPEND_MAX_MILLIS,
+            "subscription": expression,
+            "subVersion": 0,
+            "expressionType": "TAG",
+            "bname": mq.broker_name,
+        }
+        request = self.session.request(RequestCode.PULL_MESSAGE, header)
+        response = expect(
+            self.session.client.invoke(addr, request, self.session.timeout + 10), addr, *PULL_STATUS
+        )
+        ext = response.ext_fields
+        result = PullResult(
+            status=PULL_STATUS[response.code],
+            next_begin_offset=int(ext.get("nextBeginOffset", "0")),
+            min_offset=int(ext.get("minOffset", "0")),
+            max_offset=int(ext.get("maxOffset", "0")),
+        )
+        if result.status == "FOUND":
+            wanted = tags_of(expression)
+            for msg in decode_messages(response.body):
+                if wanted and msg.tags not in wanted:
+                    continue
+                if msg.properties.get("TRAN_MSG", "").lower() == "true":
+                    msg.transaction_id = msg.properties.get("UNIQ_KEY")
+                put_property(msg, "MIN_OFFSET", str(result.min_offset))
+                put_property(msg, "MAX_OFFSET", str(result.max_offset))
+                msg.broker_name = mq.broker_name
+                result.messages.append(msg)
+        return result
+
+
+# --- looking messages up -----------------------------------------------------------------------
+@dataclass
+class MessageTrack:
+    consumer_group: str
+    track_type: str = "UNKNOWN"
+    exception_desc: str | None = None
+
+    def java_string(self) -> str:
+        return (
+            f"MessageTrack [consumerGroup={self.consumer_group}, trackType={self.track_type}, "
+            f"exceptionDesc={'null' if self.exception_desc is None else self.exception_desc}]"
+        )
+
+
+@dataclass
+class MessageView:
+    """A message as printed by ``queryMsgById``/``queryMsgByOffset``/``queryMsgByUniqueKey``."""
+
+    message: Message
+    body_path: str
+    tracks: list[MessageTrack] | None = None
+    tracks_error: str | None = None
+
+
+def write_body(msg: Message, index: int = 0, directory: str | None = None) -> str:
+    """``createBodyFile``: the body under ``<tmpdir>/rocketmq/msgbodys/<msgId>[_<index>]``."""
+    import tempfile
+
+    base = os.path.join(directory or tempfile.gettempdir(), BODY_DIR)
+    os.makedirs(base, exist_ok=True)
+    path = os.path.join(base, msg.msg_id + (f"_{index}" if index > 0 else ""))
+    with open(path, "wb") as fh:
+        fh.write(msg.body)
+    return path
+
+
+def _code_desc(exc: BrokerError) -> tuple[int | None, str]:
+    """``CODE:<n> DESC:<remark>`` pieces of an error raised by ``expect`` (``addr: NAME(n): remark``)."""
+    import re
+
+    match = re.search(r"\((\d+)\)(?::\s*(.*))?$", str(exc))
+    if not match:
+        return None, str(exc)
+    return int(match.group(1)), match.group(2) or ""
+
+
+def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
+    """``messageTrackDetail``: groups from QUERY_TOPIC_CONSUME_BY_WHO (300), each group's
+    connection (203) and, for push consumers, whether its offset passed the message (208)."""
+    from rmqcli.admin import group as groups
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.codes import RequestCode
+
+    route = session.route(msg.topic)
+    names: list[str] = []
+    if route.broker_datas:
+        addr = master_addr(route.broker_datas[0].broker_addrs)
+        if addr:
+            reply = session.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": msg.topic})
+            names = jb.decode(jb.GroupList, reply.body).group_list if reply.body else []
+    from formats.commitlog import hashmap_order
+
+    tracks = []
+    for name in hashmap_order(names):
+        track = MessageTrack(consumer_group=name)
+        tracks.append(track)
+        try:
+            conn = groups.consumer_connection(session, name)
+        except groups.ConsumerNotOnline as exc:
+            track.exception_desc = f"org.apache.rocketmq.client.exception.MQClientException: {exc}"
+            continue
+        except BrokerError as exc:
+            code, desc = _code_desc(exc)
+            if code == groups.CONSUMER_NOT_ONLINE:
+                track.track_type = "NOT_ONLINE"
+            track.exception_desc = f"CODE:{code} DESC:{desc}"
+            continue
+        except NetworkError as exc:
+            track.exception_desc = str(exc)
+            continue
+        if conn.consume_type == "CONSUME_ACTIVELY":
+            track.track_type = "PULL"
+        elif conn.consume_type == "CONSUME_PASSIVELY":
+            try:
+                consumed = _consumed(session, msg, name)
+            except groups.ConsumerNotOnline as exc:
+                track.track_type = "NOT_ONLINE"
+                track.exception_desc = f"CODE:{groups.CONSUMER_NOT_ONLINE} DESC:{str(exc).split(': ', 1)[-1]}"
+                continue
+            except BrokerError as exc:
+                code, desc = _code_desc(exc)
+                if code == groups.CONSUMER_NOT_ONLINE:
+                    track.track_type = "NOT_ONLINE"
+                track.exception_desc = f"CODE:{code} DESC:{desc}"
+                continue
+            if consumed:
+                track.track_type = "CONSUMED"
+                sub = conn.subscription_table.get(msg.topic)
+                if (
+                    sub is not None
+                    and sub.tags_set
+                    and msg.tags not in sub.tags_set
+                    and "*" not in sub.tags_set
+                ):
+                    track.track_type = "CONSUMED_BUT_FILTERED"
+            else:
+                track.track_type = "NOT_CONSUME_YET"
+    return tracks
+
+
+def _consumed(session: AdminSession, msg: Message, group: str) -> bool:
+    from rmqcli.admin import group as groups
+
+    stats = groups.consume_stats(session, group)
+    table = session.cluster_info().broker_addr_table
+    for row in stats.rows:
+        if row.topic == msg.topic and row.queue_id == msg.queue_id:
+            data = table.get(row.broker_name)
+            if data is not None and data.broker_addrs.get(0) == msg.store_host:
+                if row.consumer_offset > msg.queue_offset:
+                    return True
+    return False
+
+
+def _view(session: AdminSession, msg: Message, index: int = 0, tracks: bool = True) -> MessageView:
+    view = MessageView(message=msg, body_path=write_body(msg, index))
+    if tracks:
+        try:
+            view.tracks = message_tracks(session, msg)
+        except (BrokerError, NetworkError) as exc:
+            view.tracks_error = str(exc)
+    return view
+
+
+def view_message(session: AdminSession, msg_id: str) -> Message:
+    """VIEW_MESSAGE_BY_ID (33) to the store host encoded in the offset message id (C.4.6)."""
+    from formats.commitlog import decode_offset_msg_id
+    from rmqcli.remoting.codes import RequestCode
+    from rmqcli.store.commitlog import format_host
+
+    try:
+        address, port, offset = decode_offset_msg_id(msg_id.strip())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    addr = format_host(address, port)
+    response = session.call(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+    messages = decode_messages(response.body)
+    if not messages:
+        raise BrokerError(f"{addr}: empty VIEW_MESSAGE_BY_ID answer for offset {offset}")
+    return messages[0]
+
+
+def query_msg_by_id(session: AdminSession, msg_ids: str) -> list[MessageView]:
+    """``queryMsgById -i id[,id…]``: each message with its body file and consumer tracks."""
+    return [_view(session, view_message(session, m)) for m in msg_ids.split(",") if m.strip()]
+
+
+def query_message(
+    session: AdminSession, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool
+) -> list[Message]:
+    """``MQAdminImpl.queryMessage``: QUERY_MESSAGE (12) to the master of every broker of the route
+    (``_UNIQUE_KEY_QUERY`` for unique keys), merged and re-filtered by key or ``UNIQ_KEY`` (B.3)."""
+    from rmqcli.remoting.client import expect
+    from rmqcli.remoting.codes import RequestCode, ResponseCode
+
+    route = session.route(topic)
+    addrs = [a for a in (master_addr(d.broker_addrs) for d in route.broker_datas) if a]
+    if not addrs:
+        raise BrokerError(f"TOPIC_NOT_EXIST(17): The topic[{topic}] not matched route info")
+    header: dict[str, Any] = {
+        "topic": topic,
+        "key": key,
+        "maxNum": max_num,
+        "beginTimestamp": begin,
+        "endTimestamp": end,
+    }
+    if unique:
+        header["_UNIQUE_KEY_QUERY"] = "true"
+    results = session.call_many([(a, RequestCode.QUERY_MESSAGE, header, b"") for a in addrs])
+    found: list[Message] = []
+    last_error: Exception | None = None
+    for addr, response in zip(addrs, results, strict=True):
+        if isinstance(response, NetworkError):
+            last_error = response
+            continue
+        try:
+            expect(response, addr, ResponseCode.SUCCESS)
+        except BrokerError as exc:
+            last_error = exc
+            continue
+        for msg in decode_messages(response.body):
+            if unique:
+                if msg.msg_id == key:
+                    found.append(msg)
+            elif msg.keys and key in msg.keys.split(" "):
+                found.append(msg)
+    if not found:
+        if last_error is not None:
+            raise last_error
+        raise BrokerError("NO_MESSAGE(208): query message by key finished, but no message.")
+    return found
+
+
+def query_msg_by_key(session: AdminSession, topic: str, key: str) -> list[Message]:
+    """``queryMsgByKey``: up to 64 messages, time range 0..Long.MAX_VALUE (C.4.7)."""
+    return query_message(session, topic.strip(), key.strip(), 64, 0, (1 << 63) - 1, False)
+
+
+def query_msg_by_unique_key(
+    session: AdminSession, topic: str, msg_id: str, show_all: bool = False
+) -> list[MessageView]:
+    """``queryMsgByUniqueKey``: up to 32 matches sorted by store time; the first, or all with ``-a``."""
+    messages = query_message(session, topic.strip(), msg_id.strip(), 32, 0, (1 << 63) - 1, True)
+    messages.sort(key=lambda m: m.store_timestamp)
+    chosen = messages if show_all else messages[:1]
+    return [_view(session, m, i) for i, m in enumerate(chosen)]
+
+
+def consume_message_directly(
+    session: AdminSession, group: str, client_id: str, topic: str, msg_id: str
+) -> Any:
+    """``queryMsgByUniqueKey -g -d``: find the message, then CONSUME_MESSAGE_DIRECTLY (309) through
+    its broker, which hands it to the client."""
+    from rmqcli.admin.beans import ConsumeMessageDirectlyResult
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.codes import RequestCode
+
+    msg = query_message(session, topic.strip(), msg_id.strip(), 32, 0, (1 << 63) - 1, True)[0]
+    header = {
+        "consumerGroup": group.strip(),
+        "clientId": client_id.strip(),
+        "msgId": msg.offset_msg_id,
+    }
+    response = session.call(msg.store_host, RequestCode.CONSUME_MESSAGE_DIRECTLY, header)
+    if not response.body:
+        return ConsumeMessageDirectlyResult()
+    return jb.decode(ConsumeMessageDirectlyResult, response.body)
+
+
+def query_msg_by_offset(
+    session: AdminSession, topic: str, broker_name: str, queue_id: int, offset: int
+) -> MessageView | None:
+    """``queryMsgByOffset``: pull one message (``*``) at the offset; None unless FOUND."""
+    from rmqcli.remoting import json_body as jb
+
+    consumer = PullConsumer(session)
+    mq = jb.MessageQueue(broker_name=broker_name.strip(), queue_id=queue_id, topic=topic.strip())
+    result = consumer.pull(mq, "*", offset, 1)
+    if result.status != "FOUND" or not result.messages:
+        return None
+    return _view(session, result.messages[0])
+
+
+# --- printing queues ---------------------------------------------------------------------------
+@dataclass
+class QueueEvent:
+    """One thing ``printMsg``/``consumeMessage`` report for a queue, in order: ``bounds``,
+    ``messages``, ``no_matched``, ``finished``, ``truncated``, ``error``."""
+
+    kind: str
+    mq: MessageQueue
+    messages: list[Message] = field(default_factory=list)
+    status: str | None = None
+    offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    count: int = 0
+    error: str | None = None
+
+
+def print_msg(
+    session: AdminSession,
+    topic: str,
+    expression: str = "*",
+    begin: int | None = None,
+    end: int | None = None,
+) -> list[QueueEvent]:
+    """``printMsg``: every readable queue from min (or ``-b`` time) to max (or ``-e`` time), 32 at a
+    time; NO_MATCHED continues, NO_NEW/OFFSET_ILLEGAL end the queue (C.4.7)."""
+    consumer = PullConsumer(session)
+    events: list[QueueEvent] = []
+    for mq in consumer.queues(topic.strip()):
+        low, high = consumer.min_offset(mq), consumer.max_offset(mq)
+        if begin is not None:
+            low = consumer.search_offset(mq, begin)
+        if end is not None:
+            high = consumer.search_offset(mq, end)
+        events.append(QueueEvent("bounds", mq, min_offset=low, max_offset=high))
+        offset = low
+        while offset < high:
+            try:
+                result = consumer.pull(mq, expression, offset, PULL_BATCH)
+            except (BrokerError, NetworkError) as exc:
+                events.append(QueueEvent("error", mq, error=str(exc)))
+                break
+            offset = result.next_begin_offset
+            if result.status == "FOUND":
+                events.append(QueueEvent("messages", mq, messages=result.messages))
+            elif result.status == "NO_MATCHED_MSG":
+                events.append(QueueEvent("no_matched", mq, status=result.status, offset=offset))
+            else:
+                events.append(QueueEvent("finished", mq, status=result.status, offset=offset))
+                break
+        events.append(QueueEvent("end", mq))
+    return events
+
+
+@dataclass
+class QueuePrint:
+    """``printMsgByQueue``: the messages read and, with ``-f``, the count per tag."""
+
+    mq: MessageQueue
+    messages: list[Message]
+    tag_counts: list[tuple[str, int]]
+
+
+def print_msg_by_queue(
+    session: AdminSession,
+    topic: str,
+    broker_name: str,
+    queue_id: int,
+    expression: str = "*",
+    begin: int | None = None,
+    end: int | None = None,
+) -> QueuePrint:
+    """``printMsgByQueue``: one queue, stopping at anything but FOUND; tags counted, most first."""
+    from formats.commitlog import hashmap_order
+    from rmqcli.remoting import json_body as jb
+
+    consumer = PullConsumer(session)
+    mq = jb.MessageQueue(broker_name=broker_name.strip(), queue_id=queue_id, topic=topic.strip())
+    low, high = consumer.min_offset(mq), consumer.max_offset(mq)
+    if begin is not None:
+        low = consumer.search_offset(mq, begin)
+    if end is not None:
+        high = consumer.search_offset(mq, end)
+    messages: list[Message] = []
+    offset = low
+    while offset < high:
+        result = consumer.pull(mq, expression, offset, PULL_BATCH)
+        offset = result.next_begin_offset
+        if result.status != "FOUND":
+            break
+        messages.extend(result.messages)
+    counts: dict[str, int] = {}
+    for msg in messages:
+        if msg.tags and msg.tags.strip():
+            counts[msg.tags] = counts.get(msg.tags, 0) + 1
+    ordered = [(t, counts[t]) for t in hashmap_order(list(counts))]
+    ordered.sort(key=lambda tc: -tc[1])  # stable, like Collections.sort
+    return QueuePrint(mq=mq, messages=messages, tag_counts=ordered)
+
+
+def consume_message(
+    session: AdminSession,
+    topic: str,
+    *,
+    broker_name: str | None = None,
+    queue_id: int | None = None,
+    offset: int | None = None,
+    group: str | None = None,
+    begin: int = 0,
+    end: int = 0,
+    count: int = 128,
+) -> list[QueueEvent]:
+    """``consumeMessage``: every queue (``DEFAULT``), one queue (``-b -i``) or from an offset
+    (``-o``), at most ``-c`` messages, pulled with ``*`` (C.4.7)."""
+    from rmqcli.remoting import json_body as jb
+
+    consumer = PullConsumer(session, group.strip() if group else TOOLS_CONSUMER)
+    topic = topic.strip()
+    events: list[QueueEvent] = []
+    if queue_id is None:
+        left = count
+        for mq in consumer.queues(topic):
+            if left == 0:
+                break
+            low, high = consumer.min_offset(mq), consumer.max_offset(mq)
+            if begin > 0:
+                low = consumer.search_offset(mq, begin)
+            if end > 0:
+                high = consumer.search_offset(mq, end)
+            if high - low > left:
+                events.append(QueueEvent("truncated", mq, count=left))
+                high = low + left - 1
+                left = 0
+            else:
+                left = left - (high - low) - 1
+            _pull_range(consumer, mq, low, high, events)
+        return events
+    mq = jb.MessageQueue(broker_name=(broker_name or "").strip(), queue_id=queue_id, topic=topic)
+    low, high = consumer.min_offset(mq), consumer.max_offset(mq)
+    if begin > 0:
+        low = consumer.search_offset(mq, begin)
+    if end > 0:
+        high = consumer.search_offset(mq, end)
+    start = offset or 0
+    if start > high:
+        events.append(QueueEvent("no_matched_offset", mq, offset=start))
+        return events
+    low = max(low, start)
+    if high - low > count:
+        events.append(QueueEvent("truncated_queue", mq, count=count))
+        high = low + count - 1
+    _pull_range(consumer, mq, low, high, events)
+    return events
+
+
+def _pull_range(
+    consumer: PullConsumer, mq: MessageQueue, low: int, high: int, events: list[QueueEvent]
+) -> None:
+    offset = low
+    while offset <= high:
+        try:
+            result = consumer.pull(mq, "*", offset, max(int(high - offset + 1), 1))
+        except (BrokerError, NetworkError) as exc:
+            events.append(QueueEvent("error", mq, error=str(exc)))
+            return
+        offset = result.next_begin_offset
+        if result.status == "FOUND":
+            events.append(QueueEvent("consumed", mq, messages=result.messages))
+        elif result.status == "NO_MATCHED_MSG":
+            events.append(QueueEvent("no_matched", mq, status=result.status, offset=offset))
+        else:
+            events.append(QueueEvent("finished", mq, status=result.status, offset=offset))
+            return
+
+
+def query_cq(
+    session: AdminSession,
+    topic: str,
+    queue_id: int,
+    index: int,
+    count: int = 10,
+    broker_addr: str | None = None,
+    group: str | None = None,
+) -> QueryConsumeQueueResponseBody:
+    """``queryCq``: QUERY_CONSUME_QUEUE (321) to ``-b`` or the first broker's id-0 address."""
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.codes import RequestCode
+
+    topic = topic.strip()
+    addr = broker_addr.strip() if broker_addr else None
+    if not addr:
+        route = session.route(topic)
+        if not route.broker_datas:
+            raise NotFoundError("No topic route data!")
+        addr = route.broker_datas[0].broker_addrs.get(0)
+        if not addr:
+            raise NotFoundError(f"no master address for {route.broker_datas[0].broker_name}")
+    header = {
+        "topic": topic,
+        "queueId": queue_id,
+        "index": index,
+        "count": count,
+        "consumerGroup": group.strip() if group else None,
+    }
+    response = session.call(addr, RequestCode.QUERY_CONSUME_QUEUE, header)
+    return (
+        jb.decode(jb.QueryConsumeQueueResponseBody, response.body)
+        if response.body
+        else jb.QueryConsumeQueueResponseBody()
+    )
+
+
+# --- the producer mqadmin uses -----------------------------------------------------------------
+def local_ip() -> str:
+    """The client's IPv4 address as Java's ``RemotingUtil.getLocalAddress`` finds one."""
+    import socket
+
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        ip = "127.0.0.1"
+    return ip
+
+
+class UniqIdGenerator:
+    """``MessageClientIDSetter.createUniqID``: ip, pid, a per-process int, millis since the start
+    of the month and a counter, as 32 upper-case hex characters (B.6)."""
+
+    def __init__(self, ip: str | None = None):
+        import ipaddress
+
+        try:
+            address = ipaddress.IPv4Address(ip or local_ip()).packed
+        except ValueError:
+            address = b"\x7f\x00\x00\x01"
+        fixed = (
+            address + (os.getpid() & 0xFFFF).to_bytes(2, "big") + random.getrandbits(32).to_bytes(4, "big")
+        )
+        self.prefix = fixed.hex().upper()
+        self.counter = 0
+
+    def next(self, now_millis: int | None = None) -> str:
+        from datetime import datetime
+
+        now = int(time.time() * 1000) if now_millis is None else now_millis
+        moment = datetime.fromtimestamp(now / 1000)
+        start = datetime(moment.year, moment.month, 1)
+        diff = (now - int(start.timestamp() * 1000)) & 0xFFFFFFFF
+        text = (
+            self.prefix
+            + diff.to_bytes(4, "big").hex().upper()
+            + (self.counter & 0xFFFF).to_bytes(2, "big").hex().upper()
+        )
+        self.counter += 1
+        return text
+
+
+@dataclass
+class SendResult:
+    send_status: str
+    msg_id: str
+    offset_msg_id: str
+    mq: MessageQueue
+    queue_offset: int
+    region_id: str | None = None
+    trace_on: bool = True
+
+    def java_string(self) -> str:
+        from rmqcli.admin.beans import mq_string
+
+        return (
+            f"SendResult [sendStatus={self.send_status}, msgId={self.msg_id}, "
+            f"offsetMsgId={self.offset_msg_id}, "
+            f"messageQueue={mq_string(self.mq)}, queueOffset={self.queue_offset}]"
+        )
+
+
+@dataclass
+class OutMessage:
+    """What ``new Message(topic, tags, keys, body)`` holds before sending."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: str | None = None
+    flag: int = 0
+
+    def properties(self) -> dict[str, str]:
+        props: dict[str, str] = {}
+        if self.tags:
+            props["TAGS"] = self.tags
+        if self.keys:
+            props["KEYS"] = self.keys
+        props["WAIT"] = "true"
+        return props
+
+
+class Producer:
+    """``DefaultMQProducer`` for one command: route (105, ``TBW102`` fallback), heartbeat (34) to
+    the masters it sends to, SEND_MESSAGE_V2 (310) with up to two retries, UNREGISTER_CLIENT (35)."""
+
+    def __init__(self, session: AdminSession, group: str, instance: str | None = None):
+        self.session = session
+        self.group = group
+        self.client_id = f"{local_ip()}@{instance or os.getpid()}"
+        self.ids = UniqIdGenerator()
+        self.queues: dict[str, list[MessageQueue]] = {}
+        self.addrs: dict[str, str] = {}
+        self.heartbeats: set[str] = set()
+        self.index = random.randrange(1 << 16)
+
+    def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """``topicRouteData2TopicPublishInfo``: writable queues of brokers with a master, brokers
+        sorted by name; an unknown topic borrows ``TBW102``'s layout (at most 4 queues)."""
+        from rmqcli.remoting import json_body as jb
+        from rmqcli.remoting.codes import ResponseCode
+
+        if topic in self.queues:
+            return self.queues[topic]
+        try:
+            route = self.session.route(topic)
+            default = False
+        except BrokerError as exc:
+            if f"({ResponseCode.TOPIC_NOT_EXIST})" not in str(exc):
+                raise
+            route = self.session.route(DEFAULT_TOPIC)
+            default = True
+        masters = {d.broker_name: d.broker_addrs.get(0) for d in route.broker_datas}
+        mqs = []
+        for q in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            addr = masters.get(q.broker_name)
+            if not q.perm & PERM_WRITE or not addr:
+                continue
+            self.addrs[q.broker_name] = addr
+            nums = min(4, q.read_queue_nums) if default else q.write_queue_nums
+            mqs.extend(
+                jb.MessageQueue(broker_name=q.broker_name, queue_id=i, topic=topic) for i in range(nums)
+            )
+        if not mqs:
+            raise BrokerError(f"No route info of this topic: {topic}")
+        self.queues[topic] = mqs
+        return mqs
+
+    def _heartbeat(self, addr: str) -> None:
+        from rmqcli.remoting import json_body as jb
+        from rmqcli.remoting.codes import RequestCode
+
+        if addr in self.heartbeats:
+            return
+        data = jb.HeartbeatData(
+            client_id=self.client_id,
+            producer_data_set=[
+                jb.ProducerData(group_name=self.group),
+                jb.ProducerData(group_name="CLIENT_INNER_PRODUCER"),
+            ],
+        )
+        self.session.call(addr, RequestCode.HEART_BEAT, body=jb.encode(data))
+        self.heartbeats.add(addr)
+
+    def send(
+        self,
+        message: OutMessage,
+        mq: MessageQueue | None = None,
+        selector: Any = None,
+    ) -> SendResult:
+        """``send(msg)``, ``send(msg, mq)`` or ``send(msg, selector)`` (``selector(mqs)`` picks one)."""
+        from rmqcli.remoting.codes import ResponseCode
+
+        mqs = self.publish_queues(message.topic)
+        if mq is not None or selector is not None:
+            chosen = mq if mq is not None else selector(mqs)
+            return self._send_once(message, chosen)
+        last: Exception | None = None
+        avoid: str | None = None
+        for _ in range(3):
+            candidates = [m for m in mqs if m.broker_name != avoid] or mqs
+            self.index += 1
+            chosen = candidates[self.index % len(candidates)]
+            try:
+                return self._send_once(message, chosen)
+            except NetworkError as exc:
+                last, avoid = exc, chosen.broker_name
+            except BrokerError as exc:
+                codes = [c for c in RETRY_CODES if f"({c})" in str(exc)]
+                if not codes or ResponseCode.SUCCESS in codes:
+                    raise
+                last, avoid = exc, chosen.broker_name
+        assert last is not None
+        raise last
+
+    def _send_once(self, message: OutMessage, mq: MessageQueue) -> SendResult:
+        import zlib
+
+        from formats.commitlog import COMPRESSED_FLAG, encode_properties_as_broker
+        from rmqcli.remoting.client import expect
+        from rmqcli.remoting.codes import RequestCode
+
+        addr = self.addrs.get(mq.broker_name)
+        if addr is None:
+            self.publish_queues(mq.topic)
+            addr = self.addrs.get(mq.broker_name)
+        if addr is None:
+            raise BrokerError(f"The broker[{mq.broker_name}] not exist")
+        self._heartbeat(addr)
+        props = message.properties()
+        msg_id = self.ids.next()
+        props["UNIQ_KEY"] = msg_id
+        body, sys_flag = message.body, 0
+        if len(body) >= COMPRESS_OVER:
+            body = zlib.compress(body, COMPRESS_LEVEL)
+            sys_flag |= COMPRESSED_FLAG | ZLIB_COMPRESSION_FLAG
+        header = {
+            "a": self.group,
+            "b": mq.topic,
+            "c": DEFAULT_TOPIC,
+            "d": 4,
+            "e": mq.queue_id,
+            "f": sys_flag,
+            "g": int(time.time() * 1000),
+            "h": message.flag,
+            "i": encode_properties_as_broker(props).decode("utf-8"),
+            "j": 0,
+            "k": False,
+            "m": False,
+            "n": mq.broker_name,
+        }
+        request = self.session.request(RequestCode.SEND_MESSAGE_V2, header, body)
+        response = expect(self.session.client.invoke(addr, request, self.session.timeout), addr, *SEND_STATUS)
+        ext = response.ext_fields
+        from rmqcli.remoting import json_body as jb
+
+        return SendResult(
+            send_status=SEND_STATUS[response.code],
+            msg_id=msg_id,
+            offset_msg_id=ext.get("msgId", ""),
+            mq=jb.MessageQueue(
+                broker_name=mq.broker_name, queue_id=int(ext.get("queueId", mq.queue_id)), topic=mq.topic
+            ),
+            queue_offset=int(ext.get("queueOffset", "0")),
+            region_id=ext.get("MSG_REGION"),
+            trace_on=ext.get("TRACE_ON", "true").lower() != "false",
+        )
+
+    def close(self) -> None:
+        """UNREGISTER_CLIENT (35) to every broker the producer sent a heartbeat to."""
+        from rmqcli.remoting.codes import RequestCode
+
+        for addr in sorted(self.heartbeats):
+            try:
+                self.session.call(
+                    addr,
+                    RequestCode.UNREGISTER_CLIENT,
+                    {"clientID": self.client_id, "producerGroup": self.group},
+                )
+            except (BrokerError, NetworkError):
+                pass
+        self.heartbeats.clear()
+
+
+@dataclass
+class SendMessageResult:
+    result: SendResult | None
+    error: str | None = None
+
+
+def send_message(
+    session: AdminSession,
+    topic: str,
+    body: str,
+    *,
+    keys: str | None = None,
+    tags: str | None = None,
+    broker_name: str | None = None,
+    queue_id: int | None = None,
+) -> SendResult:
+    """``sendMessage``: producer group = current millis; ``-b`` with ``-i`` picks the queue."""
+    from rmqcli.remoting import json_body as jb
+
+    if queue_id is not None and not broker_name:
+        raise UsageError("Broker name must be set if the queue is chosen!")
+    message = OutMessage(
+        topic=topic.strip(),
+        body=body.strip().encode("utf-8"),
+        tags=tags.strip() if tags else None,
+        keys=keys.strip() if keys else None,
+    )
+    producer = Producer(session, str(int(time.time() * 1000)))
+    try:
+        if broker_name and queue_id is not None and queue_id > -1:
+            mq = jb.MessageQueue(broker_name=broker_name.strip(), queue_id=queue_id, topic=message.topic)
+            producer.publish_queues(message.topic)
+            return producer.send(message, mq=mq)
+        return producer.send(message)
+    finally:
+        producer.close()
+
+
+@dataclass
+class RtRow:
+    broker_name: str | None
+    queue_id: int | None
+    success: bool
+    rt: int
+    error: str | None = None
+
+
+@dataclass
+class RtResult:
+    rows: list[RtRow]
+    avg_rt: float | None  # None: mqadmin's NaN (one message)
+
+
+def check_msg_send_rt(session: AdminSession, topic: str, amount: int = 100, size: int = 128) -> RtResult:
+    """``checkMsgSendRT``: ``amount`` messages of ``size`` ``a``s, message i to queue ``i % n``; the
+    average leaves the first send out (C.4.7)."""
+    producer = Producer(session, str(int(time.time() * 1000)))
+    message = OutMessage(topic=topic.strip(), body=b"a" * size)
+    rows: list[RtRow] = []
+    elapsed = 0
+    last: list[Any] = [None, None]
+    try:
+        for i in range(amount):
+
+            def select(mqs: list[MessageQueue], i: int = i) -> MessageQueue:
+                chosen = mqs[i % len(mqs)]
+                last[0], last[1] = chosen.broker_name, chosen.queue_id
+                return chosen
+
+            start = time.monotonic()
+            error = None
+            try:
+                producer.send(message, selector=select)
+                ok = True
+            except (BrokerError, NetworkError) as exc:
+                ok, error = False, str(exc)
+            rt = int((time.monotonic() - start) * 1000)
+            if i:
+                elapsed += rt
+            rows.append(RtRow(last[0], last[1], ok, rt, error))
+    finally:
+        producer.close()
+    return RtResult(rows=rows, avg_rt=elapsed / (amount - 1) if amount > 1 else None)
+
+
+@dataclass
+class StatusSend:
+    rt: int
+    result: SendResult
+
+
+def send_msg_status(
+    session: AdminSession, broker_name: str, size: int = 128, count: int = 50
+) -> list[StatusSend]:
+    """``sendMsgStatus``: group ``PID_SMSC``, topic = the broker name, one warm-up message of 16
+    bytes, then ``count`` messages of ``hello jodie`` repeated to ``size``."""
+    name = broker_name.strip()
+    producer = Producer(session, "PID_SMSC", f"PID_SMSC_{int(time.time() * 1000)}")
+
+    def build(n: int) -> OutMessage:
+        return OutMessage(topic=name, body=b"hello jodie" * ((n + 10) // 11))
+
+    out = []
+    try:
+        producer.send(build(16))
+        for _ in range(count):
+            start = time.monotonic()
+            result = producer.send(build(size))
+            out.append(StatusSend(int((time.monotonic() - start) * 1000), result))
+    finally:
+        producer.close()
+    return out
