@@ -16,7 +16,7 @@ import construct as cs
 from construct import this
 
 from formats.derive import compile_struct, field_offsets
-from formats.javahash import hashmap_spread, string_hash
+from formats.javahash import hashmap_order, string_hash
 
 # --- magic codes (FORMATS.md §1.3) -------------------------------------------------------------
 MAGIC_V1 = -626843481  # 0xDAA320A7: 1-byte topic length
@@ -220,22 +220,6 @@ def property_pairs(raw: bytes | memoryview | str) -> list[tuple[str, str]]:
         if sep and key and value:
             pairs.append((key, value))
     return pairs
-
-
-def hashmap_order(keys: Iterable[str]) -> list[str]:
-    """The iteration order of a ``java.util.HashMap`` filled with ``keys`` in this order.
-
-    Buckets are visited in index order, entries of one bucket in insertion order; the table
-    starts at 16 and doubles whenever the size passes 3/4 of it. This is the order in which a
-    broker serialises a message's properties map.
-    """
-    unique = list(dict.fromkeys(keys))
-    capacity = 16
-    while len(unique) > capacity * 3 // 4:
-        capacity *= 2
-    mask = capacity - 1
-    buckets = [(hashmap_spread(string_hash(k)) & mask, i) for i, k in enumerate(unique)]
-    return [unique[i] for _, i in sorted(buckets)]
 
 
 def encode_properties(

@@ -9,6 +9,7 @@ properties map is serialised (FORMATS.md §1.7).
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 
 _MASK = 0xFFFFFFFF
 
@@ -47,3 +48,19 @@ def hashmap_spread(h: int) -> int:
     """``java.util.HashMap.hash``: the key hash with its high half folded into the low half."""
     u = h & _MASK
     return u ^ (u >> 16)
+
+
+def hashmap_order(keys: Iterable[str]) -> list[str]:
+    """The iteration order of a ``java.util.HashMap`` filled with ``keys`` in this order.
+
+    Buckets are visited in index order, entries of one bucket in insertion order; the table
+    starts at 16 and doubles whenever the size passes 3/4 of it. This is the order in which a
+    broker serialises a message's properties map.
+    """
+    unique = list(dict.fromkeys(keys))
+    capacity = 16
+    while len(unique) > capacity * 3 // 4:
+        capacity *= 2
+    mask = capacity - 1
+    buckets = [(hashmap_spread(string_hash(k)) & mask, i) for i, k in enumerate(unique)]
+    return [unique[i] for _, i in sorted(buckets)]

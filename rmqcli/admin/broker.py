@@ -69,7 +69,7 @@ class ClusterBroker:
 def cluster_list(session: AdminSession) -> list[ClusterBroker]:
     """``clusterList``: 106, then 28 to every address; clusters in ``HashMap`` order, broker names
     sorted, ids ascending (C.4.1). A broker that fails keeps its row with ``error`` set."""
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
 
     session._cluster_info = None  # -i repeats: fresh data each round
     info = session.cluster_info()

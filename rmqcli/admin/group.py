@@ -136,7 +136,7 @@ class ConsumerConfigInfo:
 def get_consumer_config(session: AdminSession, group: str) -> list[ConsumerConfigInfo]:
     """``getConsumerConfig``: 106, then GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) to each broker; the
     brokers that know the group, in ``brokerAddrTable`` order."""
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
 
@@ -340,7 +340,7 @@ def consumer_progress_all(session: AdminSession) -> list[GroupSummary]:
 
     response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     topics = jb.decode(jb.TopicList, response.body).topic_list if response.body else []
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
 
     out = []
     for topic in hashmap_order(topics):
@@ -653,7 +653,7 @@ def _broker_stats(session: AdminSession, addr: str, name: str, key: str) -> tupl
 def stats_all(session: AdminSession, topic: str | None = None, active_only: bool = False) -> list[StatsRow]:
     """``statsAll``: 206; per topic (not retry/DLQ) 105, 300, VIEW_BROKER_STATS_DATA (315) to each
     master and the consume stats of each group (105 + 208); failing topics are skipped (C.4.7)."""
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
 
@@ -684,7 +684,7 @@ def _topic_stats(session: AdminSession, topic: str, active_only: bool) -> list[S
         if first:
             reply = session.call(first, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
             groups = jb.decode(jb.GroupList, reply.body).group_list if reply.body else []
-            from formats.commitlog import hashmap_order
+            from formats.javahash import hashmap_order
 
             groups = hashmap_order(groups)
     in_tps, in_24h = 0.0, 0

@@ -116,7 +116,7 @@ def decode_messages(body: bytes) -> list[Message]:
 
 def put_property(msg: Message, key: str, value: str) -> None:
     """``MessageAccessor.putProperty`` on a ``HashMap``: a new key takes its bucket's place."""
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
 
     props = dict(msg.properties)
     props[key] = value
@@ -308,7 +308,7 @@ def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
         if addr:
             reply = session.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": msg.topic})
             names = jb.decode(jb.GroupList, reply.body).group_list if reply.body else []
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
 
     tracks = []
     for name in hashmap_order(names):
@@ -574,7 +574,7 @@ def print_msg_by_queue(
     end: int | None = None,
 ) -> QueuePrint:
     """``printMsgByQueue``: one queue, stopping at anything but FOUND; tags counted, most first."""
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
     from rmqcli.remoting import json_body as jb
 
     consumer = PullConsumer(session)

@@ -229,7 +229,7 @@ class TopicListResult:
 
 def _hashset_order(items: list[str]) -> list[str]:
     """The iteration order of the ``HashSet<String>`` mqadmin decodes the list into (C.4.2)."""
-    from formats.commitlog import hashmap_order
+    from formats.javahash import hashmap_order
 
     return hashmap_order(items)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from formats import fastjson
 from formats import remoting as fmt
-from formats.commitlog import hashmap_order
+from formats.javahash import hashmap_order
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from rmqcli.errors import NetworkError
 from rmqcli.remoting.codes import ResponseCode, code_name
