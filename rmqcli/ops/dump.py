@@ -15,7 +15,7 @@ from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
 from rmqcli.ops.records import has_key
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.commitlog import CommitLog, Record
-from rmqcli.store.configfiles import CONFIG_FILES, load_config
+from rmqcli.store.configfiles import CONFIG_FILES, load_config, parse_consumer_offsets, parse_delay_offsets
 from rmqcli.store.consumequeue import CqUnit
 from rmqcli.store.index import JAVA_LONG_MAX, IndexFile, IndexService
 
@@ -184,15 +184,15 @@ def config_dump(config_dir: Path, kind: str) -> ConfigDump:
     elif kind == "subscriptions":
         rows = [_named("groupName", name, v) for name, v in data.get("subscriptionGroupTable", {}).items()]
     elif kind == "offsets":
-        rows = []
-        for key, queues in data.get("offsetTable", {}).items():
-            topic, _, group = str(key).rpartition("@")
-            for qid, offset in sorted((int(q), int(o)) for q, o in queues.items()):
-                rows.append({"topic": topic, "group": group, "queueId": qid, "offset": offset})
+        rows = [
+            {"topic": topic, "group": group, "queueId": qid, "offset": offset}
+            for (topic, group), queues in parse_consumer_offsets(data, loaded.source or "").items()
+            for qid, offset in sorted(queues.items())
+        ]
     else:
         rows = [
-            {"level": int(level), "queueId": int(level) - 1, "offset": int(offset)}
-            for level, offset in sorted((int(k), int(v)) for k, v in data.get("offsetTable", {}).items())
+            {"level": level, "queueId": level - 1, "offset": offset}
+            for level, offset in sorted(parse_delay_offsets(data, loaded.source or "").items())
         ]
     return ConfigDump(kind, loaded.source, loaded.error, rows)
 

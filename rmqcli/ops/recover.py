@@ -115,6 +115,9 @@ def walk(store: Store, start_index: int, check_crc: bool, on_record=None) -> Wal
         pos = 0
         while True:
             tail, _ = classify_tail(buf, pos, limit)
+            if tail == "blank" and mf is files[-1]:
+                # no next file: the walk's position stays at the BLANK, where the next append goes
+                return WalkEnd(mf.from_offset + pos, f"BLANK record ending the last file {mf.name}")
             if tail == "blank":
                 break  # next file
             if tail in ("zeros", "end"):
@@ -129,7 +132,7 @@ def walk(store: Store, start_index: int, check_crc: bool, on_record=None) -> Wal
                 on_record(rec)
             pos += rec.total_size
     last = files[-1]
-    return WalkEnd(last.from_offset + last.size, "every file ends in a BLANK record")
+    return WalkEnd(last.from_offset + last.size, "the last file is full")
 
 
 def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | None = None) -> RecoverResult:

@@ -273,7 +273,8 @@ def _check_offsets(
     config_dir = store.config_dir
     try:
         offsets = cfg.consumer_offsets(config_dir)
-    except (CorruptDataError, ValueError, AttributeError, TypeError):
+    except CorruptDataError as exc:
+        p.error("config-unreadable", config_dir / cfg.OFFSETS, None, str(exc))
         offsets = {}
     for (t, group), table in sorted(offsets.items()):
         if topic is not None and t != topic:
@@ -286,7 +287,8 @@ def _check_offsets(
         return
     try:
         delays = cfg.delay_offsets(config_dir)
-    except (CorruptDataError, ValueError, AttributeError, TypeError):
+    except CorruptDataError as exc:
+        p.error("config-unreadable", config_dir / cfg.DELAY, None, str(exc))
         delays = {}
     for level, offset in sorted(delays.items()):
         q = by_queue.get((fmt.SCHEDULE_TOPIC, level - 1))

@@ -304,12 +304,14 @@ def _check_entries(
     live = np.flatnonzero(phy >= cl_min)  # entries for deleted CommitLog files are legitimate
     past = live[phy[live] >= table.valid_end]
     if len(past):
-        p.error(
+        # A broker's recovery leaves index entries past a cut (it truncates consume queues only),
+        # and a lookup drops offsets it cannot read: stale, not broken.
+        p.warning(
             "index-past-end",
             path,
             _entry_at(int(past[0]), slots_num),
             f"{len(past)} entries (first: {int(past[0]) + 1}, offset {int(phy[past[0]])}) point past the "
-            f"CommitLog's valid end {table.valid_end}",
+            f"CommitLog's valid end {table.valid_end}; `rmq rebuild --index` removes them",
         )
     live = live[phy[live] < table.valid_end]
     rec = table.locate(phy[live])

@@ -64,20 +64,38 @@ def topic_configs(config_dir: Path) -> dict[str, dict[str, Any]]:
     return load_config(config_dir, TOPICS).data.get("topicConfigTable", {})
 
 
-def consumer_offsets(config_dir: Path) -> dict[tuple[str, str], dict[int, int]]:
-    """``{(topic, group): {queueId: offset}}`` from ``consumerOffset.json``."""
-    table = load_config(config_dir, OFFSETS).data.get("offsetTable", {})
+def parse_consumer_offsets(data: dict[str, Any], path: Path | str) -> dict[tuple[str, str], dict[int, int]]:
+    """``{(topic, group): {queueId: offset}}`` from a loaded ``consumerOffset.json``."""
     result = {}
-    for key, queues in table.items():
-        topic, _, group = str(key).rpartition("@")
-        result[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
+    try:
+        for key, queues in data.get("offsetTable", {}).items():
+            topic, _, group = str(key).rpartition("@")
+            result[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise CorruptDataError(
+            f"offsetTable is not a map of queue ids to offsets: {exc}", str(path)
+        ) from None
     return result
 
 
+def parse_delay_offsets(data: dict[str, Any], path: Path | str) -> dict[int, int]:
+    """``{delayLevel: next offset in SCHEDULE_TOPIC_XXXX queue level-1}`` from ``delayOffset.json``."""
+    try:
+        return {int(k): int(v) for k, v in data.get("offsetTable", {}).items()}
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise CorruptDataError(
+            f"offsetTable is not a map of delay levels to offsets: {exc}", str(path)
+        ) from None
+
+
+def consumer_offsets(config_dir: Path) -> dict[tuple[str, str], dict[int, int]]:
+    loaded = load_config(config_dir, OFFSETS)
+    return parse_consumer_offsets(loaded.data, loaded.source or config_dir / OFFSETS)
+
+
 def delay_offsets(config_dir: Path) -> dict[int, int]:
-    """``{delayLevel: next offset in SCHEDULE_TOPIC_XXXX queue level-1}``."""
-    table = load_config(config_dir, DELAY).data.get("offsetTable", {})
-    return {int(k): int(v) for k, v in table.items()}
+    loaded = load_config(config_dir, DELAY)
+    return parse_delay_offsets(loaded.data, loaded.source or config_dir / DELAY)
 
 
 def write_config(config_dir: Path, name: str, data: dict[str, Any]) -> Path:

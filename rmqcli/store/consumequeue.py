@@ -15,6 +15,8 @@ from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, CQ_UNIT_STRUCT, is
 from rmqcli.errors import NotFoundError
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 
+RECOVER_FROM_LAST = 3  # ConsumeQueue.recover starts at the third-last file
+
 
 @dataclass(frozen=True, slots=True)
 class CqUnit:
@@ -68,8 +70,9 @@ class ConsumeQueue:
         if not self.files:
             return 0
         # ``ConsumeQueue.recover`` walks from the third-last file; a full file continues.
-        end = self.files[0].from_offset
-        for mf in self.files:
+        first = max(0, len(self.files) - RECOVER_FROM_LAST)
+        end = self.files[first].from_offset
+        for mf in self.files[first:]:
             units = self.valid_units(mf)
             end = mf.from_offset + units * CQ_UNIT_SIZE
             if units * CQ_UNIT_SIZE < self.queue.file_size:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from formats import indexfile as fmt
-from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
+from rmqcli.errors import CorruptDataError, NotFoundError
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import is_index_name
 
@@ -45,15 +45,21 @@ class IndexFile:
         if hash_slot_num is None or index_num is None:
             geometry = fmt.geometry_from_size(self.mapped.size)
             if geometry is None:
-                raise UsageError(
-                    f"{path}: cannot tell the slot and entry counts of a {self.mapped.size}-byte index "
-                    "file; pass --config with maxHashSlotNum and maxIndexNum"
+                raise CorruptDataError(
+                    f"a {self.mapped.size}-byte index file does not have the default 1:4 slots to entries; "
+                    "if the broker used other maxHashSlotNum/maxIndexNum, pass them with --config",
+                    str(path),
                 )
             hash_slot_num, index_num = geometry
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
-        if self.mapped.size < fmt.HEADER_SIZE:
-            raise CorruptDataError("index file shorter than its header", str(path), 0)
+        expected = fmt.file_size(hash_slot_num, index_num)
+        if self.mapped.size != expected:
+            raise CorruptDataError(
+                f"index file is {self.mapped.size} bytes; {hash_slot_num} slots and {index_num} entries "
+                f"need {expected}",
+                str(path),
+            )
         self.header = IndexHeader(*fmt.HEADER_STRUCT.unpack_from(self.mapped.map(), 0))
 
     @property

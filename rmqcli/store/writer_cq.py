@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, FILLER_UNIT, is_valid_unit
+from rmqcli.store.consumequeue import RECOVER_FROM_LAST, valid_units_in
 from rmqcli.store.writer_files import WritableFileQueue
 
 log = logging.getLogger(__name__)
@@ -25,28 +26,36 @@ class ConsumeQueueWriter:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
 
-    def recover(self) -> None:
-        """Find the write position and ``maxPhysicOffset`` of existing files (``ConsumeQueue.recover``)."""
+    def recover(self) -> list[Path]:
+        """``ConsumeQueue.recover`` (FORMATS.md §6.5): from the third-last file on, units are read
+        until the first invalid one; a completely valid file continues into the next. Files after
+        the recovered end are deleted, as ``truncateDirtyFiles`` does; their paths are returned.
+        """
         self.files.open_existing()
+        files = self.files.files
         size = self.files.file_size
-        kept = []
-        for f in self.files.files:
+        start = max(0, len(files) - RECOVER_FROM_LAST)
+        kept = files[:start]
+        for f in files[start:]:
             kept.append(f)
-            data = f.read(0, size)
-            pos = 0
-            for offset, length, _ in CQ_UNIT_STRUCT.iter_unpack(data):
-                if not is_valid_unit(offset, length):
-                    break
-                pos += CQ_UNIT_SIZE
+            units = valid_units_in(f.read(0, size))
+            f.wrote = units * CQ_UNIT_SIZE
+            if units:
+                offset, length, _ = CQ_UNIT_STRUCT.unpack_from(
+                    f.read((units - 1) * CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+                )
                 self.max_physic_offset = offset + length
-            f.wrote = pos
-            if pos < size:
+            if f.wrote < size:
                 break
-        for f in self.files.files[len(kept) :]:
-            f.close()  # past the recovered end: left on disk, never written
+        removed = []
+        for f in files[len(kept) :]:
+            f.close()
+            f.path.unlink()
+            removed.append(f.path)
         self.files.files = kept
         if self.files.files:
             self.min_logic_offset = self.files.files[0].from_offset
+        return removed
 
     def truncate_dirty(self, phy_offset: int) -> list[Path]:
         """``ConsumeQueue.truncateDirtyLogicFiles`` (4.9.x, FORMATS.md §6.6): drop units at or past
