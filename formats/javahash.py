@@ -9,7 +9,10 @@ properties map is serialised (FORMATS.md §1.7).
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _MASK = 0xFFFFFFFF
 
@@ -50,17 +53,27 @@ def hashmap_spread(h: int) -> int:
     return u ^ (u >> 16)
 
 
-def hashmap_order(keys: Iterable[str]) -> list[str]:
-    """The iteration order of a ``java.util.HashMap`` filled with ``keys`` in this order.
+def hashmap_order(keys: Iterable[T], key_hash: Callable[[T], int] | None = None) -> list[T]:
+    """The iteration order of a ``java.util.HashMap`` (or ``HashSet``) filled with ``keys`` in order.
 
     Buckets are visited in index order, entries of one bucket in insertion order; the table
-    starts at 16 and doubles whenever the size passes 3/4 of it. This is the order in which a
+    starts at 16 and doubles whenever the size passes 3/4 of it. ``key_hash`` is the keys'
+    ``hashCode`` (``String.hashCode`` by default). This is, for instance, the order in which a
     broker serialises a message's properties map.
     """
+    hash_of = key_hash or string_hash
     unique = list(dict.fromkeys(keys))
     capacity = 16
     while len(unique) > capacity * 3 // 4:
         capacity *= 2
     mask = capacity - 1
-    buckets = [(hashmap_spread(string_hash(k)) & mask, i) for i, k in enumerate(unique)]
+    buckets = [(hashmap_spread(hash_of(k)) & mask, i) for i, k in enumerate(unique)]
     return [unique[i] for _, i in sorted(buckets)]
+
+
+def objects_hash(*parts: int) -> int:
+    """``java.util.Objects.hash`` / ``31 * h + part`` over already-hashed fields, as i32."""
+    h = 1
+    for part in parts:
+        h = (31 * h + part) & _MASK
+    return h - (1 << 32) if h & 0x80000000 else h

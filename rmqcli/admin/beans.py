@@ -134,25 +134,18 @@ def mq_string(mq: MessageQueue) -> str:
     return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
 
 
-def _mq_hash(mq: MessageQueue) -> int:
-    from formats.javahash import string_hash
+def mq_hash(broker_name: str, queue_id: int, topic: str) -> int:
+    """``MessageQueue.hashCode``: brokerName, queueId, topic (Eclipse-generated, prime 31)."""
+    from formats.javahash import objects_hash, string_hash
 
-    h = 1
-    for part in (string_hash(mq.broker_name), mq.queue_id, string_hash(mq.topic)):
-        h = (31 * h + part) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+    return objects_hash(string_hash(broker_name), queue_id, string_hash(topic))
 
 
 def hash_order(mqs: Iterable[MessageQueue]) -> list[MessageQueue]:
     """The iteration order of a ``HashMap``/``HashSet`` of these queues (insertion order given)."""
-    from formats.javahash import hashmap_spread
+    from formats.javahash import hashmap_order
 
-    unique = list(dict.fromkeys(mqs))
-    capacity = 16
-    while len(unique) > capacity * 3 // 4:
-        capacity *= 2
-    keyed = [(hashmap_spread(_mq_hash(mq)) & (capacity - 1), i) for i, mq in enumerate(unique)]
-    return [unique[i] for _, i in sorted(keyed)]
+    return hashmap_order(mqs, lambda mq: mq_hash(mq.broker_name, mq.queue_id, mq.topic))
 
 
 def plain(value: Any) -> Any:

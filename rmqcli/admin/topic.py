@@ -385,32 +385,18 @@ def update_order_conf(
     raise UsageError(f"-m/--method must be get, put or delete, not {method!r}")
 
 
-def _java_mq_hash(broker_name: str, queue_id: int, topic: str) -> int:
-    from formats.javahash import string_hash
-
-    h = 1
-    for part in (string_hash(broker_name), queue_id, string_hash(topic)):
-        h = (31 * h + part) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def allocate_mq(session: AdminSession, topic: str, ips: list[str]) -> dict[str, list[dict[str, object]]]:
     """``allocateMQ``: the readable queues of the route shared out with ``AllocateMessageQueueAveragely``
     among ``ips``; queues in ``HashSet<MessageQueue>`` order, ips in ``HashMap`` order (C.2)."""
-    from formats.javahash import hashmap_spread
+    from formats.javahash import hashmap_order
+    from rmqcli.admin.beans import mq_hash
 
     topic = topic.strip()
     route = session.route(topic)
     mqs = [
         (q.broker_name, i) for q in route.queue_datas if q.perm & PERM_READ for i in range(q.read_queue_nums)
     ]
-    capacity = 16
-    while len(mqs) > capacity * 3 // 4:
-        capacity *= 2
-    order = sorted(
-        range(len(mqs)), key=lambda i: (hashmap_spread(_java_mq_hash(*mqs[i], topic)) & (capacity - 1), i)
-    )
-    all_mqs = [mqs[i] for i in order]
+    all_mqs = hashmap_order(mqs, lambda mq: mq_hash(mq[0], mq[1], topic))
     result: dict[str, list[dict[str, object]]] = {}
     n = len(ips)
     size = len(all_mqs)
