@@ -24,6 +24,7 @@ from rmqcli.cli import (
     dump_misc,
     dump_queue,
     repair,
+    serve,
     stats,
     verify,
 )
@@ -118,6 +119,7 @@ app.command("truncate")(repair.truncate)
 app.command("rebuild")(repair.rebuild)
 app.command("backups")(backup.backups)
 app.command("restore-backup")(backup.restore_backup)
+app.command("serve")(serve.serve)
 admin_commands.register(app)
 
 

@@ -1,0 +1,165 @@
+"""Admin requests answered so far: ``AdminBrokerProcessor`` (PROTOCOL.md B.4).
+
+UPDATE_AND_CREATE_TOPIC (17, then re-register with the name servers), GET_ALL_TOPIC_CONFIG (21),
+GET_BROKER_RUNTIME_INFO (28, the keys mqadmin's ``clusterList``/``brokerStatus`` read, C.4.1),
+GET_BROKER_CONFIG (26). Any other code answers REQUEST_CODE_NOT_SUPPORTED, as the 4.9.x broker's
+default processor does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import TYPE_CHECKING
+
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.state import validate_topic
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.store import CONSUMEQUEUE_DIR
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal(): what this broker says it is
+BROKER_VERSION_DESC = "V4_9_7"
+SYSTEM_TOPICS = frozenset(
+    {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+)
+
+
+def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.CreateTopicRequestHeader)
+    if ctl.config.broker_id != 0:
+        return req.response(
+            RS.SYSTEM_ERROR,
+            "Can't modify topic or subscription group from slave broker, "
+            "please execute it from master broker.",
+        )
+    problem = validate_topic(h.topic)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
+    if h.topic == ctl.config.broker_cluster_name:
+        return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system reserved words.")
+    if h.read_queue_nums < 0 or h.write_queue_nums < 0:
+        return req.response(RS.SYSTEM_ERROR, "the queue numbers must not be negative")
+    ctl.topics.put(
+        h.topic,
+        h.read_queue_nums,
+        h.write_queue_nums,
+        h.perm,
+        order=h.order,
+        topic_sys_flag=h.topic_sys_flag or 0,
+        topic_filter_type=h.topic_filter_type,
+    )
+    return req.response()
+
+
+def delete_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``deleteTopic``: the config goes, and the topic's consume queues (``destroyLogics``)."""
+    h = req.header(hd.DeleteTopicRequestHeader)
+    if h.topic in SYSTEM_TOPICS:
+        return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
+    if ctl.topics.table.pop(h.topic, None) is not None:
+        ctl.writer.config.topics_version.bump(ctl.writer.clock())
+        for key in [k for k in ctl.writer.dispatcher.cqs if k[0] == h.topic]:
+            ctl.writer.dispatcher.cqs.pop(key).close()
+        shutil.rmtree(ctl.writer.root / CONSUMEQUEUE_DIR / h.topic, ignore_errors=True)
+        ctl.topics.on_change()
+    return req.response()
+
+
+def all_topic_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    if not ctl.topics.table:
+        return req.response(RS.SYSTEM_ERROR, "No topic in this broker")
+    return req.response(body=jb.encode(ctl.topics.wrapper()))
+
+
+def runtime_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``AdminBrokerProcessor.prepareRuntimeInfo`` (the keys mqadmin reads)."""
+    store = ctl.store
+    now = int(time.time() * 1000)
+    usage = shutil.disk_usage(ctl.writer.root)
+    earliest = store.earliest_message_time()
+    tps = ctl.stats.tps()
+    table = {
+        "brokerVersionDesc": BROKER_VERSION_DESC,
+        "brokerVersion": str(BROKER_VERSION),
+        "msgPutTotalYesterdayMorning": "0",
+        "msgPutTotalTodayMorning": "0",
+        "msgPutTotalTodayNow": str(store.put_count),
+        "msgGetTotalYesterdayMorning": "0",
+        "msgGetTotalTodayMorning": "0",
+        "msgGetTotalTodayNow": str(store.get_count),
+        "sendThreadPoolQueueSize": "0",
+        "sendThreadPoolQueueCapacity": "10000",
+        "sendThreadPoolQueueHeadWaitTimeMills": "0",
+        "pullThreadPoolQueueSize": "0",
+        "pullThreadPoolQueueCapacity": "100000",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0",
+        "queryThreadPoolQueueSize": "0",
+        "queryThreadPoolQueueCapacity": "20000",
+        "pageCacheLockTimeMills": "0",
+        "earliestMessageTimeStamp": str(earliest if earliest >= 0 else now),
+        "startAcceptSendRequestTimeStamp": "0",
+        "putTps": tps[0],
+        "getTransferedTps": tps[1],
+        "commitLogDiskRatio": f"{(usage.total - usage.free) / usage.total if usage.total else 0.0}",
+        "commitLogMinOffset": str(
+            ctl.writer.commitlog.files[0].from_offset if ctl.writer.commitlog.files else 0
+        ),
+        "commitLogMaxOffset": str(ctl.writer.max_offset),
+        "dispatchBehindBytes": "0",
+        "bootTimestamp": str(store.boot_timestamp),
+        "runtime": _runtime(now - store.boot_timestamp),
+        "brokerActive": "true",
+    }
+    return req.response(body=jb.encode(jb.KVTable(table=table)))
+
+
+def _runtime(millis: int) -> str:
+    """``MessageStore.getRunningDataInfo`` style: ``[ 0 days, 0 hours, 1 minutes, 5 seconds ]``."""
+    seconds = millis // 1000
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
+
+
+def broker_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    c = ctl.config
+    props = {
+        "brokerName": c.broker_name,
+        "brokerClusterName": c.broker_cluster_name,
+        "brokerId": str(c.broker_id),
+        "brokerIP1": c.broker_ip1,
+        "listenPort": str(c.listen_port),
+        "namesrvAddr": c.namesrv_addr,
+        "flushDiskType": c.flush_disk_type,
+        "autoCreateTopicEnable": str(c.auto_create_topic_enable).lower(),
+        "autoCreateSubscriptionGroup": str(c.auto_create_subscription_group).lower(),
+        "defaultTopicQueueNums": str(c.default_topic_queue_nums),
+        "brokerPermission": str(c.broker_permission),
+        "storePathRootDir": str(ctl.writer.root),
+        "mappedFileSizeCommitLog": str(c.store.mapped_file_size_commitlog),
+        "mappedFileSizeConsumeQueue": str(c.store.mapped_file_size_consume_queue),
+        "messageIndexEnable": str(c.store.message_index_enable).lower(),
+        "longPollingEnable": str(c.long_polling_enable).lower(),
+    }
+    version = ctl.writer.config.topics_version
+    header = hd.GetBrokerConfigResponseHeader(
+        version=jb.encode(jb.DataVersion(counter=version.counter, timestamp=version.timestamp)).decode()
+    )
+    return req.response(header=header, body="".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8"))
+
+
+HANDLERS = {
+    RC.UPDATE_AND_CREATE_TOPIC: update_and_create_topic,
+    RC.DELETE_TOPIC_IN_BROKER: delete_topic,
+    RC.GET_ALL_TOPIC_CONFIG: all_topic_config,
+    RC.GET_BROKER_RUNTIME_INFO: runtime_info,
+    RC.GET_BROKER_CONFIG: broker_config,
+}

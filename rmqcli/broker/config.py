@@ -1,0 +1,102 @@
+"""``broker.conf``: the broker's settings (``BrokerConfig``, ``MessageStoreConfig``, ``NettyServerConfig``).
+
+Only the keys the embedded broker uses are read; defaults are RocketMQ 4.9.x's. The store's own
+keys (mapped file sizes, ``messageIndexEnable``...) are read by ``rmqcli.store.settings``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from rmqcli.errors import UsageError
+from rmqcli.store.settings import StoreSettings, read_properties, settings_from_properties
+
+ASYNC_FLUSH = "ASYNC_FLUSH"
+SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    listen_port: int = 10911
+    broker_ip1: str = ""  # empty: the listen address (127.0.0.1 when listening on every address)
+    namesrv_addr: str = ""
+    flush_disk_type: str = ASYNC_FLUSH
+    flush_interval_commit_log: int = 500  # ms, ASYNC_FLUSH
+    sync_flush_timeout: int = 5000  # ms, SYNC_FLUSH
+    flush_consumer_offset_interval: int = 5000  # ms
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    broker_permission: int = 6
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    register_name_server_period: int = 30000  # ms, clamped to [10 s, 60 s]
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    max_message_size: int = 4 * 1024 * 1024
+    store: StoreSettings = field(default_factory=StoreSettings)
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flush_disk_type == SYNC_FLUSH
+
+
+_KEYS = {
+    "brokerName": "broker_name",
+    "brokerClusterName": "broker_cluster_name",
+    "brokerId": "broker_id",
+    "listenPort": "listen_port",
+    "brokerIP1": "broker_ip1",
+    "namesrvAddr": "namesrv_addr",
+    "flushDiskType": "flush_disk_type",
+    "flushIntervalCommitLog": "flush_interval_commit_log",
+    "syncFlushTimeout": "sync_flush_timeout",
+    "flushConsumerOffsetInterval": "flush_consumer_offset_interval",
+    "autoCreateTopicEnable": "auto_create_topic_enable",
+    "autoCreateSubscriptionGroup": "auto_create_subscription_group",
+    "defaultTopicQueueNums": "default_topic_queue_nums",
+    "clusterTopicEnable": "cluster_topic_enable",
+    "brokerTopicEnable": "broker_topic_enable",
+    "brokerPermission": "broker_permission",
+    "longPollingEnable": "long_polling_enable",
+    "shortPollingTimeMills": "short_polling_time_mills",
+    "registerNameServerPeriod": "register_name_server_period",
+    "regionId": "region_id",
+    "traceOn": "trace_on",
+    "maxMessageSize": "max_message_size",
+}
+
+
+def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
+    """``BrokerConfig`` from ``broker.conf``; unknown keys ignored (``MixAll.properties2Object``)."""
+    kinds = {f.name: f.type for f in fields(BrokerConfig)}
+    changes: dict[str, object] = {}
+    for key, name in _KEYS.items():
+        if key not in props:
+            continue
+        raw = props[key].strip()
+        try:
+            if kinds[name] == "int":
+                changes[name] = int(raw)
+            elif kinds[name] == "bool":
+                changes[name] = raw.lower() == "true"
+            else:
+                changes[name] = raw
+        except ValueError as exc:
+            raise UsageError(f"broker.conf: {key}={raw!r} is not valid") from exc
+    config = replace(BrokerConfig(), **changes, store=settings_from_properties(props))
+    if config.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
+        raise UsageError(f"broker.conf: flushDiskType must be {ASYNC_FLUSH} or {SYNC_FLUSH}")
+    return config
+
+
+def load_broker_config(path: Path | None) -> BrokerConfig:
+    if path is None:
+        return BrokerConfig()
+    return broker_config_from_properties(read_properties(path))

@@ -1,0 +1,283 @@
+"""Server side of the remoting protocol: listeners, connections, dispatch (PROTOCOL.md A.1, A.6, A.7).
+
+A ``Connection`` is an ``asyncio.Protocol``: bytes are cut into frames by ``FrameDecoder`` (16 MiB
+limit, as ``NettyDecoder``), each request goes to the server's dispatch function, and its answer
+(a ``RemotingCommand``, ``None`` for nothing, or an awaitable of either, e.g. a held pull) is written
+back with the response bit and the request's opaque. Oneway requests are never answered. A frame
+that does not decode closes the connection (``NettyDecoder`` does the same); a handler that raises
+answers ``SYSTEM_ERROR`` (``NettyRemotingAbstract.processRequestCommand``).
+
+Back-pressure: the write buffer has a high-water mark; above it the connection stops handling the
+frames it has and stops reading from its socket, so a client that does not read its answers cannot
+make the server buffer without limit (one answer larger than the hard cap drops it). Connections
+idle for ``idle_seconds`` are closed (``serverChannelMaxIdleTimeSeconds``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from formats.remoting import FLAG_ONEWAY, MAX_FRAME_LENGTH
+from rmqcli.remoting.codec import FrameDecoder, ProtocolError, RemotingCommand, decode, encode
+from rmqcli.remoting.codes import ResponseCode
+from rmqcli.remoting.headers import HeaderError
+from rmqcli.remoting.json_body import BodyError
+
+log = logging.getLogger(__name__)
+
+Reply = RemotingCommand | None
+Dispatch = Callable[[RemotingCommand, "Connection"], "Reply | Awaitable[Reply]"]
+
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+WRITE_HARD_CAP = 64 * 1024 * 1024
+IDLE_SECONDS = 120.0
+MAX_INFLIGHT = 4096  # requests being answered asynchronously (held pulls) per connection
+
+_opaques = itertools.count(1)
+
+
+def next_opaque() -> int:
+    """Opaque of a request the server sends to a client (B.5): its own counter, sign bit clear."""
+    return next(_opaques) & 0x7FFFFFFF
+
+
+def not_supported(request: RemotingCommand) -> RemotingCommand:
+    """``REQUEST_CODE_NOT_SUPPORTED`` with Java's remark (leading space included, A.6)."""
+    return request.response(
+        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+    )
+
+
+class Connection(asyncio.Protocol):
+    """One client socket of a ``Server``."""
+
+    def __init__(self, server: Server):
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame_length)
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] = ("0.0.0.0", 0)
+        self.closed = False
+        self.last_active = time.monotonic()
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.attributes: dict[str, Any] = {}  # per-connection state of the processors (client ids)
+        self.backlog: deque[bytes] = deque()  # frames received, not yet handled (back-pressure)
+        self.paused = False
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=self.server.write_high_water)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            self.backlog.extend(self.decoder.feed(data))
+        except ProtocolError as exc:
+            log.warning("%s: %s; closing", self.address, exc)
+            self.abort()
+            return
+        self._drain()
+
+    def _drain(self) -> None:
+        """Handle the frames received, stopping while the write buffer is above its high-water mark."""
+        while self.backlog and not self.paused and not self.closed:
+            frame = self.backlog.popleft()
+            try:
+                command = decode(frame)
+            except ProtocolError as exc:
+                log.warning("%s: undecodable frame (%s); closing", self.address, exc)
+                self.abort()
+                return
+            if command.is_response:
+                self.server.on_response(command, self)
+                continue
+            self._handle(command)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+            self._drain()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.backlog.clear()
+        self.server.connections.discard(self)
+        for task in list(self.tasks):
+            task.cancel()
+        for callback in self.server.close_callbacks:
+            try:
+                callback(self)
+            except Exception:  # a processor's clean-up must not break the others
+                log.exception("close callback failed for %s", self.address)
+
+    # --- requests -----------------------------------------------------------------------------
+    def _handle(self, request: RemotingCommand) -> None:
+        try:
+            reply = self.server.dispatch(request, self)
+        except Exception as exc:
+            self.reply(request, _error_response(request, exc))
+            return
+        if inspect.isawaitable(reply):
+            if len(self.tasks) >= MAX_INFLIGHT:
+                close_awaitable(reply)
+                self.reply(
+                    request,
+                    request.response(
+                        ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while"
+                    ),
+                )
+                return
+            task = asyncio.get_running_loop().create_task(self._finish(request, reply))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        else:
+            self.reply(request, reply)
+
+    async def _finish(self, request: RemotingCommand, pending: Awaitable[Reply]) -> None:
+        try:
+            reply = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reply = _error_response(request, exc)
+        self.reply(request, reply)
+
+    def reply(self, request: RemotingCommand, response: Reply) -> None:
+        """Write ``response`` unless the request was oneway (A.6) or there is nothing to say."""
+        if response is None or request.flag & FLAG_ONEWAY:
+            return
+        self.write(response)
+
+    def write(self, command: RemotingCommand) -> bool:
+        """Encode and write one command; False when the connection is gone or was dropped."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False
+        try:
+            frame = encode(command, max_frame_length=self.server.max_frame_length)
+        except ProtocolError as exc:
+            log.error("%s: cannot encode %s: %s", self.address, command.describe(), exc)
+            frame = encode(
+                RemotingCommand(
+                    code=ResponseCode.SYSTEM_ERROR,
+                    opaque=command.opaque,
+                    flag=command.flag,
+                    remark=f"response too large: {exc}",
+                )
+            )
+        self.transport.write(frame)
+        self.last_active = time.monotonic()
+        if self.transport.get_write_buffer_size() > self.server.write_hard_cap:
+            log.warning("%s: client does not read its answers; dropping it", self.address)
+            self.abort()
+            return False
+        return True
+
+    def send_oneway(self, code: int, header: dict[str, Any] | None = None, body: bytes = b"") -> bool:
+        """A oneway request to the client (B.5, e.g. NOTIFY_CONSUMER_IDS_CHANGED)."""
+        return self.write(RemotingCommand.request(code, header, body, oneway=True, opaque=next_opaque()))
+
+    # --- state --------------------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        """``ip:port`` of the peer (``RemotingHelper.parseChannelRemoteAddr``)."""
+        host, port = self.peer
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def abort(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.abort()
+        self.closed = True
+
+
+def close_awaitable(value: Any) -> None:
+    if inspect.iscoroutine(value):
+        value.close()
+
+
+def _error_response(request: RemotingCommand, exc: Exception) -> RemotingCommand:
+    """``SYSTEM_ERROR`` with the exception's summary (``RemotingHelper.exceptionSimpleDesc``)."""
+    if isinstance(exc, HeaderError | BodyError):
+        remark = str(exc)
+    else:
+        log.exception("processing %s failed", request.describe())
+        remark = f"{type(exc).__name__}: {exc}"
+    return request.response(ResponseCode.SYSTEM_ERROR, remark)
+
+
+class Server:
+    """One listening socket and its connections, answering requests with ``dispatch``."""
+
+    def __init__(
+        self,
+        name: str,
+        dispatch: Dispatch,
+        *,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+        write_high_water: int = WRITE_HIGH_WATER,
+        write_hard_cap: int = WRITE_HARD_CAP,
+        idle_seconds: float = IDLE_SECONDS,
+    ):
+        self.name = name
+        self.dispatch = dispatch
+        self.max_frame_length = max_frame_length
+        self.write_high_water = write_high_water
+        self.write_hard_cap = write_hard_cap
+        self.idle_seconds = idle_seconds
+        self.connections: set[Connection] = set()
+        self.close_callbacks: list[Callable[[Connection], None]] = []
+        self.response_callbacks: list[Callable[[RemotingCommand, Connection], None]] = []
+        self._server: asyncio.base_events.Server | None = None
+        self._idle_task: asyncio.Task[None] | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (port 0: any free port); returns the port."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True)
+        self._idle_task = loop.create_task(self._close_idle())
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def on_response(self, command: RemotingCommand, connection: Connection) -> None:
+        for callback in self.response_callbacks:
+            callback(command, connection)
+
+    async def _close_idle(self) -> None:
+        while True:
+            await asyncio.sleep(min(10.0, self.idle_seconds))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if now - conn.last_active > self.idle_seconds and not conn.tasks:
+                    log.info("%s: idle for %.0f s; closing", conn.address, self.idle_seconds)
+                    conn.abort()
+
+    async def close(self) -> None:
+        """Stop listening and drop every connection."""
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            except TimeoutError:
+                pass

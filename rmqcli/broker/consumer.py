@@ -1,0 +1,92 @@
+"""Clients and consumers: ``ClientManageProcessor`` and ``ConsumerManageProcessor`` (PROTOCOL.md B.3).
+
+HEART_BEAT (34) registers producers and consumers (enum names or C++ ordinals, B.9), creates the
+group's subscription config and its ``%RETRY%<group>`` topic; UNREGISTER_CLIENT (35);
+GET_CONSUMER_LIST_BY_GROUP (38); QUERY_CONSUMER_OFFSET (14) / UPDATE_CONSUMER_OFFSET (15, often
+oneway); LOCK_BATCH_MQ (41) / UNLOCK_BATCH_MQ (42) for orderly consumers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.state import RETRY_PREFIX
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+
+def heart_beat(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    data = jb.decode(jb.HeartbeatData, req.body) if req.body else jb.HeartbeatData()
+    for consumer in data.consumer_data_set:
+        group = ctl.groups.find(consumer.group_name)
+        if group is not None and consumer.message_model == "CLUSTERING":
+            retry = RETRY_PREFIX + consumer.group_name
+            if ctl.topics.get(retry) is None:
+                ctl.topics.create_system(retry, int(group.get("retryQueueNums", 1)))
+    ctl.clients.heartbeat(data, conn, req.language, req.version)
+    return req.response()
+
+
+def unregister_client(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.UnregisterClientRequestHeader)
+    ctl.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
+    return req.response()
+
+
+def consumer_list(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.GetConsumerListByGroupRequestHeader)
+    info = ctl.clients.consumers.get(h.consumer_group)
+    if info is None or not info.channels:
+        return req.response(RS.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
+    ids = jb.GetConsumerListByGroupResponseBody(consumer_id_list=list(info.channels))
+    return req.response(body=jb.encode(ids))
+
+
+def query_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``queryConsumerOffset``: the committed offset; without one, 0 when the queue still starts at
+    offset 0 and holds it, else QUERY_NOT_FOUND (E.7)."""
+    h = req.header(hd.QueryConsumerOffsetRequestHeader)
+    offset = ctl.offsets.query(h.consumer_group, h.topic, h.queue_id)
+    if offset >= 0:
+        return req.response(header=hd.QueryConsumerOffsetResponseHeader(offset=offset))
+    low = ctl.store.min_offset(h.topic, h.queue_id)
+    has_first = ctl.store.max_offset(h.topic, h.queue_id) > 0
+    if low <= 0 and has_first and h.set_zero_if_not_found is not False:
+        return req.response(header=hd.QueryConsumerOffsetResponseHeader(offset=0))
+    return req.response(RS.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+
+def update_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.UpdateConsumerOffsetRequestHeader)
+    ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+    return req.response()
+
+
+def lock_batch(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    body = jb.decode(jb.LockBatchRequestBody, req.body)
+    locked = ctl.locks.lock(body.consumer_group, body.mq_set, body.client_id)
+    return req.response(body=jb.encode(jb.LockBatchResponseBody(lock_ok_mq_set=locked)))
+
+
+def unlock_batch(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    body = jb.decode(jb.UnlockBatchRequestBody, req.body)
+    ctl.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
+    return req.response()
+
+
+HANDLERS = {
+    RC.HEART_BEAT: heart_beat,
+    RC.UNREGISTER_CLIENT: unregister_client,
+    RC.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
+    RC.QUERY_CONSUMER_OFFSET: query_offset,
+    RC.UPDATE_CONSUMER_OFFSET: update_offset,
+    RC.LOCK_BATCH_MQ: lock_batch,
+    RC.UNLOCK_BATCH_MQ: unlock_batch,
+}

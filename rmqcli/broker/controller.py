@@ -1,0 +1,234 @@
+"""The Broker: state, processors, background services (``BrokerController`` of RocketMQ 4.9.x).
+
+``dispatch`` routes a request to the processor module registered for its code (B.3, B.4) and
+answers REQUEST_CODE_NOT_SUPPORTED for the rest. Background services: the store's flush, the
+consumer-offset and config persistence (every ``flushConsumerOffsetInterval``), client expiry, and
+REGISTER_BROKER to every name server at start, every ``registerNameServerPeriod`` and whenever the
+topic table changes (A.7, B.6 auto-creation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from rmqcli.broker import admin, consumer, pull, query, send
+from rmqcli.broker.config import BrokerConfig
+from rmqcli.broker.connection import Connection, Reply, not_supported
+from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.pull import HoldService
+from rmqcli.broker.state import (
+    DEFAULT_TOPIC,
+    OFFSET_MOVED_EVENT,
+    PERM_INHERIT,
+    PERM_READ_WRITE,
+    SELF_TEST_TOPIC,
+    ClientChannel,
+    ClientManager,
+    ConsumerOffsetManager,
+    LockManager,
+    SubscriptionGroupManager,
+    TopicConfigManager,
+)
+from rmqcli.errors import RmqError
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.client import RemotingClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["BrokerController", RemotingCommand, Connection], "Reply | Awaitable[Reply]"]
+HOUSEKEEPING_SECONDS = 10.0
+REGISTER_TIMEOUT = 6.0
+
+
+class Stats:
+    """Put/get counters sampled every 10 s for ``putTps``/``getTransferedTps`` (10 s, 1 min, 10 min)."""
+
+    def __init__(self, store: MessageStore):
+        self.store = store
+        self.samples: deque[tuple[float, int, int]] = deque(maxlen=61)
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), self.store.put_count, self.store.get_count))
+
+    def tps(self) -> tuple[str, str]:
+        now = (time.monotonic(), self.store.put_count, self.store.get_count)
+        out: list[list[str]] = [[], []]
+        for span in (10, 60, 600):
+            base = next((s for s in self.samples if now[0] - s[0] <= span + 1), None)
+            for i in (0, 1):
+                if base is None or now[0] <= base[0]:
+                    out[i].append("0.0")
+                else:
+                    out[i].append(f"{(now[i + 1] - base[i + 1]) / (now[0] - base[0]):.1f}")
+        return " ".join(out[0]), " ".join(out[1])
+
+
+class BrokerController:
+    """One broker over one open store."""
+
+    def __init__(self, config: BrokerConfig, writer: StoreWriter, namesrv_addrs: list[str]):
+        self.config = config
+        self.writer = writer
+        self.namesrv_addrs = namesrv_addrs
+        self.store = MessageStore(
+            writer, sync_flush=config.sync_flush, flush_interval_ms=config.flush_interval_commit_log
+        )
+        self.topics = TopicConfigManager(writer, self._topics_changed)
+        self.groups = SubscriptionGroupManager(writer, config.auto_create_subscription_group, self.persist)
+        self.offsets = ConsumerOffsetManager(writer)
+        self.clients = ClientManager(self._notify_ids_changed)
+        self.locks = LockManager()
+        self.holds = HoldService()
+        self.stats = Stats(self.store)
+        self.store.listeners.append(self.holds.arrived)
+        self.handlers: dict[int, Handler] = {}
+        for module in (send, pull, consumer, query, admin):
+            self.handlers.update(module.HANDLERS)
+        self.remoting = RemotingClient()
+        self._register_wanted = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._init_topics()
+
+    @property
+    def addr(self) -> str:
+        return f"{self.config.broker_ip1}:{self.config.listen_port}"
+
+    # --- requests -----------------------------------------------------------------------------
+    def dispatch(self, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+        handler = self.handlers.get(req.code)
+        if handler is None:
+            return not_supported(req)
+        return handler(self, req, conn)
+
+    def on_close(self, conn: Connection) -> None:
+        """``ClientHousekeepingService``: a closed connection takes its clients with it."""
+        self.clients.on_close(conn)
+
+    def _notify_ids_changed(self, group: str, members: list[ClientChannel]) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (40, oneway) to every member of ``group`` (B.5)."""
+        config = self.writer.config.groups.get(group)
+        if config is not None and not config.get("notifyConsumerIdsChangedEnable", True):
+            return
+        for member in members:
+            member.connection.send_oneway(RC.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+
+    # --- topics and persistence ---------------------------------------------------------------
+    def _init_topics(self) -> None:
+        """``TopicConfigManager`` constructor: the system topics a 4.9.x broker creates at start."""
+        c = self.config
+        wanted: list[tuple[str, int, int]] = [(SELF_TEST_TOPIC, 1, PERM_READ_WRITE)]
+        if c.auto_create_topic_enable:
+            wanted.append((DEFAULT_TOPIC, c.default_topic_queue_nums, PERM_READ_WRITE | PERM_INHERIT))
+        cluster_perm = PERM_READ_WRITE | (PERM_INHERIT if c.cluster_topic_enable else 0)
+        wanted.append((c.broker_cluster_name, 16, cluster_perm))
+        broker_perm = PERM_READ_WRITE | (PERM_INHERIT if c.broker_topic_enable else 0)
+        wanted.append((c.broker_name, 1, broker_perm))
+        wanted.append((OFFSET_MOVED_EVENT, 1, PERM_READ_WRITE))
+        created = False
+        for name, nums, perm in wanted:
+            if self.topics.get(name) is None:
+                self.topics.put(name, nums, nums, perm, notify=False)
+                created = True
+        if created:
+            self.persist()
+
+    def persist(self) -> None:
+        """Write topics.json, subscriptionGroup.json, consumerOffset.json, delayOffset.json now."""
+        self.offsets.changed = False
+        self.store.persist_config()
+
+    def _topics_changed(self) -> None:
+        self.persist()
+        self._register_wanted.set()
+
+    # --- background services ------------------------------------------------------------------
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for coro in (
+            self.store.flush_loop(),
+            self._persist_loop(),
+            self._housekeeping(),
+            self._register_loop(),
+        ):
+            self._tasks.append(loop.create_task(coro))
+
+    async def _persist_loop(self) -> None:
+        """``ConsumerOffsetManager.persist`` every ``flushConsumerOffsetInterval`` ms (when changed)."""
+        while True:
+            await asyncio.sleep(max(self.config.flush_consumer_offset_interval, 100) / 1000)
+            if self.offsets.changed:
+                try:
+                    self.persist()
+                except (OSError, RmqError):
+                    log.exception("persisting consumer offsets failed")
+
+    async def _housekeeping(self) -> None:
+        while True:
+            self.stats.sample()
+            self.clients.expire(time.monotonic())
+            await asyncio.sleep(HOUSEKEEPING_SECONDS)
+
+    async def _register_loop(self) -> None:
+        period = min(max(self.config.register_name_server_period, 10000), 60000) / 1000
+        while True:
+            self._register_wanted.clear()
+            await self.register_all()
+            try:
+                await asyncio.wait_for(self._register_wanted.wait(), period)
+            except TimeoutError:
+                pass
+
+    def _register_request(self) -> RemotingCommand:
+        body = jb.encode(jb.RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()))
+        header = hd.RegisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.addr,
+            cluster_name=self.config.broker_cluster_name,
+            ha_server_addr=f"{self.config.broker_ip1}:{self.config.listen_port + 1}",
+            broker_id=self.config.broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        return RemotingCommand.request(RC.REGISTER_BROKER, header, body)
+
+    async def register_all(self) -> None:
+        """``BrokerOuterAPI.registerBrokerAll``: REGISTER_BROKER to every name server."""
+        for addr in self.namesrv_addrs:
+            try:
+                response = await self.remoting.invoke(addr, self._register_request(), REGISTER_TIMEOUT)
+                if response.code != 0:
+                    log.warning("register with %s: %s %s", addr, response.describe(), response.remark or "")
+            except RmqError as exc:
+                log.warning("register with name server %s failed: %s", addr, exc)
+
+    async def unregister_all(self) -> None:
+        header = hd.UnRegisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.addr,
+            cluster_name=self.config.broker_cluster_name,
+            broker_id=self.config.broker_id,
+        )
+        for addr in self.namesrv_addrs:
+            try:
+                await self.remoting.invoke(addr, RemotingCommand.request(RC.UNREGISTER_BROKER, header), 3.0)
+            except RmqError as exc:
+                log.warning("unregister from name server %s failed: %s", addr, exc)
+
+    async def shutdown(self) -> None:
+        """Stop the services, unregister, then flush and close the store (``abort`` removed)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self.unregister_all()
+        await self.remoting.close()
+        self.store.close()

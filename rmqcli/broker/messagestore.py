@@ -1,0 +1,288 @@
+"""The broker's store engine over ``StoreWriter`` (``DefaultMessageStore`` of RocketMQ 4.9.x).
+
+Appends go through the writer, which dispatches each record to its consume queue and the index
+at once (the reput). Reads serve pulls and queries straight from the writer's mapped files:
+consume-queue units (20 bytes, B.8) and stored records, byte for byte. Flushing is
+``FlushRealTimeService`` (ASYNC_FLUSH: every ``flushIntervalCommitLog`` ms when something was
+appended) or ``GroupCommitService`` (SYNC_FLUSH: a send is answered after the msync that covers it;
+every append made before the flush runs shares it). ``on_arrival`` listeners are told of every new
+consume-queue unit (``NotifyMessageArrivingListener``: wakes held pulls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
+from rmqcli.store.commitlog import Record, RecordError, decode_record
+from rmqcli.store.index import IndexService
+from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
+from rmqcli.store.writer import StoreWriter
+from rmqcli.store.writer_cq import ConsumeQueueWriter
+from rmqcli.store.writer_files import WritableFile
+from rmqcli.store.writer_messages import AppendResult, BatchAppendResult, BatchMessage, Message
+
+log = logging.getLogger(__name__)
+
+ArrivalListener = Callable[[str, int], None]
+FULL_FLUSH_SECONDS = 10.0  # checkpoint, consume queues and index (``FlushConsumeQueueService`` & co.)
+
+
+@dataclass
+class Unit:
+    """One consume-queue unit: where the record is, and its tags code."""
+
+    physical_offset: int
+    size: int
+    tags_code: int
+
+
+class MessageStore:
+    """Appends, reads and flushes of one store, held open by a ``StoreWriter``."""
+
+    def __init__(self, writer: StoreWriter, *, sync_flush: bool = False, flush_interval_ms: int = 500):
+        self.writer = writer
+        self.sync_flush = sync_flush
+        self.flush_interval = max(flush_interval_ms, 10) / 1000
+        self.listeners: list[ArrivalListener] = []
+        self.put_count = 0
+        self.get_count = 0
+        self.boot_timestamp = int(time.time() * 1000)
+        self._dirty = False
+        self._dirty_full = False
+        self._group_commit: asyncio.Future[None] | None = None
+
+    # --- appending ----------------------------------------------------------------------------
+    def put(self, message: Message) -> AppendResult:
+        """``DefaultMessageStore.putMessage``."""
+        result = self.writer.append(message)
+        self._appended(result.topic, result.queue_id, 1)
+        return result
+
+    def put_batch(self, batch: BatchMessage) -> BatchAppendResult:
+        """``DefaultMessageStore.putMessages``: a classic batch, one record per element."""
+        result = self.writer.append_batch(batch)
+        self._appended(batch.topic, batch.queue_id, len(result.records))
+        return result
+
+    def _appended(self, topic: str, queue_id: int, count: int) -> None:
+        self.put_count += count
+        self._dirty = self._dirty_full = True
+        for listener in self.listeners:
+            try:
+                listener(topic, queue_id)
+            except Exception:
+                log.exception("arrival listener failed")
+
+    def flushed(self) -> asyncio.Future[None]:
+        """SYNC_FLUSH: a future done once everything appended so far is on disk (group commit)."""
+        if self._group_commit is None:
+            loop = asyncio.get_running_loop()
+            self._group_commit = loop.create_future()
+            loop.call_soon(self._do_group_commit)
+        return self._group_commit
+
+    def _do_group_commit(self) -> None:
+        future, self._group_commit = self._group_commit, None
+        try:
+            self.flush_commitlog()
+        except Exception as exc:  # a failed fsync answers FLUSH_DISK_TIMEOUT to the senders
+            log.exception("group commit failed")
+            if future is not None and not future.done():
+                future.set_exception(exc)
+            return
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    # --- flushing -----------------------------------------------------------------------------
+    def flush_commitlog(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            self.writer.commitlog.flush()
+
+    def flush_all(self) -> None:
+        """CommitLog, consume queues, index, checkpoint and config files, with fsync."""
+        self._dirty = self._dirty_full = False
+        self.writer.flush()
+
+    def persist_config(self) -> None:
+        """``ConfigManager.persist`` of topics.json, subscriptionGroup.json, consumerOffset.json
+        and delayOffset.json (each written beside and renamed into place, the old one kept as .bak)."""
+        self.writer.config.write(self.writer.root / CONFIG_DIR)
+
+    async def flush_loop(self) -> None:
+        """ASYNC_FLUSH ``FlushRealTimeService`` plus the periodic full flush."""
+        last_full = time.monotonic()
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            try:
+                if not self.sync_flush:
+                    self.flush_commitlog()
+                if self._dirty_full and time.monotonic() - last_full >= FULL_FLUSH_SECONDS:
+                    last_full = time.monotonic()
+                    self._dirty_full = False
+                    self.writer.commitlog.flush()
+                    self.writer.dispatcher.flush()
+            except Exception:
+                log.exception("flush failed")
+
+    # --- consume queues -----------------------------------------------------------------------
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueueWriter | None:
+        return self.writer.dispatcher.cqs.get((topic, queue_id))
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """``getMaxOffsetInQueue``: the next queue offset (0 for an unknown queue)."""
+        cq = self.queue(topic, queue_id)
+        return cq.max_offset if cq else 0
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """``getMinOffsetInQueue`` (0 for an unknown queue; GET_MIN_OFFSET answers that too)."""
+        cq = self.queue(topic, queue_id)
+        return cq.min_logic_offset // CQ_UNIT_SIZE if cq else 0
+
+    def units_per_file(self, topic: str, queue_id: int) -> int:
+        cq = self.queue(topic, queue_id)
+        return (
+            cq.files.file_size if cq else self.writer.settings.mapped_file_size_consume_queue
+        ) // CQ_UNIT_SIZE
+
+    def units(self, topic: str, queue_id: int, offset: int, max_units: int) -> list[Unit]:
+        """``ConsumeQueue.getIndexBuffer``: units from ``offset`` to the end of its file, at most
+        ``max_units``; empty when ``offset`` is in no file (a hole)."""
+        cq = self.queue(topic, queue_id)
+        if cq is None or offset < 0:
+            return []
+        pos = offset * CQ_UNIT_SIZE
+        f = _file_at(cq.files.files, pos)
+        if f is None:
+            return []
+        start = pos - f.from_offset
+        end = min(f.wrote, start + max_units * CQ_UNIT_SIZE)
+        if end <= start:
+            return []
+        data = f.read(start, end - start)
+        return [Unit(o, s, t) for o, s, t in CQ_UNIT_STRUCT.iter_unpack(data)]
+
+    # --- commit log ---------------------------------------------------------------------------
+    def read(self, physical_offset: int, size: int) -> bytes | None:
+        """``CommitLog.getMessage``: ``size`` bytes of the record at ``physical_offset``."""
+        f = _file_at(self.writer.commitlog.files, physical_offset)
+        if f is None:
+            return None
+        pos = physical_offset - f.from_offset
+        if pos + size > f.wrote:
+            return None
+        return f.read(pos, size)
+
+    def record_at(self, physical_offset: int) -> tuple[Record, bytes] | None:
+        """The decoded record at ``physical_offset`` and its bytes; None when no record starts there."""
+        f = _file_at(self.writer.commitlog.files, physical_offset)
+        if f is None:
+            return None
+        pos = physical_offset - f.from_offset
+        head = f.read(pos, 4) if pos + 4 <= f.wrote else b""
+        if len(head) < 4:
+            return None
+        size = int.from_bytes(head, "big", signed=True)
+        if size <= 0 or pos + size > f.wrote:
+            return None
+        data = f.read(pos, size)
+        try:
+            rec = decode_record(data, 0, len(data), f.path.name, physical_offset)
+        except RecordError:
+            return None
+        if rec.physical_offset != physical_offset:
+            return None
+        return rec, data
+
+    def store_timestamp(self, unit: Unit) -> int | None:
+        found = self.record_at(unit.physical_offset)
+        return found[0].store_timestamp if found else None
+
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """``ConsumeQueue.getOffsetInQueueByTime`` (4.9.x): the offset whose store time equals
+        ``timestamp``, otherwise the closer neighbour; after the last message: the last one; 0 if empty."""
+        low, high = self.min_offset(topic, queue_id), self.max_offset(topic, queue_id) - 1
+        if high < low:
+            return 0
+        times: dict[int, int] = {}
+
+        def ts(offset: int) -> int:
+            if offset not in times:
+                units = self.units(topic, queue_id, offset, 1)
+                value = self.store_timestamp(units[0]) if units else None
+                times[offset] = -1 if value is None else value
+            return times[offset]
+
+        lo, hi = low, high
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ts(mid) < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        if ts(lo) == timestamp or lo == low:
+            return lo
+        if ts(lo) < timestamp:  # every message is older
+            return lo
+        before = lo - 1
+        return before if timestamp - ts(before) < ts(lo) - timestamp else lo
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        """``getEarliestMessageTime``: store time of the first message of the queue, -1 when none."""
+        units = self.units(topic, queue_id, self.min_offset(topic, queue_id), 1)
+        if not units:
+            return -1
+        value = self.store_timestamp(units[0])
+        return -1 if value is None else value
+
+    def earliest_message_time(self) -> int:
+        """Store time of the first record in the CommitLog (runtime info), -1 when empty."""
+        files = self.writer.commitlog.files
+        if not files:
+            return -1
+        found = self.record_at(files[0].from_offset)
+        return found[0].store_timestamp if found else -1
+
+    # --- index --------------------------------------------------------------------------------
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[bytes]:
+        """``queryMessage``: the stored records indexed under ``topic#key`` (newest first)."""
+        settings = self.writer.settings
+        service = IndexService(
+            self.writer.root / INDEX_DIR, settings.max_hash_slot_num, settings.max_index_num
+        )
+        try:
+            offsets = service.query(topic, key, max_num, begin, end)
+        finally:
+            service.close()
+        records = []
+        for offset in offsets:
+            found = self.record_at(offset)
+            if found is not None and found[0].topic == topic:
+                records.append(found[1])
+        return records
+
+    @property
+    def index_last_update(self) -> tuple[int, int]:
+        """``(indexLastUpdateTimestamp, indexLastUpdatePhyoffset)`` of the newest index file."""
+        files = self.writer.index.files
+        if not files:
+            return 0, 0
+        return files[-1].end_timestamp, files[-1].end_phy_offset
+
+    def close(self) -> None:
+        """Flush everything, persist config and close the writer (removes ``abort``)."""
+        self.writer.close()
+
+
+def _file_at(files: list[WritableFile], offset: int) -> WritableFile | None:
+    i = bisect.bisect_right(files, offset, key=lambda f: f.from_offset) - 1
+    if i < 0:
+        return None
+    f = files[i]
+    return f if offset < f.from_offset + f.size else None

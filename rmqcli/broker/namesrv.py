@@ -1,0 +1,371 @@
+"""The NameServer: route tables and KV config (PROTOCOL.md B.2; ``RouteInfoManager``, ``KVConfigManager``,
+``DefaultRequestProcessor``/``ClientRequestProcessor`` of RocketMQ).
+
+State is in memory, as in the real name server: brokers register every 30 s and are forgotten when
+their connection closes or after 120 s of silence (A.7). Queue data of a topic comes only from master
+registrations (broker id 0). Route bodies are fastjson's bare-key form for clients older than
+V4_9_4 (version < 401) and standard JSON otherwise or when ``acceptStandardJsonOnly`` (A.9 #4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from dataclasses import dataclass, field
+
+from rmqcli.broker.connection import Connection, Reply, not_supported
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+
+log = logging.getLogger(__name__)
+
+BROKER_EXPIRED_SECONDS = 120.0  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+SCAN_SECONDS = 10.0
+STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+PERM_WRITE = 2
+PERM_READ = 4
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
+@dataclass
+class LiveBroker:
+    """``BrokerLiveInfo``: when a broker address last registered, and over which connection."""
+
+    last_update: float
+    data_version: jb.DataVersion
+    connection: Connection | None
+    ha_server_addr: str = ""
+
+
+@dataclass
+class NameServer:
+    """Route info and KV config; ``handle`` answers one request."""
+
+    kv: dict[str, dict[str, str]] = field(default_factory=dict)
+    brokers: dict[str, jb.BrokerData] = field(default_factory=dict)  # brokerAddrTable
+    clusters: dict[str, list[str]] = field(default_factory=dict)  # clusterAddrTable
+    topics: dict[str, dict[str, jb.QueueData]] = field(default_factory=dict)  # topicQueueTable
+    live: dict[str, LiveBroker] = field(default_factory=dict)  # brokerLiveTable
+    config: dict[str, str] = field(default_factory=lambda: {"orderMessageEnable": "false"})
+
+    # --- dispatch -----------------------------------------------------------------------------
+    def handle(self, request: RemotingCommand, conn: Connection) -> Reply:
+        handler = _HANDLERS.get(request.code)
+        if handler is None:
+            return not_supported(request)
+        return handler(self, request, conn)
+
+    def on_close(self, conn: Connection) -> None:
+        """``BrokerHousekeepingService.onChannelClose``: forget brokers registered over ``conn``."""
+        for addr, live in list(self.live.items()):
+            if live.connection is conn:
+                log.info("broker %s: connection closed; removed from the route table", addr)
+                self._remove_addr(addr)
+
+    async def scan_expired(self) -> None:
+        """``RouteInfoManager.scanNotActiveBroker`` every 10 s."""
+        while True:
+            await asyncio.sleep(SCAN_SECONDS)
+            self.expire(time.monotonic())
+
+    def expire(self, now: float) -> None:
+        for addr, live in list(self.live.items()):
+            if now - live.last_update > BROKER_EXPIRED_SECONDS:
+                log.warning("broker %s: silent for %.0f s; removed", addr, BROKER_EXPIRED_SECONDS)
+                if live.connection is not None:
+                    live.connection.abort()
+                self._remove_addr(addr)
+
+    # --- route table --------------------------------------------------------------------------
+    def register(
+        self,
+        h: hd.RegisterBrokerRequestHeader,
+        wrapper: jb.TopicConfigSerializeWrapper,
+        conn: Connection | None,
+    ) -> str | None:
+        """``RouteInfoManager.registerBroker``; returns the master's address for a slave."""
+        names = self.clusters.setdefault(h.cluster_name, [])
+        if h.broker_name not in names:
+            names.append(h.broker_name)
+        data = self.brokers.get(h.broker_name)
+        first = data is None
+        if data is None:
+            data = self.brokers[h.broker_name] = jb.BrokerData(
+                cluster=h.cluster_name, broker_name=h.broker_name
+            )
+        for bid, addr in list(data.broker_addrs.items()):
+            if addr == h.broker_addr and bid != h.broker_id:
+                del data.broker_addrs[bid]  # the same address switched role
+        first = first or h.broker_addr not in data.broker_addrs.values()
+        data.broker_addrs[h.broker_id] = h.broker_addr
+        previous = self.live.get(h.broker_addr)
+        changed = previous is None or (
+            previous.data_version.counter,
+            previous.data_version.timestamp,
+        ) != (wrapper.data_version.counter, wrapper.data_version.timestamp)
+        if h.broker_id == 0 and (changed or first):
+            for config in wrapper.topic_config_table.values():
+                self.topics.setdefault(config.topic_name, {})[h.broker_name] = jb.QueueData(
+                    broker_name=h.broker_name,
+                    perm=config.perm,
+                    read_queue_nums=config.read_queue_nums,
+                    topic_sys_flag=config.topic_sys_flag,
+                    write_queue_nums=config.write_queue_nums,
+                )
+        self.live[h.broker_addr] = LiveBroker(time.monotonic(), wrapper.data_version, conn, h.ha_server_addr)
+        if h.broker_id != 0:
+            return data.broker_addrs.get(0)
+        return None
+
+    def _remove_addr(self, addr: str) -> None:
+        self.live.pop(addr, None)
+        for name, data in list(self.brokers.items()):
+            for bid, a in list(data.broker_addrs.items()):
+                if a == addr:
+                    del data.broker_addrs[bid]
+            if not data.broker_addrs:
+                self._remove_broker_name(name)
+
+    def _remove_broker_name(self, name: str) -> None:
+        data = self.brokers.pop(name, None)
+        if data is not None:
+            names = self.clusters.get(data.cluster, [])
+            if name in names:
+                names.remove(name)
+            if not names:
+                self.clusters.pop(data.cluster, None)
+        for topic, queues in list(self.topics.items()):
+            queues.pop(name, None)
+            if not queues:
+                del self.topics[topic]
+
+    def route(self, topic: str) -> jb.TopicRouteData | None:
+        """``RouteInfoManager.pickupTopicRouteData``: None when no broker data can be found."""
+        queues = self.topics.get(topic)
+        if not queues:
+            return None
+        datas = []
+        for name in queues:
+            data = self.brokers.get(name)
+            if data is not None:
+                datas.append(
+                    jb.BrokerData(
+                        broker_addrs=dict(sorted(data.broker_addrs.items())),
+                        broker_name=data.broker_name,
+                        cluster=data.cluster,
+                    )
+                )
+        if not datas:
+            return None
+        route = jb.TopicRouteData(broker_datas=datas, queue_datas=list(queues.values()))
+        if self.config.get("orderMessageEnable") == "true":
+            route.order_topic_conf = self.kv.get(ORDER_TOPIC_CONFIG, {}).get(topic)
+        return route
+
+
+# --- handlers (one per request code) -------------------------------------------------------------
+def put_kv(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.PutKVConfigRequestHeader)
+    ns.kv.setdefault(h.namespace, {})[h.key] = h.value
+    return req.response()
+
+
+def get_kv(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.GetKVConfigRequestHeader)
+    value = ns.kv.get(h.namespace, {}).get(h.key)
+    if value is None:
+        return req.response(RS.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}")
+    return req.response(header=hd.GetKVConfigResponseHeader(value=value))
+
+
+def delete_kv(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.DeleteKVConfigRequestHeader)
+    table = ns.kv.get(h.namespace)
+    if table is not None:
+        table.pop(h.key, None)
+        if not table:
+            del ns.kv[h.namespace]
+    return req.response()
+
+
+def get_kv_list(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.GetKVListByNamespaceRequestHeader)
+    table = ns.kv.get(h.namespace)
+    if not table:
+        return req.response(RS.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}")
+    return req.response(body=jb.encode(jb.KVTable(table=dict(table))))
+
+
+def register_broker(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.RegisterBrokerRequestHeader)
+    if h.body_crc32 and (zlib.crc32(req.body) & 0x7FFFFFFF) != h.body_crc32:
+        return req.response(RS.SYSTEM_ERROR, "crc32 not match")
+    if h.compressed:
+        return req.response(RS.SYSTEM_ERROR, "compressed RegisterBrokerBody is not supported")
+    wrapper = jb.TopicConfigSerializeWrapper()
+    if req.body:
+        if req.version >= 37:  # V3_0_11: RegisterBrokerBody with filter servers
+            wrapper = jb.decode(jb.RegisterBrokerBody, req.body).topic_config_serialize_wrapper
+        else:
+            wrapper = jb.decode(jb.TopicConfigSerializeWrapper, req.body)
+    master = ns.register(h, wrapper, conn)
+    master_ha = ns.live[master].ha_server_addr if master and master in ns.live else None
+    body = b""
+    order = ns.kv.get(ORDER_TOPIC_CONFIG)
+    if order:
+        body = jb.encode(jb.KVTable(table=dict(order)))
+    return req.response(
+        header=hd.RegisterBrokerResponseHeader(ha_server_addr=master_ha, master_addr=master), body=body
+    )
+
+
+def unregister_broker(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.UnRegisterBrokerRequestHeader)
+    data = ns.brokers.get(h.broker_name)
+    ns.live.pop(h.broker_addr, None)
+    if data is not None:
+        if data.broker_addrs.get(h.broker_id) == h.broker_addr:
+            del data.broker_addrs[h.broker_id]
+        if not data.broker_addrs:
+            ns._remove_broker_name(h.broker_name)
+    return req.response()
+
+
+def get_route(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.GetRouteInfoRequestHeader)
+    route = ns.route(h.topic)
+    if route is None:
+        return req.response(
+            RS.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {h.topic}{FAQ}"
+        )
+    standard = req.version >= STANDARD_JSON_VERSION or bool(h.accept_standard_json_only)
+    body = jb.encode_standard(route) if standard else jb.encode(route)
+    return req.response(body=body)
+
+
+def cluster_info(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    info = jb.ClusterInfo(
+        broker_addr_table={
+            name: jb.BrokerData(
+                broker_addrs=dict(d.broker_addrs), broker_name=d.broker_name, cluster=d.cluster
+            )
+            for name, d in ns.brokers.items()
+        },
+        cluster_addr_table={c: list(n) for c, n in ns.clusters.items()},
+    )
+    return req.response(body=jb.encode(info))
+
+
+def _write_perm(ns: NameServer, broker_name: str, wipe: bool) -> int:
+    """``RouteInfoManager.operateWritePermOfBroker``: the number of topics changed."""
+    count = 0
+    for queues in ns.topics.values():
+        qd = queues.get(broker_name)
+        if qd is not None:
+            qd.perm = qd.perm & ~PERM_WRITE if wipe else qd.perm | PERM_WRITE
+            count += 1
+    return count
+
+
+def wipe_write_perm(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.WipeWritePermOfBrokerRequestHeader)
+    count = _write_perm(ns, h.broker_name, True)
+    return req.response(header=hd.WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count))
+
+
+def add_write_perm(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.AddWritePermOfBrokerRequestHeader)
+    count = _write_perm(ns, h.broker_name, False)
+    return req.response(header=hd.AddWritePermOfBrokerResponseHeader(add_topic_count=count))
+
+
+def all_topics(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    return req.response(body=jb.encode(jb.TopicList(topic_list=list(ns.topics))))
+
+
+def topics_by_cluster(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.GetTopicsByClusterRequestHeader)
+    names = set(ns.clusters.get(h.cluster, []))
+    topics = [t for t, queues in ns.topics.items() if names & queues.keys()]
+    return req.response(body=jb.encode(jb.TopicList(topic_list=topics)))
+
+
+def system_topics(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    """GET_SYSTEM_TOPIC_LIST_FROM_NS: cluster and broker names, and one broker's address."""
+    topics: list[str] = []
+    addr = None
+    for cluster, names in ns.clusters.items():
+        topics.append(cluster)
+        topics.extend(names)
+    for data in ns.brokers.values():
+        if data.broker_addrs:
+            addr = next(iter(data.broker_addrs.values()))
+    return req.response(body=jb.encode(jb.TopicList(broker_addr=addr, topic_list=topics)))
+
+
+def delete_topic(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.DeleteTopicFromNamesrvRequestHeader)
+    queues = ns.topics.get(h.topic)
+    if queues is not None:
+        if h.cluster_name:
+            for name in ns.clusters.get(h.cluster_name, []):
+                queues.pop(name, None)
+            if not queues:
+                del ns.topics[h.topic]
+        else:
+            del ns.topics[h.topic]
+    return req.response()
+
+
+def query_data_version(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.QueryDataVersionRequestHeader)
+    version = jb.decode(jb.DataVersion, req.body) if req.body else jb.DataVersion()
+    live = ns.live.get(h.broker_addr)
+    changed = live is None or (live.data_version.counter, live.data_version.timestamp) != (
+        version.counter,
+        version.timestamp,
+    )
+    if live is not None:
+        live.last_update = time.monotonic()
+    body = jb.encode(live.data_version) if live is not None else b""
+    return req.response(header=hd.QueryDataVersionResponseHeader(changed=changed), body=body)
+
+
+def get_config(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    text = "".join(f"{k}={v}\n" for k, v in ns.config.items())
+    return req.response(body=text.encode("utf-8"))
+
+
+def update_config(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    for line in req.body.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            ns.config[key.strip()] = value.strip()
+    return req.response()
+
+
+_HANDLERS = {
+    RC.PUT_KV_CONFIG: put_kv,
+    RC.GET_KV_CONFIG: get_kv,
+    RC.DELETE_KV_CONFIG: delete_kv,
+    RC.GET_KVLIST_BY_NAMESPACE: get_kv_list,
+    RC.REGISTER_BROKER: register_broker,
+    RC.UNREGISTER_BROKER: unregister_broker,
+    RC.GET_ROUTEINFO_BY_TOPIC: get_route,
+    RC.GET_BROKER_CLUSTER_INFO: cluster_info,
+    RC.WIPE_WRITE_PERM_OF_BROKER: wipe_write_perm,
+    RC.ADD_WRITE_PERM_OF_BROKER: add_write_perm,
+    RC.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: all_topics,
+    RC.GET_TOPICS_BY_CLUSTER: topics_by_cluster,
+    RC.GET_SYSTEM_TOPIC_LIST_FROM_NS: system_topics,
+    RC.DELETE_TOPIC_IN_NAMESRV: delete_topic,
+    RC.QUERY_DATA_VERSION: query_data_version,
+    RC.GET_NAMESRV_CONFIG: get_config,
+    RC.UPDATE_NAMESRV_CONFIG: update_config,
+}

@@ -1,0 +1,220 @@
+"""PULL_MESSAGE (11): ``PullMessageProcessor``, ``DefaultMessageStore.getMessage``,
+``PullRequestHoldService`` (PROTOCOL.md B.7).
+
+``parse`` checks the request (group, topic, permission, queue id, subscription: from the request
+when the SUBSCRIPTION flag is set, else the one the group's heartbeat registered); ``get_message``
+maps the queue state to FOUND / NO_MATCHED_MESSAGE / OFFSET_* as the store does; a
+``PULL_NOT_FOUND`` with the SUSPEND flag is held (long polling) until a message arrives in the
+queue or ``suspendTimeoutMillis`` passes, then re-run. The COMMIT_OFFSET flag stores the group's
+offset before anything else. Every answer carries ``suggestWhichBrokerId, nextBeginOffset,
+minOffset, maxOffset`` as strings; a SUCCESS body is the concatenated stored records (B.8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.state import is_readable, tag_codes
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+FLAG_COMMIT_OFFSET = 0x1  # PullSysFlag
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+MAX_TRANSFER_COUNT = 32  # maxTransferCountOnMessageInMemory
+MAX_TRANSFER_BYTES = 256 * 1024  # maxTransferBytesOnMessageInMemory
+MAX_FILTER_BYTES = 16000  # DefaultMessageStore.getMessage: max(16000, maxMsgNums * 20) bytes of units
+
+
+@dataclass
+class PullResult:
+    """``GetMessageResult`` turned into the response code (B.7 table)."""
+
+    code: int
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes = b""
+
+
+@dataclass
+class PullRequest:
+    """A parsed pull: the header and the tags codes to match (None: every tag)."""
+
+    header: hd.PullMessageRequestHeader
+    codes: set[int] | None
+
+
+class PullError(Exception):
+    def __init__(self, code: int, remark: str):
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class HoldService:
+    """``PullRequestHoldService``: futures of held pulls per queue, completed when a message arrives."""
+
+    def __init__(self) -> None:
+        self.waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+
+    def wait(self, topic: str, queue_id: int) -> asyncio.Future[None]:
+        future = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault((topic, queue_id), []).append(future)
+        return future
+
+    def arrived(self, topic: str, queue_id: int) -> None:
+        """``NotifyMessageArrivingListener.arriving``."""
+        for future in self.waiters.pop((topic, queue_id), []):
+            if not future.done():
+                future.set_result(None)
+
+
+def parse(ctl: BrokerController, req: RemotingCommand) -> PullRequest:
+    h = req.header(hd.PullMessageRequestHeader)
+    if not is_readable(ctl.config.broker_permission):
+        raise PullError(RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] pulling message is forbidden")
+    group = ctl.groups.find(h.consumer_group)
+    if group is None:
+        raise PullError(
+            RS.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{h.consumer_group}] does not exist, {FAQ.strip()}",
+        )
+    if not group.get("consumeEnable", True):
+        raise PullError(RS.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+    topic = ctl.topics.get(h.topic)
+    if topic is None:
+        raise PullError(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please! {FAQ.strip()}")
+    if not is_readable(topic["perm"]):
+        raise PullError(RS.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+    if h.queue_id < 0 or h.queue_id >= topic["readQueueNums"]:
+        raise PullError(
+            RS.SYSTEM_ERROR,
+            f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+            f"[{topic['readQueueNums']}] consumer:[{h.consumer_group}]",
+        )
+    expression_type = (h.expression_type or "TAG").upper()
+    if expression_type != "TAG":
+        raise PullError(RS.NO_PERMISSION, "The broker does not support consumer to filter message by SQL92")
+    if h.sys_flag & FLAG_SUBSCRIPTION:
+        return PullRequest(h, tag_codes(h.subscription))
+    sub = ctl.clients.subscription(h.consumer_group, h.topic)
+    if ctl.clients.consumers.get(h.consumer_group) is None:
+        raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}")
+    if sub is None:
+        raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}")
+    if sub.sub_version < h.sub_version:
+        raise PullError(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+    return PullRequest(h, tag_codes(sub.sub_string))
+
+
+def get_message(ctl: BrokerController, pull: PullRequest) -> PullResult:
+    """``DefaultMessageStore.getMessage`` and the status -> response-code mapping of B.7."""
+    h = pull.header
+    store = ctl.store
+    topic, queue_id, offset = h.topic, h.queue_id, h.queue_offset
+    low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+
+    def result(code: int, status: str, next_offset: int, body: bytes = b"") -> PullResult:
+        return PullResult(code, status, next_offset, low, high, body)
+
+    if high == 0:
+        return result(RS.PULL_NOT_FOUND if offset == 0 else RS.PULL_OFFSET_MOVED, "NO_MESSAGE_IN_QUEUE", 0)
+    if offset < low:
+        return result(RS.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL", low)
+    if offset == high:
+        return result(RS.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", offset)
+    if offset > high:
+        return result(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", low if low == 0 else high)
+    max_msgs = max(1, min(h.max_msg_nums, MAX_TRANSFER_COUNT))
+    units = store.units(topic, queue_id, offset, max(MAX_FILTER_BYTES, h.max_msg_nums * 20) // 20)
+    if not units:
+        per_file = store.units_per_file(topic, queue_id)
+        return result(RS.PULL_NOT_FOUND, "OFFSET_FOUND_NULL", offset + per_file - offset % per_file)
+    chunks: list[bytes] = []
+    size = 0
+    scanned = 0
+    missing = False
+    for unit in units:
+        if len(chunks) >= max_msgs or (chunks and size + unit.size > MAX_TRANSFER_BYTES):
+            break
+        scanned += 1
+        if pull.codes is not None and unit.tags_code not in pull.codes:
+            continue
+        data = store.read(unit.physical_offset, unit.size)
+        if data is None:
+            missing = True
+            continue
+        chunks.append(data)
+        size += len(data)
+    next_offset = offset + scanned
+    if chunks:
+        store.get_count += len(chunks)
+        return result(RS.SUCCESS, "FOUND", next_offset, b"".join(chunks))
+    if missing:
+        return result(RS.PULL_RETRY_IMMEDIATELY, "MESSAGE_WAS_REMOVING", next_offset)
+    return result(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", next_offset)
+
+
+def respond(req: RemotingCommand, res: PullResult) -> RemotingCommand:
+    header = hd.PullMessageResponseHeader(
+        suggest_which_broker_id=0,
+        next_begin_offset=res.next_begin_offset,
+        min_offset=res.min_offset,
+        max_offset=res.max_offset,
+    )
+    return req.response(res.code, res.status, header=header, body=res.body)
+
+
+async def hold(ctl: BrokerController, req: RemotingCommand, pull: PullRequest, timeout_ms: int) -> Reply:
+    """Long polling: wait for an arrival in the queue (or the timeout) and pull again."""
+    h = pull.header
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        waiter = ctl.holds.wait(h.topic, h.queue_id)
+        try:
+            await asyncio.wait_for(waiter, remaining)
+        except TimeoutError:
+            break
+        res = get_message(ctl, pull)
+        if res.code != RS.PULL_NOT_FOUND:
+            return respond(req, res)
+    return respond(req, get_message(ctl, pull))
+
+
+def pull_message(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+    try:
+        pull = parse(ctl, req)
+    except PullError as exc:
+        return req.response(exc.code, exc.remark)
+    h = pull.header
+    if h.sys_flag & FLAG_COMMIT_OFFSET and ctl.config.broker_id == 0 and h.commit_offset >= 0:
+        ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+    res = get_message(ctl, pull)
+    if res.code == RS.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND:
+        timeout = (
+            h.suspend_timeout_millis
+            if ctl.config.long_polling_enable
+            else ctl.config.short_polling_time_mills
+        )
+        if timeout > 0:
+            return hold(ctl, req, pull, timeout)
+    return respond(req, res)
+
+
+HANDLERS = {RC.PULL_MESSAGE: pull_message}

@@ -1,0 +1,216 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): ``SendMessageProcessor``
+(PROTOCOL.md B.3, B.6).
+
+``parse`` turns a request into a ``Message`` or ``BatchMessage`` after the broker's checks
+(``AbstractSendMessageProcessor.msgCheck``: broker and topic permission, topic name, auto-creation
+from ``TBW102``, queue id); ``apply`` stores it and answers ``msgId, queueId, queueOffset`` plus the
+``MSG_REGION``/``TRACE_ON`` ext fields, after the group commit under SYNC_FLUSH.
+
+A batch is recognised by code 320 or by the header's ``batch``/``m`` flag. C++ clients (and so the
+Python ``rocketmq`` 0.4.4 package) write that flag as ``"1"``; a Java broker reads it as false and
+stores the encoded batch as one message (B.6). This broker reads ``"1"`` as true, so C++ batches
+arrive as the separate messages their sender meant.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import struct
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from formats import commitlog as cfmt
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.state import (
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_PREFIX,
+    is_writable,
+    validate_topic,
+)
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.writer_messages import BatchElement, BatchMessage, Host, Message
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+MAX_PROPERTIES_LENGTH = 32767
+_BATCH_HEAD = struct.Struct(
+    ">iiiii"
+)  # totalSize, magic, bodyCRC, flag, bodyLen (MessageDecoder.encodeMessages)
+_PROPS_LEN = struct.Struct(">h")
+
+
+class SendError(Exception):
+    """A send the broker refuses: the response code and remark."""
+
+    def __init__(self, code: int, remark: str):
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def born_host(conn: Connection) -> Host:
+    """The producer's address as stored: IPv4 (an IPv4-mapped or loopback v6 peer becomes 4 bytes, E.8)."""
+    host, port = conn.peer
+    try:
+        addr = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return Host(bytes(4), port)
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        elif addr.is_loopback:
+            addr = ipaddress.IPv4Address("127.0.0.1")
+    return Host(addr.packed, port)
+
+
+def is_batch(req: RemotingCommand) -> bool:
+    if req.code == RC.SEND_BATCH_MESSAGE:
+        return True
+    raw = req.ext_fields.get("m" if req.code in hd.SEND_CODES_V2 else "batch", "")
+    return raw.strip().lower() in ("true", "1")
+
+
+def decode_batch(body: bytes) -> list[BatchElement]:
+    """``MessageDecoder.decodeMessages`` of a batch body (B.6)."""
+    elements = []
+    pos, n = 0, len(body)
+    while pos < n:
+        if pos + _BATCH_HEAD.size > n:
+            raise SendError(RS.MESSAGE_ILLEGAL, "the batch body is truncated")
+        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(body, pos)
+        start = pos + _BATCH_HEAD.size
+        if total <= 0 or pos + total > n or body_len < 0 or start + body_len + _PROPS_LEN.size > pos + total:
+            raise SendError(RS.MESSAGE_ILLEGAL, f"bad batch element at byte {pos}")
+        payload = body[start : start + body_len]
+        (props_len,) = _PROPS_LEN.unpack_from(body, start + body_len)
+        p = start + body_len + _PROPS_LEN.size
+        if props_len < 0 or p + props_len > pos + total:
+            raise SendError(RS.MESSAGE_ILLEGAL, f"bad batch element properties at byte {pos}")
+        props = cfmt.decode_properties(body[p : p + props_len])
+        elements.append(BatchElement(payload, props, flag))
+        pos += total
+    if not elements:
+        raise SendError(RS.MESSAGE_ILLEGAL, "empty batch")
+    return elements
+
+
+def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Message | BatchMessage:
+    """The header checks of ``AbstractSendMessageProcessor.msgCheck`` and the message to store."""
+    h = hd.parse_send_header(req.code, req.ext_fields)
+    if not is_writable(ctl.config.broker_permission):
+        raise SendError(RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending message is forbidden")
+    problem = validate_topic(h.topic)
+    if problem:
+        raise SendError(RS.SYSTEM_ERROR, problem)
+    if h.topic in NOT_ALLOWED_SEND_TOPICS:
+        raise SendError(RS.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden.")
+    topic = ctl.topics.get(h.topic)
+    if topic is None and h.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        topic = ctl.topics.create_system(h.topic, 1)
+    if topic is None:
+        topic = ctl.topics.create_in_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+    if topic is None:
+        raise SendError(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!{FAQ}")
+    if not is_writable(topic["perm"]):
+        raise SendError(RS.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
+    queue_id = h.queue_id
+    if queue_id < 0:
+        queue_id = random.randrange(max(1, topic["writeQueueNums"]))
+    limit = max(topic["readQueueNums"], topic["writeQueueNums"])
+    if queue_id >= limit:
+        raise SendError(
+            RS.SYSTEM_ERROR,
+            f"request queueId[{queue_id}] is illegal, {topic} Producer: {conn.address}",
+        )
+    if len(req.body) > ctl.config.max_message_size:
+        raise SendError(
+            RS.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {ctl.config.max_message_size}"
+        )
+    props_text = h.properties or ""
+    if len(props_text.encode("utf-8")) > MAX_PROPERTIES_LENGTH:
+        raise SendError(RS.MESSAGE_ILLEGAL, "message properties length too long")
+    props = cfmt.decode_properties(props_text)
+    sys_flag = h.sys_flag
+    if topic.get("topicFilterType") == "MULTI_TAG":
+        sys_flag |= cfmt.MULTI_TAGS_FLAG
+    if props.get("TRAN_MSG", "").lower() == "true":
+        raise SendError(
+            RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending transaction message is forbidden"
+        )
+    born = born_host(conn)
+    if is_batch(req):
+        if h.topic.startswith(RETRY_PREFIX):
+            raise SendError(RS.MESSAGE_ILLEGAL, "batch request does not support retry group " + h.topic)
+        return BatchMessage(
+            h.topic,
+            queue_id,
+            decode_batch(req.body),
+            props,
+            sys_flag=sys_flag & ~cfmt.COMPRESSED_FLAG,
+            born_timestamp=h.born_timestamp,
+            born_host=born,
+            reconsume_times=h.reconsume_times or 0,
+        )
+    return Message(
+        h.topic,
+        queue_id,
+        req.body,
+        props,
+        flag=h.flag,
+        sys_flag=sys_flag,
+        born_timestamp=h.born_timestamp,
+        born_host=born,
+        reconsume_times=h.reconsume_times or 0,
+    )
+
+
+def apply(
+    ctl: BrokerController, req: RemotingCommand, message: Message | BatchMessage
+) -> Reply | Awaitable[Reply]:
+    if isinstance(message, BatchMessage):
+        result = ctl.store.put_batch(message)
+        msg_id, queue_offset = result.msg_id, result.queue_offset
+    else:
+        one = ctl.store.put(message)
+        msg_id, queue_offset = one.msg_id, one.queue_offset
+    header = {
+        "msgId": msg_id,
+        "queueId": message.queue_id,
+        "queueOffset": queue_offset,
+        "MSG_REGION": ctl.config.region_id,
+        "TRACE_ON": ctl.config.trace_on,
+    }
+    response = req.response(header=header)
+    if not ctl.config.sync_flush or req.is_oneway:
+        return response
+    return _after_flush(ctl, req, response)
+
+
+async def _after_flush(ctl: BrokerController, req: RemotingCommand, response: RemotingCommand) -> Reply:
+    """``handleDiskFlush`` under SYNC_FLUSH: answer once the group commit covers the message."""
+    import asyncio
+
+    try:
+        await asyncio.wait_for(asyncio.shield(ctl.store.flushed()), ctl.config.sync_flush_timeout / 1000)
+    except (TimeoutError, OSError):
+        response.code = RS.FLUSH_DISK_TIMEOUT
+        response.remark = "flush disk timeout"
+    return response
+
+
+def send(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+    try:
+        message = parse(ctl, req, conn)
+    except SendError as exc:
+        return req.response(exc.code, exc.remark)
+    return apply(ctl, req, message)
+
+
+HANDLERS = {RC.SEND_MESSAGE: send, RC.SEND_MESSAGE_V2: send, RC.SEND_BATCH_MESSAGE: send}

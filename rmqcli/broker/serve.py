@@ -1,0 +1,159 @@
+"""``rmq serve``: a NameServer and a Broker in one asyncio process over one store directory.
+
+Start-up is ``BrokerStartup`` + ``DefaultMessageStore.load/start``: refuse a store whose ``lock``
+a live process holds; finish or roll back an interrupted ``rmq`` change; run the broker's recovery
+(``rmqcli.ops.recover``: abnormal when ``abort`` exists) and apply it; open a ``StoreWriter`` (it
+takes the lock and creates ``abort``); listen; register with the name servers. SIGTERM/SIGINT stop
+it cleanly: unregister, flush, persist the config files, remove ``abort``, release the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rmqcli.broker.config import BrokerConfig
+from rmqcli.broker.connection import Server
+from rmqcli.broker.controller import BrokerController
+from rmqcli.broker.namesrv import NameServer
+from rmqcli.errors import UsageError
+from rmqcli.store.writer_messages import Host
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServeOptions:
+    store: Path
+    config: BrokerConfig
+    listen: str = "127.0.0.1"
+    namesrv_port: int = 9876
+    run_namesrv: bool = True
+    namesrv_addrs: tuple[str, ...] = ()
+
+
+@dataclass
+class Recovered:
+    """What start-up recovery did: its mode and how many plan steps it applied."""
+
+    mode: str
+    steps: int
+    backup: Path | None
+
+
+def recover_store(root: Path, config: BrokerConfig) -> Recovered:
+    """Lock check, interrupted-change clean-up and the broker's recovery, applied."""
+    from rmqcli.ops import recover as ops
+    from rmqcli.ops.safety import ensure_unlocked, finish_interrupted
+    from rmqcli.store import Store
+
+    root.mkdir(parents=True, exist_ok=True)
+    ensure_unlocked(root)
+    finish_interrupted(root)
+    store = Store(root, config.store)
+    if not store.abort_exists and not store.commitlog.files and not store.consumequeue_dir.exists():
+        store.close()
+        return Recovered("new", 0, None)  # a new store: nothing to recover
+    try:
+        result = ops.stage_recover(store)
+    finally:
+        store.close()
+    if result.plan.empty:
+        ops.discard(result)
+        return Recovered(result.mode, 0, None)
+    backup = ops.apply_recover(root, result, ["serve", str(root)])
+    return Recovered(result.mode, len(result.plan.steps), backup)
+
+
+def effective_config(opts: ServeOptions) -> BrokerConfig:
+    """The broker's address: ``brokerIP1``, else the listen address (127.0.0.1 for a wildcard)."""
+    config = opts.config
+    ip = config.broker_ip1 or ("127.0.0.1" if opts.listen in ("", "0.0.0.0", "::") else opts.listen)
+    return replace(config, broker_ip1=ip)
+
+
+def namesrv_addrs(opts: ServeOptions) -> list[str]:
+    if opts.namesrv_addrs:
+        return list(opts.namesrv_addrs)
+    if opts.config.namesrv_addr:
+        return [a.strip() for a in opts.config.namesrv_addr.split(";") if a.strip()]
+    if opts.run_namesrv:
+        host = "127.0.0.1" if opts.listen in ("", "0.0.0.0", "::") else opts.listen
+        return [f"{host}:{opts.namesrv_port}"]
+    return []
+
+
+async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> None:
+    """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way."""
+    from rmqcli.store import Store
+    from rmqcli.store.writer import StoreWriter
+
+    config = effective_config(opts)
+    if not 0 < config.listen_port < 65536:
+        raise UsageError(f"bad broker port {config.listen_port}")
+    recovered = recover_store(opts.store, config)
+    if recovered.steps:
+        announce(
+            f"recovered the store ({recovered.mode}, {recovered.steps} steps; backup in {recovered.backup})"
+        )
+    store = Store(opts.store, config.store)
+    try:
+        settings = store.effective_settings()
+    finally:
+        store.close()
+    writer = StoreWriter(
+        opts.store,
+        settings,
+        store_host=Host.parse(f"{config.broker_ip1}:{config.listen_port}"),
+        cluster=config.broker_cluster_name,
+    )
+    servers: list[Server] = []
+    controller: BrokerController | None = None
+    namesrv: NameServer | None = None
+    ns_task: asyncio.Task[None] | None = None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if opts.run_namesrv:
+            namesrv = NameServer()
+            ns_server = Server("namesrv", namesrv.handle)
+            ns_server.close_callbacks.append(namesrv.on_close)
+            servers.append(ns_server)
+            await ns_server.start(opts.listen, opts.namesrv_port)
+            ns_task = loop.create_task(namesrv.scan_expired())
+        controller = BrokerController(config, writer, namesrv_addrs(opts))
+        broker_server = Server("broker", controller.dispatch)
+        broker_server.close_callbacks.append(controller.on_close)
+        servers.append(broker_server)
+        await broker_server.start(opts.listen, config.listen_port)
+        controller.start()
+        parts = []
+        if opts.run_namesrv:
+            parts.append(f"namesrv on {opts.listen}:{opts.namesrv_port}")
+        parts.append(
+            f"broker {config.broker_name} (cluster {config.broker_cluster_name}, id {config.broker_id}) "
+            f"on {opts.listen}:{config.listen_port}, address {controller.addr}, {config.flush_disk_type}"
+        )
+        announce("rmq serve: " + "; ".join(parts) + f"; store {opts.store}")
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if controller is not None:
+            for server in servers:
+                if server.name == "broker":
+                    await server.close()
+            await controller.shutdown()
+        else:
+            writer.close()
+        if ns_task is not None:
+            ns_task.cancel()
+        for server in servers:
+            await server.close()
+        announce("rmq serve: stopped; store flushed and closed")

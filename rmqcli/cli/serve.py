@@ -1,0 +1,100 @@
+"""``rmq serve``: run a NameServer and a Broker over a store directory (``rmqcli.broker``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rmqcli.errors import NotFoundError, UsageError
+
+
+def serve(
+    store: Annotated[
+        Path, typer.Argument(metavar="STORE", help="The store directory (created when missing).")
+    ],
+    namesrv_port: Annotated[
+        int, typer.Option("--namesrv-port", help="Port of the embedded NameServer.")
+    ] = 9876,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help="Broker port (default: listenPort of broker.conf, else 10911)."),
+    ] = None,
+    listen: Annotated[str, typer.Option("--listen", help="Address to listen on.")] = "127.0.0.1",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="broker.conf: brokerName, brokerClusterName, brokerId, listenPort, brokerIP1, "
+            "flushDiskType, mapped file sizes, autoCreateTopicEnable, autoCreateSubscriptionGroup, "
+            "messageIndexEnable...",
+            dir_okay=False,
+        ),
+    ] = None,
+    no_namesrv: Annotated[
+        bool, typer.Option("--no-namesrv", help="Run only the Broker (register with --namesrv).")
+    ] = False,
+    namesrv: Annotated[
+        str | None,
+        typer.Option(
+            "--namesrv",
+            "-n",
+            help="NameServer address(es) to register with, `;`-separated (default: the embedded one).",
+        ),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log connections and warnings.")] = False,
+) -> None:
+    """Serve a store to real RocketMQ clients: a NameServer and a Broker in one process.
+
+    At start the store is checked like a broker does it: a store whose lock a live process holds
+    is refused, the start-up recovery of `rmq recover` runs and is applied (abnormal when `abort`
+    exists; removed bytes are backed up), then the store is opened for writing. Producers send,
+    consumers pull (with long polling) and commit offsets to config/consumerOffset.json. SIGTERM or
+    Ctrl-C stops it cleanly: flushed, config persisted, `abort` removed.
+    """
+    import asyncio
+    import logging
+    import sys
+    from dataclasses import replace
+
+    from rmqcli.broker.config import load_broker_config
+    from rmqcli.broker.serve import ServeOptions
+    from rmqcli.broker.serve import serve as run
+
+    if config is not None and not config.is_file():
+        raise NotFoundError(f"{config}: no such broker.conf")
+    if store.exists() and not store.is_dir():
+        raise UsageError(f"{store}: expected a store directory, not a file")
+    if not 0 < namesrv_port < 65536:
+        raise UsageError(f"--namesrv-port: bad port {namesrv_port}")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="rmq serve: %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    broker_config = load_broker_config(config)
+    if port is not None:
+        broker_config = replace(broker_config, listen_port=port)
+    addrs = tuple(a.strip() for a in (namesrv or "").split(";") if a.strip())
+    if no_namesrv and not addrs and not broker_config.namesrv_addr:
+        typer.echo(
+            "rmq serve: warning: --no-namesrv without --namesrv: the broker registers nowhere", err=True
+        )
+    options = ServeOptions(
+        store=store,
+        config=broker_config,
+        listen=listen,
+        namesrv_port=namesrv_port,
+        run_namesrv=not no_namesrv,
+        namesrv_addrs=addrs,
+    )
+
+    def announce(line: str) -> None:
+        typer.echo(line)
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(run(options, announce))
+    except OSError as exc:
+        raise UsageError(f"cannot listen: {exc.strerror or exc}") from None
