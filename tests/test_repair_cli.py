@@ -179,3 +179,43 @@ def test_killed_at_random_moments_then_rerun(damaged_source, tmp_path):
         child.wait()
         rmq("recover", str(root), "--yes", check=True)
         assert snapshot(root) == expected, delay
+
+
+# `rmq recover --yes` whose staging fails half-way (after the staged copy was made)
+STAGING_FAILS = r"""
+import sys
+from rmqcli.cli.main import run
+from rmqcli.errors import CorruptDataError
+from rmqcli.ops import recover
+
+def walk(*args, **kwargs):
+    raise CorruptDataError("staging failed half-way")
+
+recover.walk = walk
+run(["recover", sys.argv[1], *sys.argv[2:]])
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["--yes"]])
+def test_staging_is_removed_when_staging_fails(flags, damaged_source, tmp_path):
+    root = writable_copy(damaged_source, tmp_path / "s")
+    before = snapshot(root)
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", STAGING_FAILS, str(root), *flags], capture_output=True, text=True, cwd=repo
+    )
+    assert proc.returncode == 4 and "staging failed half-way" in proc.stderr
+    assert not (root / ".rmq-staging").exists()
+    assert snapshot(root) == before
+
+
+def test_plans_leave_no_staging_dir(damaged_source, tmp_path):
+    root = writable_copy(damaged_source, tmp_path / "s")
+    rmq("recover", str(root), check=True)
+    assert not (root / ".rmq-staging").exists()
+    rmq("recover", str(root), "--yes", check=True)
+    assert not (root / ".rmq-staging").exists()
+    for command in (["rebuild"], ["truncate", "--offset", "0"], ["recover", "--yes"]):
+        out = rmq(command[0], str(root), *command[1:], check=True).stdout
+        assert not (root / ".rmq-staging").exists(), command
+    assert out.strip().endswith("left as it is")  # an empty plan, discarded

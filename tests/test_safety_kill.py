@@ -145,26 +145,67 @@ def test_kill_at_every_point_converges(original: Path, reference: tuple[dict, in
     assert killed >= total
 
 
-def test_kill_during_restore_is_finished_later(
+def test_kill_during_restore_is_rolled_back_then_redone(
     original: Path, reference: tuple[dict, int], tmp_path: Path
 ) -> None:
+    """A restore is a change of its own: killed at any crash point, it is rolled back as a whole (by
+    the next change, or by re-running it), and a re-run restores the original bytes."""
     store = tmp_path / "store"
     shutil.copytree(original, store)
     assert run(SCRIPT, str(store)).returncode == 0
     stamp = list_backups(store)[-1]["timestamp"]
     before = snapshot(original)
-    for point in (1, 3, 6, 9):
+
+    full = tmp_path / "full"
+    shutil.copytree(store, full)
+    done = run(RESTORE_COUNTING, str(full), stamp)
+    assert done.returncode == 0, done.stderr
+    total = int(done.stdout.split()[-1])
+    assert total >= 20, total
+    assert snapshot(full) == before
+
+    def killed_then_finished(point: int) -> tuple[int, bool, dict | None, dict]:
         copy = tmp_path / f"copy-{point}"
         shutil.copytree(store, copy)
         killed = run(RESTORE, str(copy), stamp, crash_at=point)
-        assert killed.returncode == -signal.SIGKILL, killed.stderr
-        if point % 2:
-            assert pending(copy) == [stamp]
-            restore_backup(copy, stamp, yes=True)  # re-run the restore
+        committed = any(b["command"] == "restore-backup" and b["complete"] for b in list_backups(copy))
+        rolled_back = None
+        if not committed and point % 2:
+            assert run(RESTORE, str(copy), stamp).returncode == 0  # re-run: rolled back, then redone
+        elif not committed:
+            assert run(FINISH, str(copy)).returncode == 0  # as the next command on the store does
+            rolled_back = snapshot(copy)
+            assert run(RESTORE, str(copy), stamp).returncode == 0
         else:
-            assert run(SCRIPT, str(copy)).returncode == 0  # the next change finishes it first
-            assert snapshot(copy) == reference[0]
-            stamp2 = list_backups(copy)[-1]["timestamp"]
-            restore_backup(copy, stamp2, yes=True)
-        assert snapshot(copy) == before, point
-        assert pending(copy) == []
+            assert run(FINISH, str(copy)).returncode == 0
+        restores = [b for b in list_backups(copy) if b["command"] == "restore-backup" and b["complete"]]
+        assert len(restores) == 1 and pending(copy) == [], point
+        return killed.returncode, committed, rolled_back, snapshot(copy)
+
+    points = list(range(1, total + 1))
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
+        results = list(pool.map(killed_then_finished, points))
+    assert not results[0][1] and results[-1][1]  # killed before and after the commit
+    for point, (code, _committed, rolled_back, final) in zip(points, results, strict=True):
+        assert code == -signal.SIGKILL, point
+        if rolled_back is not None:
+            assert rolled_back == reference[0], f"killed at {point}: the rollback is not the changed store"
+        assert final == before, f"killed at {point}: the restore did not end with the original bytes"
+
+
+FINISH = r"""
+import sys
+from pathlib import Path
+from rmqcli.ops.safety import ensure_unlocked, finish_interrupted
+ensure_unlocked(Path(sys.argv[1]))
+finish_interrupted(Path(sys.argv[1]))
+"""
+
+RESTORE_COUNTING = r"""
+import sys
+from pathlib import Path
+from rmqcli.ops.safety import restore_backup
+from rmqcli.ops.safety_journal import crashpoints_passed
+restore_backup(Path(sys.argv[1]), sys.argv[2], yes=True)
+print(crashpoints_passed())
+"""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -58,13 +59,18 @@ def restore_backup(
 ) -> None:
     """Undo one change: put back every byte, file and directory it backed up, in reverse order.
 
-    Files and directories the change created are removed. Without --yes the plan is printed and
-    nothing changes. Refuses while a broker holds the store's lock, and while a later change that
-    touched the same files is still in place (restore that one first).
+    Files and directories the change created are removed. The restore is itself a change, with a
+    backup of its own: whatever it overwrites or removes -- including data written after the change
+    (records appended after a cut, files created again) -- is backed up first, so nothing is lost and
+    `rmq restore-backup STORE <the restore's timestamp>` undoes the restore. The plan's BytesRemoved
+    column gives, per step, the bytes of the store as it is now that the restore replaces. Without
+    --yes the plan is printed and nothing changes. Refuses while a broker holds the store's lock,
+    and while a later change (other than a restore) that touched the same files is still in place
+    (restore that one first).
     """
     from rmqcli.ops.safety import restore_backup as restore
 
     apply = confirm(dry_run, yes)
     renderer = Renderer(resolve_format(OutputFormat.table, json_))
-    plan = restore(_store(store), timestamp, yes=apply, force=force_unlocked)
-    print_plan(renderer, plan, applied=apply)
+    plan = restore(_store(store), timestamp, yes=apply, force=force_unlocked, argv=sys.argv[1:])
+    print_plan(renderer, plan, applied=apply, backup=plan.backup)

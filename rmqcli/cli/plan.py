@@ -7,15 +7,20 @@ and ``--dry-run``) or applies it through a ``Change`` and prints it with ``appli
     renderer = Renderer(resolve_format(OutputFormat.table, json_))
     if yes:
         ensure_unlocked(store, force=force_unlocked)
-        finish_interrupted(store)  # a run killed earlier is rolled back before planning
-    plan = make_plan(store)
+        finish_interrupted(store, force_unlocked=force_unlocked)  # a run killed earlier is rolled back
+    plan = make_plan(store)  # may stage in STORE/.rmq-staging/<name>: remove it in a `finally`
     if not yes or plan.empty:
         print_plan(renderer, plan)
         return
-    with Change(store, "truncate", sys.argv[1:]) as change:
+    # the Change takes the broker's lock again: StoreBusyError if a broker started while planning
+    with Change(store, "truncate", sys.argv[1:], roots=plan.roots, force_unlocked=force_unlocked) as change:
         ...
         backup = change.commit()
     print_plan(renderer, plan, applied=True, backup=backup)
+
+``--force-unlocked`` is passed to every lock check (``ensure_unlocked``, ``finish_interrupted``, the
+``Change``); without it a ``lock`` file that is held, or that cannot be opened or locked, stops the
+command with exit code 7.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ ForceUnlockedOpt = Annotated[
     bool,
     typer.Option(
         "--force-unlocked",
-        help="Change the store even though its lock file is held (only when no broker runs on it).",
+        help="Change the store even though its lock file is held or cannot be checked (only when no "
+        "broker runs on it).",
     ),
 ]
 

@@ -34,25 +34,39 @@ def _run(
     force_unlocked: bool,
     json_: bool,
     stage: Callable[[Any], Any],
-    commit: Callable[[Path, Any, list[str]], Path],
+    commit: Callable[..., Path],
     discard: Callable[[Any], None],
+    staging: str,
 ) -> None:
-    """Plan (staged), print, and apply with ``--yes``; the staging area is removed either way."""
-    from rmqcli.ops.safety import ensure_unlocked, finish_interrupted
+    """Plan (staged), print, and apply with ``--yes``; the staging area is removed either way.
+
+    ``staging`` names the directory under ``STORE/.rmq-staging`` the stage function fills: it is
+    removed even when staging or applying fails, and ``.rmq-staging`` with it when left empty. The
+    ``Change`` that applies the plan takes the broker's lock again (planning may take long), so a
+    broker started meanwhile makes it refuse (``StoreBusyError``) before it touches anything.
+    """
+    from rmqcli.ops.safety import ensure_unlocked, finish_interrupted, remove_staging
 
     renderer = Renderer(resolve_format(OutputFormat.table, json_))
     store = open_store(store_path, config)
-    if apply:
-        ensure_unlocked(store.root, force=force_unlocked)
-        finish_interrupted(store.root)  # an earlier run killed half-way is rolled back first
-    result = stage(store)
-    store.close()
-    if not apply or result.plan.empty:
-        discard(result)
-        print_plan(renderer, result.plan)
-        return
-    backup = commit(store.root, result, sys.argv[1:])
-    print_plan(renderer, result.plan, applied=True, backup=backup)
+    result = None
+    try:
+        if apply:
+            ensure_unlocked(store.root, force=force_unlocked)
+            # an earlier run killed half-way is rolled back first
+            finish_interrupted(store.root, force_unlocked=force_unlocked)
+        result = stage(store)
+        store.close()
+        if not apply or result.plan.empty:
+            print_plan(renderer, result.plan)
+            return
+        backup = commit(store.root, result, sys.argv[1:], force_unlocked=force_unlocked)
+        print_plan(renderer, result.plan, applied=True, backup=backup)
+    finally:
+        store.close()
+        if result is not None:
+            discard(result)
+        remove_staging(store.root, staging)
 
 
 def recover(
@@ -102,6 +116,7 @@ def recover(
         lambda s: ops.stage_recover(s, mode=mode, check_crc=check_crc),
         ops.apply_recover,
         ops.discard,
+        ops.STAGING_NAME,
     )
 
 
@@ -139,6 +154,7 @@ def truncate(
         lambda s: ops.stage_truncate(s, offset=offset, time_ms=when),
         ops.apply_truncate,
         lambda r: rebuild.discard(r.staged),
+        rebuild.STAGING_NAME,
     )
 
 
@@ -182,4 +198,5 @@ def rebuild(
         ),
         ops.apply_rebuild,
         ops.discard,
+        ops.STAGING_NAME,
     )

@@ -263,9 +263,11 @@ def _plan_steps(
     )
 
 
-def apply_rebuild(store_root: Path, result: RebuildResult, argv: list[str] | None = None) -> Path:
+def apply_rebuild(
+    store_root: Path, result: RebuildResult, argv: list[str] | None = None, *, force_unlocked: bool = False
+) -> Path:
     """Swap the staged directories in and write the checkpoint; returns the backup directory."""
-    with Change(store_root, "rebuild", argv) as change:
+    with Change(store_root, "rebuild", argv, force_unlocked=force_unlocked) as change:
         for rel in result.replaced:
             change.replace_dir(rel, result.staged / rel)
         change.replace_file(CHECKPOINT_FILE, result.checkpoint.to_bytes())

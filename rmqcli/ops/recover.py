@@ -30,7 +30,7 @@ from pathlib import Path
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
 from rmqcli.ops.rebuild import rebuild_namer
-from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
+from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
@@ -59,7 +59,7 @@ class RecoverResult:
     previous_end: int
     dispatched: int = 0
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
-    actions: list[tuple[str, str, int]] = field(default_factory=list)  # (action, rel path, size)
+    actions: list[tuple[str, str, int]] = field(default_factory=list)  # (action, plan path, size)
 
     def to_dict(self) -> dict:
         return {
@@ -209,7 +209,8 @@ def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | No
     )
     dispatcher.close()
 
-    result = RecoverResult(Plan("recover", store.root, [], notes), mode_name, staged, end, previous_end)
+    plan = Plan("recover", store.root, [], notes, outside_roots(store.root, store.commitlog_dirs))
+    result = RecoverResult(plan, mode_name, staged, end, previous_end)
     result.dispatched = count[0]
     result.checkpoint = checkpoint
     result.actions = actions
@@ -218,19 +219,22 @@ def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | No
 
 
 def _plan_commitlog(store: Store, end: int, actions: list, notes: list[str], stop: WalkEnd) -> None:
-    """``MappedFileQueue.truncateDirtyFiles(end)``: later files deleted, the file holding ``end`` cut."""
+    """``MappedFileQueue.truncateDirtyFiles(end)``: later files deleted, the file holding ``end`` cut.
+
+    Steps name the CommitLog files where they are (``plan_path``: absolute when ``storePathCommitLog``
+    puts them outside the store).
+    """
     for mf in store.commitlog.files:
+        path = plan_path(store.root, mf.path)
         if mf.from_offset > end:
-            actions.append(("delete", f"commitlog/{mf.name}", mf.size))
+            actions.append(("delete", path, mf.size))
             if store.commitlog.file_end(mf).data_end:
-                notes.append(
-                    f"commitlog/{mf.name} holds records the broker discards ({stop.reason}); backed up"
-                )
+                notes.append(f"{path} holds records the broker discards ({stop.reason}); backed up")
         elif end < mf.from_offset + mf.size:
             pos = end - mf.from_offset
             buf = mf.map()
             if any(buf[pos:]):
-                actions.append(("truncate", f"commitlog/{mf.name}", pos))
+                actions.append(("truncate", path, pos))
                 notes.append(
                     f"the CommitLog ends at offset {end} ({stop.reason}); the {len(buf) - pos} bytes "
                     f"after it in {mf.name} are zeroed, as the broker abandons them (they are backed up)"
@@ -272,8 +276,12 @@ def _plan_staged(store: Store, result: RecoverResult) -> None:
         steps.append(PlanStep("delete", ABORT_FILE, "the store is consistent again"))
 
 
-def apply_recover(store_root: Path, result: RecoverResult, argv: list[str] | None = None) -> Path:
-    with Change(store_root, "recover", argv) as change:
+def apply_recover(
+    store_root: Path, result: RecoverResult, argv: list[str] | None = None, *, force_unlocked: bool = False
+) -> Path:
+    """Apply a staged recovery through one ``Change``; returns the backup directory."""
+    roots = result.plan.roots
+    with Change(store_root, "recover", argv, roots=roots, force_unlocked=force_unlocked) as change:
         for step in result.plan.steps:
             if step.action == "delete":
                 change.delete_file(step.path)

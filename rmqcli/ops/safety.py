@@ -13,14 +13,18 @@ as the ``--dry-run`` output) and applies it through one ``Change``::
         backup = change.commit()
 
 Backups. Each ``Change`` gets ``STORE/.rmq-backup/<timestamp>/`` (UTC, ``20261122T233012.123Z``,
-unique and increasing per store) holding ``manifest.json`` (command, argv, state, and at commit the
-full step list), ``journal.jsonl`` (one line per step, appended and fsynced *before* the step
-touches the store) and the backed-up pieces ``NNNNN.bin`` / ``NNNNN.dir``. Every piece is byte-exact
-and its sha256 is in the journal; a zero tail of a removed range (RocketMQ pre-allocates its files)
-is counted, not stored. Removed files and directories are moved into the backup when they are on
-the store root's filesystem (else files are copied; a directory on another filesystem is refused).
-A replaced file's old version is hard-linked (else copied) into the backup before the new one is
-renamed over it. Staged directories live in ``STORE/.rmq-staging/<name>/`` (``staging_dir``).
+unique and increasing per store) holding ``manifest.json`` (command, argv, state, extra roots, and at
+commit the full step list), ``journal.jsonl`` (one line per step, appended and fsynced *before* the
+step touches the store) and the backed-up pieces ``NNNNN.bin`` / ``NNNNN.dir``. Every piece is
+byte-exact and its sha256 is in the journal; a zero tail of a removed range (RocketMQ pre-allocates
+its files) is counted, not stored. Removed files and directories are moved into the backup when they
+are on the store root's filesystem (else files are copied; a directory on another filesystem is
+refused). A replaced file's old version is hard-linked (else copied) into the backup before the new
+one is renamed over it. Staged directories live in ``STORE/.rmq-staging/<name>/`` (``staging_dir``).
+
+Paths. A step names a path relative to the store root, or an absolute path inside one of the
+change's extra ``roots``: the CommitLog directories a broker.conf puts elsewhere
+(``storePathCommitLog=/data/a,/data/b``). Nothing outside the store and those roots can be touched.
 
 ``rmq`` never reads ``.rmq-backup`` or ``.rmq-staging``: the store readers only open known names
 (``commitlog/`` and ``index/`` files named by 20 / 17 digits, the consume-queue directories under
@@ -39,13 +43,27 @@ uninterrupted run; the completed change's backup then restores the original byte
 made from a half-changed store is stale, ``Change`` raises ``InterruptedChangeError`` after such a
 rollback (unless ``replan=False``); commands avoid it by calling ``finish_interrupted`` before
 they plan. A change killed after ``commit()`` wrote its manifest is complete: re-running the
-command then finds nothing to do (its plan is empty). An interrupted
-``restore-backup`` is finished the same way. The rolled-back change keeps its manifest and journal
-(state ``rolled-back``); its pieces are deleted. Changes on one store are serialised by an
-``flock`` on ``.rmq-backup/.lock``, and a ``Change`` holds the broker's POSIX lock on ``lock``
-(when the file exists and is free) so a broker cannot start under it. POSIX locks are per process
-and are dropped when the process closes *any* descriptor of ``lock``: call ``ensure_unlocked``
-before opening the ``Change``, not during it.
+command then finds nothing to do (its plan is empty). The rolled-back change keeps its manifest and
+journal (state ``rolled-back``); its pieces are deleted.
+
+Restores. ``restore_backup`` undoes a completed change **as a change of its own** (command
+``restore-backup``, manifest key ``restores``): whatever it overwrites or removes -- including data
+written to the store after the change it undoes (records appended after a cut, a file or directory
+created again) -- is first backed up into the restore's own ``.rmq-backup/<timestamp>/``, so a
+restore is journalled, rolled back as a whole when interrupted, and can itself be undone with
+``rmq restore-backup``. The backed-up bytes are *copied* back into the store; the undone change's
+pieces stay untouched. Its plan reports, per step, the bytes of the current store it would replace.
+When the restore commits, the undone change's state becomes ``restored``; when the restore is
+itself undone, ``complete`` again. Restores do not block restoring an earlier change (they only
+return paths to an earlier state); any other later change that touched the same paths does.
+A change that was interrupted (not complete) is restored by rolling it back in place.
+
+Locks. Changes on one store are serialised by an ``flock`` on ``.rmq-backup/.lock``, and a
+``Change`` takes the broker's POSIX lock on ``lock`` (when that file exists) so a broker cannot start
+under it. Failing to take it -- a broker holds it, or the file cannot be opened or locked -- raises
+``StoreBusyError`` unless ``force_unlocked``: the check is repeated when the change starts, however
+long the planning took. POSIX locks are per process and are dropped when the process closes *any*
+descriptor of ``lock``: call ``ensure_unlocked`` before opening the ``Change``, not during it.
 
 Do not start a broker on a store with an interrupted change: re-run the command (or
 ``rmq restore-backup`` the pending timestamp) first.
@@ -57,18 +75,21 @@ crash point (between every two durable actions); see ``safety_journal.crashpoint
 from __future__ import annotations
 
 import calendar
+import errno
 import fcntl
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any
 
-from rmqcli.errors import NotFoundError, RmqError, UsageError
+from rmqcli.errors import CorruptDataError, NotFoundError, RmqError, UsageError
 from rmqcli.ops.safety_journal import (
     BACKUP_DIR,
+    CHUNK,
     COMPLETE,
     FORMAT_VERSION,
     JOURNAL,
@@ -86,11 +107,14 @@ from rmqcli.ops.safety_journal import (
     UNFINISHED,
     ChangeError,
     append_journal,
+    copy_piece,
     crashpoint,
+    data_end,
     fsync_dir,
     fsync_tree,
     hash_file,
     listing_sha,
+    piece_ok,
     read_journal,
     read_json,
     same_device,
@@ -99,6 +123,7 @@ from rmqcli.ops.safety_journal import (
     undo_all,
     write_durable,
     write_json_atomic,
+    zero_range,
 )
 
 __all__ = [
@@ -113,7 +138,10 @@ __all__ = [
     "finish_interrupted",
     "InterruptedChangeError",
     "list_backups",
+    "outside_roots",
     "pending",
+    "plan_path",
+    "remove_staging",
     "restore_backup",
     "staging_dir",
 ]
@@ -129,15 +157,27 @@ class StoreBusyError(RmqError):
     exit_code = 7
 
 
+FORCE_HINT = "(or pass --force-unlocked if you are sure nothing writes to the store)"
+
+
 def ensure_unlocked(store_root: Path, *, force: bool = False) -> None:
-    """Raise ``StoreBusyError`` when a broker holds the store's ``lock`` (unless ``force``)."""
+    """Raise ``StoreBusyError`` when a broker holds the store's ``lock`` (unless ``force``).
+
+    Fails closed: a ``lock`` file that exists but cannot be checked counts as held.
+    """
     from rmqcli.store import Store
 
-    if not force and Store(Path(store_root)).lock_held():
-        raise StoreBusyError(
-            f"{store_root}: a running broker holds the store lock; stop it first "
-            "(or pass --force-unlocked if you are sure nothing writes to the store)"
-        )
+    store = Store(Path(store_root))
+    if force or not store.lock_held():
+        return
+    reason = "a running broker holds the store lock; stop it first"
+    try:
+        os.close(os.open(store.lock_path, os.O_RDONLY | os.O_NONBLOCK))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        reason = f"cannot check the store lock {store.lock_path}: {exc.strerror or exc}"
+    raise StoreBusyError(f"{store_root}: {reason} {FORCE_HINT}")
 
 
 # --- plans ----------------------------------------------------------------------------------------
@@ -146,9 +186,9 @@ class PlanStep:
     """One thing a command would do to a store."""
 
     action: str  # "delete" | "truncate" | "replace" | "create" | "replace-dir" | "delete-dir" | "restore"
-    path: str  # relative to the store root
+    path: str  # relative to the store root, or absolute in a CommitLog directory outside it (Plan.roots)
     detail: str  # one line for humans
-    bytes_removed: int = 0
+    bytes_removed: int = 0  # bytes of the store the step removes or replaces (all backed up first)
 
 
 @dataclass
@@ -159,6 +199,8 @@ class Plan:
     store: Path
     steps: list[PlanStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    roots: list[Path] = field(default_factory=list)  # directories outside the store the steps may name
+    backup: Path | None = None  # set once applied, where the change kept its backup
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -182,14 +224,52 @@ def _backup_root(store_root: Path) -> Path:
     return Path(store_root) / BACKUP_DIR
 
 
-def _rel(rel: str) -> str:
-    """``rel`` checked: relative, inside the store, not in the backup or staging directories."""
-    p = PurePosixPath(str(rel).replace(os.sep, "/"))
-    if p.is_absolute() or not p.parts or ".." in p.parts or p.parts[0] in (BACKUP_DIR, STAGING_DIR):
+def _rel(rel: str | Path, root: Path | None = None, roots: Iterable[Path] = ()) -> str:
+    """``rel`` checked: inside the store (not in the backup or staging directories) or in a root.
+
+    Returns a store-relative POSIX path, or an absolute one inside (not equal to) one of ``roots``;
+    an absolute path inside ``root`` (the store) is made relative.
+    """
+    p = PurePosixPath(os.fspath(rel).replace(os.sep, "/"))
+    if ".." in p.parts:
+        raise UsageError(f"{rel!r}: not a path inside the store")
+    if p.is_absolute():
+        inside = root is not None and _inside(p, root)
+        if inside:
+            p = p.relative_to(PurePosixPath(os.path.abspath(root)))
+        elif not any(_inside(p, r) for r in roots):
+            raise UsageError(f"{rel!r}: not a path inside the store or one of its CommitLog directories")
+    if not p.is_absolute() and (not p.parts or p.parts[0] in (BACKUP_DIR, STAGING_DIR)):
         raise UsageError(f"{rel!r}: not a path inside the store")
     if p.name.endswith((NEW_SUFFIX, RESTORE_SUFFIX)):
         raise UsageError(f"{rel!r}: a temporary name of the safety layer")
     return p.as_posix()
+
+
+def _inside(path: PurePosixPath, root: Path) -> bool:
+    """Whether the absolute ``path`` lies strictly below ``root`` (both taken as spelled, absolute)."""
+    base = PurePosixPath(os.path.abspath(root))
+    return path != base and base in path.parents
+
+
+def plan_path(store_root: Path, path: Path) -> str:
+    """How a plan step names ``path``: relative to the store when inside it, else absolute."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(os.path.abspath(store_root)).as_posix()
+    except ValueError:
+        return absolute.as_posix()
+
+
+def outside_roots(store_root: Path, dirs: Iterable[Path]) -> list[Path]:
+    """The directories of ``dirs`` (e.g. ``Store.commitlog_dirs``) that are not inside the store."""
+    base = Path(os.path.abspath(store_root))
+    out = []
+    for d in dirs:
+        absolute = Path(os.path.abspath(d))
+        if absolute != base and base not in absolute.parents and absolute not in out:
+            out.append(absolute)
+    return out
 
 
 def _timestamp(millis: int) -> str:
@@ -215,9 +295,13 @@ def _backup_dirs(store_root: Path) -> list[Path]:
 
 
 class _Locks:
-    """The rmq-vs-rmq ``flock`` on ``.rmq-backup/.lock`` and, best effort, the broker's ``lock``."""
+    """The rmq-vs-rmq ``flock`` on ``.rmq-backup/.lock`` and the broker's POSIX lock on ``lock``.
 
-    def __init__(self, store_root: Path):
+    Fails closed: when ``lock`` exists but cannot be locked (a broker holds it, or it cannot be
+    opened or locked at all) ``StoreBusyError`` is raised, unless ``force`` (then no broker lock is held).
+    """
+
+    def __init__(self, store_root: Path, *, force: bool = False):
         broot = _backup_root(store_root)
         if not broot.is_dir():
             broot.mkdir()
@@ -230,13 +314,23 @@ class _Locks:
             self.fd = None
             raise StoreBusyError(f"{store_root}: another rmq command is changing this store") from None
         self.broker_fd: int | None = None
+        lock = Path(store_root) / "lock"
         try:
-            self.broker_fd = os.open(Path(store_root) / "lock", os.O_RDWR)
+            self.broker_fd = os.open(lock, os.O_RDWR | os.O_NONBLOCK)
             fcntl.lockf(self.broker_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0, os.SEEK_SET)
-        except OSError:
+        except FileNotFoundError:
+            self.broker_fd = None  # no lock file: no broker has run on this store
+        except OSError as exc:
             if self.broker_fd is not None:
                 os.close(self.broker_fd)
             self.broker_fd = None
+            if not force:
+                self.release()
+                if exc.errno in (errno.EACCES, errno.EAGAIN) and exc.filename is None:
+                    reason = "a running broker holds the store lock; stop it first"
+                else:
+                    reason = f"cannot take the store lock {lock}: {exc.strerror or exc}"
+                raise StoreBusyError(f"{store_root}: {reason} {FORCE_HINT}") from None
 
     def release(self) -> None:
         for fd in (self.broker_fd, self.fd):
@@ -261,12 +355,13 @@ def _finish_unfinished(store_root: Path) -> list[str]:
                 crashpoint()
             undo_all(Path(store_root), bdir, ROLLED_BACK)
             rolled.append(f"`{manifest.get('command', '?')}` of {bdir.name}")
-        elif state == RESTORING:
+        elif state == RESTORING:  # an in-place restore of an earlier version of rmq
             undo_all(Path(store_root), bdir, RESTORED)
+    _settle_restores(Path(store_root))
     return rolled
 
 
-def finish_interrupted(store_root: Path) -> list[str]:
+def finish_interrupted(store_root: Path, *, force_unlocked: bool = False) -> list[str]:
     """Roll back interrupted changes (and finish interrupted restores) on the store, now.
 
     A command that changes the store calls this after ``ensure_unlocked`` and *before* it reads the
@@ -278,7 +373,7 @@ def finish_interrupted(store_root: Path) -> list[str]:
         raise NotFoundError(f"{root}: no such store directory")
     if not pending(root):
         return []
-    locks = _Locks(root)
+    locks = _Locks(root, force=force_unlocked)
     try:
         return _finish_unfinished(root)
     except OSError as exc:
@@ -309,23 +404,39 @@ class Change:
     Leaving the ``with`` block by an exception rolls every step back; leaving it normally commits.
     """
 
-    def __init__(self, store_root: Path, command: str, argv: list[str] | None = None, *, replan: bool = True):
+    def __init__(
+        self,
+        store_root: Path,
+        command: str,
+        argv: list[str] | None = None,
+        *,
+        replan: bool = True,
+        roots: Iterable[Path] = (),
+        force_unlocked: bool = False,
+        restores: str | None = None,
+    ):
         """Start a change; first roll back any interrupted one (see the module docstring).
 
         When an interrupted change had to be rolled back here, the caller's plan was made from a
         half-changed store, so ``InterruptedChangeError`` is raised after the rollback (re-running the
         command then works). Call ``finish_interrupted`` before planning to avoid that, or pass
         ``replan=False`` when nothing the caller does depends on what it read before.
+
+        ``roots``: directories outside the store whose files the change may touch by absolute path
+        (the CommitLog directories of ``storePathCommitLog``). ``StoreBusyError`` when a broker holds
+        (or the change cannot take) the store's ``lock``, unless ``force_unlocked``. ``restores``: the
+        timestamp of the change this one undoes (``restore_backup``).
         """
         self.root = Path(store_root).absolute()
         if not self.root.is_dir():
             raise NotFoundError(f"{self.root}: no such store directory")
+        self.roots = outside_roots(self.root, roots)
         self._locks: _Locks | None = None
         self._closed = False
         self._n = 0
         self._bytes = 0
         try:
-            self._locks = _Locks(self.root)
+            self._locks = _Locks(self.root, force=force_unlocked)
             rolled = _finish_unfinished(self.root)
             if rolled and replan:
                 raise InterruptedChangeError(
@@ -339,9 +450,12 @@ class Change:
                 "command": command,
                 "argv": list(argv) if argv is not None else [],
                 "store": str(self.root),
+                "roots": [str(r) for r in self.roots],
                 "state": OPEN,
                 "pid": os.getpid(),
             }
+            if restores:
+                self.manifest["restores"] = restores
             write_json_atomic(self.dir / MANIFEST, self.manifest)
             write_durable(self.dir / JOURNAL, b"")
             fsync_dir(self.dir)
@@ -392,10 +506,14 @@ class Change:
     def _begin(self, rel: str) -> tuple[str, Path, int]:
         if self._closed:
             raise ChangeError(f"change {self.dir.name} is already committed or rolled back")
-        rel = _rel(rel)
+        rel = _rel(rel, self.root, self.roots)
         n = self._n
         self._n += 1
         return rel, self.root / rel, n
+
+    def _name(self, path: Path) -> str:
+        """How the journal names ``path`` (store-relative, or absolute in an extra root)."""
+        return _rel(Path(os.path.abspath(path)), self.root, self.roots)
 
     def _journal(self, record: dict[str, Any]) -> None:
         append_journal(self.dir, record)
@@ -520,6 +638,17 @@ class Change:
     @_wrap_os_errors
     def replace_file(self, rel: str, data: bytes) -> None:
         """Write ``data`` beside as ``rel.rmq-new``, back up the old file (if any), rename into place."""
+        self._replace(rel, len(data), lambda tmp: write_durable(tmp, data))
+
+    @_wrap_os_errors
+    def restore_file(self, rel: str, piece: Path, step: dict[str, Any]) -> None:
+        """Put back a file another change backed up (``step``, its piece), as a copy; a file now at
+        ``rel`` is backed up first, as by ``replace_file``. The other change's piece is not touched."""
+        if not piece.is_file() or piece.stat().st_size < step["stored"]:
+            raise CorruptDataError("backup piece is missing or short", str(piece))
+        self._replace(rel, step["stored"] + step["zeros"], lambda tmp: copy_piece(piece, step, tmp))
+
+    def _replace(self, rel: str, new_size: int, write_new: Callable[[Path], None]) -> None:
         rel, path, n = self._begin(rel)
         if path.is_dir():
             raise UsageError(f"{rel}: is a directory")
@@ -527,7 +656,7 @@ class Change:
         made = []
         parent = path.parent
         while not parent.exists():
-            made.append(parent.relative_to(self.root).as_posix())
+            made.append(self._name(parent))
             parent = parent.parent
         record["made_dirs"] = list(reversed(made))
         if record["existed"]:
@@ -546,16 +675,72 @@ class Change:
             record["piece"] = piece
             fsync_dir(self.dir)
             crashpoint()
-        record["new_size"] = len(data)
+        record["new_size"] = new_size
         self._journal(record)
         for made_dir in record["made_dirs"]:
             (self.root / made_dir).mkdir()
             fsync_dir((self.root / made_dir).parent)
         tmp = path.with_name(path.name + NEW_SUFFIX)
-        write_durable(tmp, data)
+        write_new(tmp)
         crashpoint()
         os.replace(tmp, path)
         fsync_dir(path.parent)
+        crashpoint()
+
+    @_wrap_os_errors
+    def restore_range(self, rel: str, piece: Path, step: dict[str, Any]) -> None:
+        """Put back a byte range another change backed up (its ``truncate`` or ``write`` ``step``):
+        the file gets its old length, the piece's bytes at the step's offset and zeros after them.
+
+        The bytes of the file now in that range (e.g. records appended after a cut), and any bytes
+        past the old length, are backed up first (journalled as a ``write``).
+        """
+        rel, path, n = self._begin(rel)
+        if not path.is_file():
+            raise ChangeError(f"{rel}: missing; cannot put back the bytes backed up from it")
+        piece_ok(piece, step)
+        offset, old_size = step["offset"], step["orig_size"]
+        old_end = offset + step["stored"] + step["zeros"]
+        fd = os.open(path, os.O_RDWR)
+        try:
+            cur = os.fstat(fd).st_size
+            start = min(offset, cur)
+            end = cur if cur > old_size else min(cur, old_end)
+            mine = f"{n:05d}.bin"
+            stored, zeros, sha = save_range(fd, start, end - start, self.dir / mine)
+            fsync_dir(self.dir)
+            crashpoint()
+            self._journal(
+                {
+                    "n": n,
+                    "action": "write",
+                    "path": rel,
+                    "offset": start,
+                    "length": old_end - offset,
+                    "orig_size": cur,
+                    "piece": mine,
+                    "stored": stored,
+                    "zeros": zeros,
+                    "sha256": sha,
+                }
+            )
+            if cur != old_size:
+                os.ftruncate(fd, old_size)
+            src = os.open(piece, os.O_RDONLY)
+            try:
+                pos = 0
+                while pos < step["stored"]:
+                    chunk = os.pread(src, min(CHUNK, step["stored"] - pos), pos)
+                    os.pwrite(fd, chunk, offset + pos)
+                    pos += len(chunk)
+                    if pos == len(chunk):
+                        crashpoint()  # killed half-way through the copy
+            finally:
+                os.close(src)
+            zero_range(fd, offset + step["stored"], min(old_end, old_size))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         crashpoint()
 
     @_wrap_os_errors
@@ -636,8 +821,12 @@ class Change:
         write_json_atomic(self.dir / MANIFEST, self.manifest)
         crashpoint()
         self._closed = True
-        _remove_empty_staging(self.root)
-        self._release()
+        try:
+            if self.manifest.get("restores"):
+                _settle_restores(self.root)  # the restored change is now `restored`
+            _remove_empty_staging(self.root)
+        finally:
+            self._release()
         return self.dir
 
     def rollback(self) -> None:
@@ -669,6 +858,15 @@ def _remove_empty_staging(store_root: Path) -> None:
         fsync_dir(store_root)
 
 
+def remove_staging(store_root: Path, name: str) -> None:
+    """Remove ``STORE/.rmq-staging/<name>/`` (whatever it holds) and ``.rmq-staging`` when it is empty."""
+    root = Path(store_root).absolute() / STAGING_DIR
+    if name and "/" not in name and name not in (".", ".."):
+        shutil.rmtree(root / name, ignore_errors=True)
+    if root.is_dir():
+        _remove_empty_staging(Path(store_root).absolute())
+
+
 def staging_dir(store_root: Path, name: str) -> Path:
     """``STORE/.rmq-staging/<name>/``, emptied and created (fill it, then ``Change.replace_dir``)."""
     if not name or "/" in name or name in (".", ".."):
@@ -684,16 +882,55 @@ def staging_dir(store_root: Path, name: str) -> Path:
 
 
 # --- backups --------------------------------------------------------------------------------------
-def _summary(bdir: Path) -> dict[str, Any]:
-    manifest = read_json(bdir / MANIFEST)
+def _manifests(store_root: Path) -> dict[str, dict[str, Any]]:
+    return {b.name: read_json(b / MANIFEST) for b in _backup_dirs(store_root)}
+
+
+def _restore_states(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The state each change undone by a restore change should have: ``restored`` while the newest
+    restore of it is in place (complete), ``complete`` again once that restore was itself restored.
+
+    Only the newest restore of a change decides, and a restore's own state may be decided by a
+    newer restore of it, hence newest first.
+    """
+    want: dict[str, str] = {}
+    for name in sorted(manifests, reverse=True):
+        target = manifests[name].get("restores")
+        if not target or target in want or target not in manifests:
+            continue
+        if manifests[target].get("state") not in (COMPLETE, RESTORED):
+            continue
+        state = want.get(name, manifests[name].get("state"))
+        if state == COMPLETE:
+            want[target] = RESTORED
+        elif state == RESTORED:
+            want[target] = COMPLETE
+    return want
+
+
+def _state(manifests: dict[str, dict[str, Any]], name: str, want: dict[str, str]) -> str:
+    return want.get(name, manifests[name].get("state", ""))
+
+
+def _settle_restores(store_root: Path) -> None:
+    """Write the states ``_restore_states`` gives (after a restore commits, or was killed right after)."""
+    manifests = _manifests(store_root)
+    for name, state in _restore_states(manifests).items():
+        if manifests[name].get("state") != state:
+            manifests[name]["state"] = state
+            write_json_atomic(_backup_root(store_root) / name / MANIFEST, manifests[name])
+            crashpoint()
+
+
+def _summary(bdir: Path, manifest: dict[str, Any], state: str) -> dict[str, Any]:
     steps = manifest.get("steps") or read_journal(bdir)
     size = sum(s.get("stored", 0) + s.get("zeros", 0) for s in steps)
     return {
         "timestamp": bdir.name,
         "command": manifest.get("command", ""),
         "argv": manifest.get("argv", []),
-        "state": manifest.get("state", ""),
-        "complete": manifest.get("state") == COMPLETE,
+        "state": state,
+        "complete": state == COMPLETE,
         "steps": len(steps),
         "bytes": size,
         "path": str(bdir),
@@ -704,7 +941,10 @@ def list_backups(store_root: Path) -> list[dict[str, Any]]:
     """Every change recorded in ``STORE/.rmq-backup``, oldest first."""
     if not Path(store_root).is_dir():
         raise NotFoundError(f"{store_root}: no such store directory")
-    return [_summary(b) for b in _backup_dirs(store_root)]
+    manifests = _manifests(store_root)
+    want = _restore_states(manifests)
+    root = _backup_root(store_root)
+    return [_summary(root / name, m, _state(manifests, name, want)) for name, m in manifests.items()]
 
 
 def pending(store_root: Path) -> list[str]:
@@ -712,7 +952,8 @@ def pending(store_root: Path) -> list[str]:
     return [b.name for b in _backup_dirs(store_root) if read_json(b / MANIFEST).get("state") in UNFINISHED]
 
 
-def _undo_plan_step(step: dict[str, Any]) -> PlanStep:
+def _rollback_plan_step(step: dict[str, Any]) -> PlanStep:
+    """What rolling back one step of an interrupted change does (in place)."""
     action, rel = step["action"], step["path"]
     size = step.get("stored", 0) + step.get("zeros", 0)
     if action == "truncate":
@@ -734,15 +975,127 @@ def _undo_plan_step(step: dict[str, Any]) -> PlanStep:
     return PlanStep("create", rel, f"put back the deleted directory ({len(step['files'])} entries)")
 
 
-def _overlaps(a: str, b: str) -> bool:
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+def _puts_file_back(step: dict[str, Any]) -> bool:
+    return step["action"] in ("delete", "replace", "create") and step.get("existed", True)
 
 
-def restore_backup(store_root: Path, timestamp: str, *, yes: bool, force: bool = False) -> Plan:
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += (Path(dirpath) / name).lstat().st_size
+            except OSError:
+                pass
+    return total
+
+
+def _data_in_range(path: Path, start: int, end: int) -> int:
+    """Bytes of ``path`` in [start, end) up to the last non-zero one (what a restore would back up)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end = min(end, os.fstat(fd).st_size)
+        return data_end(fd, start, end) - start if start < end else 0
+    finally:
+        os.close(fd)
+
+
+def _restore_plan_step(root: Path, step: dict[str, Any]) -> tuple[PlanStep, int]:
+    """One step of a restore, from the store as it is now: (the plan step, bytes written after the change).
+
+    ``bytes_removed`` counts the bytes of the current store the restore replaces or removes.
+    """
+    action, rel = step["action"], step["path"]
+    path = root / rel
+    size = step.get("stored", 0) + step.get("zeros", 0)
+    if action in ("truncate", "write"):
+        if not path.is_file():
+            return PlanStep("restore", rel, "missing now: the backed-up bytes cannot be put back"), 0
+        cur = path.stat().st_size
+        offset, old_size = step["offset"], step["orig_size"]
+        old_end = offset + size
+        end = cur if cur > old_size else min(cur, old_end)
+        replaced = _data_in_range(path, min(offset, cur), end)
+        # a truncate left zeros (keep_size) or the end of the file: any data there came later
+        later = replaced if action == "truncate" else max(0, cur - old_size)
+        detail = f"put back {size} bytes at offset {offset} (length {old_size})"
+        if later:
+            detail += f"; replaces {later} bytes written after the change (backed up first)"
+        return PlanStep("restore", rel, detail, replaced), later
+    if _puts_file_back(step):
+        detail = f"put back the {'deleted file' if action == 'delete' else 'previous version'} ({size} bytes)"
+        if path.is_file():
+            now = path.stat().st_size
+            later = now if action == "delete" else 0
+            detail += f"; replaces the {now}-byte file there now (backed up first)"
+            return PlanStep("replace", rel, detail, now), later
+        return PlanStep("create", rel, detail), 0
+    if action in ("replace", "create"):
+        if not path.is_file():
+            return PlanStep("delete", rel, "the file the change created is gone already"), 0
+        now = path.stat().st_size
+        return PlanStep(
+            "delete", rel, f"remove the file the change created ({now} bytes now; backed up)", now
+        ), 0
+    entries = len(step["files"])
+    if action == "delete-dir" or step.get("existed"):
+        what = "deleted directory" if action == "delete-dir" else "previous directory"
+        detail = f"put back the {what} ({entries} entries)"
+        if path.is_dir():
+            now = _tree_bytes(path)
+            detail += f"; replaces the directory there now ({now} bytes, backed up first)"
+            return PlanStep("replace-dir", rel, detail, now), now if action == "delete-dir" else 0
+        return PlanStep("create", rel, detail), 0
+    if not path.is_dir():
+        return PlanStep("delete-dir", rel, "the directory the change created is gone already"), 0
+    now = _tree_bytes(path)
+    return PlanStep(
+        "delete-dir", rel, f"remove the directory the change created ({now} bytes; backed up)", now
+    ), 0
+
+
+def _undo_through(change: Change, bdir: Path, step: dict[str, Any]) -> None:
+    """Undo one step of the change in ``bdir`` as a step of ``change`` (which backs up what it replaces)."""
+    action, rel = step["action"], step["path"]
+    path = change.root / rel
+    piece = bdir / step["piece"] if step.get("piece") else bdir / "-"
+    if action in ("truncate", "write"):
+        change.restore_range(rel, piece, step)
+    elif _puts_file_back(step):
+        change.restore_file(rel, piece, step)
+    elif action in ("replace", "create"):
+        if path.is_file():
+            change.delete_file(rel)
+        for made in reversed(step.get("made_dirs", [])):
+            made_path = change.root / made
+            if made_path.is_dir() and not any(made_path.iterdir()):
+                change.delete_dir(made)
+    elif action == "delete-dir" or step.get("existed"):
+        if not piece.is_dir():
+            raise CorruptDataError("backed-up directory is missing", str(piece))
+        staged = staging_dir(change.root, f"{RESTORE_STAGING}{change._n:05d}")
+        shutil.copytree(piece, staged, symlinks=True, dirs_exist_ok=True)
+        if listing_sha(tree_listing(staged)) != step["sha256"]:
+            raise CorruptDataError(
+                "backed-up directory does not match its listing in the journal", str(piece)
+            )
+        change.replace_dir(rel, staged)
+    elif path.is_dir():
+        change.delete_dir(rel)
+
+
+RESTORE_STAGING = "restore-"
+
+
+def restore_backup(
+    store_root: Path, timestamp: str, *, yes: bool, force: bool = False, argv: list[str] | None = None
+) -> Plan:
     """Undo one change: every backed-up byte, file and directory goes back, in reverse order.
 
-    Returns the plan; changes nothing unless ``yes``. Refuses while a broker holds the store (unless
-    ``force``), and while a later change that is still in place touched the same paths.
+    The restore is a change of its own (see the module docstring): whatever it overwrites or
+    removes is backed up first, so it can be undone in turn. Returns the plan (with ``backup`` set
+    once applied); changes nothing unless ``yes``. Refuses while a broker holds the store (unless
+    ``force``), and while a later change (not a restore) that is still in place touched the same paths.
     """
     root = Path(store_root).absolute()
     if not root.is_dir():
@@ -750,39 +1103,69 @@ def restore_backup(store_root: Path, timestamp: str, *, yes: bool, force: bool =
     bdir = _backup_root(root) / timestamp
     if not (bdir / MANIFEST).is_file():
         raise NotFoundError(f"{root}: no backup {timestamp!r} (see `rmq backups {root}`)")
+    plan = _restore_plan(root, bdir)
+    if not yes:
+        return plan
+    ensure_unlocked(root, force=force)
+    if read_json(bdir / MANIFEST).get("state") in UNFINISHED:
+        finish_interrupted(root, force_unlocked=force)  # an interrupted change: rolled back in place
+        return plan
+    finish_interrupted(root, force_unlocked=force)
+    plan = _restore_plan(root, bdir)  # again: a rollback just now may have changed the store
     manifest = read_json(bdir / MANIFEST)
-    state = manifest.get("state")
+    roots = [Path(r) for r in manifest.get("roots", [])]
+    try:
+        with Change(
+            root, "restore-backup", argv, roots=roots, force_unlocked=force, restores=timestamp
+        ) as change:
+            for step in reversed(read_journal(bdir)):
+                _undo_through(change, bdir, step)
+            plan.backup = change.commit()
+    finally:
+        for leftover in (root / STAGING_DIR).glob(RESTORE_STAGING + "*"):
+            remove_staging(root, leftover.name)
+    return plan
+
+
+def _restore_plan(root: Path, bdir: Path) -> Plan:
+    """The plan of ``restore_backup`` (raises when the backup cannot be restored now)."""
+    timestamp = bdir.name
+    manifests = _manifests(root)
+    want = _restore_states(manifests)
+    manifest = manifests[timestamp]
+    state = _state(manifests, timestamp, want)
     if state not in UNDOABLE:
         raise UsageError(f"backup {timestamp} is already {state}; nothing to restore")
     steps = read_journal(bdir)
     paths = {s["path"] for s in steps}
-    for later in _backup_dirs(root):
-        if later.name <= timestamp or read_json(later / MANIFEST).get("state") not in UNDOABLE:
+    for later, m in manifests.items():
+        # restores only return paths to an earlier state; interrupted changes are rolled back first
+        if later <= timestamp or m.get("restores") or _state(manifests, later, want) != COMPLETE:
             continue
-        if any(_overlaps(s["path"], p) for s in read_journal(later) for p in paths):
-            raise UsageError(f"change {later.name} came later and touched the same files; restore it first")
-    plan = Plan(f"restore-backup {timestamp}", root, [_undo_plan_step(s) for s in reversed(steps)])
+        if any(_overlaps(s["path"], p) for s in read_journal(_backup_root(root) / later) for p in paths):
+            raise UsageError(f"change {later} came later and touched the same files; restore it first")
+    plan = Plan(f"restore-backup {timestamp}", root, roots=[Path(r) for r in manifest.get("roots", [])])
     plan.notes.append(f"undoes `{manifest.get('command', '?')}` of {timestamp}")
     if state != COMPLETE:
-        plan.notes.append(f"this change was interrupted ({state}); restoring it rolls it back")
-    if any(s["action"] != "delete-dir" and s["action"] != "delete" for s in steps):
-        plan.notes.append("the bytes the change wrote are discarded")
-    if not yes:
+        plan.notes.append(f"this change was interrupted ({state}); restoring it rolls it back in place")
+        plan.steps = [_rollback_plan_step(s) for s in reversed(steps)]
         return plan
-    ensure_unlocked(root, force=force)
-    locks = _Locks(root)
-    try:
-        manifest = read_json(bdir / MANIFEST)
-        if manifest.get("state") == COMPLETE:
-            manifest["state"] = RESTORING
-            write_json_atomic(bdir / MANIFEST, manifest)
-            crashpoint()
-        _finish_unfinished(root)
-    except OSError as exc:
-        raise ChangeError(f"{root}: restore of {timestamp} failed: {exc.strerror or exc}") from None
-    finally:
-        locks.release()
+    later = 0
+    for step in reversed(steps):
+        plan_step, written = _restore_plan_step(root, step)
+        plan.steps.append(plan_step)
+        later += written
+    if later:
+        plan.notes.append(f"{later} bytes were written to these paths after the change; they are backed up")
+    plan.notes.append(
+        "the restore is a change of its own: every byte it replaces or removes is backed up first, "
+        "and `rmq restore-backup` of its timestamp undoes it"
+    )
     return plan
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 def manifest_of(store_root: Path, timestamp: str) -> dict[str, Any]:

@@ -2,6 +2,12 @@
 
 Everything here is idempotent where it undoes: running an undo twice, or after it was killed half-way,
 gives the same bytes as running it once.
+
+The undo here works in place, without a backup of what it overwrites: it rolls back a change that
+did not complete (nothing else may write to a store with an interrupted change), and finishes an
+in-place restore an earlier version of rmq left interrupted. ``restore-backup`` of a completed change
+does not use it: it is a change of its own (``Change.restore_range`` / ``restore_file`` /
+``replace_dir``), which backs up whatever it replaces; ``copy_piece`` copies a piece out of a backup.
 """
 
 from __future__ import annotations
@@ -197,6 +203,55 @@ def is_zero(fd: int, start: int, end: int) -> bool:
     return _zero_tail_start(fd, start, end) == start
 
 
+def data_end(fd: int, start: int, end: int) -> int:
+    """The offset in [start, end) after which every byte of ``fd`` is zero."""
+    return _zero_tail_start(fd, start, end)
+
+
+def zero_range(fd: int, start: int, end: int) -> None:
+    """Make bytes [start, end) of ``fd`` zero, writing only the chunks that are not zero already."""
+    zeros = bytes(CHUNK)
+    for pos in range(start, end, CHUNK):
+        length = min(CHUNK, end - pos)
+        if os.pread(fd, length, pos).count(0) != length:
+            os.pwrite(fd, zeros[:length], pos)
+
+
+def copy_piece(piece: Path, step: dict[str, Any], target: Path) -> None:
+    """Write the file a piece describes (its stored bytes, then its zero tail) to ``target``, fsynced.
+
+    The stored bytes are checked against the journalled sha256 while they are copied; on a mismatch
+    ``target`` is removed and ``CorruptDataError`` raised. ``piece`` is only read.
+    """
+    stored, size = step["stored"], step["stored"] + step["zeros"]
+    digest = hashlib.sha256()
+    src = os.open(piece, os.O_RDONLY)
+    try:
+        dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pos = 0
+            while pos < stored:
+                chunk = os.pread(src, min(CHUNK, stored - pos), pos)
+                if not chunk:
+                    break
+                digest.update(chunk)
+                os.write(dst, chunk)
+                pos += len(chunk)
+            extra = os.fstat(src).st_size
+            good = pos == stored and digest.hexdigest() == step["sha256"]
+            good = good and (extra <= stored or is_zero(src, stored, extra))
+            if good:
+                os.ftruncate(dst, size)
+                os.fsync(dst)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+    if not good:
+        target.unlink(missing_ok=True)
+        raise CorruptDataError("backup piece does not match its sha256 in the journal", str(piece))
+
+
 def tree_listing(root: Path) -> list[dict[str, Any]]:
     """Every entry under ``root``, sorted: directories, and files with size and sha256."""
     entries: list[dict[str, Any]] = []
@@ -253,7 +308,7 @@ def empty_trash(bdir: Path) -> None:
 
 
 # --- undo -----------------------------------------------------------------------------------------
-def _piece_ok(piece: Path, step: dict[str, Any]) -> None:
+def piece_ok(piece: Path, step: dict[str, Any]) -> None:
     """Raise unless ``piece`` holds exactly the journalled bytes."""
     try:
         fd = os.open(piece, os.O_RDONLY)
@@ -288,7 +343,7 @@ def _file_matches(path: Path, step: dict[str, Any]) -> bool:
 
 def _put_file_back(path: Path, piece: Path, step: dict[str, Any]) -> None:
     """Make ``path`` hold the piece's bytes (a moved or linked piece is renamed back, else copied)."""
-    _piece_ok(piece, step)
+    piece_ok(piece, step)
     path.parent.mkdir(parents=True, exist_ok=True)
     if step.get("mode") in ("move", "link"):
         os.replace(piece, path)
@@ -312,7 +367,7 @@ def _put_file_back(path: Path, piece: Path, step: dict[str, Any]) -> None:
 
 def _undo_range(path: Path, piece: Path, step: dict[str, Any]) -> None:
     """Put back a byte range (truncate, write) and the file's original length."""
-    _piece_ok(piece, step)
+    piece_ok(piece, step)
     try:
         fd = os.open(path, os.O_RDWR)
     except FileNotFoundError:

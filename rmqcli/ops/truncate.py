@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rmqcli.errors import NotFoundError, UsageError
 from rmqcli.ops.rebuild import RebuildResult, stage_rebuild
-from rmqcli.ops.safety import Change, PlanStep
+from rmqcli.ops.safety import Change, PlanStep, outside_roots, plan_path
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.commitlog import Record
@@ -67,8 +67,9 @@ def stage_truncate(store: Store, *, offset: int | None = None, time_ms: int | No
     )
     steps = staged.plan.steps
     steps[:] = [s for s in steps if s.path != CHECKPOINT_FILE]
+    staged.plan.roots = outside_roots(store.root, store.commitlog_dirs)
     for mf in store.commitlog.files:
-        rel = f"commitlog/{mf.name}"
+        rel = plan_path(store.root, mf.path)  # absolute when storePathCommitLog puts it elsewhere
         if mf.from_offset > cut or (mf.from_offset == cut and mf is not store.commitlog.files[0]):
             steps.insert(0, PlanStep("delete", rel, f"{mf.size} bytes after the cut", mf.size))
         elif cut < mf.from_offset + mf.size:
@@ -86,9 +87,13 @@ def stage_truncate(store: Store, *, offset: int | None = None, time_ms: int | No
     return TruncateResult(cut, removed, staged)
 
 
-def apply_truncate(store_root: Path, result: TruncateResult, argv: list[str] | None = None) -> Path:
+def apply_truncate(
+    store_root: Path, result: TruncateResult, argv: list[str] | None = None, *, force_unlocked: bool = False
+) -> Path:
+    """Apply a staged truncation through one ``Change``; returns the backup directory."""
     staged = result.staged
-    with Change(store_root, "truncate", argv) as change:
+    roots = staged.plan.roots
+    with Change(store_root, "truncate", argv, roots=roots, force_unlocked=force_unlocked) as change:
         for step in staged.plan.steps:
             if step.action == "delete":
                 change.delete_file(step.path)

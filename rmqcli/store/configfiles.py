@@ -99,17 +99,32 @@ def delay_offsets(config_dir: Path) -> dict[int, int]:
 
 
 def write_config(config_dir: Path, name: str, data: dict[str, Any]) -> Path:
-    """Persist like ``ConfigManager.persist``: previous content to ``.bak``, new file via rename."""
+    """Persist like ``ConfigManager.persist``: previous content to ``.bak``, new file via rename.
+
+    Durable: the new file and the ``.bak`` are fsynced before the rename, the directory after it.
+    """
     config_dir.mkdir(parents=True, exist_ok=True)
     path = config_dir / name
     text = fastjson.dumps(data, pretty=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    _write_synced(tmp, text.encode("utf-8"))
+    if path.exists():
+        _write_synced(path.with_name(path.name + ".bak"), path.read_bytes())
+    os.replace(tmp, path)
+    _fsync_dir(config_dir)
+    return path
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
-    if path.exists():
-        bak = path.with_name(path.name + ".bak")
-        bak.write_bytes(path.read_bytes())
-    os.replace(tmp, path)
-    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

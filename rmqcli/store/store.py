@@ -158,18 +158,24 @@ class Store:
         return self.abort_path.exists()
 
     def lock_held(self) -> bool:
-        """Whether a running broker holds ``lock`` (a POSIX record lock on byte 0, FORMATS.md §5.2)."""
+        """Whether a running broker holds ``lock`` (a POSIX record lock on byte 0, FORMATS.md §5.2).
+
+        Fails closed: ``False`` only when there is no ``lock`` file or its byte 0 is free; a lock
+        file that cannot be opened or queried (permissions, a symlink loop, ...) counts as held.
+        """
         try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
-        except OSError:
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
             return False
+        except OSError:
+            return True
         try:
             # struct flock: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid
             query = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
             answer = fcntl.fcntl(fd, fcntl.F_GETLK, query + b"\0" * 4)
             return struct.unpack("hhqqi", answer[: struct.calcsize("hhqqi")])[0] != fcntl.F_UNLCK
         except OSError:
-            return False
+            return True
         finally:
             os.close(fd)
 
