@@ -155,6 +155,7 @@ def test_killed_at_every_crash_point_then_rerun(command, damaged_source, tmp_pat
         source = writable_copy(reference, tmp_path / "rebuild-src")
         shutil.rmtree(source / ".rmq-backup")
         shutil.rmtree(source / "consumequeue")
+        (source / "checkpoint").write_bytes(bytes(4096))  # stale: rebuild rewrites it too
     else:
         source = damaged_source
     reference = writable_copy(source, tmp_path / "ref2")

@@ -225,42 +225,44 @@ def _seed_from_existing(
     return start
 
 
+def same_tree(a: Path, b: Path) -> bool:
+    """Whether two directories hold the same file names with the same bytes (read in chunks)."""
+    import filecmp
+
+    files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()} if a.is_dir() else set()
+    files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file()} if b.is_dir() else set()
+    return files_a == files_b and all(filecmp.cmp(a / rel, b / rel, shallow=False) for rel in files_a)
+
+
 def _plan_steps(
     store: Store, result: RebuildResult, consume_queues: bool, index: bool, topic: str | None
 ) -> None:
+    """Swap in what differs from the store (a rebuild of an intact store plans nothing)."""
     steps = result.plan.steps
     if consume_queues:
         rel = f"{CONSUMEQUEUE_DIR}/{topic}" if topic else CONSUMEQUEUE_DIR
-        before = (
-            sum(1 for _ in (store.root / rel).rglob("*") if _.is_file()) if (store.root / rel).is_dir() else 0
-        )
-        steps.append(
-            PlanStep(
-                "replace-dir",
-                rel,
+        if not same_tree(store.root / rel, result.staged / rel):
+            before = sum(1 for p in (store.root / rel).rglob("*") if p.is_file())
+            detail = (
                 f"{result.queues} queues, {result.units} units rebuilt from the CommitLog "
-                f"(replacing {before} files)",
+                f"(replacing {before} files)"
             )
+            steps.append(PlanStep("replace-dir", rel, detail))
+            result.replaced.append(rel)
+    if index and not same_tree(store.index_dir, result.staged / INDEX_DIR):
+        detail = (
+            f"{result.index_files} index files, {result.index_entries} entries rebuilt "
+            f"(replacing {len(store.index.files)} files)"
         )
-        result.replaced.append(rel)
-    if index:
-        steps.append(
-            PlanStep(
-                "replace-dir",
-                INDEX_DIR,
-                f"{result.index_files} index files, {result.index_entries} entries rebuilt "
-                f"(replacing {len(store.index.files)} files)",
-            )
-        )
+        steps.append(PlanStep("replace-dir", INDEX_DIR, detail))
         result.replaced.append(INDEX_DIR)
-    steps.append(
-        PlanStep(
-            "replace",
-            CHECKPOINT_FILE,
+    old = store.checkpoint_path.read_bytes() if store.checkpoint_path.exists() else b""
+    if old != result.checkpoint.to_bytes():
+        detail = (
             f"logicsMsgTimestamp={result.checkpoint.logics_msg_timestamp} "
-            f"indexMsgTimestamp={result.checkpoint.index_msg_timestamp}",
+            f"indexMsgTimestamp={result.checkpoint.index_msg_timestamp}"
         )
-    )
+        steps.append(PlanStep("replace", CHECKPOINT_FILE, detail))
 
 
 def apply_rebuild(
@@ -270,7 +272,8 @@ def apply_rebuild(
     with Change(store_root, "rebuild", argv, force_unlocked=force_unlocked) as change:
         for rel in result.replaced:
             change.replace_dir(rel, result.staged / rel)
-        change.replace_file(CHECKPOINT_FILE, result.checkpoint.to_bytes())
+        if any(step.path == CHECKPOINT_FILE for step in result.plan.steps):
+            change.replace_file(CHECKPOINT_FILE, result.checkpoint.to_bytes())
         backup = change.commit()
     shutil.rmtree(result.staged, ignore_errors=True)
     return backup

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
-from rmqcli.ops.rebuild import rebuild_namer
+from rmqcli.ops.rebuild import rebuild_namer, same_tree
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
@@ -241,14 +241,6 @@ def _plan_commitlog(store: Store, end: int, actions: list, notes: list[str], sto
                 )
 
 
-def _same_tree(a: Path, b: Path) -> bool:
-    files_a = {p.relative_to(a): p for p in a.rglob("*") if p.is_file()} if a.is_dir() else {}
-    files_b = {p.relative_to(b): p for p in b.rglob("*") if p.is_file()} if b.is_dir() else {}
-    if files_a.keys() != files_b.keys():
-        return False
-    return all(files_a[k].read_bytes() == files_b[k].read_bytes() for k in files_a)
-
-
 def _plan_staged(store: Store, result: RecoverResult) -> None:
     steps = result.plan.steps
     for action, rel, size in result.actions:
@@ -260,7 +252,7 @@ def _plan_staged(store: Store, result: RecoverResult) -> None:
                 PlanStep("truncate", rel, f"valid up to byte {size}; the rest zeroed", mf_size - size)
             )
     for rel in (CONSUMEQUEUE_DIR, INDEX_DIR):
-        if not _same_tree(store.root / rel, result.staged / rel):
+        if not same_tree(store.root / rel, result.staged / rel):
             steps.append(PlanStep("replace-dir", rel, "recovered and re-dispatched"))
     old = store.checkpoint_path.read_bytes() if store.checkpoint_path.exists() else b""
     if old != result.checkpoint.to_bytes():
