@@ -220,3 +220,25 @@ def test_plans_leave_no_staging_dir(damaged_source, tmp_path):
         out = rmq(command[0], str(root), *command[1:], check=True).stdout
         assert not (root / ".rmq-staging").exists(), command
     assert out.strip().endswith("left as it is")  # an empty plan, discarded
+
+
+def test_truncate_cuts_in_front_of_damage(damaged_source, tmp_path):
+    """The point of truncate: a corrupt record after the cut does not stop it."""
+    from rmqcli.store import Store
+
+    root = writable_copy(damaged_source, tmp_path / "s")
+    rmq("recover", str(root), "--yes", check=True)
+    store = Store.open(root)
+    records = list(store.commitlog.records())
+    victim = records[-5]
+    mf = store.commitlog.queue.find(victim.position)
+    store.close()
+    data = bytearray(mf.path.read_bytes())
+    data[victim.file_position + 4 : victim.file_position + 8] = b"\x12\x34\x56\x78"  # bad magic
+    mf.path.write_bytes(bytes(data))
+    cut = records[-10]
+    rmq("truncate", str(root), "--offset", str(cut.position), "--yes", check=True)
+    store = Store.open(root)
+    assert store.commitlog.max_offset() == cut.position
+    store.close()
+    assert rmq("verify", str(root)).returncode == 0

@@ -42,7 +42,7 @@ def find_cut(store: Store, *, offset: int | None = None, time_ms: int | None = N
     if (offset is None) == (time_ms is None):
         raise UsageError("give exactly one of --offset and --time")
     last_kept_ts = 0
-    for rec in store.commitlog.records():
+    for rec in store.commitlog.records(skip_corrupt=True):  # damage is what one cuts away
         if not isinstance(rec, Record):
             continue
         if (offset is not None and rec.position >= offset) or (
@@ -55,7 +55,7 @@ def find_cut(store: Store, *, offset: int | None = None, time_ms: int | None = N
 
 def stage_truncate(store: Store, *, offset: int | None = None, time_ms: int | None = None) -> TruncateResult:
     cut, last_ts = find_cut(store, offset=offset, time_ms=time_ms)
-    removed = sum(1 for r in store.commitlog.records(cut) if isinstance(r, Record))
+    removed = sum(1 for r in store.commitlog.records(cut, skip_corrupt=True) if isinstance(r, Record))
     staged = stage_rebuild(store, from_offset=cut, until=cut)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     staged.checkpoint = Checkpoint(
