@@ -23,7 +23,6 @@ MAGIC_V1 = -626843481  # 0xDAA320A7: 1-byte topic length
 MAGIC_V2 = -626843477  # 0xDAA320AB: 2-byte topic length (RocketMQ 5.1.0+)
 BLANK_MAGIC = -875286124  # 0xCBD43194: end-of-file filler
 MESSAGE_MAGICS = (MAGIC_V1, MAGIC_V2)
-END_FILE_MIN_BLANK_LENGTH = 8  # a BLANK record physically holds total size + magic
 
 # --- sysFlag bits (FORMATS.md §1.4) ------------------------------------------------------------
 COMPRESSED_FLAG = 0x1
@@ -147,7 +146,11 @@ MessageRecord = cs.Struct(
 
 # The record that fills the rest of a file: its size is the remaining length of the file and
 # only these 8 bytes are written (FORMATS.md §1.10).
-BlankRecord = cs.Struct("total_size" / cs.Int32sb, "magic_code" / cs.Const(BLANK_MAGIC, cs.Int32sb))
+BlankRecord = cs.Struct(
+    "total_size" / cs.Int32sb,  # the rest of the file
+    "magic_code" / cs.Const(BLANK_MAGIC, cs.Int32sb),
+)
+END_FILE_MIN_BLANK_LENGTH = BlankRecord.sizeof()  # all a BLANK record physically holds
 
 
 def header_schema(born_v6: bool, store_v6: bool) -> cs.Struct:
@@ -168,6 +171,10 @@ _FIXED_BEFORE_BODY = {
     for s in (False, True)
 }
 PREFIX_STRUCT = compile_struct(RecordPrefix)
+# TOTALSIZE and MAGICCODE, the first two fields of every record (BLANK included), and TOTALSIZE alone.
+SIZE_MAGIC_STRUCT = compile_struct(cs.Struct(*RecordPrefix.subcons[:2]))
+TOTAL_SIZE_STRUCT = compile_struct(cs.Struct(*RecordPrefix.subcons[:1]))
+MAX_TOPIC_LENGTH_V1 = 2 ** (8 * TOPIC_LENGTH_V1.sizeof() - 1) - 1  # a signed byte: 127
 PREFIX_SIZE = PREFIX_STRUCT.size
 PREFIX_OFFSETS = field_offsets(RecordPrefix)
 STORE_TIMESTAMP_STRUCT = compile_struct(AfterBornHost)

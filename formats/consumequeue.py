@@ -53,7 +53,7 @@ CqExtUnit = cs.Struct(
     "bitmap_size" / cs.Rebuild(cs.Int16sb, cs.len_(this.filter_bitmap)),
     "filter_bitmap" / cs.Bytes(this.bitmap_size),
 )
-CQ_EXT_UNIT_FIXED = 2 + 8 + 8 + 2  # MIN_EXT_UNIT_SIZE
+CQ_EXT_UNIT_FIXED = cs.Struct(*CqExtUnit.subcons[:-1]).sizeof()  # MIN_EXT_UNIT_SIZE: all but the bitmap
 CQ_EXT_MAX_UNIT_SIZE = 32767
 CQ_EXT_END_MARKER = -1  # i16 written where the next unit no longer fits
 DEFAULT_CQ_EXT_FILE_SIZE = 48 * 1024 * 1024

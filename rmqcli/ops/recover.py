@@ -93,13 +93,14 @@ def start_file_index(store: Store, abnormal: bool) -> int:
 def _first_store_timestamp(mf: MappedFile) -> int | None:
     """The store timestamp of a file's first record, read as the broker does (V1 magic only)."""
     buf = mf.map()
-    if len(buf) < fmt.PREFIX_SIZE + 20 + 8:
+    if len(buf) < fmt.PREFIX_SIZE:
         return None
-    prefix = fmt.PREFIX_STRUCT.unpack_from(buf, 0)
-    magic, sys_flag = prefix[1], prefix[7]
-    if magic != fmt.MAGIC_V1:
+    prefix = dict(zip(fmt.PREFIX_OFFSETS, fmt.PREFIX_STRUCT.unpack_from(buf, 0), strict=False))
+    if prefix["magic_code"] != fmt.MAGIC_V1:
         return None
-    born = fmt.host_length(sys_flag, fmt.BORNHOST_V6_FLAG)
+    born = fmt.host_length(prefix["sys_flag"], fmt.BORNHOST_V6_FLAG)
+    if len(buf) < fmt.PREFIX_SIZE + born + fmt.STORE_TIMESTAMP_STRUCT.size:
+        return None
     return fmt.STORE_TIMESTAMP_STRUCT.unpack_from(buf, fmt.PREFIX_SIZE + born)[0]
 
 

@@ -279,8 +279,10 @@ class CommitLogVerifier:
             reason = "record rejected"  # the bulk checks and decode_record disagree; still bad
         except RecordError as exc:
             reason = str(exc)
-        total = int.from_bytes(buf[pos : pos + 4], "big", signed=True) if pos + 4 <= limit else 0
-        magic = int.from_bytes(buf[pos + 4 : pos + 8], "big", signed=True) if pos + 8 <= limit else 0
+        size_magic = fmt.SIZE_MAGIC_STRUCT
+        total, magic = size_magic.unpack_from(buf, pos) if pos + size_magic.size <= limit else (0, 0)
+        if pos + size_magic.size > limit and pos + fmt.TOTAL_SIZE_STRUCT.size <= limit:
+            total = fmt.TOTAL_SIZE_STRUCT.unpack_from(buf, pos)[0]
         nxt = resync(buf, pos + 1, limit, mf.from_offset)
         if magic in fmt.MESSAGE_MAGICS and total > limit - pos:
             kind = "truncated-record"

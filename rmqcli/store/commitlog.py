@@ -22,7 +22,7 @@ from rmqcli.store.mapped import MappedFile, MappedFileQueue
 if TYPE_CHECKING:
     from rmqcli.store.headerscan import HeaderBatch
 
-_SIZE_MAGIC = struct.Struct(">ii")  # total_size and magic_code: the first two prefix fields
+_SIZE_MAGIC = fmt.SIZE_MAGIC_STRUCT
 assert fmt.PREFIX_OFFSETS["magic_code"] == 4
 _HOST_LENGTHS = {
     flags: (fmt.host_length(flags, fmt.BORNHOST_V6_FLAG), fmt.host_length(flags, fmt.STOREHOST_V6_FLAG))
@@ -190,7 +190,7 @@ def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int
     Checks mirror ``checkMessageAndReturnSize``: known magic, size within the file, field
     lengths, and TOTALSIZE equal to the recomputed length.
     """
-    if pos + 8 > limit:
+    if pos + _SIZE_MAGIC.size > limit:
         raise RecordError("truncated record header")
     total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic not in fmt.MESSAGE_MAGICS:
@@ -283,7 +283,7 @@ def classify_tail(buf, pos: int, limit: int) -> tuple[str, int | None]:
     """What ends a file's data at ``pos``: a BLANK record, zeros, nothing, or something else."""
     if pos >= limit:
         return "end", None
-    if pos + 8 <= limit:
+    if pos + _SIZE_MAGIC.size <= limit:
         total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
         if magic == fmt.BLANK_MAGIC:
             return "blank", total
@@ -406,6 +406,9 @@ class CommitLog:
         host_lengths = _HOST_LENGTHS
         host_mask = fmt.HOST_FLAGS
         v1, v2 = fmt.MAGIC_V1, fmt.MAGIC_V2
+        tl_v1, tl_v2 = fmt.topic_length_size(v1), fmt.topic_length_size(v2)
+        max_v1 = fmt.MAX_TOPIC_LENGTH_V1
+        props_len_size = _PROPS_LEN.size
         topics: dict[bytes, str] = {}
         prefix_size = fmt.PREFIX_SIZE
         tail_fixed = fmt.STORE_TIMESTAMP_STRUCT.size + fmt.AFTER_STORE_HOST_STRUCT.size
@@ -413,9 +416,9 @@ class CommitLog:
         while pos + prefix_size <= limit:  # a shorter tail can only be a BLANK or zeros
             total, magic, _, queue_id, _, queue_offset, _, sys_flag, _ = unpack_prefix(buf, pos)
             if magic == v1:
-                tl_size = 1
+                tl_size = tl_v1
             elif magic == v2:
-                tl_size = 2
+                tl_size = tl_v2
             else:
                 break  # BLANK, zeros or corruption: ``_check_stop`` decides
             if total > limit - pos or total < _MIN_RECORD_SIZE:
@@ -425,11 +428,11 @@ class CommitLog:
             p = pos + prefix_size + born_len + store_len + tail_fixed
             body_len = unpack_i32(buf, p - body_back)[0]
             p += body_len
-            if body_len < 0 or p + tl_size + 2 > pos + total:
+            if body_len < 0 or p + tl_size + props_len_size > pos + total:
                 break
-            if tl_size == 1:
+            if tl_size == tl_v1:
                 topic_len = buf[p]
-                if topic_len > 127:
+                if topic_len > max_v1:
                     break
             else:
                 topic_len = unpack_h(buf, p)[0]
@@ -437,7 +440,7 @@ class CommitLog:
             raw_topic = buf[p : p + topic_len]
             p += topic_len
             props_len = unpack_h(buf, p)[0]
-            if p + 2 + (props_len if props_len > 0 else 0) != pos + total:
+            if p + props_len_size + (props_len if props_len > 0 else 0) != pos + total:
                 break
             topic = topics.get(raw_topic)
             if topic is None:

@@ -18,7 +18,6 @@ back to the record-by-record scan, which reports the exact problem.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +26,7 @@ from formats import commitlog as fmt
 from formats.derive import field_offsets, flat_fields
 from rmqcli.store.commitlog import classify_tail
 
-_SIZE = struct.Struct(">i")  # TOTALSIZE, the first prefix field
+_SIZE = fmt.TOTAL_SIZE_STRUCT
 assert fmt.PREFIX_OFFSETS["total_size"] == 0
 _MIN_RECORD_SIZE = fmt.calc_msg_length(0, 0, 0, 0)
 _PROPS_LEN_SIZE = fmt.PROPERTIES_LENGTH.sizeof()
@@ -163,7 +162,7 @@ def walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | N
     append = starts.append
     unpack = _SIZE.unpack_from
     pos = start
-    last = limit - 8
+    last = limit - fmt.END_FILE_MIN_BLANK_LENGTH  # room for at least a BLANK record
     stop = limit if until is None else until
     while pos <= last and pos < stop:
         size = unpack(buf, pos)[0]
