@@ -40,28 +40,37 @@ def test_batches_equal_headers_on_real_stores(variant):
 
 
 def record(
-    position: int, body: bytes, topic: str = "T", sys_flag: int = 0, magic: int = fmt.MAGIC_V1
+    position: int,
+    body: bytes,
+    topic: str = "T",
+    sys_flag: int = 0,
+    magic: int = fmt.MAGIC_V1,
+    *,
+    properties: bytes = b"TAGS\x01x",
+    queue_id: int = 1,
+    store_timestamp_base: int = 1000,
 ) -> bytes:
+    """One record at ``position`` built from the schema (a record where ``position`` says)."""
     v6 = bool(sys_flag & fmt.BORNHOST_V6_FLAG)
     s6 = bool(sys_flag & fmt.STOREHOST_V6_FLAG)
     return fmt.MessageRecord.build(
         dict(
             magic_code=magic,
             body_crc=fmt.body_crc(body),
-            queue_id=1,
+            queue_id=queue_id,
             flag=0,
             queue_offset=position,
             physical_offset=position,
             sys_flag=sys_flag,
             born_timestamp=1,
             born_host=dict(address=bytes(16 if v6 else 4), port=1),
-            store_timestamp=1000 + position,
+            store_timestamp=store_timestamp_base + position,
             store_host=dict(address=bytes(16 if s6 else 4), port=2),
             reconsume_times=0,
             prepared_transaction_offset=0,
             body=body,
             topic=topic,
-            properties=b"TAGS\x01x",
+            properties=properties,
         )
     )
 

@@ -18,6 +18,7 @@ from rmqcli.store.index import IndexFile
 from rmqcli.store.naming import offset_to_name
 from rmqcli.store.writer import StoreWriter
 from rmqcli.store.writer_messages import Message
+from tests.test_headerscan import record as headerscan_record
 
 FILE_SIZE = 256 * 1024
 SEP, NV = fmt.PROPERTY_SEPARATOR.encode(), fmt.NAME_VALUE_SEPARATOR.encode()
@@ -28,27 +29,15 @@ def props(*pairs: tuple[str, str]) -> bytes:
 
 
 def record(position: int, body: bytes, topic: str, properties: bytes, sys_flag: int = 0, magic=fmt.MAGIC_V1):
-    v6 = bool(sys_flag & fmt.BORNHOST_V6_FLAG)
-    s6 = bool(sys_flag & fmt.STOREHOST_V6_FLAG)
-    return fmt.MessageRecord.build(
-        dict(
-            magic_code=magic,
-            body_crc=fmt.body_crc(body),
-            queue_id=position % 3,
-            flag=0,
-            queue_offset=position,
-            physical_offset=position,
-            sys_flag=sys_flag,
-            born_timestamp=1,
-            born_host=dict(address=bytes(16 if v6 else 4), port=1),
-            store_timestamp=1_700_000_000_000 + position,
-            store_host=dict(address=bytes(16 if s6 else 4), port=2),
-            reconsume_times=0,
-            prepared_transaction_offset=0,
-            body=body,
-            topic=topic,
-            properties=properties,
-        )
+    return headerscan_record(
+        position,
+        body,
+        topic,
+        sys_flag,
+        magic,
+        properties=properties,
+        queue_id=position % 3,
+        store_timestamp_base=1_700_000_000_000,
     )
 
 
