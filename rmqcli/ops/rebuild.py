@@ -30,6 +30,7 @@ from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.fastdispatch import FastDispatcher, dispatch_commitlog
 from rmqcli.store.naming import index_file_name
 from rmqcli.store.settings import StoreSettings
+from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 
 STAGING_NAME = "rebuild"
@@ -223,15 +224,6 @@ def _seed_from_existing(
         for path in cq.truncate_dirty(from_offset):
             path.unlink()
     return start
-
-
-def same_tree(a: Path, b: Path) -> bool:
-    """Whether two directories hold the same file names with the same bytes (read in chunks)."""
-    import filecmp
-
-    files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()} if a.is_dir() else set()
-    files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file()} if b.is_dir() else set()
-    return files_a == files_b and all(filecmp.cmp(a / rel, b / rel, shallow=False) for rel in files_a)
 
 
 def _plan_steps(

@@ -29,13 +29,14 @@ from pathlib import Path
 
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
-from rmqcli.ops.rebuild import rebuild_namer, same_tree
+from rmqcli.ops.rebuild import rebuild_namer
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
 from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.mapped import MappedFile
+from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 
 STAGING_NAME = "recover"
