@@ -40,6 +40,11 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     max_message_size: int = 4 * 1024 * 1024
+    reject_transaction_message: bool = False
+    transaction_timeout: int = 6000  # ms: a half message younger than this is not checked
+    transaction_check_max: int = 15  # checks before a half message is discarded
+    transaction_check_interval: int = 60000  # ms between transaction checks
+    flush_delay_offset_interval: int = 10000  # ms, delayOffset.json
     store: StoreSettings = field(default_factory=StoreSettings)
 
     @property
@@ -70,6 +75,11 @@ _KEYS = {
     "regionId": "region_id",
     "traceOn": "trace_on",
     "maxMessageSize": "max_message_size",
+    "rejectTransactionMessage": "reject_transaction_message",
+    "transactionTimeOut": "transaction_timeout",
+    "transactionCheckMax": "transaction_check_max",
+    "transactionCheckInterval": "transaction_check_interval",
+    "flushDelayOffsetInterval": "flush_delay_offset_interval",
 }
 
 

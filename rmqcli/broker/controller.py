@@ -2,7 +2,8 @@
 
 ``dispatch`` routes a request to the processor module registered for its code (B.3, B.4) and
 answers REQUEST_CODE_NOT_SUPPORTED for the rest. Background services: the store's flush, the
-consumer-offset and config persistence (every ``flushConsumerOffsetInterval``), client expiry, and
+consumer-offset, delay-offset and config persistence (every ``flushConsumerOffsetInterval``), delayed
+delivery (``schedule``), the transaction check (``transaction``), client expiry, and
 REGISTER_BROKER to every name server at start, every ``registerNameServerPeriod`` and whenever the
 topic table changes (A.7, B.6 auto-creation).
 """
@@ -16,11 +17,12 @@ import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from rmqcli.broker import admin, consumer, pull, query, send
+from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.messagestore import MessageStore
 from rmqcli.broker.pull import HoldService
+from rmqcli.broker.schedule import ScheduleService
 from rmqcli.broker.state import (
     DEFAULT_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -91,7 +93,9 @@ class BrokerController:
         self.stats = Stats(self.store)
         self.store.listeners.append(self.holds.arrived)
         self.handlers: dict[int, Handler] = {}
-        for module in (send, pull, consumer, query, admin):
+        self.schedule = ScheduleService(self)
+        self.transactions = transaction.TransactionCheckService(self)
+        for module in (send, pull, consumer, query, admin, sendback, transaction):
             self.handlers.update(module.HANDLERS)
         self.remoting = RemotingClient()
         self._register_wanted = asyncio.Event()
@@ -144,6 +148,7 @@ class BrokerController:
     def persist(self) -> None:
         """Write topics.json, subscriptionGroup.json, consumerOffset.json, delayOffset.json now."""
         self.offsets.changed = False
+        self.schedule.changed = False
         self.store.persist_config()
 
     def _topics_changed(self) -> None:
@@ -158,6 +163,8 @@ class BrokerController:
             self._persist_loop(),
             self._housekeeping(),
             self._register_loop(),
+            self.schedule.run(),
+            self.transactions.run(),
         ):
             self._tasks.append(loop.create_task(coro))
 
@@ -165,7 +172,7 @@ class BrokerController:
         """``ConsumerOffsetManager.persist`` every ``flushConsumerOffsetInterval`` ms (when changed)."""
         while True:
             await asyncio.sleep(max(self.config.flush_consumer_offset_interval, 100) / 1000)
-            if self.offsets.changed:
+            if self.offsets.changed or self.schedule.changed:
                 try:
                     self.persist()
                 except (OSError, RmqError):

@@ -25,7 +25,7 @@ from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
 from rmqcli.store.writer import StoreWriter
 from rmqcli.store.writer_cq import ConsumeQueueWriter
 from rmqcli.store.writer_files import WritableFile
-from rmqcli.store.writer_messages import AppendResult, BatchAppendResult, BatchMessage, Message
+from rmqcli.store.writer_messages import AppendResult, BatchAppendResult, BatchMessage, InnerMessage, Message
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,13 @@ class MessageStore:
     def put(self, message: Message) -> AppendResult:
         """``DefaultMessageStore.putMessage``."""
         result = self.writer.append(message)
+        self._appended(result.topic, result.queue_id, 1)
+        return result
+
+    def put_inner(self, inner: InnerMessage) -> AppendResult:
+        """``putMessage`` of a ``MessageExtBrokerInner`` the broker builds itself (send-back, delayed
+        delivery, transactions): its properties string is stored as given."""
+        result = self.writer.put_message(inner)
         self._appended(result.topic, result.queue_id, 1)
         return result
 
@@ -199,6 +206,11 @@ class MessageStore:
         if rec.physical_offset != physical_offset:
             return None
         return rec, data
+
+    def look_message(self, physical_offset: int) -> Record | None:
+        """``lookMessageByOffset``: the record at ``physical_offset`` (body as stored), None if none."""
+        found = self.record_at(physical_offset)
+        return found[0] if found else None
 
     def store_timestamp(self, unit: Unit) -> int | None:
         found = self.record_at(unit.physical_offset)

@@ -9,7 +9,9 @@ from ``TBW102``, queue id); ``apply`` stores it and answers ``msgId, queueId, qu
 A batch is recognised by code 320 or by the header's ``batch``/``m`` flag. C++ clients (and so the
 Python ``rocketmq`` 0.4.4 package) write that flag as ``"1"``; a Java broker reads it as false and
 stores the encoded batch as one message (B.6). This broker reads ``"1"`` as true, so C++ batches
-arrive as the separate messages their sender meant.
+arrive as the separate messages their sender meant. A single message with ``TRAN_MSG=true`` is
+stored as a transaction half message (``rmqcli.broker.transaction``) unless
+``rejectTransactionMessage`` is set.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rmqcli.broker.state import (
     is_writable,
     validate_topic,
 )
+from rmqcli.broker.transaction import is_transactional, prepare
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
@@ -140,7 +143,7 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
     sys_flag = h.sys_flag
     if topic.get("topicFilterType") == "MULTI_TAG":
         sys_flag |= cfmt.MULTI_TAGS_FLAG
-    if props.get("TRAN_MSG", "").lower() == "true":
+    if not is_batch(req) and is_transactional(props) and ctl.config.reject_transaction_message:
         raise SendError(
             RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending transaction message is forbidden"
         )
@@ -177,6 +180,9 @@ def apply(
     if isinstance(message, BatchMessage):
         result = ctl.store.put_batch(message)
         msg_id, queue_offset = result.msg_id, result.queue_offset
+    elif is_transactional(message.properties):
+        one = prepare(ctl, message)  # a half message (TransactionalMessageBridge)
+        msg_id, queue_offset = one.msg_id, one.queue_offset
     else:
         one = ctl.store.put(message)
         msg_id, queue_offset = one.msg_id, one.queue_offset

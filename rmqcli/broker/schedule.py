@@ -1,0 +1,146 @@
+"""Delayed delivery: ``ScheduleMessageService`` of RocketMQ 4.9.x.
+
+A message with a ``DELAY`` level (a producer's, or a send-back's) is stored in
+``SCHEDULE_TOPIC_XXXX`` queue ``level - 1`` with its delivery time as the consume-queue tags code
+(``CommitLog.putMessage`` and the dispatch do that, ``rmqcli.store.writer_messages.apply_delay``,
+FORMATS.md §1.13). This service walks each level's queue from its offset in
+``config/delayOffset.json``: every unit whose time has come (a time further away than the level's
+delay counts as now, ``correctDeliverTimestamp``) is read back, turned into the message to deliver
+(``messageTimeup``) and stored in its real topic and queue; the offset then moves past it. The
+first unit not yet due stops the level until the next round (every 100 ms,
+``DELAY_FOR_A_WHILE``). Offsets are persisted every ``flushDelayOffsetInterval`` and at shutdown,
+so after a crash the messages delivered since the last persist are delivered again, as with the
+Java broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from formats import commitlog as fmt
+from rmqcli.broker.msgext import inner_from_record, serialise
+from rmqcli.store.commitlog import Record
+from rmqcli.store.writer_messages import InnerMessage
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+FIRST_DELAY_SECONDS = 1.0  # FIRST_DELAY_TIME
+ROUND_SECONDS = 0.1  # DELAY_FOR_A_WHILE
+UNITS_PER_ROUND = 256
+MAX_PER_ROUND = 4096  # per level and round, so a large backlog does not stall the event loop
+
+
+def delivered_message(rec: Record) -> InnerMessage:
+    """``messageTimeup``: the message to store in ``REAL_TOPIC``/``REAL_QID``.
+
+    The properties string is serialised before ``WAIT=false`` is set and ``DELAY`` cleared, so
+    the stored record keeps ``DELAY``, ``REAL_TOPIC``, ``REAL_QID`` and the scheduled ``WAIT``;
+    only the map (which decides the store's delay handling) loses ``DELAY``.
+    """
+    props = dict(rec.properties)
+    text = serialise(props)
+    props[fmt.PROPERTY_WAIT] = "false"
+    props.pop(fmt.PROPERTY_DELAY, None)
+    topic = props.get(fmt.PROPERTY_REAL_TOPIC, "")
+    queue_id = int(props.get(fmt.PROPERTY_REAL_QID, "0"))
+    return inner_from_record(rec, topic, queue_id, props, text)
+
+
+class ScheduleService:
+    """Delivers due messages of every delay level; offsets live in ``writer.config.delay_offsets``."""
+
+    def __init__(self, ctl: BrokerController):
+        self.ctl = ctl
+        self.delays = fmt.parse_delay_levels(ctl.writer.settings.message_delay_level)
+        self.changed = False
+        self.delivered = 0
+
+    @property
+    def offsets(self) -> dict[int, int]:
+        return self.ctl.writer.config.delay_offsets
+
+    def correct_offsets(self) -> None:
+        """``correctDelayOffset``: an offset outside its queue's ``[min, max]`` is moved into it."""
+        store = self.ctl.store
+        for level, offset in list(self.offsets.items()):
+            if level < 1 or level > len(self.delays) or store.queue(fmt.SCHEDULE_TOPIC, level - 1) is None:
+                continue
+            low = store.min_offset(fmt.SCHEDULE_TOPIC, level - 1)
+            high = store.max_offset(fmt.SCHEDULE_TOPIC, level - 1)
+            fixed = min(max(offset, low), high)
+            if fixed != offset:
+                log.warning("delay level %d: offset %d moved into [%d, %d]", level, offset, low, high)
+                self.offsets[level] = fixed
+                self.changed = True
+
+    def deliver_due(self, now: int | None = None) -> int:
+        """One round over every level; returns how many messages were delivered."""
+        total = 0
+        for level in range(1, len(self.delays) + 1):
+            total += self._deliver_level(level, now)
+        return total
+
+    def _deliver_level(self, level: int, now: int | None) -> int:
+        store = self.ctl.store
+        queue_id = level - 1
+        if store.queue(fmt.SCHEDULE_TOPIC, queue_id) is None:
+            return 0
+        offset = self.offsets.get(level, 0)
+        count = 0
+        while True:
+            units = store.units(fmt.SCHEDULE_TOPIC, queue_id, offset, UNITS_PER_ROUND)
+            if not units:
+                if offset < store.min_offset(fmt.SCHEDULE_TOPIC, queue_id):
+                    self._advance(level, store.min_offset(fmt.SCHEDULE_TOPIC, queue_id))
+                return count
+            if count >= MAX_PER_ROUND:
+                return count
+            for unit in units:
+                clock = int(time.time() * 1000) if now is None else now
+                deliver_at = unit.tags_code
+                if deliver_at > clock + self.delays[level - 1]:  # correctDeliverTimestamp
+                    deliver_at = clock
+                if deliver_at > clock:
+                    return count
+                rec = store.look_message(unit.physical_offset)
+                if rec is not None:
+                    inner = delivered_message(rec)
+                    if inner.topic and inner.topic != TRANS_HALF_TOPIC:
+                        try:
+                            store.put_inner(inner)
+                        except Exception:
+                            log.exception("delivering delay level %d offset %d failed", level, offset)
+                            return count
+                        count += 1
+                        self.delivered += 1
+                    else:
+                        log.error(
+                            "scheduled record at %d: real topic %r; discarded",
+                            unit.physical_offset,
+                            inner.topic,
+                        )
+                offset += 1
+                self._advance(level, offset)
+
+    def _advance(self, level: int, offset: int) -> None:
+        self.offsets[level] = offset
+        self.changed = True
+
+    async def run(self) -> None:
+        """The timer tasks: one round every 100 ms after a first delay of 1 s."""
+        self.correct_offsets()
+        await asyncio.sleep(FIRST_DELAY_SECONDS)
+        while True:
+            try:
+                if self.deliver_due() and self.ctl.store.sync_flush:
+                    self.ctl.store.flushed()  # GroupCommitService.wakeup for the unwaited puts
+            except Exception:
+                log.exception("delayed delivery failed")
+            await asyncio.sleep(ROUND_SECONDS)

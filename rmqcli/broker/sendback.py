@@ -1,0 +1,90 @@
+"""CONSUMER_SEND_MSG_BACK (36): ``SendMessageProcessor.asyncConsumerSendMsgBack`` (RocketMQ 4.9.x).
+
+A consumer that failed a message (RECONSUME_LATER) sends back its CommitLog offset. The broker
+reads the stored message again and re-puts it to ``%RETRY%<group>`` (a random queue of the group's
+``retryQueueNums``) with ``reconsumeTimes + 1`` and delay level ``3 + reconsumeTimes`` when the
+consumer asked for level 0; the store then parks it in ``SCHEDULE_TOPIC_XXXX`` until the level's
+delay has passed (``rmqcli.broker.schedule`` delivers it). Once ``reconsumeTimes`` reaches the
+maximum (the header's ``maxReconsumeTimes`` for clients of V3_4_9 or later, else the group's
+``retryMaxTimes``), or when the level is negative, it goes to ``%DLQ%<group>`` instead, undelayed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from formats import commitlog as fmt
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, inner_from_record
+from rmqcli.broker.state import DLQ_PREFIX, PERM_READ_WRITE, RETRY_PREFIX, is_writable
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.commitlog import Record
+from rmqcli.store.writer_messages import InnerMessage
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+DLQ_NUMS_PER_GROUP = 1  # MixAll.DLQ_NUMS_PER_GROUP
+VERSION_V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal()
+FAQ_GROUP = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
+def send_back_message(rec: Record, new_topic: str, queue_id: int, delay_level: int) -> InnerMessage:
+    """The ``MessageExtBrokerInner`` built from the stored message ``rec``.
+
+    The map gets ``RETRY_TOPIC`` (first time only), ``WAIT=false`` (``setWaitStoreMsgOK``),
+    ``DELAY`` (``setDelayTimeLevel``: the level, or 0 for the DLQ) and ``ORIGIN_MESSAGE_ID`` (the
+    first offset message id), in that order; the string is serialised from it again.
+    """
+    props = dict(rec.properties)
+    if PROPERTY_RETRY_TOPIC not in props:
+        props[PROPERTY_RETRY_TOPIC] = rec.topic
+    props[fmt.PROPERTY_WAIT] = "false"
+    props[fmt.PROPERTY_DELAY] = str(delay_level)
+    if not props.get(PROPERTY_ORIGIN_MESSAGE_ID, "").strip():
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = rec.msg_id
+    return inner_from_record(rec, new_topic, queue_id, props, None, reconsume_times=rec.reconsume_times + 1)
+
+
+def consumer_send_msg_back(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.ConsumerSendMsgBackRequestHeader)
+    group = ctl.groups.find(h.group)
+    if group is None:
+        return req.response(
+            RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group} {FAQ_GROUP}"
+        )
+    if not is_writable(ctl.config.broker_permission):
+        return req.response(
+            RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending message is forbidden"
+        )
+    retry_queue_nums = int(group.get("retryQueueNums", 1))
+    if retry_queue_nums <= 0:
+        return req.response()
+    new_topic = RETRY_PREFIX + h.group
+    queue_id = random.randrange(99999999) % retry_queue_nums
+    topic = ctl.topics.create_system(new_topic, retry_queue_nums, PERM_READ_WRITE)
+    if not is_writable(topic["perm"]):
+        return req.response(RS.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
+    rec = ctl.store.look_message(h.offset)
+    if rec is None:
+        return req.response(RS.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+    max_times = int(group.get("retryMaxTimes", 16))
+    if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
+    delay_level = h.delay_level
+    if rec.reconsume_times >= max_times or delay_level < 0:
+        new_topic = DLQ_PREFIX + h.group
+        queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+        ctl.topics.create_system(new_topic, DLQ_NUMS_PER_GROUP, PERM_READ_WRITE)
+        delay_level = 0
+    elif delay_level == 0:
+        delay_level = 3 + rec.reconsume_times
+    ctl.store.put_inner(send_back_message(rec, new_topic, queue_id, delay_level))
+    return req.response()
+
+
+HANDLERS = {RC.CONSUMER_SEND_MSG_BACK: consumer_send_msg_back}

@@ -1,0 +1,311 @@
+"""Transactional messages: ``TransactionalMessageBridge``, ``EndTransactionProcessor`` (END_TRANSACTION,
+37) and ``TransactionalMessageCheckService`` (CHECK_TRANSACTION_STATE, 39) of RocketMQ 4.9.x.
+
+A send with ``TRAN_MSG=true`` is stored as a *half* message: ``REAL_TOPIC``/``REAL_QID`` are added,
+the transaction bits of sysFlag cleared and the record goes to ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0
+(``parseHalfMessageInner``), where no consumer sees it. END_TRANSACTION resolves it: COMMIT (8)
+stores the real message (sysFlag COMMIT, ``preparedTransactionOffset`` = the half record's offset,
+properties as the half record's), then both COMMIT and ROLLBACK (12) write an *op* message to
+``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (tag ``d``, body: the half message's queue offset).
+
+The check service walks the half queue from the offset of the system group ``CID_RMQ_SYS_TRANS``:
+half messages with an op message are done; one older than ``transactionTimeOut`` is stored again
+with ``TRANSACTION_CHECK_TIMES`` incremented and its producer group is asked for the outcome
+(CHECK_TRANSACTION_STATE, oneway, the encoded message as body); after ``transactionCheckMax``
+checks it is moved to ``TRANS_CHECK_MAX_TIME_TOPIC``. Both queue offsets are kept in
+consumerOffset.json as the Java broker keeps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import TYPE_CHECKING
+
+from formats import commitlog as fmt
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.msgext import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    inner_from_record,
+    serialise,
+)
+from rmqcli.broker.state import PERM_READ_WRITE
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.commitlog import Record
+from rmqcli.store.writer_messages import AppendResult, Host, InnerMessage, Message, inner_from_message
+from rmqcli.store.writer_records import encode_record, host_flags
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYSTEM_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS
+REMOVE_TAG = "d"
+COMMIT = int(fmt.TransactionType.COMMIT)
+ROLLBACK = int(fmt.TransactionType.ROLLBACK)
+
+
+def is_transactional(props: dict[str, str]) -> bool:
+    """``Boolean.parseBoolean(TRAN_MSG)``."""
+    return props.get("TRAN_MSG", "").lower() == "true"
+
+
+# --- the records ---------------------------------------------------------------------------------
+def half_message(inner: InnerMessage) -> InnerMessage:
+    """``parseHalfMessageInner``: the half record stored for a transactional send."""
+    inner.properties[fmt.PROPERTY_REAL_TOPIC] = inner.topic
+    inner.properties[fmt.PROPERTY_REAL_QID] = str(inner.queue_id)
+    inner.sys_flag &= ~fmt.TRANSACTION_MASK
+    inner.topic = HALF_TOPIC
+    inner.queue_id = 0
+    inner.properties_string = serialise(inner.properties)
+    return inner
+
+
+def committed_message(half: Record) -> InnerMessage:
+    """``endMessageTransaction`` + COMMIT: the real message, properties string as the half record's
+    map serialises it (``REAL_TOPIC``/``REAL_QID`` are cleared from the map only afterwards)."""
+    props = dict(half.properties)
+    text = serialise(props)
+    topic = props.pop(fmt.PROPERTY_REAL_TOPIC, "")
+    queue_id = int(props.pop(fmt.PROPERTY_REAL_QID, "0"))
+    props[fmt.PROPERTY_WAIT] = "false"
+    props.pop("TRAN_MSG", None)
+    sys_flag = (half.sys_flag & ~fmt.TRANSACTION_MASK) | COMMIT
+    return inner_from_record(
+        half,
+        topic,
+        queue_id,
+        props,
+        text,
+        sys_flag=sys_flag,
+        prepared_transaction_offset=half.physical_offset,
+    )
+
+
+def op_message(half_queue_offset: int, queue_id: int, host: Host, now: int) -> InnerMessage:
+    """``addRemoveTagInTransactionOp`` / ``makeOpMessageInner``: tag ``d``, body the half offset.
+
+    ``new Message(topic, "d", body)`` puts ``TAGS`` then ``WAIT=true``; the string is serialised
+    before ``WAIT=false`` and the ``UNIQ_KEY`` are put into the map, so neither is stored.
+    """
+    props = {fmt.PROPERTY_TAGS: REMOVE_TAG, fmt.PROPERTY_WAIT: "true"}
+    text = serialise(props)
+    props[fmt.PROPERTY_WAIT] = "false"
+    return InnerMessage(
+        OP_TOPIC,
+        queue_id,
+        str(half_queue_offset).encode(),
+        props,
+        text,
+        born_timestamp=now,
+        born_host=host,
+        store_host=host,
+    )
+
+
+def renewed_half_message(half: Record, props: dict[str, str]) -> InnerMessage:
+    """``renewHalfMessageInner``: the half message stored again before a check (``props`` carries the
+    incremented ``TRANSACTION_CHECK_TIMES``)."""
+    text = serialise(props)
+    props = dict(props)
+    props[fmt.PROPERTY_WAIT] = "false"
+    return inner_from_record(half, half.topic, half.queue_id, props, text, reconsume_times=0)
+
+
+def discarded_message(half: Record, props: dict[str, str]) -> InnerMessage:
+    """``toMessageExtBrokerInner``: a half message checked too often, moved to TRANS_CHECK_MAX_TIME_TOPIC."""
+    text = serialise(props)
+    return inner_from_record(half, CHECK_MAX_TIME_TOPIC, 0, dict(props), text)
+
+
+def check_body(half: Record, props: dict[str, str], queue_offset: int, physical_offset: int) -> bytes:
+    """``MessageDecoder.encode(msgExt, false)`` of the message a check asks about: the real topic and
+    queue, the renewed half record's offsets, the half record's other fields."""
+    topic = props.get(fmt.PROPERTY_REAL_TOPIC, "").encode()
+    queue_id = int(props.get(fmt.PROPERTY_REAL_QID, "0"))
+    born_v6, store_v6 = len(half.born_address) == 16, len(half.store_address) == 16
+    return encode_record(
+        sys_flag=(half.sys_flag & ~fmt.HOST_FLAGS) | host_flags(born_v6, store_v6),
+        queue_id=queue_id,
+        flag=half.flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        born_timestamp=half.born_timestamp,
+        born_host=(half.born_address, half.born_port),
+        store_timestamp=half.store_timestamp,
+        store_host=(half.store_address, half.store_port),
+        reconsume_times=half.reconsume_times,
+        prepared_transaction_offset=half.prepared_transaction_offset,
+        body=half.stored_body,
+        topic=topic,
+        properties=serialise(props),
+        body_crc=half.body_crc,
+    )
+
+
+# --- the send side ---------------------------------------------------------------------------------
+def prepare(ctl: BrokerController, message: Message) -> AppendResult:
+    """``asyncPrepareMessage``: store a transactional send as a half message."""
+    ctl.topics.create_system(HALF_TOPIC, 1, PERM_READ_WRITE)
+    inner = inner_from_message(message, ctl.writer.cluster)
+    return ctl.store.put_inner(half_message(inner))
+
+
+def put_op(ctl: BrokerController, half: Record) -> None:
+    """``deletePrepareMessage``: the op message for a resolved half message."""
+    ctl.topics.create_system(OP_TOPIC, 1, PERM_READ_WRITE)
+    host = ctl.writer.store_host
+    ctl.store.put_inner(op_message(half.queue_offset, half.queue_id, host, int(time.time() * 1000)))
+
+
+def end_transaction(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """END_TRANSACTION: COMMIT or ROLLBACK a half message; anything else gets no answer."""
+    h = req.header(hd.EndTransactionRequestHeader)
+    if h.commit_or_rollback not in (COMMIT, ROLLBACK):
+        return None
+    half = ctl.store.look_message(h.commit_log_offset)
+    if half is None:
+        return req.response(RS.SYSTEM_ERROR, "Find prepared transaction message failed")
+    if half.properties.get(PROPERTY_PRODUCER_GROUP) != h.producer_group:
+        return req.response(RS.SYSTEM_ERROR, "The producer group wrong")
+    if half.queue_offset != h.tran_state_table_offset:
+        return req.response(RS.SYSTEM_ERROR, "The transaction state table offset wrong")
+    if half.physical_offset != h.commit_log_offset:
+        return req.response(RS.SYSTEM_ERROR, "The commit log offset wrong")
+    if h.commit_or_rollback == COMMIT:
+        ctl.store.put_inner(committed_message(half))
+    put_op(ctl, half)
+    return req.response()
+
+
+# --- the check service -----------------------------------------------------------------------------
+class TransactionCheckService:
+    """``TransactionalMessageCheckService`` + ``TransactionalMessageServiceImpl.check``."""
+
+    def __init__(self, ctl: BrokerController):
+        self.ctl = ctl
+        self.checks_sent = 0
+
+    def _offset(self, topic: str, queue_id: int) -> int:
+        offset = self.ctl.offsets.query(SYSTEM_GROUP, topic, queue_id)
+        return offset if offset >= 0 else self.ctl.store.min_offset(topic, queue_id)
+
+    def _op_offsets(self, queue_id: int, op_offset: int, half_offset: int) -> tuple[dict[int, int], list]:
+        """``fillOpRemoveMap`` over every op message: half offset -> op offset, and the done ops."""
+        store = self.ctl.store
+        removed: dict[int, int] = {}
+        done: list[int] = []
+        offset, end = op_offset, store.max_offset(OP_TOPIC, queue_id)
+        while offset < end:
+            units = store.units(OP_TOPIC, queue_id, offset, 256)
+            if not units:
+                break
+            for unit in units:
+                rec = store.look_message(unit.physical_offset)
+                try:
+                    half_offset_of_op = int(rec.stored_body.decode()) if rec is not None else -1
+                except ValueError:
+                    half_offset_of_op = -1
+                if rec is None or rec.properties.get(fmt.PROPERTY_TAGS) != REMOVE_TAG:
+                    done.append(offset)
+                elif half_offset_of_op < half_offset:  # unreadable bodies count as done too
+                    done.append(offset)
+                else:
+                    removed[half_offset_of_op] = offset
+                offset += 1
+        return removed, done
+
+    def check(self, now: int | None = None) -> int:
+        """One run over the half queue; returns how many checks were sent."""
+        store, config = self.ctl.store, self.ctl.config
+        sent = 0
+        if store.queue(HALF_TOPIC, 0) is None:
+            return 0
+        start = int(time.time() * 1000) if now is None else now
+        queue_id = 0
+        half_offset = self._offset(HALF_TOPIC, queue_id)
+        op_offset = self._offset(OP_TOPIC, queue_id)
+        removed, done = self._op_offsets(queue_id, op_offset, half_offset)
+        i = new_offset = half_offset
+        end = store.max_offset(HALF_TOPIC, queue_id)
+        while i < end:
+            if i in removed:
+                done.append(removed.pop(i))
+            else:
+                units = store.units(HALF_TOPIC, queue_id, i, 1)
+                half = store.look_message(units[0].physical_offset) if units else None
+                if half is not None:
+                    props = dict(half.properties)
+                    times = int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0") or 0)
+                    if times >= config.transaction_check_max and PROPERTY_TRANSACTION_CHECK_TIMES in props:
+                        self.ctl.topics.create_system(CHECK_MAX_TIME_TOPIC, 1, PERM_READ_WRITE)
+                        store.put_inner(discarded_message(half, props))
+                        log.warning("half message %s checked %d times; discarded", half.msg_id, times)
+                    else:
+                        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times + 1)
+                        if half.store_timestamp >= start:
+                            break
+                        age = start - half.born_timestamp
+                        if 0 <= age < config.transaction_timeout:
+                            break
+                        renewed = store.put_inner(renewed_half_message(half, props))
+                        if self._send_check(half, props, renewed):
+                            sent += 1
+            i += 1
+            new_offset = i
+        if new_offset != half_offset:
+            self.ctl.offsets.commit(SYSTEM_GROUP, HALF_TOPIC, queue_id, new_offset)
+        done.sort()
+        new_op = op_offset
+        for offset in done:
+            if offset != new_op:
+                break
+            new_op += 1
+        if new_op != op_offset:
+            self.ctl.offsets.commit(SYSTEM_GROUP, OP_TOPIC, queue_id, new_op)
+        self.checks_sent += sent
+        return sent
+
+    def _send_check(self, half: Record, props: dict[str, str], renewed: AppendResult) -> bool:
+        """``sendCheckMessage``: CHECK_TRANSACTION_STATE to one live producer of the group."""
+        group = props.get(PROPERTY_PRODUCER_GROUP, "")
+        channels = [
+            ch for ch in self.ctl.clients.producers.get(group, {}).values() if not ch.connection.closed
+        ]
+        if not channels:
+            return False
+        uniq = props.get(fmt.PROPERTY_UNIQ_KEY)
+        header = hd.CheckTransactionStateRequestHeader(
+            tran_state_table_offset=renewed.queue_offset,
+            commit_log_offset=renewed.physical_offset,
+            msg_id=uniq,
+            transaction_id=uniq,
+            offset_msg_id=renewed.msg_id,
+        )
+        body = check_body(half, props, renewed.queue_offset, renewed.physical_offset)
+        return random.choice(channels).connection.send_oneway(
+            RC.CHECK_TRANSACTION_STATE, header.to_ext_fields(), body
+        )
+
+    async def run(self) -> None:
+        interval = max(self.ctl.config.transaction_check_interval, 100) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.check()
+            except Exception:
+                log.exception("transaction check failed")
+
+
+HANDLERS = {RC.END_TRANSACTION: end_transaction}
