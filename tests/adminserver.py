@@ -709,10 +709,8 @@ class AdminServer:
         return req.response(body=jb.encode(result))
 
     def _broker_317(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
-        from rmqcli.admin.beans import ConsumeStatsList
-
         h = req.header(hd.GetConsumeStatsInBrokerHeader)
-        out = ConsumeStatsList(broker_addr=broker.addr)
+        out = jb.ConsumeStatsList(broker_addr=broker.addr)
         for group in broker.groups:
             items = []
             for topic in self._topics_of(broker, group):

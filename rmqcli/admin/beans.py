@@ -1,6 +1,6 @@
 """JSON bodies the group and message commands need beyond ``rmqcli.remoting.json_body`` (PROTOCOL.md
 B.4, B.9), declared with the same ``bean``/``prop`` helpers, plus the small Java conventions the
-commands print: ``MQVersion.getVersionDesc``, ``MessageQueue`` order and ``HashSet`` order."""
+commands print: ``MessageQueue`` order and ``HashSet`` order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from rmqcli.remoting.json_body import (
-    ConsumeStats,
     MessageQueue,
     SubscriptionData,
     bean,
@@ -20,15 +19,6 @@ DLQ_PREFIX = "%DLQ%"
 TOOLS_CONSUMER = "TOOLS_CONSUMER"
 CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"
 DEFAULT_TOPIC = "TBW102"
-
-
-@bean
-class ConsumeStatsList:
-    """GET_BROKER_CONSUME_STATS (317): ``[{group: [ConsumeStats]}]`` and the broker's total diff."""
-
-    broker_addr: str | None = prop(None)
-    consume_stats_list: list[dict[str, list[ConsumeStats]]] = prop(factory=list)
-    total_diff: int = prop(0)
 
 
 @bean
@@ -94,33 +84,6 @@ def _js(value: object) -> str:
 
 def _jb(value: bool) -> str:
     return "true" if value else "false"
-
-
-# --- MQVersion (A.8) ---------------------------------------------------------------------------
-def _version_names() -> list[str]:
-    """``MQVersion.Version`` by ordinal: 3.0.0 pre-releases, then SNAPSHOT/release pairs."""
-    names = ["V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1"] + [f"V3_0_0_BETA{i}" for i in range(1, 6)]
-    for i in range(6, 10):
-        names += [f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}"]
-    names.append("V3_0_0_FINAL")
-    patches = {(3, 0): range(1, 16), (3, 1): range(10), (3, 2): range(10)}
-    patches.update({(3, minor): range(1, 10) for minor in range(3, 10)})
-    patches.update({(major, minor): range(10) for major in (4, 5) for minor in range(10)})
-    for (major, minor), rng in patches.items():
-        for p in rng:
-            names += [f"V{major}_{minor}_{p}_SNAPSHOT", f"V{major}_{minor}_{p}"]
-    names.append("HIGHER_VERSION")
-    return names
-
-
-_VERSIONS: list[str] = []
-
-
-def version_desc(ordinal: int) -> str:
-    """``MQVersion.getVersionDesc``: 407 -> ``V4_9_7``; past the end -> ``HIGHER_VERSION``."""
-    if not _VERSIONS:
-        _VERSIONS.extend(_version_names())
-    return _VERSIONS[min(max(ordinal, 0), len(_VERSIONS) - 1)]
 
 
 # --- MessageQueue ------------------------------------------------------------------------------
@@ -197,7 +160,11 @@ def _human(millis: int) -> str:
     """``UtilAll.timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` in local time."""
     from datetime import datetime
 
-    return datetime.fromtimestamp(millis / 1000).strftime("%Y%m%d%H%M%S") + f"{millis % 1000:03d}"
+    try:
+        moment = datetime.fromtimestamp(millis / 1000)
+    except (ValueError, OverflowError, OSError):  # a client's uninitialised field (C++ sends some)
+        return str(millis)
+    return moment.strftime("%Y%m%d%H%M%S") + f"{millis % 1000:03d}"
 
 
 def running_info_string(info: ConsumerRunningInfo) -> str:

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from rmqcli.admin.beans import DLQ_PREFIX, RETRY_PREFIX, hash_order, mq_key, version_desc
+from rmqcli.admin.beans import DLQ_PREFIX, RETRY_PREFIX, hash_order, mq_key
 from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.errors import BrokerError, NetworkError, UsageError
+from rmqcli.remoting.codes import version_desc
 
 if TYPE_CHECKING:
     from rmqcli.admin.beans import ConsumerRunningInfo
@@ -740,7 +741,6 @@ def broker_consume_stats(
 ) -> BrokerConsumeStats:
     """``brokerConsumeStats``: GET_BROKER_CONSUME_STATS (317); rows with ``diff >= level`` and a
     last timestamp, queues sorted within each group's stats (C.2)."""
-    from rmqcli.admin.beans import ConsumeStatsList
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.client import expect
     from rmqcli.remoting.codes import RequestCode
@@ -748,7 +748,7 @@ def broker_consume_stats(
     addr = broker_addr.strip()
     request = session.request(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": is_order})
     response = expect(session.client.invoke(addr, request, max(timeout_millis / 1000, 0.1)), addr)
-    stats = jb.decode(ConsumeStatsList, response.body) if response.body else ConsumeStatsList()
+    stats = jb.decode(jb.ConsumeStatsList, response.body) if response.body else jb.ConsumeStatsList()
     rows = []
     for mapping in stats.consume_stats_list:
         for group, items in mapping.items():

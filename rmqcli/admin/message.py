@@ -86,7 +86,7 @@ def decode_messages(body: bytes) -> list[Message]:
         except RecordError as exc:
             raise BrokerError(f"undecodable message in the response at byte {pos}: {exc}") from None
         record._source = view
-        record.file_position = 0
+        record.file_position = pos
         pairs = dict(property_pairs(record.properties_raw))
         props = {k: pairs[k] for k in hashmap_order(list(pairs))}
         out.append(

@@ -1,9 +1,12 @@
-"""Admin requests answered so far: ``AdminBrokerProcessor`` (PROTOCOL.md B.4).
+"""Admin requests of the Broker: ``AdminBrokerProcessor`` (PROTOCOL.md B.4), the broker's default
+processor.
 
-UPDATE_AND_CREATE_TOPIC (17, then re-register with the name servers), GET_ALL_TOPIC_CONFIG (21),
-GET_BROKER_RUNTIME_INFO (28, the keys mqadmin's ``clusterList``/``brokerStatus`` read, C.4.1),
-GET_BROKER_CONFIG (26). Any other code answers REQUEST_CODE_NOT_SUPPORTED, as the 4.9.x broker's
-default processor does.
+This module answers the topic requests, UPDATE_AND_CREATE_TOPIC (17, then re-register with the
+name servers), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21), and GET_BROKER_RUNTIME_INFO
+(28, ``prepareRuntimeInfo``), and merges into ``HANDLERS`` the other admin families: configuration
+(``admin_config``), subscription groups and offsets (``admin_groups``), online clients
+(``admin_clients``), queues and clean-ups (``admin_store``), statistics (``admin_stats``). Any other
+code answers REQUEST_CODE_NOT_SUPPORTED, as the 4.9.x broker's default processor does.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
+from rmqcli.broker import admin_clients, admin_config, admin_groups, admin_stats, admin_store
+from rmqcli.broker.admin_store import clean_unused_topics, is_system_topic
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.state import validate_topic
 from rmqcli.remoting import headers as hd
@@ -19,16 +24,12 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.store import CONSUMEQUEUE_DIR
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController
 
 BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal(): what this broker says it is
 BROKER_VERSION_DESC = "V4_9_7"
-SYSTEM_TOPICS = frozenset(
-    {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
-)
 
 
 def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
@@ -42,6 +43,8 @@ def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: C
     problem = validate_topic(h.topic)
     if problem:
         return req.response(RS.SYSTEM_ERROR, problem)
+    if is_system_topic(h.topic):
+        return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
     if h.topic == ctl.config.broker_cluster_name:
         return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system reserved words.")
     if h.read_queue_nums < 0 or h.write_queue_nums < 0:
@@ -59,16 +62,24 @@ def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: C
 
 
 def delete_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    """``deleteTopic``: the config goes, and the topic's consume queues (``destroyLogics``)."""
+    """``deleteTopic``: the config goes, then ``cleanUnusedTopic`` destroys the queues of every
+    topic left without a config."""
+    if ctl.config.broker_id != 0:
+        return req.response(
+            RS.SYSTEM_ERROR,
+            "Can't modify topic or subscription group from slave broker, "
+            "please execute it from master broker.",
+        )
     h = req.header(hd.DeleteTopicRequestHeader)
-    if h.topic in SYSTEM_TOPICS:
+    problem = validate_topic(h.topic)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
+    if is_system_topic(h.topic):
         return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
     if ctl.topics.table.pop(h.topic, None) is not None:
         ctl.writer.config.topics_version.bump(ctl.writer.clock())
-        for key in [k for k in ctl.writer.dispatcher.cqs if k[0] == h.topic]:
-            ctl.writer.dispatcher.cqs.pop(key).close()
-        shutil.rmtree(ctl.writer.root / CONSUMEQUEUE_DIR / h.topic, ignore_errors=True)
         ctl.topics.on_change()
+    clean_unused_topics(ctl)
     return req.response()
 
 
@@ -129,37 +140,11 @@ def _runtime(millis: int) -> str:
     return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
 
 
-def broker_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    c = ctl.config
-    props = {
-        "brokerName": c.broker_name,
-        "brokerClusterName": c.broker_cluster_name,
-        "brokerId": str(c.broker_id),
-        "brokerIP1": c.broker_ip1,
-        "listenPort": str(c.listen_port),
-        "namesrvAddr": c.namesrv_addr,
-        "flushDiskType": c.flush_disk_type,
-        "autoCreateTopicEnable": str(c.auto_create_topic_enable).lower(),
-        "autoCreateSubscriptionGroup": str(c.auto_create_subscription_group).lower(),
-        "defaultTopicQueueNums": str(c.default_topic_queue_nums),
-        "brokerPermission": str(c.broker_permission),
-        "storePathRootDir": str(ctl.writer.root),
-        "mappedFileSizeCommitLog": str(c.store.mapped_file_size_commitlog),
-        "mappedFileSizeConsumeQueue": str(c.store.mapped_file_size_consume_queue),
-        "messageIndexEnable": str(c.store.message_index_enable).lower(),
-        "longPollingEnable": str(c.long_polling_enable).lower(),
-    }
-    version = ctl.writer.config.topics_version
-    header = hd.GetBrokerConfigResponseHeader(
-        version=jb.encode(jb.DataVersion(counter=version.counter, timestamp=version.timestamp)).decode()
-    )
-    return req.response(header=header, body="".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8"))
-
-
 HANDLERS = {
     RC.UPDATE_AND_CREATE_TOPIC: update_and_create_topic,
     RC.DELETE_TOPIC_IN_BROKER: delete_topic,
     RC.GET_ALL_TOPIC_CONFIG: all_topic_config,
     RC.GET_BROKER_RUNTIME_INFO: runtime_info,
-    RC.GET_BROKER_CONFIG: broker_config,
 }
+for _family in (admin_config, admin_groups, admin_clients, admin_store, admin_stats):
+    HANDLERS.update(_family.HANDLERS)

@@ -31,6 +31,27 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 PERM_WRITE = 2
 PERM_READ = 4
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+PATH_KEYS = ("kvConfigPath", "configStorePath")  # UPDATE_NAMESRV_CONFIG refuses these (4.9.7)
+
+
+def default_config() -> dict[str, str]:
+    """``NamesrvConfig`` + ``NettyServerConfig`` properties with their 4.9.7 defaults (``listenPort``
+    is added from the listening socket). The KV table lives in memory only, so no ``kvConfigPath``."""
+    return {
+        "productEnvName": "center",
+        "clusterTest": "false",
+        "orderMessageEnable": "false",
+        "serverWorkerThreads": "8",
+        "serverCallbackExecutorThreads": "0",
+        "serverSelectorThreads": "3",
+        "serverOnewaySemaphoreValue": "256",
+        "serverAsyncSemaphoreValue": "64",
+        "serverChannelMaxIdleTimeSeconds": "120",
+        "serverSocketSndBufSize": "65535",
+        "serverSocketRcvBufSize": "65535",
+        "serverPooledByteBufAllocatorEnable": "true",
+        "useEpollNativeSelector": "false",
+    }
 
 
 @dataclass
@@ -52,7 +73,7 @@ class NameServer:
     clusters: dict[str, list[str]] = field(default_factory=dict)  # clusterAddrTable
     topics: dict[str, dict[str, jb.QueueData]] = field(default_factory=dict)  # topicQueueTable
     live: dict[str, LiveBroker] = field(default_factory=dict)  # brokerLiveTable
-    config: dict[str, str] = field(default_factory=lambda: {"orderMessageEnable": "false"})
+    config: dict[str, str] = field(default_factory=default_config)
 
     # --- dispatch -----------------------------------------------------------------------------
     def handle(self, request: RemotingCommand, conn: Connection) -> Reply:
@@ -337,16 +358,37 @@ def query_data_version(ns: NameServer, req: RemotingCommand, conn: Connection) -
     return req.response(header=hd.QueryDataVersionResponseHeader(changed=changed), body=body)
 
 
+def _listen_port(ns: NameServer, conn: Connection) -> None:
+    if "listenPort" not in ns.config and conn.transport is not None:
+        sockname = conn.transport.get_extra_info("sockname")
+        if isinstance(sockname, tuple) and len(sockname) >= 2:
+            ns.config["listenPort"] = str(sockname[1])
+
+
 def get_config(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    """``Configuration.getAllConfigsFormatString``: ``key=value`` lines."""
+    _listen_port(ns, conn)
     text = "".join(f"{k}={v}\n" for k, v in ns.config.items())
     return req.response(body=text.encode("utf-8"))
 
 
 def update_config(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    """``DefaultRequestProcessor.updateConfig``: the config paths cannot change (NO_PERMISSION);
+    other keys change only when they exist (``Configuration.mergeIfExist``)."""
+    _listen_port(ns, conn)
+    changes = {}
     for line in req.body.decode("utf-8", "replace").splitlines():
-        key, sep, value = line.partition("=")
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        key, sep, value = text.partition("=")
         if sep and key.strip():
-            ns.config[key.strip()] = value.strip()
+            changes[key.strip()] = value.strip()
+    if any(key in changes for key in PATH_KEYS):
+        return req.response(RS.NO_PERMISSION, "Can not update config path")
+    for key, value in changes.items():
+        if key in ns.config:
+            ns.config[key] = value
     return req.response()
 
 

@@ -113,7 +113,7 @@ def consumer_progress_all(rows: list[Any]) -> str:
 
 def consumer_connection(cc: Any) -> str:
     """C.4.7: connections, subscriptions, consume type, model and where to start."""
-    from rmqcli.admin.beans import version_desc
+    from rmqcli.remoting.codes import version_desc
 
     out = [f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version\n"]
     for c in cc.connection_set:
@@ -134,7 +134,7 @@ def consumer_connection(cc: Any) -> str:
 
 def producer_connection(pc: Any) -> str:
     """C.4.7: ``%04d  %-32s %-22s %-8s %s%n``, no header."""
-    from rmqcli.admin.beans import version_desc
+    from rmqcli.remoting.codes import version_desc
 
     return "".join(
         f"{i:04d}  {c.client_id:<32} {c.client_addr:<22} {c.language:<8} {version_desc(c.version)}\n"
@@ -145,7 +145,8 @@ def producer_connection(pc: Any) -> str:
 def consumer_status(result: Any) -> str:
     """``consumerStatus``: the client table and the subscription/rebalance verdict, or with ``-i``
     one client's ``formatString`` (4.9.7 ``ConsumerStatusSubCommand``)."""
-    from rmqcli.admin.beans import running_info_string, version_desc
+    from rmqcli.admin.beans import running_info_string
+    from rmqcli.remoting.codes import version_desc
 
     if result.client is not None:
         return running_info_string(result.client)

@@ -1,5 +1,6 @@
 """Request and response codes (PROTOCOL.md B.1-B.5), named as in RocketMQ's ``RequestCode.java``
-and ``ResponseCode.java`` / ``RemotingSysResponseCode.java`` (4.9.7; 5.x additions marked).
+and ``ResponseCode.java`` / ``RemotingSysResponseCode.java`` (4.9.7; 5.x additions marked), and the
+``MQVersion.Version`` names behind the ``version`` field of every command (A.8).
 """
 
 from __future__ import annotations
@@ -176,3 +177,30 @@ def code_name(code: int, *, response: bool) -> str:
         return enum_type(code).name
     except ValueError:
         return f"CODE_{code}"
+
+
+# --- MQVersion (A.8) ---------------------------------------------------------------------------
+def _version_names() -> list[str]:
+    """``MQVersion.Version`` by ordinal: 3.0.0 pre-releases, then SNAPSHOT/release pairs."""
+    names = ["V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1"] + [f"V3_0_0_BETA{i}" for i in range(1, 6)]
+    for i in range(6, 10):
+        names += [f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}"]
+    names.append("V3_0_0_FINAL")
+    patches = {(3, 0): range(1, 16), (3, 1): range(10), (3, 2): range(10)}
+    patches.update({(3, minor): range(1, 10) for minor in range(3, 10)})
+    patches.update({(major, minor): range(10) for major in (4, 5) for minor in range(10)})
+    for (major, minor), rng in patches.items():
+        for p in rng:
+            names += [f"V{major}_{minor}_{p}_SNAPSHOT", f"V{major}_{minor}_{p}"]
+    names.append("HIGHER_VERSION")
+    return names
+
+
+_VERSIONS: list[str] = []
+
+
+def version_desc(ordinal: int) -> str:
+    """``MQVersion.getVersionDesc``: 407 -> ``V4_9_7``; past the end -> ``HIGHER_VERSION``."""
+    if not _VERSIONS:
+        _VERSIONS.extend(_version_names())
+    return _VERSIONS[min(max(ordinal, 0), len(_VERSIONS) - 1)]

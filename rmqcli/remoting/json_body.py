@@ -382,8 +382,34 @@ class ConsumeStats:
 
 
 @bean
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS (317): ``[{group: [ConsumeStats]}]`` and the broker's total diff."""
+
+    broker_addr: str | None = prop(None)
+    consume_stats_list: list[dict[str, list[ConsumeStats]]] = prop(factory=list)
+    total_diff: int = prop(0)
+
+
+@bean
 class ResetOffsetBody:
     offset_table: dict[MessageQueue, int] = prop(factory=dict)
+
+
+@bean(frozen=True)
+class MessageQueueForC:
+    """An entry of ``ResetOffsetBodyForC``: C++ clients cannot read ``ResetOffsetBody``'s object keys."""
+
+    broker_name: str = prop("")
+    offset: int = prop(0)
+    queue_id: int = prop(0)
+    topic: str = prop("")
+
+
+@bean
+class ResetOffsetBodyForC:
+    """RESET_CONSUMER_CLIENT_OFFSET (220) body for C++ clients: ``{"offsetTable":[…]}``."""
+
+    offset_table: list[MessageQueueForC] = prop(factory=list)
 
 
 @bean
@@ -391,6 +417,13 @@ class ConsumerOffsetSerializeWrapper:
     """``consumerOffset.json`` and GET_ALL_CONSUMER_OFFSET: ``{"topic@group":{queueId:offset}}``."""
 
     offset_table: dict[str, dict[int, int]] = prop(factory=dict)
+
+
+@bean
+class DelayOffsetSerializeWrapper:
+    """``delayOffset.json`` and GET_ALL_DELAY_OFFSET: ``{"offsetTable":{delayLevel:offset}}``."""
+
+    offset_table: dict[int, int] = prop(factory=dict)
 
 
 @bean

@@ -1,0 +1,215 @@
+"""Admin requests about online clients: ``AdminBrokerProcessor`` + ``Broker2Client`` (PROTOCOL.md B.4, B.5).
+
+GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), INVOKE_BROKER_TO_RESET_OFFSET
+(222, which sends RESET_CONSUMER_CLIENT_OFFSET (220, oneway) to every online member of the group),
+and the two requests the broker relays to one client and answers with the client's answer:
+GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309, the stored record as body).
+
+A relayed request waits ``CALL_CLIENT_SECONDS`` (``Broker2Client.callClient``: 10 s) for the client;
+no answer is CONSUME_MSG_TIMEOUT, as in 4.9.x. The C++ client (and so the PyPI ``rocketmq`` 0.4.4
+client) answers 307 but never answers 309 (``ClientRemotingProcessor`` leaves it unimplemented), so a
+real broker, and this one, answers 309 for such a client with CONSUME_MSG_TIMEOUT after 10 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from formats.commitlog import decode_offset_msg_id
+from formats.remoting import LanguageCode
+from rmqcli.broker.connection import Connection, Reply, Server, next_opaque
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.state import ClientChannel
+
+CALL_CLIENT_SECONDS = 10.0
+V3_0_7_SNAPSHOT = 28  # MQVersion ordinals: clients older than these cannot take the request
+V3_1_8_SNAPSHOT = 62
+
+_pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+
+
+def _on_response(command: RemotingCommand, conn: Connection) -> None:
+    future = _pending.pop(command.opaque, None)
+    if future is not None and not future.done():
+        future.set_result(command)
+
+
+def _listen(server: Server) -> None:
+    if _on_response not in server.response_callbacks:
+        server.response_callbacks.append(_on_response)
+
+
+async def call_client(
+    conn: Connection, request: RemotingCommand, timeout: float = CALL_CLIENT_SECONDS
+) -> RemotingCommand:
+    """``NettyRemotingServer.invokeSync`` to a client: the request with a fresh opaque, then its
+    answer; ``TimeoutError`` when none comes, ``ConnectionError`` when the channel is gone."""
+    _listen(conn.server)
+    loop = asyncio.get_running_loop()
+    request.opaque = next_opaque()
+    future: asyncio.Future[RemotingCommand] = loop.create_future()
+    _pending[request.opaque] = future
+    try:
+        if not conn.write(request):
+            raise ConnectionError(f"channel to {conn.address} is closed")
+        return await asyncio.wait_for(future, timeout)
+    finally:
+        _pending.pop(request.opaque, None)
+
+
+# --- connections -------------------------------------------------------------------------------
+def _connection(channel: ClientChannel) -> jb.Connection:
+    return jb.Connection(
+        client_addr=channel.connection.address,
+        client_id=channel.client_id,
+        language=channel.language,
+        version=channel.version,
+    )
+
+
+def consumer_connection_list(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``getConsumerConnectionList``: the group's members, its consume settings and subscriptions."""
+    h = req.header(hd.GetConsumerConnectionListRequestHeader)
+    info = ctl.clients.consumers.get(h.consumer_group)
+    if info is None:
+        return req.response(RS.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
+    body = jb.ConsumerConnection(
+        connection_set=[_connection(ch) for ch in info.channels.values()],
+        consume_from_where=info.consume_from_where,
+        consume_type=info.consume_type,
+        message_model=info.message_model,
+        subscription_table=dict(info.subscriptions),
+    )
+    return req.response(body=jb.encode(body))
+
+
+def producer_connection_list(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``getProducerConnectionList``: SYSTEM_ERROR when no producer of the group is connected."""
+    h = req.header(hd.GetProducerConnectionListRequestHeader)
+    channels = ctl.clients.producers.get(h.producer_group)
+    if channels is None:
+        return req.response(RS.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
+    body = jb.ProducerConnection(connection_set=[_connection(ch) for ch in channels.values()])
+    return req.response(body=jb.encode(body))
+
+
+# --- relayed to one client ---------------------------------------------------------------------
+async def _call_consumer(
+    ctl: BrokerController, req: RemotingCommand, code: int, group: str, client_id: str | None
+) -> RemotingCommand:
+    """``AdminBrokerProcessor.callConsumer``: the same ext fields and body to the client's channel."""
+    info = ctl.clients.consumers.get(group)
+    channel = info.channels.get(client_id or "") if info is not None else None
+    if channel is None:
+        return req.response(RS.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+    if channel.version < V3_1_8_SNAPSHOT:
+        from rmqcli.remoting.codes import version_desc
+
+        return req.response(
+            RS.SYSTEM_ERROR,
+            f"The Consumer <{client_id}> Version <{version_desc(channel.version)}> too low to finish, "
+            "please upgrade it to V3_1_8_SNAPSHOT",
+        )
+    forwarded = RemotingCommand.request(code, dict(req.ext_fields), req.body)
+    try:
+        answer = await call_client(channel.connection, forwarded)
+    except TimeoutError:
+        return req.response(
+            RS.CONSUME_MSG_TIMEOUT,
+            f"consumer <{group}> <{client_id}> Timeout: RemotingTimeoutException: wait response on the "
+            f"channel <{channel.connection.address}> timeout, {int(CALL_CLIENT_SECONDS * 1000)}(ms)",
+        )
+    except ConnectionError as exc:
+        remark = f"invoke consumer <{group}> <{client_id}> Exception: RemotingSendRequestException: {exc}"
+        return req.response(RS.SYSTEM_ERROR, remark)
+    return req.response(answer.code, answer.remark, header=dict(answer.ext_fields), body=answer.body)
+
+
+def consumer_running_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    h = req.header(hd.GetConsumerRunningInfoRequestHeader)
+    return _call_consumer(ctl, req, RC.GET_CONSUMER_RUNNING_INFO, h.consumer_group, h.client_id)
+
+
+def consume_message_directly(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``consumeMessageDirectly``: ``brokerName`` added to the ext fields, the record at the offset
+    of ``msgId`` as the body, then relayed to the client."""
+    h = req.header(hd.ConsumeMessageDirectlyResultRequestHeader)
+    req.ext_fields["brokerName"] = ctl.config.broker_name
+    try:
+        _, _, offset = decode_offset_msg_id(h.msg_id or "")
+    except ValueError:
+        offset = -1
+    found = ctl.store.record_at(offset) if offset >= 0 else None
+    if found is not None:
+        req.body = found[1]
+    return _call_consumer(ctl, req, RC.CONSUME_MESSAGE_DIRECTLY, h.consumer_group, h.client_id)
+
+
+# --- reset offset ------------------------------------------------------------------------------
+def reset_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``Broker2Client.resetOffset``: per write queue the offset of ``timestamp`` (-1: the max
+    offset), kept when not forced and not a rewind; a group without an offset on a queue is
+    SYSTEM_ERROR, no online member CONSUMER_NOT_ONLINE (mqadmin then resets offline). The members
+    get RESET_CONSUMER_CLIENT_OFFSET with ``ResetOffsetBodyForC`` when the admin request came from
+    a C++ client, else ``ResetOffsetBody``; the answer is the table either way."""
+    h = req.header(hd.ResetOffsetRequestHeader)
+    config = ctl.topics.get(h.topic)
+    if config is None:
+        return req.response(
+            RS.SYSTEM_ERROR, f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}"
+        )
+    table: dict[jb.MessageQueue, int] = {}
+    for queue_id in range(int(config["writeQueueNums"])):
+        mq = jb.MessageQueue(broker_name=ctl.config.broker_name, queue_id=queue_id, topic=h.topic)
+        consumer_offset = ctl.offsets.query(h.group, h.topic, queue_id)
+        if consumer_offset == -1:
+            return req.response(RS.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist")
+        if h.timestamp == -1:
+            target = ctl.store.max_offset(h.topic, queue_id)
+        else:
+            target = ctl.store.search_offset(h.topic, queue_id, h.timestamp)
+        target = max(target, 0)
+        table[mq] = target if h.is_force or target < consumer_offset else consumer_offset
+    notice = hd.ResetOffsetRequestHeader(topic=h.topic, group=h.group, timestamp=h.timestamp, is_force=False)
+    if req.language == LanguageCode.CPP:
+        entries = [
+            jb.MessageQueueForC(broker_name=mq.broker_name, offset=o, queue_id=mq.queue_id, topic=mq.topic)
+            for mq, o in table.items()
+        ]
+        body = jb.encode(jb.ResetOffsetBodyForC(offset_table=entries))
+    else:
+        body = jb.encode(jb.ResetOffsetBody(offset_table=table))
+    info = ctl.clients.consumers.get(h.group)
+    if info is None or not info.channels:
+        return req.response(
+            RS.CONSUMER_NOT_ONLINE,
+            f"Consumer not online, so can not reset offset, Group: {h.group} Topic: {h.topic} "
+            f"Timestamp: {h.timestamp}",
+        )
+    for channel in info.channels.values():
+        if channel.version < V3_0_7_SNAPSHOT:
+            from rmqcli.remoting.codes import version_desc
+
+            return req.response(
+                RS.SYSTEM_ERROR,
+                f"the client does not support this feature. version={version_desc(channel.version)}",
+            )
+        channel.connection.send_oneway(RC.RESET_CONSUMER_CLIENT_OFFSET, notice.to_ext_fields(), body)
+    return req.response(body=jb.encode(jb.ResetOffsetBody(offset_table=table)))
+
+
+HANDLERS = {
+    RC.GET_CONSUMER_CONNECTION_LIST: consumer_connection_list,
+    RC.GET_PRODUCER_CONNECTION_LIST: producer_connection_list,
+    RC.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
+    RC.CONSUME_MESSAGE_DIRECTLY: consume_message_directly,
+    RC.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
+}

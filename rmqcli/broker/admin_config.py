@@ -1,0 +1,157 @@
+"""GET_BROKER_CONFIG (26) and UPDATE_BROKER_CONFIG (25): the broker's ``Configuration`` (PROTOCOL.md B.4).
+
+The properties are those of ``BrokerConfig``, ``NettyServerConfig`` and ``MessageStoreConfig`` that
+this broker has, with 4.9.7's defaults for the ones it only reports (``fileReservedTime`` is used by
+DELETE_EXPIRED_COMMITLOG). An update changes only keys that exist (``Configuration.mergeIfExist``);
+a value that does not parse for its key is ignored, as ``MixAll.properties2Object`` ignores it; every
+update moves the configuration's own data version (the ``version`` header of GET_BROKER_CONFIG).
+Changing ``brokerPermission`` bumps the topic data version and re-registers with the name servers.
+A real broker also rewrites its configuration file (the ``-c`` file); ``rmq serve`` leaves the
+operator's ``--config`` untouched, so an update lasts until the broker stops.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from rmqcli.broker.config import _KEYS as BROKER_KEYS
+from rmqcli.broker.config import broker_config_from_properties
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.errors import UsageError
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+# MessageStoreConfig / NettyServerConfig keys reported with their 4.9.7 defaults
+REPORTED_DEFAULTS = {
+    "brokerRole": "ASYNC_MASTER",
+    "fileReservedTime": "72",
+    "deleteWhen": "04",
+    "diskMaxUsedSpaceRatio": "75",
+    "cleanResourceInterval": "10000",
+    "deleteCommitLogFilesInterval": "100",
+    "deleteConsumeQueueFilesInterval": "100",
+    "destroyMapedFileIntervalForcibly": "120000",
+    "cleanFileForciblyEnable": "true",
+    "maxTransferCountOnMessageInMemory": "32",
+    "maxTransferBytesOnMessageInMemory": "262144",
+    "accessMessageInMemoryMaxRatio": "40",
+    "defaultQueryMaxNum": "32",
+    "transientStorePoolEnable": "false",
+    "serverWorkerThreads": "8",
+    "serverChannelMaxIdleTimeSeconds": "120",
+}
+_STORE_KEYS = {
+    "mappedFileSizeCommitLog": "mapped_file_size_commitlog",
+    "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+    "maxHashSlotNum": "max_hash_slot_num",
+    "maxIndexNum": "max_index_num",
+    "messageDelayLevel": "message_delay_level",
+    "messageIndexEnable": "message_index_enable",
+    "messageIndexSafe": "message_index_safe",
+    "checkCRCOnRecover": "check_crc_on_recover",
+}
+
+
+@dataclass
+class ConfigState:
+    """What UPDATE_BROKER_CONFIG changed, and ``Configuration.dataVersion``."""
+
+    updated: dict[str, str] = field(default_factory=dict)
+    counter: int = 0
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+
+
+_states: weakref.WeakKeyDictionary[BrokerController, ConfigState] = weakref.WeakKeyDictionary()
+
+
+def config_state(ctl: BrokerController) -> ConfigState:
+    state = _states.get(ctl)
+    if state is None:
+        state = _states[ctl] = ConfigState()
+    return state
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def current_properties(ctl: BrokerController) -> dict[str, str]:
+    """Every configuration property with its current value."""
+    props = {key: _text(getattr(ctl.config, name)) for key, name in BROKER_KEYS.items()}
+    props.update({key: _text(getattr(ctl.writer.settings, name)) for key, name in _STORE_KEYS.items()})
+    props["storePathRootDir"] = str(ctl.writer.root)
+    props.update(REPORTED_DEFAULTS)
+    props.update(config_state(ctl).updated)
+    return props
+
+
+def apply_update(ctl: BrokerController, changes: dict[str, str]) -> list[str]:
+    """``Configuration.update``: the keys that exist and parse take the new values; returns them."""
+    props = current_properties(ctl)
+    state = config_state(ctl)
+    applied = []
+    for key, value in changes.items():
+        if key not in props:
+            continue
+        if key in BROKER_KEYS:
+            try:
+                new = broker_config_from_properties({**props, key: value})
+            except UsageError:
+                continue
+            ctl.config = replace(new, store=ctl.config.store)
+        elif key in REPORTED_DEFAULTS and REPORTED_DEFAULTS[key].lstrip("-").isdigit():
+            if not value.strip().lstrip("-").isdigit():
+                continue
+        props[key] = value
+        state.updated[key] = value
+        applied.append(key)
+    state.counter += 1
+    state.timestamp = int(time.time() * 1000)
+    return applied
+
+
+def parse_properties(body: bytes) -> dict[str, str]:
+    """``MixAll.string2Properties``: ``key=value`` lines, ``#``/``!`` comments skipped."""
+    out: dict[str, str] = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        key, _, value = text.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def update_broker_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    if req.body:
+        applied = apply_update(ctl, parse_properties(req.body))
+        if "brokerPermission" in applied:  # the topic data version moves, then registerBrokerAll
+            ctl.writer.config.topics_version.bump(ctl.writer.clock())
+            ctl.topics.on_change()
+    return req.response()
+
+
+def broker_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``getAllConfigsFormatString`` as the body, ``Configuration.getDataVersionJson`` as ``version``."""
+    state = config_state(ctl)
+    version = jb.encode(jb.DataVersion(counter=state.counter, timestamp=state.timestamp)).decode()
+    text = "".join(f"{k}={v}\n" for k, v in current_properties(ctl).items())
+    return req.response(header=hd.GetBrokerConfigResponseHeader(version=version), body=text.encode("utf-8"))
+
+
+HANDLERS = {
+    RC.UPDATE_BROKER_CONFIG: update_broker_config,
+    RC.GET_BROKER_CONFIG: broker_config,
+}

@@ -1,0 +1,246 @@
+"""Admin requests about the store's queues and files: ``AdminBrokerProcessor`` over ``DefaultMessageStore``
+(PROTOCOL.md B.4).
+
+GET_TOPIC_STATS_INFO (202), QUERY_CONSUME_QUEUE (321), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305),
+GET_ALL_DELAY_OFFSET (45), and the three clean-ups:
+
+* DELETE_EXPIRED_COMMITLOG (329, ``executeDeleteFilesManually``): CommitLog files last modified more
+  than ``fileReservedTime`` hours ago are deleted, oldest first, never the last one, at most 10, up to
+  the first that has not expired (``MappedFileQueue.deleteExpiredFileByTime``); then, as
+  ``CleanConsumeQueueService`` does, consume-queue files whose last unit points below the new
+  CommitLog minimum (never a queue's last file) and index files that end below it go, and each
+  queue's minimum offset moves to its first unit at or above it (``correctMinOffset``). A real
+  broker only flags the request and deletes on its next clean-up round (every 10 s); this one
+  deletes before answering.
+* CLEAN_EXPIRED_CONSUMEQUEUE (306, ``cleanExpiredConsumerQueue``): queues (but SCHEDULE_TOPIC_XXXX's)
+  whose every unit points below the CommitLog minimum are destroyed, their queue offsets forgotten.
+* CLEAN_UNUSED_TOPIC (316, ``cleanUnusedTopic``): the queues of topics without a topic config are
+  destroyed (DELETE_TOPIC_IN_BROKER uses the same clean-up).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import TYPE_CHECKING
+
+from formats.commitlog import SCHEDULE_TOPIC
+from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.store import CONSUMEQUEUE_DIR
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+    from rmqcli.store.writer_cq import ConsumeQueueWriter
+
+DELETE_FILES_BATCH_MAX = 10  # MappedFileQueue.DELETE_FILES_BATCH_MAX
+MAX_EXT_ADDRESS = -(1 << 31) - 1  # ConsumeQueueExt.MAX_ADDRESS: tags codes at or below are ext addresses
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+# TopicValidator.SYSTEM_TOPIC_SET of 4.9.7, and its prefix of system topics
+SYSTEM_TOPICS = (
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    TRANS_OP_HALF_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+)  # fmt: skip
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+
+def is_system_topic(topic: str) -> bool:
+    """``TopicValidator.isSystemTopic``."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+# --- statistics and inspection -----------------------------------------------------------------
+def topic_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``getTopicStatsInfo``: min/max offset and the last store time of every write queue."""
+    from rmqcli.broker.admin_stats import message_store_time
+
+    h = req.header(hd.GetTopicStatsInfoRequestHeader)
+    config = ctl.topics.get(h.topic)
+    if config is None:
+        return req.response(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+    table = jb.TopicStatsTable()
+    for queue_id in range(int(config["writeQueueNums"])):
+        mq = jb.MessageQueue(broker_name=ctl.config.broker_name, queue_id=queue_id, topic=h.topic)
+        low = max(ctl.store.min_offset(h.topic, queue_id), 0)
+        high = max(ctl.store.max_offset(h.topic, queue_id), 0)
+        last = message_store_time(ctl, h.topic, queue_id, high - 1) if high > 0 else 0
+        table.offset_table[mq] = jb.TopicOffset(last_update_timestamp=last, max_offset=high, min_offset=low)
+    return req.response(body=jb.encode(table))
+
+
+def query_consume_queue(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``queryConsumeQueue``: up to ``count`` units from ``index`` to the end of its file, with the
+    group's subscription when ``consumerGroup`` is given; an index outside the queue answers
+    SUCCESS without a body and says so in the remark."""
+    h = req.header(hd.QueryConsumeQueueRequestHeader)
+    topic = h.topic or ""
+    if ctl.store.queue(topic, h.queue_id) is None:
+        return req.response(RS.SYSTEM_ERROR, f"{h.queue_id}@{topic} is not exist!")
+    body = jb.QueryConsumeQueueResponseBody(
+        max_queue_index=ctl.store.max_offset(topic, h.queue_id),
+        min_queue_index=ctl.store.min_offset(topic, h.queue_id),
+    )
+    if h.consumer_group is not None:
+        body.subscription_data = ctl.clients.subscription(h.consumer_group, topic)
+        if body.subscription_data is None:
+            body.filter_data = f"{h.consumer_group}@{topic} is not online!"
+        else:
+            body.filter_data = "null"  # no ConsumerFilterData for TAG subscriptions
+    units = []
+    if h.index >= body.min_queue_index:
+        units = ctl.store.units(topic, h.queue_id, h.index, max(h.count, 0))
+    if not units and (h.index < body.min_queue_index or h.index >= body.max_queue_index):
+        return req.response(remark=f"Index {h.index} of {h.queue_id}@{topic} is not exist!")
+    for unit in units:
+        data = jb.ConsumeQueueData(
+            physic_offset=unit.physical_offset, physic_size=unit.size, tags_code=unit.tags_code
+        )
+        if unit.tags_code <= MAX_EXT_ADDRESS:
+            data.msg = f"Cq extend not exist!addr: {unit.tags_code}"
+        body.queue_data.append(data)
+    return req.response(body=jb.encode(body))
+
+
+def system_topics(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    from formats.javahash import hashmap_order
+
+    return req.response(body=jb.encode(jb.TopicList(topic_list=hashmap_order(list(SYSTEM_TOPICS)))))
+
+
+def all_delay_offsets(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``ScheduleMessageService.encode``: ``{"offsetTable":{level:offset}}`` (delayOffset.json)."""
+    table = dict(sorted(ctl.writer.config.delay_offsets.items()))
+    return req.response(body=jb.encode(jb.DelayOffsetSerializeWrapper(offset_table=table)))
+
+
+# --- clean-ups ---------------------------------------------------------------------------------
+def destroy_queues(ctl: BrokerController, keys: list[tuple[str, int]]) -> None:
+    """``ConsumeQueue.destroy`` + ``removeQueueFromTopicQueueTable``: files gone, the next message
+    of the queue gets offset 0; empty topic directories go too."""
+    writer = ctl.writer
+    topics = set()
+    for key in keys:
+        cq = writer.dispatcher.cqs.pop(key, None)
+        if cq is not None:
+            cq.close()
+        writer.queue_offsets.pop(key, None)
+        shutil.rmtree(writer.root / CONSUMEQUEUE_DIR / key[0] / str(key[1]), ignore_errors=True)
+        topics.add(key[0])
+    for topic in topics:
+        directory = writer.root / CONSUMEQUEUE_DIR / topic
+        if directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+def clean_unused_topics(ctl: BrokerController) -> list[str]:
+    """``DefaultMessageStore.cleanUnusedTopic``: the queues of topics that have no config (but the
+    schedule and transaction-op topics')."""
+    keep = (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC)
+    keys = [k for k in ctl.writer.dispatcher.cqs if k[0] not in keep and ctl.topics.get(k[0]) is None]
+    destroy_queues(ctl, keys)
+    return sorted({k[0] for k in keys})
+
+
+def commitlog_min_offset(ctl: BrokerController) -> int:
+    files = ctl.writer.commitlog.files
+    return files[0].from_offset if files else 0
+
+
+def _last_unit_offset(cq: ConsumeQueueWriter) -> int:
+    """``ConsumeQueue.getLastOffset``-like: the CommitLog offset of the queue's last unit, -1 if none."""
+    for f in reversed(cq.files.files):
+        if f.wrote >= CQ_UNIT_SIZE:
+            return CQ_UNIT_STRUCT.unpack(f.read(f.wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE))[0]
+    return -1
+
+
+def clean_expired_queues(ctl: BrokerController) -> list[tuple[str, int]]:
+    low = commitlog_min_offset(ctl)
+    keys = []
+    for key, cq in ctl.writer.dispatcher.cqs.items():
+        last = _last_unit_offset(cq)
+        if key[0] != SCHEDULE_TOPIC and last != -1 and last < low:
+            keys.append(key)
+    destroy_queues(ctl, keys)
+    return keys
+
+
+def _correct_min_offset(cq: ConsumeQueueWriter, low: int) -> None:
+    """``ConsumeQueue.correctMinOffset``: the first unit of the first file pointing at or above ``low``
+    (unchanged when there is none)."""
+    if not cq.files.files:
+        return
+    first = cq.files.files[0]
+    data = first.read(0, first.wrote - first.wrote % CQ_UNIT_SIZE)
+    for i, (offset, _, _) in enumerate(CQ_UNIT_STRUCT.iter_unpack(data)):
+        if offset >= low:
+            cq.min_logic_offset = first.from_offset + i * CQ_UNIT_SIZE
+            return
+
+
+def delete_expired_files(ctl: BrokerController, reserved_hours: int, now_ms: int) -> list[str]:
+    """The CommitLog files deleted (then the queue and index files they leave pointless)."""
+    files = ctl.writer.commitlog.files
+    expired_ms = reserved_hours * 3600 * 1000
+    deleted = []
+    while len(files) > 1 and len(deleted) < DELETE_FILES_BATCH_MAX:
+        first = files[0]
+        if now_ms < int(os.stat(first.path).st_mtime * 1000) + expired_ms:
+            break
+        first.close()
+        first.path.unlink(missing_ok=True)
+        files.pop(0)
+        deleted.append(first.path.name)
+    if deleted:
+        low = commitlog_min_offset(ctl)
+        for cq in ctl.writer.dispatcher.cqs.values():
+            queue = cq.files.files
+            while len(queue) > 1 and queue[0].wrote >= CQ_UNIT_SIZE:
+                last = CQ_UNIT_STRUCT.unpack(queue[0].read(queue[0].wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE))[0]
+                if last >= low:
+                    break
+                gone = queue.pop(0)
+                gone.close()
+                gone.path.unlink(missing_ok=True)
+            _correct_min_offset(cq, low)
+        index = ctl.writer.index.files
+        while len(index) > 1 and index[0].end_phy_offset < low:
+            gone_index = index.pop(0)
+            gone_index.close()
+            gone_index.path.unlink(missing_ok=True)
+    return deleted
+
+
+def delete_expired_commitlog(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    from rmqcli.broker.admin_config import current_properties
+
+    reserved = int(current_properties(ctl)["fileReservedTime"])
+    delete_expired_files(ctl, reserved, int(time.time() * 1000))
+    return req.response()
+
+
+def clean_expired_consume_queue(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    clean_expired_queues(ctl)
+    return req.response()
+
+
+def clean_unused_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    clean_unused_topics(ctl)
+    return req.response()
+
+
+HANDLERS = {
+    RC.GET_TOPIC_STATS_INFO: topic_stats,
+    RC.QUERY_CONSUME_QUEUE: query_consume_queue,
+    RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
+    RC.GET_ALL_DELAY_OFFSET: all_delay_offsets,
+    RC.DELETE_EXPIRED_COMMITLOG: delete_expired_commitlog,
+    RC.CLEAN_EXPIRED_CONSUMEQUEUE: clean_expired_consume_queue,
+    RC.CLEAN_UNUSED_TOPIC: clean_unused_topic,
+}
