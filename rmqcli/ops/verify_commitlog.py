@@ -3,8 +3,9 @@
 Per file, the records are read by the shared bulk scan (``headerscan.scan_records``, with the
 consume queues' offsets as hints): every fixed field and every topic and properties block is
 read and checked at once with numpy (magic, size bounds, field lengths, recomputed length);
-PHYSICALOFFSET is compared in bulk, body CRCs are computed with ``zlib.crc32`` over memoryview
-slices in one tight loop (only for ``bodyLen > 0``, as recovery does with ``checkCRCOnRecover``),
+PHYSICALOFFSET is compared in bulk, body CRCs are computed over memoryview slices in one tight
+loop (only for ``bodyLen > 0``, as recovery does with ``checkCRCOnRecover``) with ISA-L's
+``crc32`` (the CRC-32 of ``java.util.zip.CRC32`` and ``zlib.crc32``, about 4x faster on 1 KiB bodies),
 and the tags codes and index keys come from ``propscan``'s vectorised property lookup and Java
 hashes. Only where the bulk checks find a bad record is it decoded alone (``decode_record``) for
 an exact message; the scan then resyncs and goes on. Files must end in a BLANK record or a zero
@@ -13,11 +14,11 @@ tail (FORMATS.md §1.10).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from isal.isal_zlib import crc32
 
 from formats import commitlog as fmt
 from rmqcli.ops.verify_common import Collector
@@ -234,7 +235,7 @@ class CommitLogVerifier:
         view = memoryview(buf)
         try:  # map() keeps the loop in C: slice objects, memoryview slices, crc32 calls
             got = np.fromiter(
-                map(zlib.crc32, map(view.__getitem__, map(slice, bs.tolist(), be.tolist()))),
+                map(crc32, map(view.__getitem__, map(slice, bs.tolist(), be.tolist()))),
                 dtype=np.int64,
                 count=len(bs),
             )
