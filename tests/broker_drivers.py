@@ -1,0 +1,193 @@
+"""Child-process drivers of the C++ client (PyPI ``rocketmq`` 0.4.4) for the broker tests.
+
+Each driver runs in its own Python process (``start``/``run``), so the native library can only fail
+its process, never hang pytest. Drivers write what happened as JSON lines to an output file, one
+line per event, flushed at once, so a test can read progress while the driver runs and after it
+was killed. ``HOME`` points at a temporary directory: the client writes its logs under ~/logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+try:  # the C++ client: only on x86-64 Linux wheels
+    import rocketmq.client  # noqa: F401
+
+    HAVE_CLIENT = True
+except (ImportError, OSError):
+    HAVE_CLIENT = False
+
+DRIVER = textwrap.dedent(
+    r"""
+    import json, os, random, sys, time
+    from rocketmq.client import Producer, PushConsumer, Message, RecvMessage
+    from rocketmq.ffi import dll
+
+    cmd = json.loads(sys.argv[1])
+    out = open(cmd["out"], "a", buffering=1)
+    stop = cmd.get("stop")
+
+    def emit(**event):
+        out.write(json.dumps(event) + "\n")
+
+    def stopped():
+        return stop is not None and os.path.exists(stop)
+
+    def message(topic, key, body, tags="T"):
+        m = Message(topic)
+        m.set_keys(key)
+        m.set_tags(tags)
+        m.set_body(body)
+        return m
+
+    if cmd["op"] == "produce":  # sync sends of the given keys, round robin over queues
+        p = Producer(cmd.get("group", "PG_DRIVER"))
+        p.set_namesrv_addr(cmd["namesrv"])
+        p.start()
+        previous = None
+        for key in cmd["keys"]:
+            if cmd.get("after") and previous is not None:  # one at a time: wait until it was consumed
+                deadline = time.time() + 30
+                while time.time() < deadline and f'"key": "{previous}"' not in open(cmd["after"]).read():
+                    time.sleep(0.05)
+            previous = key
+            r = p.send_sync(message(cmd["topic"], key, "body-" + key))
+            emit(key=key, status=int(r.status), id=r.msg_id)
+        p.shutdown()
+        emit(done=True)
+
+    elif cmd["op"] == "load":  # sync sends until the stop file exists; every ack is one line
+        p = Producer(cmd.get("group", "PG_LOAD"))
+        p.set_namesrv_addr(cmd["namesrv"])
+        p.set_timeout(cmd.get("timeout_ms", 3000))
+        p.start()
+        rnd = random.Random(cmd.get("seed", 1))
+        seq = 0
+        while not stopped():
+            key = f"{cmd['prefix']}{seq}"
+            seq += 1
+            body = (key + ":").ljust(rnd.randrange(cmd.get("min", 100), cmd.get("max", 2000)), "x")
+            try:
+                r = p.send_sync(message(cmd["topic"], key, body))
+            except Exception as exc:
+                emit(key=key, error=type(exc).__name__)
+                time.sleep(0.02)
+                continue
+            if int(r.status) == 0:
+                emit(key=key, id=r.msg_id, offset=r.offset)
+            else:
+                emit(key=key, status=int(r.status))
+        p.shutdown()
+        emit(done=True)
+
+    elif cmd["op"] == "consume":  # push consumer until the stop file exists
+        fail = set(cmd.get("fail", []))
+        c = PushConsumer(cmd["group"])
+        c.set_namesrv_addr(cmd["namesrv"])
+        if cmd.get("instance"):
+            c.set_instance_name(cmd["instance"])
+        c.set_thread_count(cmd.get("threads", 2))
+        # one message per callback: a RECONSUME_LATER sends back the whole batch the C API was given
+        c.set_message_batch_max_size(1)
+
+        def on_message(consumer, handle):
+            msg = RecvMessage(handle)
+            key = msg.keys.decode()
+            emit(key=key, topic=msg.topic, queue=msg.queue_id, offset=msg.queue_offset,
+                 times=msg.reconsume_times, id=msg.id, len=len(msg.body))
+            if key in fail and msg.reconsume_times < cmd.get("fail_times", 1):
+                return 1  # RECONSUME_LATER
+            return 0  # CONSUME_SUCCESS
+
+        dll.Subscribe(c._handle, cmd["topic"].encode(), cmd.get("expression", "*").encode())
+        c._register_callback(on_message)
+        c.start()
+        emit(started=True)
+        while not stopped():
+            time.sleep(0.05)
+        time.sleep(cmd.get("linger", 0.5))
+        c.shutdown()
+        emit(done=True)
+    """
+)
+
+
+class Driver:
+    """One driver process; ``events()`` reads what it wrote so far."""
+
+    def __init__(self, tmp: Path, name: str, cmd: dict):
+        self.out = tmp / f"{name}.jsonl"
+        self.stop_file = tmp / f"{name}.stop"
+        self.home = tmp / "home"
+        self.home.mkdir(exist_ok=True)
+        script = tmp / "driver.py"
+        if not script.exists():
+            script.write_text(DRIVER)
+        self.out.write_text("")
+        full = {**cmd, "out": str(self.out), "stop": str(self.stop_file)}
+        self.log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - kept open for the child
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), json.dumps(full)],
+            cwd=tmp,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HOME": str(self.home)},
+        )
+
+    def events(self) -> list[dict]:
+        lines = self.out.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip().endswith("}")]
+
+    def wait_for(self, predicate, timeout: float, what: str) -> list[dict]:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            events = self.events()
+            if predicate(events):
+                return events
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{what}: not seen within {timeout:g} s; {self.tail()}")
+
+    def stop(self, timeout: float = 30.0) -> list[dict]:
+        self.stop_file.touch()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"driver did not stop: {self.tail()}") from None
+        finally:
+            self.log.close()
+        return self.events()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def tail(self) -> str:
+        return (Path(self.log.name).read_text()[-1500:] if Path(self.log.name).exists() else "") + str(
+            self.events()[-5:]
+        )
+
+
+def run_driver(tmp: Path, name: str, cmd: dict, timeout: float = 60.0) -> list[dict]:
+    """Run a driver that ends by itself (``produce``) and return its events."""
+    driver = Driver(tmp, name, cmd)
+    try:
+        driver.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        raise AssertionError(f"driver {name} timed out: {driver.tail()}") from None
+    finally:
+        driver.log.close()
+    events = driver.events()
+    if not events or not events[-1].get("done"):
+        raise AssertionError(f"driver {name} failed: {driver.tail()}")
+    return events
