@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-test
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -23,6 +23,7 @@ from rmqcli.cli import (
     dump_index,
     dump_misc,
     dump_queue,
+    pipeline,
     repair,
     serve,
     stats,
@@ -120,6 +121,7 @@ app.command("rebuild")(repair.rebuild)
 app.command("backups")(backup.backups)
 app.command("restore-backup")(backup.restore_backup)
 app.command("serve")(serve.serve)
+app.add_typer(pipeline.app, name="pipeline")
 admin_commands.register(app)
 
 

@@ -1,0 +1,378 @@
+"""``rmq pipeline ...``: bulk jobs over many stores on Apache Spark (``rmqcli.pipeline``).
+
+Imports only typer and light modules: PySpark is loaded inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rmqcli.cli.common import BodyChoice, ConfigOpt, OutputOpt, parse_time
+from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, YesOpt, confirm
+from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, resolve_format
+from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, schema_help
+
+StoresArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="STORE...",
+        help="Store directories. Each must be visible under the same path to the driver and to every "
+        "Spark executor (a local run, or a filesystem shared by the cluster).",
+    ),
+]
+MasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--master",
+        help="Spark master URL (default: local[*], or the one spark-submit gives).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+
+HELP = """Bulk jobs over the stores of many brokers on Apache Spark (PySpark).
+
+Every job splits the work into one Spark task per CommitLog file and decodes the files with the
+same readers as the single-process commands, so its results equal theirs: export equals
+dump-commitlog, stats equals stats, rebuild writes rebuild's bytes. The jobs run in a local Spark
+(local[*]) unless --master names a cluster; `spark-submit $(which rmq) pipeline ...` works too.
+
+Requirements: PySpark, pyarrow and pandas (pip install 'rmqcli[spark]') and Java 17 or newer (on
+PATH or in JAVA_HOME). On a cluster, every executor needs rmqcli installed in the Python it runs
+(PYSPARK_PYTHON) and must see the store directories under the same paths as the driver; rebuild
+also writes into the stores from the driver. While jobs run, a progress line (tasks done / total)
+is shown on stderr when it is a terminal.
+"""
+
+app = typer.Typer(
+    name="pipeline",
+    help=HELP,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _render_item(item: dict[str, Any], json_: bool, title: str) -> None:
+    Renderer(resolve_format(OutputFormat.table, json_)).item(item, title=title)
+
+
+EXPORT_HELP = (
+    "Export every CommitLog record of the stores as Parquet (or JSON lines), one row per record.\n\n"
+    "A row holds exactly the fields `rmq dump-commitlog --output jsonl` prints for the record, plus "
+    "the store it came from and the UTC date of its store time. Output goes to --out, partitioned by "
+    f"{' and '.join(PARTITION_COLUMNS)} (directories topic=T/storeDate=YYYY-MM-DD; read them back "
+    "with partition column type inference off, so that topic stays a string). Columns:\n\n" + schema_help()
+)
+
+
+@app.command("export", help=EXPORT_HELP)
+def export(
+    stores: StoresArg,
+    out: Annotated[str, typer.Option("--out", "-O", help="Output directory (or any URL Spark can write).")],
+    format_: Annotated[
+        ExportFormat, typer.Option("--format", help="parquet or jsonl.")
+    ] = ExportFormat.parquet,
+    topic: Annotated[
+        list[str] | None, typer.Option("--topic", "-t", help="Only records of this topic (repeatable).")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only records stored at or after TIME (epoch ms or ISO-8601)."),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="Only records stored at or before TIME (epoch ms or ISO-8601)."),
+    ] = None,
+    body: Annotated[
+        ExportBody, typer.Option("--body", help="No body column, the body as bytes (raw), or as UTF-8 text.")
+    ] = ExportBody.none,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+    master: MasterOpt = None,
+    config: ConfigOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    from rmqcli.pipeline.export import Selection
+    from rmqcli.pipeline.export import export as run_export
+    from rmqcli.pipeline.session import spark_session
+
+    selection = Selection(frozenset(topic or ()), parse_time(since, "--since"), parse_time(until, "--until"))
+    from rmqcli.pipeline.tasks import check_stores
+
+    check_stores(stores, config)
+    with spark_session(master, "rmq pipeline export") as session:
+        result = run_export(
+            session,
+            stores,
+            out,
+            fmt=format_,
+            selection=selection,
+            body=body,
+            config=config,
+            overwrite=overwrite,
+        )
+    _render_item(result.to_dict(), json_, "export")
+
+
+STATS_HELP = (
+    "Statistics of many stores: what `rmq stats` shows, plus histograms.\n\n"
+    "Per store, the sections of `rmq stats` (the same numbers), and per topic: the tag histogram "
+    "(records per TAGS value), the property histogram (records carrying each property name) and "
+    "record sizes (count, min, max, mean, p50, p90, p99 of TOTALSIZE)."
+)
+
+
+@app.command("stats", help=STATS_HELP)
+def stats(
+    stores: StoresArg,
+    parquet: Annotated[
+        str | None,
+        typer.Option(
+            "--parquet", help="Also write the tables as Parquet under this directory (one per section)."
+        ),
+    ] = None,
+    master: MasterOpt = None,
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    from rmqcli.cli.render import camel_dict, human_time
+    from rmqcli.cli.stats import FILE_COLUMNS, QUEUE_COLUMNS, TOPIC_COLUMNS
+    from rmqcli.pipeline.session import spark_session
+    from rmqcli.pipeline.stats import pipeline_stats, write_parquet
+    from rmqcli.pipeline.tasks import check_stores
+
+    check_stores(stores, config)
+    with spark_session(master, "rmq pipeline stats") as session:
+        results = pipeline_stats(session, stores, config=config)
+        docs = []
+        for r in results:
+            doc = camel_dict(r.stats)
+            commitlog = dict(doc["commitlog"])
+            for name in ("firstStoreTimestamp", "lastStoreTimestamp"):
+                commitlog[name + "Human"] = human_time(commitlog[name])
+            docs.append(
+                {
+                    "store": {"store": doc["store"]},
+                    "commitlog": commitlog,
+                    "topics": doc["topics"],
+                    "queues": doc["queues"],
+                    "files": doc["files"],
+                    "tags": r.tags,
+                    "properties": r.properties,
+                    "sizes": r.sizes,
+                }
+            )
+        if parquet is not None:
+            write_parquet(session, docs, parquet)
+    fmt = resolve_format(output, json_)
+    renderer = Renderer(fmt)
+    if fmt is OutputFormat.json:
+        import json
+
+        sys.stdout.write(json.dumps({"stores": docs}, indent=2, ensure_ascii=False) + "\n")
+        return
+    store_col = Column("store", "Store")
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        return [{"store": d["store"]["store"], **row} for d in docs for row in d[name]]
+
+    renderer.sections(
+        [
+            Section(
+                "commitlog",
+                "commitlog",
+                rows=[{"store": d["store"]["store"], **d["commitlog"]} for d in docs],
+                columns=[store_col, *COMMITLOG_COLUMNS],
+                title="CommitLog",
+            ),
+            Section(
+                "topics", "topic", rows=rows("topics"), columns=[store_col, *TOPIC_COLUMNS], title="Topics"
+            ),
+            Section(
+                "queues", "queue", rows=rows("queues"), columns=[store_col, *QUEUE_COLUMNS], title="Queues"
+            ),
+            Section("sizes", "sizes", rows=rows("sizes"), columns=[store_col, *SIZE_COLUMNS], title="Sizes"),
+            Section("tags", "tag", rows=rows("tags"), columns=[store_col, *TAG_COLUMNS], title="Tags"),
+            Section(
+                "properties",
+                "property",
+                rows=rows("properties"),
+                columns=[store_col, *PROPERTY_COLUMNS],
+                title="Properties",
+            ),
+            Section("files", "files", rows=rows("files"), columns=[store_col, *FILE_COLUMNS], title="Files"),
+        ]
+    )
+
+
+COMMITLOG_COLUMNS = [
+    Column("files", "Files", justify="right"),
+    Column("minOffset", "MinOffset", justify="right"),
+    Column("maxOffset", "MaxOffset", justify="right"),
+    Column("records", "Records", justify="right"),
+    Column("bytes", "Bytes", justify="right"),
+    Column("firstStoreTimestampHuman", "FirstStored"),
+    Column("lastStoreTimestampHuman", "LastStored"),
+]
+SIZE_COLUMNS = [
+    Column("topic", "Topic"),
+    Column("messages", "Messages", justify="right"),
+    *(
+        Column(k, k.capitalize() if len(k) > 3 else k.upper(), justify="right")
+        for k in ("min", "p50", "p90", "p99", "max", "mean")
+    ),
+]
+TAG_COLUMNS = [
+    Column("topic", "Topic"),
+    Column("tag", "Tag"),
+    Column("messages", "Messages", justify="right"),
+]
+PROPERTY_COLUMNS = [
+    Column("topic", "Topic"),
+    Column("property", "Property"),
+    Column("messages", "Messages", justify="right"),
+]
+SEARCH_COLUMNS = [
+    Column("store", "Store"),
+    Column("position", "Position", justify="right"),
+    Column("topic", "Topic"),
+    Column("queueId", "Queue", justify="right"),
+    Column("queueOffset", "QueueOffset", justify="right"),
+    Column("tags", "Tags"),
+    Column("keys", "Keys", wrap=True),
+    Column("uniqKey", "UniqKey"),
+    Column("offsetMsgId", "MsgId"),
+]
+
+
+SEARCH_HELP = """Find messages across stores by scanning their CommitLogs (no index needed).
+
+Give at least one of --key, --uniq-key, --property, --body-regex; a record must match all that are
+given. Rows are those of `rmq dump-commitlog` with the store they came from, in store and CommitLog
+order."""
+
+
+@app.command("search", help=SEARCH_HELP)
+def search(
+    stores: StoresArg,
+    key: Annotated[
+        str | None, typer.Option("--key", "-k", help="Records with this key among their KEYS.")
+    ] = None,
+    uniq_key: Annotated[
+        str | None,
+        typer.Option("--uniq-key", "-i", help="Records with this UNIQ_KEY (the client's message id)."),
+    ] = None,
+    prop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--property", "-p", metavar="NAME=VALUE", help="Records with this property value (repeatable)."
+        ),
+    ] = None,
+    body_regex: Annotated[
+        str | None,
+        typer.Option(
+            "--body-regex", help="Records whose body (UTF-8 text, inflated) matches this Python regex."
+        ),
+    ] = None,
+    topic: Annotated[
+        list[str] | None, typer.Option("--topic", "-t", help="Only records of this topic (repeatable).")
+    ] = None,
+    body: Annotated[
+        BodyChoice, typer.Option("--body", help="Show the body as none, utf8, hex, base64 or sha256.")
+    ] = BodyChoice.none,
+    master: MasterOpt = None,
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    from rmqcli.pipeline.search import Query, parse_property
+    from rmqcli.pipeline.search import search as run_search
+    from rmqcli.pipeline.session import spark_session
+
+    query = Query(
+        key, uniq_key, tuple(parse_property(p) for p in prop or ()), body_regex, frozenset(topic or ())
+    )
+    from rmqcli.pipeline.tasks import check_stores
+
+    check_stores(stores, config)
+    with spark_session(master, "rmq pipeline search") as session:
+        rows = run_search(session, stores, query, body=body.value, config=config)
+    columns = list(SEARCH_COLUMNS)
+    if body is not BodyChoice.none:
+        columns.append(Column("bodySha256" if body is BodyChoice.sha256 else "body", "Body", wrap=True))
+    Renderer(resolve_format(output, json_)).rows(rows, columns)
+
+
+REBUILD_HELP = """`rmq rebuild` for many stores: CommitLogs decoded on Spark, queues and index written.
+
+With neither --cq nor --index both are rebuilt (with --topic: that topic's consume queues). The
+files are byte for byte those `rmq rebuild` writes, and the change is made the same way: a plan per
+store unless --yes; refused while a broker holds a store's lock (exit 7); old files backed up under
+STORE/.rmq-backup/; new files staged inside the store and renamed into place; fsynced. The driver
+writes the stores, so it must see them as directories."""
+
+
+@app.command("rebuild", help=REBUILD_HELP)
+def rebuild(
+    stores: StoresArg,
+    cq: Annotated[bool, typer.Option("--cq", help="Rebuild the consume queues.")] = False,
+    index: Annotated[bool, typer.Option("--index", help="Rebuild the index files.")] = False,
+    topic: Annotated[
+        str | None, typer.Option("--topic", "-t", help="Only this topic's consume queues (with --cq).")
+    ] = None,
+    master: MasterOpt = None,
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print each store's plan as one JSON document (a line each).")
+    ] = False,
+) -> None:
+    from rmqcli.cli.plan import print_plan
+    from rmqcli.pipeline.rebuild import check_options, pipeline_rebuild
+    from rmqcli.pipeline.session import spark_session
+
+    apply = confirm(dry_run, yes)
+    both = not cq and not index and topic is None
+    queues = cq or both or (topic is not None and not index)
+    renderer = Renderer(OutputFormat.jsonl if json_ else resolve_format(OutputFormat.table, False))
+
+    def report(plan, applied, backup) -> None:  # type: ignore[no-untyped-def]
+        print_plan(renderer, plan, applied=applied, backup=backup)
+
+    check_options(queues, index or both, topic)
+    from rmqcli.pipeline.tasks import check_stores
+
+    check_stores(stores, config)
+    with spark_session(master, "rmq pipeline rebuild") as session:
+        pipeline_rebuild(
+            session,
+            stores,
+            report,
+            consume_queues=queues,
+            index=index or both,
+            topic=topic,
+            apply=apply,
+            force_unlocked=force_unlocked,
+            argv=sys.argv[1:],
+            config=config,
+        )
+
+
+# The man pages are generated one level deep (rmq-pipeline.1): the group's help carries each
+# command's full help, the export schema included.
+app.info.help = "\n\n".join(
+    [
+        HELP.strip(),
+        "rmq pipeline export: " + EXPORT_HELP,
+        "rmq pipeline stats: " + STATS_HELP,
+        "rmq pipeline search: " + SEARCH_HELP,
+        "rmq pipeline rebuild: " + REBUILD_HELP,
+    ]
+)

@@ -1,0 +1,85 @@
+"""Stores and their CommitLog files as Spark tasks: one task per file (records never span files).
+
+The driver lists the files (``Store.commitlog``, so ``--config``'s ``storePathCommitLog`` and
+file sizes count); a task names its file by path and offset, and the executor that runs it maps
+the file and reads it with the same ``rmqcli.store`` readers as the single-process commands.
+Executors must therefore see the store paths under the same names as the driver (a local run,
+or a filesystem shared by the cluster's machines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmqcli.errors import NotFoundError
+from rmqcli.store import Store
+from rmqcli.store.commitlog import CommitLog
+from rmqcli.store.mapped import MappedFile, MappedFileQueue
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """One store of a job: its position in the command line, path and delay levels."""
+
+    index: int
+    path: str  # absolute
+    delay_levels: str
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One CommitLog file of one store."""
+
+    store: StoreRef
+    path: str
+    from_offset: int
+    size: int
+    file_size: int  # the store's CommitLog file size (mappedFileSizeCommitLog)
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return self.store.index, self.from_offset
+
+    def commitlog(self) -> CommitLog:
+        """A CommitLog of this one file (on the executor; mapped on first read)."""
+        return CommitLog(
+            MappedFileQueue([MappedFile(Path(self.path), self.from_offset, self.size)], self.file_size)
+        )
+
+
+def open_store(path: Path | str, config: Path | None = None) -> Store:
+    """The store at ``path`` with its CommitLog files; ``NotFoundError`` when it has none."""
+    root = Path(path)
+    if not root.exists():
+        raise NotFoundError(f"{root}: no such store directory")
+    if not root.is_dir():
+        raise NotFoundError(f"{root}: not a store directory")
+    if config is not None and not config.is_file():
+        raise NotFoundError(f"{config}: no such broker.conf")
+    store = Store.open(root.resolve(), config)
+    if not any(d.is_dir() for d in store.commitlog_dirs):
+        raise NotFoundError(f"{root}: no commitlog directory (not a RocketMQ store?)")
+    return store
+
+
+def file_tasks(paths: list[Path], config: Path | None = None) -> tuple[list[StoreRef], list[FileTask]]:
+    """The stores named on the command line and a task for each of their CommitLog files."""
+    stores: list[StoreRef] = []
+    tasks: list[FileTask] = []
+    for i, path in enumerate(paths):
+        store = open_store(path, config)
+        try:
+            ref = StoreRef(i, str(store.root), store.settings.message_delay_level)
+            stores.append(ref)
+            commitlog = store.commitlog
+            for mf in commitlog.files:
+                tasks.append(FileTask(ref, str(mf.path), mf.from_offset, mf.size, commitlog.file_size))
+        finally:
+            store.close()
+    return stores, tasks
+
+
+def check_stores(paths: list[Path], config: Path | None = None) -> None:
+    """Fail on a missing or non-store path before a Spark session is started for nothing."""
+    file_tasks(paths, config)
