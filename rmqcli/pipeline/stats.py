@@ -1,0 +1,257 @@
+"""``rmq pipeline stats``: ``rmq stats`` for many stores, a Spark task per CommitLog file.
+
+Each task folds its file's header arrays into per-(topic, queue) ``QueueStats`` with the function
+``rmq stats`` uses (``rmqcli.ops.stats._add_batch``) and adds per-topic histograms: tags, property
+names and record sizes. The driver merges the partial results (sums, minima, maxima: the order of
+files does not matter) and completes each store as ``store_stats`` does, with the consume queues'
+own bounds and the store's file groups, so the numbers are ``rmq stats``'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from formats import commitlog as fmt
+from rmqcli.ops.stats import (
+    CommitLogStats,
+    QueueStats,
+    StoreStats,
+    _add_batch,
+    _earliest,
+    _latest,
+    _topics,
+    file_groups,
+)
+from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
+
+PERCENTILES = (50, 90, 99)
+# a property is NAME \x01 VALUE with a non-empty name and value, pairs split by \x02 (FORMATS.md §1.7)
+_NAME = re.compile(
+    rb"(?:^|(?<=" + re.escape(fmt.PROPERTY_SEPARATOR.encode()) + rb"))([^\x01\x02]+)\x01(?=[^\x02])"
+)
+
+
+@dataclass
+class FilePartial:
+    """What one CommitLog file contributes to its store's statistics."""
+
+    store: int
+    queues: dict[tuple[str, int], QueueStats] = field(default_factory=dict)
+    tags: dict[str, Counter] = field(default_factory=dict)  # topic -> tag (None: no TAGS) -> records
+    properties: dict[str, Counter] = field(default_factory=dict)  # topic -> property name -> records
+    sizes: dict[str, Counter] = field(default_factory=dict)  # topic -> TOTALSIZE -> records
+
+
+def merge_queue(into: QueueStats, part: QueueStats) -> None:
+    """Add one file's totals of a queue to the running totals."""
+    into.messages += part.messages
+    into.bytes += part.bytes
+    for name, pick in (
+        ("min_queue_offset", _earliest),
+        ("max_queue_offset", _latest),
+        ("first_store_timestamp", _earliest),
+        ("last_store_timestamp", _latest),
+    ):
+        value = getattr(part, name)
+        if value is not None:
+            setattr(into, name, pick(getattr(into, name), value))
+
+
+def _histograms(partial: FilePartial, scan) -> None:  # type: ignore[no-untyped-def]
+    """Tags, property names and sizes per topic from a ``propscan.Scan`` of one file."""
+    import numpy as np
+
+    h = scan.headers
+    tails = h.tails
+    for t, topic in enumerate(h.topics):
+        rows = np.flatnonzero(h.topic_index == t)
+        if len(rows) == 0:
+            continue
+        partial.tags.setdefault(topic, Counter()).update(scan.strings(fmt.PROPERTY_TAGS, rows))
+        sizes, counts = np.unique(h.total_size[rows], return_counts=True)
+        partial.sizes.setdefault(topic, Counter()).update(
+            dict(zip(sizes.tolist(), counts.tolist(), strict=True))
+        )
+        names: Counter = partial.properties.setdefault(topic, Counter())
+        starts = h.properties_start[rows].tolist()
+        lengths = h.properties_length[rows].tolist()
+        data = tails.data
+        for s, n in zip(starts, lengths, strict=True):
+            if n > 0:
+                names.update({m.decode("utf-8", "replace") for m in _NAME.findall(data[s : s + n].tobytes())})
+
+
+def _histograms_slow(partial: FilePartial, task: FileTask) -> None:
+    """The same histograms record by record (a file the bulk scan cannot vouch for)."""
+    commitlog = task.commitlog()
+    try:
+        for rec in commitlog.records():
+            partial.tags.setdefault(rec.topic, Counter())[rec.tags] += 1
+            partial.sizes.setdefault(rec.topic, Counter())[rec.total_size] += 1
+            partial.properties.setdefault(rec.topic, Counter()).update(rec.properties.keys())
+    finally:
+        commitlog.close()
+
+
+def file_partial(task: FileTask) -> FilePartial:
+    """The statistics of one CommitLog file (on an executor)."""
+    from rmqcli.store import propscan
+
+    partial = FilePartial(task.store.index)
+    mf = task.commitlog().files[0]
+    scan = propscan.scan_file(mf.map(whole=True), 0, mf.from_offset, None, names=(fmt.PROPERTY_TAGS,))
+    if scan is not None:
+        if len(scan):
+            _add_batch(partial.queues, scan.headers)
+            _histograms(partial, scan)
+        mf.close()
+        return partial
+    mf.close()
+    commitlog = task.commitlog()  # the header scan ``rmq stats`` runs: same numbers, same errors
+    try:
+        for batch in commitlog.header_batches():
+            _add_batch(partial.queues, batch)
+    finally:
+        commitlog.close()
+    _histograms_slow(partial, task)
+    return partial
+
+
+def percentiles(sizes: Counter) -> dict[str, Any]:
+    """Count, min, max, mean and nearest-rank percentiles of a size histogram."""
+    total = sum(sizes.values())
+    out: dict[str, Any] = {"messages": total}
+    if not total:
+        return out
+    ordered = sorted(sizes.items())
+    out["min"] = ordered[0][0]
+    out["max"] = ordered[-1][0]
+    out["mean"] = round(sum(s * c for s, c in ordered) / total, 1)
+    for p in PERCENTILES:
+        rank = max(1, -(-p * total // 100))  # ceil(p% of total)
+        seen = 0
+        for size, count in ordered:
+            seen += count
+            if seen >= rank:
+                out[f"p{p}"] = size
+                break
+    return out
+
+
+@dataclass
+class PipelineStoreStats:
+    """``rmq stats`` of one store plus the histograms."""
+
+    stats: StoreStats
+    tags: list[dict[str, Any]]
+    properties: list[dict[str, Any]]
+    sizes: list[dict[str, Any]]
+
+
+def finish(ref: StoreRef, parts: list[FilePartial], config: Path | None) -> PipelineStoreStats:
+    """Merge one store's file partials and complete them as ``store_stats`` does."""
+    queues: dict[tuple[str, int], QueueStats] = {}
+    tags: dict[str, Counter] = {}
+    props: dict[str, Counter] = {}
+    sizes: dict[str, Counter] = {}
+    for part in parts:
+        for key, q in part.queues.items():
+            merge_queue(queues.setdefault(key, QueueStats(*key)), q)
+        for target, source in ((tags, part.tags), (props, part.properties), (sizes, part.sizes)):
+            for topic, counter in source.items():
+                target.setdefault(topic, Counter()).update(counter)
+    store = open_store(ref.path, config)
+    try:
+        records = sum(q.messages for q in queues.values())
+        total_bytes = sum(q.bytes for q in queues.values())
+        firsts = [q.first_store_timestamp for q in queues.values() if q.first_store_timestamp is not None]
+        lasts = [q.last_store_timestamp for q in queues.values() if q.last_store_timestamp is not None]
+        cl = store.commitlog
+        cl_min = cl.min_offset
+        for topic, qid in store.queue_ids():
+            q = queues.get((topic, qid))
+            if q is None:
+                q = queues[(topic, qid)] = QueueStats(topic, qid)
+            cq = store.consume_queue(topic, qid)
+            q.cq_min_offset = cq.min_offset(cl_min)
+            q.cq_max_offset = cq.max_offset
+        ordered = [queues[k] for k in sorted(queues)]
+        result = StoreStats(
+            store=str(store.root),
+            commitlog=CommitLogStats(
+                len(cl.files),
+                cl_min,
+                cl.max_offset(),
+                records,
+                total_bytes,
+                min(firsts) if firsts else None,
+                max(lasts) if lasts else None,
+            ),
+            topics=_topics(ordered),
+            queues=ordered,
+            files=file_groups(store.root),
+        )
+    finally:
+        store.close()
+    return PipelineStoreStats(
+        result,
+        tags=[
+            {"topic": t, "tag": tag, "messages": n}
+            for t in sorted(tags)
+            for tag, n in sorted(tags[t].items(), key=lambda kv: (-kv[1], kv[0] or ""))
+        ],
+        properties=[
+            {"topic": t, "property": name, "messages": n}
+            for t in sorted(props)
+            for name, n in sorted(props[t].items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
+        sizes=[{"topic": t, **percentiles(sizes[t])} for t in sorted(sizes)],
+    )
+
+
+def _run_task(task: FileTask) -> FilePartial:
+    from rmqcli.pipeline.session import task_errors
+
+    with task_errors():
+        return file_partial(task)
+
+
+def pipeline_stats(
+    session,  # type: ignore[no-untyped-def]
+    paths: list[Path],
+    *,
+    config: Path | None = None,
+    progress: bool | None = None,
+) -> list[PipelineStoreStats]:
+    """Statistics of every store, in command-line order."""
+    from rmqcli.pipeline.session import jobs
+
+    stores, tasks = file_tasks(paths, config)
+    parts: list[FilePartial] = []
+    if tasks:
+        with jobs(session, f"stats of {len(tasks)} CommitLog files", progress=progress):
+            rdd = session.sparkContext.parallelize(tasks, len(tasks))
+            parts = rdd.map(_run_task).collect()
+    return [finish(ref, [p for p in parts if p.store == ref.index], config) for ref in stores]
+
+
+PARQUET_SECTIONS = ("topics", "queues", "files", "tags", "properties", "sizes")
+
+
+def write_parquet(session, docs: list[dict[str, Any]], out: str) -> None:  # type: ignore[no-untyped-def]
+    """Write each section of the per-store results (rendered as by the CLI) as ``out/<section>``."""
+    import json
+
+    from rmqcli.pipeline.session import jobs
+
+    with jobs(session, "write the statistics as Parquet"):
+        for name in PARQUET_SECTIONS:
+            rows = [{"store": d["store"]["store"], **row} for d in docs for row in d[name]]
+            if not rows:
+                continue
+            lines = session.sparkContext.parallelize([json.dumps(r) for r in rows], 1)
+            session.read.json(lines).write.mode("overwrite").parquet(f"{out}/{name}")
