@@ -595,6 +595,12 @@ def test_online_consumer_commands(served: Served, tmp_path: Path, monkeypatch: p
 
         tracks = s.json("queryMsgByUniqueKey", "-t", "LiveTopic", "-i", ids[0])[0]["tracks"]
         assert {"consumerGroup": "CG_LIVE", "trackType": "CONSUMED", "exceptionDesc": None} in tracks
+        # The C++ client leaves CONSUME_MESSAGE_DIRECTLY unanswered: after its 10 s the broker
+        # answers CONSUME_MSG_TIMEOUT, as a real one does (mqadmin waits 15 s).
+        err = s.rmq(
+            "queryMsgByUniqueKey", "-t", "LiveTopic", "-i", ids[0], "-g", "CG_LIVE", "-d", client_id, code=6
+        )
+        assert "CONSUME_MSG_TIMEOUT(207)" in err and f"consumer <CG_LIVE> <{client_id}> Timeout" in err
         cq = s.json("queryCq", "-t", "LiveTopic", "-q", "0", "-i", "0", "-g", "CG_LIVE")
         assert cq["subscriptionData"]["topic"] == "LiveTopic"
 

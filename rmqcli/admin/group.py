@@ -266,7 +266,8 @@ def producer_connection(session: AdminSession, group: str, topic: str) -> Produc
 def running_info(
     session: AdminSession, group: str, client_id: str, jstack: bool = False
 ) -> ConsumerRunningInfo:
-    """GET_CONSUMER_RUNNING_INFO (307) through a broker of ``%RETRY%G`` (the broker asks the client)."""
+    """GET_CONSUMER_RUNNING_INFO (307) through a broker of ``%RETRY%G`` (the broker asks the client);
+    three times the usual timeout, as ``DefaultMQAdminExtImpl`` waits for relayed requests."""
     from rmqcli.admin.beans import ConsumerRunningInfo
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
@@ -276,7 +277,7 @@ def running_info(
     if addr is None:
         raise BrokerError(f"no broker in the route of {RETRY_PREFIX}{group}")
     header = {"consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}
-    response = session.call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
+    response = session.call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, timeout=session.timeout * 3)
     return jb.decode(ConsumerRunningInfo, response.body) if response.body else ConsumerRunningInfo()
 
 

@@ -470,7 +470,7 @@ def consume_message_directly(
     session: AdminSession, group: str, client_id: str, topic: str, msg_id: str
 ) -> Any:
     """``queryMsgByUniqueKey -g -d``: find the message, then CONSUME_MESSAGE_DIRECTLY (309) through
-    its broker, which hands it to the client."""
+    its broker, which hands it to the client (waiting three times the usual timeout, as mqadmin)."""
     from rmqcli.admin.beans import ConsumeMessageDirectlyResult
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
@@ -481,7 +481,9 @@ def consume_message_directly(
         "clientId": client_id.strip(),
         "msgId": msg.offset_msg_id,
     }
-    response = session.call(msg.store_host, RequestCode.CONSUME_MESSAGE_DIRECTLY, header)
+    response = session.call(
+        msg.store_host, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout=session.timeout * 3
+    )
     if not response.body:
         return ConsumeMessageDirectlyResult()
     return jb.decode(ConsumeMessageDirectlyResult, response.body)

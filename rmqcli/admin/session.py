@@ -85,11 +85,19 @@ class AdminSession:
 
         return RemotingCommand.request(code, header, body)
 
-    def call(self, addr: str, code: int, header: Any = None, body: bytes = b"", ok: Iterable[int] = (0,)):
+    def call(
+        self,
+        addr: str,
+        code: int,
+        header: Any = None,
+        body: bytes = b"",
+        ok: Iterable[int] = (0,),
+        timeout: float | None = None,
+    ):
         """One request to ``addr``; a response code outside ``ok`` raises ``BrokerError`` (A.6)."""
         from rmqcli.remoting.client import expect
 
-        response = self.client.invoke(addr, self.request(code, header, body), self.timeout)
+        response = self.client.invoke(addr, self.request(code, header, body), timeout or self.timeout)
         return expect(response, addr, *ok)
 
     def call_namesrv(self, code: int, header: Any = None, body: bytes = b"", ok: Iterable[int] = (0,)):
