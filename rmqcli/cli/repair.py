@@ -81,6 +81,14 @@ def recover(
             "--check-crc/--no-check-crc", help="Check body CRCs (default: checkCRCOnRecover, true)."
         ),
     ] = None,
+    salvage: Annotated[
+        bool,
+        typer.Option(
+            "--salvage",
+            help="Unlike the broker: replace each invalid record by tombstone records of the same "
+            "length and keep the valid records after it.",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
@@ -100,6 +108,16 @@ def recover(
     byte is backed up under STORE/.rmq-backup/ (see `rmq backups`, `rmq restore-backup`). Unlike
     the broker, rmq zeroes the stale bytes after the new end of a file. Without --yes nothing
     changes.
+
+    --salvage is a divergence from the broker: an invalid record that valid records follow is
+    overwritten by tombstones, valid records of exactly its length, and the walk goes on. A
+    tombstone keeps the topic, queue id and queue offset of the record it replaces (read from its
+    header, or from the consume-queue units that pointed at it), the properties that still decode
+    except TAGS, and adds RMQ_SALVAGED=<reason>; its body is spaces. It takes the record's place
+    in its queue: consumers subscribed by tag skip it, `*` subscribers receive it. Bytes whose
+    records are unknown become one ROLLBACK-type record in topic RMQ_SALVAGED_GAP, which no queue
+    or index holds; garbage up to the end of a file that later files follow becomes a BLANK
+    record. The replaced bytes are backed up.
     """
     from rmqcli.errors import UsageError
     from rmqcli.ops import recover as ops
@@ -113,7 +131,7 @@ def recover(
         confirm(dry_run, yes),
         force_unlocked,
         json_,
-        lambda s: ops.stage_recover(s, mode=mode, check_crc=check_crc),
+        lambda s: ops.stage_recover(s, mode=mode, check_crc=check_crc, salvage=salvage),
         ops.apply_recover,
         ops.discard,
         ops.STAGING_NAME,

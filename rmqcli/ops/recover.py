@@ -24,6 +24,7 @@ broker rewrites when it starts serving are not touched.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,9 +32,10 @@ from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
 from rmqcli.ops.rebuild import rebuild_namer
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
+from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
+from rmqcli.store.commitlog import LengthMismatchError, Record, RecordError, classify_tail, decode_record
 from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.sparse import same_tree
@@ -61,6 +63,7 @@ class RecoverResult:
     dispatched: int = 0
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     actions: list[tuple[str, str, int]] = field(default_factory=list)  # (action, plan path, size)
+    fills: list[Fill] = field(default_factory=list)  # --salvage: regions replaced by tombstones
 
     def to_dict(self) -> dict:
         return {
@@ -68,6 +71,19 @@ class RecoverResult:
             "end": self.end,
             "previousEnd": self.previous_end,
             "dispatched": self.dispatched,
+            "salvaged": [
+                {
+                    "file": plan_path(self.plan.store, f.mf.path),
+                    "offset": f.position,
+                    "filePosition": f.file_position,
+                    "length": f.length,
+                    "reason": f.reason,
+                    "tombstones": 0 if f.ends_file else len(f.tombstones),
+                    "endsFile": f.ends_file,
+                    "queues": [f"{t}/{q}" for t, q in sorted(f.queues)],
+                }
+                for f in self.fills
+            ],
             "plan": self.plan.to_dict(),
         }
 
@@ -105,9 +121,21 @@ def _first_store_timestamp(mf: MappedFile) -> int | None:
     return fmt.STORE_TIMESTAMP_STRUCT.unpack_from(buf, fmt.PREFIX_SIZE + born)[0]
 
 
-def walk(store: Store, start_index: int, check_crc: bool, on_record=None) -> WalkEnd:
+def walk(
+    store: Store,
+    start_index: int,
+    check_crc: bool,
+    on_record=None,
+    salvager: Salvager | None = None,
+    fills: dict[int, Fill] | None = None,
+) -> WalkEnd:
     """The recovery walk (``checkMessageAndReturnSize`` with ``readBody``): BLANK goes to the next
-    file, anything invalid (incl. a zero tail, a bad CRC) ends the log."""
+    file, anything invalid (incl. a zero tail, a bad CRC) ends the log.
+
+    With a ``salvager``, a bad record that can be salvaged is replaced by its tombstones instead
+    (``rmqcli.ops.salvage``), and its ``Fill`` is put into ``fills`` by global offset; fills already
+    there are reused.
+    """
     files = store.commitlog.files
     if not files:
         return WalkEnd(0, "no CommitLog files")
@@ -124,12 +152,25 @@ def walk(store: Store, start_index: int, check_crc: bool, on_record=None) -> Wal
                 break  # next file
             if tail in ("zeros", "end"):
                 return WalkEnd(mf.from_offset + pos, f"end of data in {mf.name} at {pos}")
+            problem = None
             try:
                 rec = decode_record(buf, pos, limit, str(mf.path), mf.from_offset)
             except RecordError as exc:
-                return WalkEnd(mf.from_offset + pos, f"{mf.name} at {pos}: {exc}")
-            if check_crc and rec.body_length > 0 and fmt.body_crc(rec.stored_body) != rec.body_crc:
-                return WalkEnd(mf.from_offset + pos, f"{mf.name} at {pos}: body CRC mismatch")
+                problem = str(exc)
+            else:
+                if check_crc and rec.body_length > 0 and fmt.body_crc(rec.stored_body) != rec.body_crc:
+                    problem = "body CRC mismatch"
+            if problem is not None:
+                fill = _salvage(salvager, fills, mf, buf, pos, limit, problem)
+                if fill is None:
+                    return WalkEnd(mf.from_offset + pos, f"{mf.name} at {pos}: {problem}")
+                if on_record is not None:
+                    for tombstone in fill.records():
+                        on_record(tombstone)
+                pos += fill.length
+                if fill.ends_file:
+                    break  # next file
+                continue
             if on_record is not None:
                 on_record(rec)
             pos += rec.total_size
@@ -137,8 +178,34 @@ def walk(store: Store, start_index: int, check_crc: bool, on_record=None) -> Wal
     return WalkEnd(last.from_offset + last.size, "the last file is full")
 
 
-def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | None = None) -> RecoverResult:
-    """Work out the recovered store in ``STORE/.rmq-staging/recover`` and plan the change."""
+def _salvage(
+    salvager: Salvager | None,
+    fills: dict[int, Fill] | None,
+    mf: MappedFile,
+    buf,
+    pos: int,
+    limit: int,
+    problem: str,
+) -> Fill | None:
+    """The fill replacing the bad record at ``pos``, found before or now (None: not salvaged)."""
+    if salvager is None or fills is None:
+        return None
+    fill = fills.get(mf.from_offset + pos)
+    if fill is None:
+        fill = salvager.fill(mf, buf, pos, limit, problem)
+        if fill is not None:
+            fills[fill.position] = fill
+    return fill
+
+
+def stage_recover(
+    store: Store, *, mode: str | None = None, check_crc: bool | None = None, salvage: bool = False
+) -> RecoverResult:
+    """Work out the recovered store in ``STORE/.rmq-staging/recover`` and plan the change.
+
+    ``salvage``: replace bad records by tombstones instead of ending the CommitLog at the first
+    one (``rmqcli.ops.salvage``); the queues with units pointing at them are re-dispatched from there.
+    """
     abnormal = store.abort_exists if mode is None else mode == "abnormal"
     mode_name = "abnormal" if abnormal else "normal"
     settings = store.effective_settings()
@@ -154,32 +221,33 @@ def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | No
     staged = staging_dir(store.root, STAGING_NAME)
     actions: list[tuple[str, str, int]] = []
 
+    start = start_file_index(store, abnormal)
+    fills: dict[int, Fill] = {}
+    salvager = Salvager(store, check) if salvage else None
+    if salvager is not None:
+        walk(store, start, check, None, salvager, fills)  # find the fills before anything is dispatched
+
     # 2. index files (IndexService.load) and 3. consume queues, in a staged copy
     if store.consumequeue_dir.is_dir():
         shutil.copytree(store.consumequeue_dir, staged / CONSUMEQUEUE_DIR)
-    (staged / INDEX_DIR).mkdir()
-    for f in store.index.files:
-        if abnormal and f.header.end_timestamp > cp.index_msg_timestamp:
-            notes.append(
-                f"index file {f.name} ends after the checkpoint's indexMsgTimestamp: the broker deletes "
-                "it after an abnormal exit and re-indexes its records"
-            )
-        else:
-            shutil.copy2(f.path, staged / INDEX_DIR / f.name)
+    reindex_from = _stage_index(store, staged, abnormal, cp, min(fills, default=None), notes)
     dispatcher = Dispatcher(staged, settings, rebuild_namer)
     dispatcher.load()
     loaded_index_ts = dispatcher.index.completed_end_timestamp
     max_cq = dispatcher.max_physic_offset
+    for fill in sorted(fills.values(), key=lambda f: f.position):
+        for key in fill.queues & dispatcher.cqs.keys():
+            for path in dispatcher.cqs[key].truncate_dirty(fill.position):
+                path.unlink()
 
-    # 4. the CommitLog walk (abnormal: dispatching as it goes)
+    # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below)
     count = [0]
 
     def dispatch(rec: Record) -> None:
         dispatcher.dispatch_record(rec)
         count[0] += 1
 
-    start = start_file_index(store, abnormal)
-    stop = walk(store, start, check, dispatch if abnormal else None)
+    stop = walk(store, start, check, dispatch if abnormal and not fills else None, salvager, fills)
     previous_end = store.commitlog.max_offset()
     end = stop.end
     _plan_commitlog(store, end, actions, notes, stop)
@@ -190,16 +258,13 @@ def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | No
             for path in cq.truncate_dirty(end):
                 path.unlink()
     reput_from = max(dispatcher.max_physic_offset, store.commitlog.min_offset, 0)
-    try:
-        for rec in store.commitlog.records(reput_from):
-            if isinstance(rec, Record):
-                if rec.position >= end:
-                    break
-                if rec.physical_offset >= reput_from:
-                    dispatch(rec)
-    except CorruptDataError as exc:
-        if exc.offset is None or store.commitlog.queue.find(reput_from).from_offset + exc.offset < end:
-            notes.append(f"reput stopped early, as the broker's would: {exc}")
+    if fills:  # in order from the first record a queue or index file lacks (duplicates are skipped)
+        walked_from = store.commitlog.files[start].from_offset if abnormal else reput_from
+        salvaged = [f.position for f in fills.values() if f.queues]
+        reput_from = min([reput_from, walked_from, *salvaged, *([reindex_from] if reindex_from else [])])
+    for rec in reput_records(store, reput_from, end, fills, notes):
+        if rec.physical_offset >= reput_from:
+            dispatch(rec)
     dispatcher.flush()
     index_ts = dispatcher.index.completed_end_timestamp
     checkpoint = Checkpoint(
@@ -216,8 +281,89 @@ def stage_recover(store: Store, *, mode: str | None = None, check_crc: bool | No
     result.dispatched = count[0]
     result.checkpoint = checkpoint
     result.actions = actions
+    result.fills = sorted(fills.values(), key=lambda f: f.position)
+    for fill in result.fills:
+        notes.append(
+            f"--salvage: {fill.mf.name} at {fill.file_position}: {fill.reason}; a broker's recovery would "
+            f"end the CommitLog there. The {fill.length} bytes are backed up and "
+            + (
+                "replaced by a BLANK record ending the file"
+                if fill.ends_file
+                else f"replaced by {len(fill.tombstones)} tombstone record(s) carrying {SALVAGED_PROPERTY}"
+            )
+        )
     _plan_staged(store, result)
     return result
+
+
+def _stage_index(
+    store: Store, staged: Path, abnormal: bool, cp: Checkpoint, first_fill: int | None, notes: list[str]
+) -> int | None:
+    """Copy the index files a recovery keeps into ``staged``; returns where re-indexing must start
+    for the salvaged records (None: nowhere).
+
+    After an abnormal exit ``IndexService.load`` deletes every file whose ``endTimestamp`` is newer
+    than the checkpoint's ``indexMsgTimestamp``. With salvaged records, the first file holding an
+    entry at or after the first of them goes too, with every later one, and is rebuilt from its
+    first entry's offset: its entries may name keys a tombstone no longer carries.
+    """
+    (staged / INDEX_DIR).mkdir()
+    reindex_from: int | None = None
+    for f in store.index.files:
+        if reindex_from is None and first_fill is not None and f.header.end_phy_offset >= first_fill:
+            reindex_from = max(f.header.begin_phy_offset, store.commitlog.min_offset)
+        if reindex_from is not None:
+            notes.append(f"index file {f.name} indexes salvaged records: it is rebuilt")
+        elif abnormal and f.header.end_timestamp > cp.index_msg_timestamp:
+            notes.append(
+                f"index file {f.name} ends after the checkpoint's indexMsgTimestamp: the broker deletes "
+                "it after an abnormal exit and re-indexes its records"
+            )
+        else:
+            shutil.copy2(f.path, staged / INDEX_DIR / f.name)
+    return reindex_from
+
+
+def reput_records(
+    store: Store, start: int, end: int, fills: dict[int, Fill], notes: list[str]
+) -> Iterator[Record]:
+    """The records ``ReputMessageService.doReput`` dispatches from ``start`` (a record start) to ``end``.
+
+    As a master broker's reput: a record whose TOTALSIZE disagrees with its fields is skipped by
+    its TOTALSIZE ("[BUG]read total count not equals msg total size"); anything else unreadable
+    skips the rest of its file. Salvaged regions give their tombstones.
+    """
+    for mf in store.commitlog.files:
+        if mf.from_offset + mf.size <= start or mf.from_offset >= end:
+            continue
+        buf = mf.map()
+        limit = len(buf)
+        pos = max(start - mf.from_offset, 0)
+        while pos < limit and mf.from_offset + pos < end:
+            fill = fills.get(mf.from_offset + pos)
+            if fill is not None:
+                yield from fill.records()
+                if fill.ends_file:
+                    break
+                pos += fill.length
+                continue
+            if classify_tail(buf, pos, limit)[0] != "garbage":
+                break  # BLANK, zeros: the next file
+            try:
+                rec = decode_record(buf, pos, limit, str(mf.path), mf.from_offset)
+            except LengthMismatchError as exc:
+                notes.append(
+                    f"{mf.name} at {pos}: {exc}; the reput skips {exc.total_size} bytes, as the broker's"
+                )
+                pos += exc.total_size
+                continue
+            except RecordError as exc:
+                notes.append(
+                    f"{mf.name} at {pos}: {exc}; the reput skips the rest of the file, as the broker's"
+                )
+                break
+            yield rec
+            pos += rec.total_size
 
 
 def _plan_commitlog(store: Store, end: int, actions: list, notes: list[str], stop: WalkEnd) -> None:
@@ -245,6 +391,10 @@ def _plan_commitlog(store: Store, end: int, actions: list, notes: list[str], sto
 
 def _plan_staged(store: Store, result: RecoverResult) -> None:
     steps = result.plan.steps
+    for fill in result.fills:
+        what = "a BLANK record" if fill.ends_file else f"{len(fill.tombstones)} tombstone(s)"
+        detail = f"bytes {fill.file_position}..{fill.file_position + fill.length} replaced by {what}"
+        steps.append(PlanStep("salvage", plan_path(store.root, fill.mf.path), detail, fill.length))
     for action, rel, size in result.actions:
         if action == "delete":
             steps.append(PlanStep("delete", rel, f"{size} bytes", size))
@@ -275,9 +425,13 @@ def apply_recover(
 ) -> Path:
     """Apply a staged recovery through one ``Change``; returns the backup directory."""
     roots = result.plan.roots
+    fills = iter(result.fills)
     with Change(store_root, "recover", argv, roots=roots, force_unlocked=force_unlocked) as change:
         for step in result.plan.steps:
-            if step.action == "delete":
+            if step.action == "salvage":
+                fill = next(fills)
+                change.write_range(step.path, fill.file_position, fill.data)
+            elif step.action == "delete":
                 change.delete_file(step.path)
             elif step.action == "truncate":
                 valid = (store_root / step.path).stat().st_size - step.bytes_removed

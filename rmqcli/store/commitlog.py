@@ -51,6 +51,15 @@ class RecordError(Exception):
     """A record that fails ``checkMessageAndReturnSize``; ``reason`` is one line."""
 
 
+class LengthMismatchError(RecordError):
+    """A record whose fields read but whose TOTALSIZE is not their computed length: the one
+    failure after which ``checkMessageAndReturnSize`` still returns TOTALSIZE (a reput skips it)."""
+
+    def __init__(self, message: str, total_size: int):
+        super().__init__(message)
+        self.total_size = total_size
+
+
 @dataclass(slots=True)
 class Record:
     """One decoded CommitLog record; ``position`` is where it was read."""
@@ -246,7 +255,7 @@ def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int
         props_raw = b""
     expected = fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
     if expected != total:
-        raise RecordError(f"total size {total} != computed length {expected}")
+        raise LengthMismatchError(f"total size {total} != computed length {expected}", total)
     try:
         topic = topic_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
