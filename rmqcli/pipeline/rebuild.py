@@ -1,0 +1,180 @@
+"""``rmq pipeline rebuild``: ``rmq rebuild`` with the CommitLog decoded by Spark, file by file.
+
+Each task reads one CommitLog file with ``propscan.scan_file`` (or record by record with
+``propscan.decode_file`` when the bulk scan cannot vouch for it), which is what ``rmq rebuild``'s
+bulk dispatch reads (``fastdispatch.dispatch_commitlog``). The scans are kept by Spark (memory,
+then disk) and come back to the driver store by store, in file order, where the same
+``FastDispatcher`` groups them by (topic, queue) and writes consume queues and index files into
+the store's staging directory; the plan and its application are ``rmq rebuild``'s
+(``rmqcli.ops.rebuild``, ``rmqcli.ops.safety``): plan unless ``--yes``, lock check, backup,
+journal, rename into place, fsync. The files are byte for byte ``rmq rebuild``'s.
+
+Writing needs the driver to see each store as a local (or shared, mounted) directory.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from rmqcli.errors import UsageError
+from rmqcli.ops import rebuild as ops
+from rmqcli.ops.safety import Plan, ensure_unlocked, finish_interrupted, remove_staging, staging_dir
+from rmqcli.pipeline.tasks import FileTask, file_tasks, open_store
+from rmqcli.store import Store
+from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.fastdispatch import FastDispatcher
+
+Report = Callable[[Plan, bool, "Path | None"], None]
+
+
+def scan_task(task: FileTask):  # type: ignore[no-untyped-def]
+    """One CommitLog file as a ``propscan.Scan`` (on an executor), as ``dispatch_commitlog`` reads it."""
+    from rmqcli.pipeline.session import task_errors
+    from rmqcli.store import propscan
+
+    with task_errors():
+        mf = task.commitlog().files[0]
+        try:
+            buf = mf.map(whole=True)
+            scan = propscan.scan_file(buf, 0, mf.from_offset, None)
+            if scan is None:
+                scan = propscan.decode_file(buf, 0, mf.from_offset, str(mf.path))
+            return task.store.index, scan
+        finally:
+            mf.close()
+
+
+def check_options(consume_queues: bool, index: bool, topic: str | None) -> None:
+    """The option checks of ``stage_rebuild``, before any Spark work."""
+    if topic is not None and index:
+        raise UsageError("--topic rebuilds consume queues only (the index is shared by all topics); add --cq")
+    if not consume_queues and not index:
+        raise UsageError("nothing to rebuild: give --cq and/or --index")
+
+
+def stage_from_scans(
+    store: Store, scans: Iterable, *, consume_queues: bool, index: bool, topic: str | None
+) -> ops.RebuildResult:
+    """``stage_rebuild`` of a whole store, dispatching scans made elsewhere (in file order)."""
+    import numpy as np
+
+    check_options(consume_queues, index, topic)
+    settings = store.effective_settings()
+    if not FastDispatcher.supports(settings):  # an index geometry only the per-record path handles
+        for _ in scans:
+            pass
+        return ops.stage_rebuild(store, consume_queues=consume_queues, index=index, topic=topic)
+    staged = staging_dir(store.root, ops.STAGING_NAME)
+    start = store.commitlog.min_offset
+    notes = ops._size_notes(store, settings, consume_queues, index)
+    result = ops.RebuildResult(Plan("rebuild", store.root, [], notes), staged)
+    old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
+    dispatcher = FastDispatcher(
+        staged, settings, ops.rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
+    )
+    try:
+        for scan in scans:
+            dispatcher.dispatch(scan, np.flatnonzero(scan.physical >= start))
+            if scan.error is not None:  # as a broker's reput: nothing after a corrupt record
+                result.plan.notes.append(f"{ops._REPUT_STOPPED}: {scan.error}")
+                break
+        for _ in scans:  # the rest of this store's scans, unread
+            pass
+    finally:
+        dispatcher.close()
+    result.records = dispatcher.records
+    result.queues = len(dispatcher.queues)
+    result.units = dispatcher.units
+    result.index_files = len(dispatcher.index_files)
+    result.index_entries = dispatcher.index_entries
+    result.checkpoint = Checkpoint(
+        old.physic_msg_timestamp,
+        dispatcher.logics_msg_timestamp if consume_queues and topic is None else old.logics_msg_timestamp,
+        dispatcher.completed_end_timestamp if index else old.index_msg_timestamp,
+        old.master_flushed_offset,
+        old.confirm_phy_offset,
+    )
+    ops._plan_steps(store, result, consume_queues, index, topic)
+    return result
+
+
+def _by_store(items: Iterator[tuple[int, object]], count: int) -> Iterator[Iterator[object]]:
+    """For stores 0 .. count-1 in order: an iterator over that store's scans."""
+    grouped = itertools.groupby(items, key=lambda item: item[0])
+    pending = next(grouped, None)
+    for i in range(count):
+        if pending is not None and pending[0] == i:
+            yield (scan for _, scan in pending[1])
+            pending = next(grouped, None)
+        else:
+            yield iter(())
+
+
+def pipeline_rebuild(
+    session,  # type: ignore[no-untyped-def]
+    paths: list[Path],
+    report: Report,
+    *,
+    consume_queues: bool = True,
+    index: bool = True,
+    topic: str | None = None,
+    apply: bool = False,
+    force_unlocked: bool = False,
+    argv: list[str] | None = None,
+    config: Path | None = None,
+    progress: bool | None = None,
+) -> None:
+    """Rebuild every store; ``report(plan, applied, backup)`` is called once per store, in order."""
+    from pyspark import StorageLevel
+
+    from rmqcli.pipeline.session import jobs
+
+    check_options(consume_queues, index, topic)
+    stores, tasks = file_tasks(paths, config)
+    if apply:
+        for ref in stores:
+            ensure_unlocked(Path(ref.path), force=force_unlocked)
+            finish_interrupted(Path(ref.path), force_unlocked=force_unlocked)  # roll back a killed run
+    with jobs(session, f"rebuild: decode {len(tasks)} CommitLog files", progress=progress):
+        rdd = session.sparkContext.parallelize(tasks, max(len(tasks), 1)).map(scan_task)
+        rdd.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rdd.count()  # every file decoded in parallel; then read back in order
+            items = rdd.toLocalIterator() if tasks else iter(())
+            for ref, scans in zip(stores, _by_store(items, len(stores)), strict=True):
+                _rebuild_one(
+                    ref.path, scans, report, consume_queues, index, topic, apply, force_unlocked, argv, config
+                )
+        finally:
+            rdd.unpersist()
+
+
+def _rebuild_one(
+    path: str,
+    scans: Iterator[object],
+    report: Report,
+    consume_queues: bool,
+    index: bool,
+    topic: str | None,
+    apply: bool,
+    force_unlocked: bool,
+    argv: list[str] | None,
+    config: Path | None,
+) -> None:
+    store = open_store(path, config)
+    result = None
+    try:
+        result = stage_from_scans(store, scans, consume_queues=consume_queues, index=index, topic=topic)
+        store.close()
+        if not apply or result.plan.empty:
+            report(result.plan, False, None)
+            return
+        backup = ops.apply_rebuild(store.root, result, argv, force_unlocked=force_unlocked)
+        report(result.plan, True, backup)
+    finally:
+        store.close()
+        if result is not None:
+            ops.discard(result)
+        remove_staging(store.root, ops.STAGING_NAME)
