@@ -176,6 +176,16 @@ def test_broker_config_get_and_update(served: Served) -> None:
     assert props["fileReservedTime"] == "96"
     assert "noSuchProperty" not in props and props["defaultTopicQueueNums"] == "8"
     assert json.loads(after["version"])["counter"] == counter + 3
+    served.rmq("updateBrokerConfig", "-b", served.broker, "-k", "brokerPermission", "-v", "4")
+    try:  # read-only: sends are refused from the broker's live config
+        err = served.rmq("sendMessage", "-t", "TopicA", "-p", "ro", "-b", BROKER, "-i", "0", code=6)
+        assert "NO_PERMISSION(16)" in err and "sending message is forbidden" in err
+    finally:
+        served.rmq("updateBrokerConfig", "-b", served.broker, "-k", "brokerPermission", "-v", "6")
+    assert (
+        served.json("sendMessage", "-t", "TopicA", "-p", "rw", "-b", BROKER, "-i", "0")["sendStatus"]
+        == "SEND_OK"
+    )
     assert "fileReservedTime                                  =  96" in served.rmq(
         "getBrokerConfig", "-b", served.broker
     )
