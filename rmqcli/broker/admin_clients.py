@@ -159,7 +159,9 @@ def reset_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
     offset), kept when not forced and not a rewind; a group without an offset on a queue is
     SYSTEM_ERROR, no online member CONSUMER_NOT_ONLINE (mqadmin then resets offline). The members
     get RESET_CONSUMER_CLIENT_OFFSET with ``ResetOffsetBodyForC`` when the admin request came from
-    a C++ client, else ``ResetOffsetBody``; the answer is the table either way."""
+    a C++ client (mqadmin's -c), else ``ResetOffsetBody``, which a C++ client cannot parse and
+    ignores; the answer is the table either way. The broker's own offsets do not change here: the
+    clients commit their new positions."""
     h = req.header(hd.ResetOffsetRequestHeader)
     config = ctl.topics.get(h.topic)
     if config is None:
