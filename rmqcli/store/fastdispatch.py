@@ -222,16 +222,17 @@ class _IndexFile:
         )  # fmt: skip
         _pwrite_all(self.fd, header, 0)
         n = len(self.slots)
-        padded = np.zeros(-(-n // _SLOT_CHUNK) * _SLOT_CHUNK, dtype=np.int32)
-        padded[:n] = self.slots
-        used = padded.reshape(-1, _SLOT_CHUNK).any(axis=1)
+        whole = n - n % _SLOT_CHUNK
+        used = self.slots[:whole].reshape(-1, _SLOT_CHUNK).any(axis=1)
+        if whole < n:
+            used = np.append(used, self.slots[whole:].any())
         flags = np.concatenate(([False], used, [False]))
         edges = np.flatnonzero(flags[1:] != flags[:-1])
         for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
             lo, hi = a * _SLOT_CHUNK, min(b * _SLOT_CHUNK, n)
             table = np.empty(hi - lo, dtype=_SLOT)
             table["index_no"] = self.slots[lo:hi]
-            _pwrite_all(self.fd, table.tobytes(), ifmt.slot_position(lo))
+            _pwrite_all(self.fd, table.view(np.uint8), ifmt.slot_position(lo))
         os.close(self.fd)
         self.slots = np.zeros(0, dtype=np.int32)
 
@@ -404,36 +405,44 @@ class FastDispatcher:
         first_no = f.entries + 1
         phy = physical[local]
         ts = stamps[local]
-        begin = np.full(k, f.begin_timestamp, dtype=np.int64)
+        diff = ts - f.begin_timestamp
         if f.entries == 0:
             # the first entry is diffed against the seeded begin, then becomes the begin
+            if f.begin_timestamp <= 0:
+                diff[0] = 0
             f.begin_phy_offset, f.begin_timestamp = int(phy[0]), int(ts[0])
-            begin[1:] = f.begin_timestamp
-        diff = np.clip((ts - begin) // 1000, 0, _MAX_INT)
-        diff[begin <= 0] = 0
+            diff[1:] = ts[1:] - f.begin_timestamp
+        if f.begin_timestamp <= 0:
+            diff[f.entries == 0 :] = 0
+        diff //= 1000
+        np.clip(diff, 0, _MAX_INT, out=diff)
         slot = key_hash % self.hash_slot_num
         packed = np.sort(slot * k + np.arange(k, dtype=np.int64))
         order = packed % k
         sorted_slot = packed // k
         same = np.zeros(k, dtype=bool)
         same[1:] = sorted_slot[1:] == sorted_slot[:-1]
-        prev_sorted = np.empty(k, dtype=np.int64)
-        head = ~same
-        before = f.slots[sorted_slot[head]]
-        prev_sorted[head] = before
-        prev_sorted[same] = first_no + order[np.flatnonzero(same) - 1]
+        if same.any():
+            head = ~same
+            before = f.slots[sorted_slot[head]]
+            prev_sorted = np.empty(k, dtype=np.int64)
+            prev_sorted[head] = before
+            prev_sorted[same] = first_no + order[np.flatnonzero(same) - 1]
+            tail = np.ones(k, dtype=bool)
+            tail[:-1] = head[1:]
+            f.slots[sorted_slot[tail]] = first_no + order[tail]
+        else:  # every slot once: no chain inside the batch
+            before = prev_sorted = f.slots[sorted_slot]
+            f.slots[sorted_slot] = first_no + order
         prev = np.empty(k, dtype=np.int64)
         prev[order] = prev_sorted
         f.hash_slot_count += int(np.count_nonzero(before == 0))
-        tail = np.ones(k, dtype=bool)
-        tail[:-1] = ~same[1:]
-        f.slots[sorted_slot[tail]] = first_no + order[tail]
         entries = np.empty(k, dtype=_ENTRY)
         entries["key_hash"] = key_hash
         entries["phy_offset"] = phy
         entries["time_diff"] = diff
         entries["prev_index"] = prev
-        _pwrite_all(f.fd, entries.tobytes(), ifmt.entry_position(first_no, self.hash_slot_num))
+        _pwrite_all(f.fd, entries.view(np.uint8), ifmt.entry_position(first_no, self.hash_slot_num))
         f.entries += k
         f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])
 

@@ -175,17 +175,15 @@ def walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | N
     return starts
 
 
-def chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarray | None:
-    """Record starts from known record positions (the consume queues'), hopping only over gaps.
+def _hints_in(hints: np.ndarray, start: int, limit: int) -> np.ndarray:
+    """The sorted ``hints`` (file positions) where a record could start between ``start`` and ``limit``."""
+    lo = np.searchsorted(hints, start, side="left")
+    hi = np.searchsorted(hints, limit - _MIN_RECORD_SIZE, side="right")
+    return hints[lo:hi]
 
-    The result is exactly what ``walk`` from ``start`` would find: consecutive hints must be
-    linked by their TOTALSIZE fields, and gaps (records no queue points at) are walked.
-    """
-    cand = hints[(hints >= start) & (hints <= limit - _MIN_RECORD_SIZE)]
-    if len(cand) == 0:
-        return None
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    nxt = cand + gather(arr, cand, ">i4").astype(np.int64)
+
+def _link(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray) -> np.ndarray | None:
+    """``chain_from_hints`` once the TOTALSIZE hop ``nxt`` of every candidate is known."""
     pieces: list = []
     head = walk(buf, start, limit, until=int(cand[0]))
     if head is None:
@@ -201,7 +199,22 @@ def chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarr
         first = gap + 1
     pieces.append(cand[first:])
     pieces.append(walk(buf, int(nxt[-1]), limit))
+    if len(pieces) == 3 and not pieces[0] and not pieces[2]:
+        return cand  # the hints are the whole chain
     return np.concatenate([np.asarray(p, dtype=np.int64) for p in pieces])
+
+
+def chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarray | None:
+    """Record starts from known record positions (the consume queues'), hopping only over gaps.
+
+    The result is exactly what ``walk`` from ``start`` would find: consecutive hints must be
+    linked by their TOTALSIZE fields, and gaps (records no queue points at) are walked.
+    """
+    cand = _hints_in(hints, start, limit)
+    if len(cand) == 0:
+        return None
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    return _link(buf, start, limit, cand, cand + gather(arr, cand, ">i4").astype(np.int64))
 
 
 def record_starts(buf, start: int, base: int, hints: np.ndarray | None) -> np.ndarray:
@@ -213,6 +226,28 @@ def record_starts(buf, start: int, base: int, hints: np.ndarray | None) -> np.nd
     if starts is None:
         starts = np.array(walk(buf, start, limit), dtype=np.int64)
     return starts
+
+
+def _starts_and_heads(buf, arr: np.ndarray, start: int, base: int, hints: np.ndarray | None):
+    """``record_starts`` and the header block of those records.
+
+    With hints, the header block is read once at the hinted positions and their TOTALSIZE
+    fields link the chain; it is read again only when the chain is not exactly the hints.
+    """
+    limit = len(buf)
+    if hints is not None and len(hints):
+        lo, hi = np.searchsorted(hints, (base + start, base + limit))
+        cand = _hints_in(hints[lo:hi] - base, start, limit)
+        if len(cand):
+            head = block_gather(arr, cand, _HEADER_WIDTH)
+            total = head.view(_PREFIX_DTYPE).ravel()["total_size"]
+            starts = _link(buf, start, limit, cand, cand + total)
+            if starts is cand:
+                return cand, head
+            if starts is not None:
+                return starts, block_gather(arr, starts, _HEADER_WIDTH)
+    starts = np.array(walk(buf, start, limit), dtype=np.int64)
+    return starts, block_gather(arr, starts, _HEADER_WIDTH)
 
 
 # --- the scan -----------------------------------------------------------------------------------
@@ -290,8 +325,7 @@ def scan_records(
     """
     limit = len(buf)
     arr = np.frombuffer(buf, dtype=np.uint8)
-    starts = record_starts(buf, start, base, hints)
-    head = block_gather(arr, starts, _HEADER_WIDTH)
+    starts, head = _starts_and_heads(buf, arr, start, base, hints)
     prefix = head.view(_PREFIX_DTYPE).ravel()
     magic = prefix["magic_code"]
     total = prefix["total_size"].astype(np.int64)
@@ -306,16 +340,22 @@ def scan_records(
     ok &= (total >= _MIN_RECORD_SIZE) & (starts + total <= limit)
     ok &= (body_len >= 0) & (tail_len >= tl_size + _PROPS_LEN_SIZE)
     n = _first_false(ok)
-    # the topic and properties lengths, read straight from the file for the records so far
     tail_at = (starts + fixed + body_len)[:n]
     v2, tl_size, tail_len = v2[:n], tl_size[:n], tail_len[:n]
-    topic_len = arr[tail_at].astype(np.int8).astype(np.int64)
+    if properties:
+        # the whole tail of each record is read first; its lengths are then read from the block
+        tails, tail_pos = _read_tails(arr, tail_at, tail_len + 1, True)
+        src, len_at = tails.data, tail_pos
+    else:
+        src, len_at = arr, tail_at
+    # the topic and properties lengths (the reads stay inside each record's tail)
+    topic_len = src[len_at].astype(np.int8).astype(np.int64)
     if v2.any():
-        topic_len[v2] = gather(arr, tail_at[v2], ">i2")
+        topic_len[v2] = gather(src, len_at[v2], ">i2")
     props_len_at = tl_size + topic_len  # within the tail
     ok = (topic_len >= 0) & (props_len_at + _PROPS_LEN_SIZE <= tail_len)
     n = _first_false(ok)
-    props_len = gather(arr, (tail_at + np.where(ok, props_len_at, 0))[:n], ">i2").astype(np.int64)
+    props_len = gather(src, (len_at + np.where(ok, props_len_at, 0))[:n], ">i2").astype(np.int64)
     props_len = np.maximum(props_len, 0)
     ok = props_len_at[:n] + _PROPS_LEN_SIZE + props_len == tail_len[:n]
     n = _first_false(ok)
@@ -325,8 +365,12 @@ def scan_records(
     bad = end if classify_tail(buf, end, limit)[0] == "garbage" else None
 
     tl_size = tl_size[:n]
-    need = tail_len[:n] + 1 if properties else tl_size + topic_len
-    tails, tail_pos = _read_tails(arr, tail_at, need, properties)
+    if properties:
+        tail_pos = tail_pos[:n]
+        if len(tails.rows) and tails.rows[-1] >= n:
+            tails.rows = tails.rows[: np.searchsorted(tails.rows, n)]
+    else:
+        tails, tail_pos = _read_tails(arr, tail_at, tl_size + topic_len, False)
     topic_start = tail_pos + tl_size
     topic_index, topics, bad_topics = group_topics(tails.data, topic_start, topic_len)
     prefix = prefix[:n]
@@ -364,18 +408,58 @@ def scan_file(buf, start: int, base: int, hints: np.ndarray | None = None) -> He
 
 
 # --- topics -------------------------------------------------------------------------------------
+_WORD = 8
+# _KEEP[r]: a 64-bit word mask keeping its first r bytes in memory order (any byte order)
+_KEEP = np.frombuffer(b"".join(bytes([0xFF] * r + [0] * (_WORD - r)) for r in range(_WORD + 1)), np.uint64)
+_FEW_TOPICS = 16  # told apart one by one; more than that are grouped by sorting
+
+
 def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Each topic as a row of big-endian 64-bit words (bytes past its length zeroed), then its length."""
-    words = max(1, -(-int(length.max()) // 8)) if len(length) else 1
-    last = len(arr) - 8
+    """Each topic as a row of 64-bit words (bytes past its length zeroed), then its length."""
+    words = max(1, -(-int(length.max()) // _WORD)) if len(length) else 1
+    last = len(arr) - _WORD
     out = np.empty((len(start), words + 1), dtype=np.uint64)
+    view = np.ndarray(shape=(last + 1,), dtype=np.uint64, buffer=arr, strides=(1,))
     for j in range(words):
-        word = gather(arr, np.minimum(start + 8 * j, last), ">u8")
-        keep = np.clip(length - 8 * j, 0, 8).astype(np.uint64)
-        mask = np.where(keep == 8, ~np.uint64(0), ~(~np.uint64(0) >> (keep * np.uint64(8))))
-        out[:, j] = np.where(keep > 0, word & mask, 0)
+        at = start + _WORD * j if j else start
+        if j or int(start.max(initial=0)) > last:
+            at = np.minimum(at, last)
+        out[:, j] = view[at] & _KEEP[np.clip(length - _WORD * j, 0, _WORD)]
     out[:, words] = length
     return out
+
+
+def _group_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact groups of equal rows: (index of the first row of each group, group of each row).
+
+    A few distinct rows are picked off one at a time (groups in order of first appearance);
+    beyond that, rows are grouped by a hash of their words and checked against their group's
+    first row, so a hash collision cannot merge two groups (it falls back to sorting rows).
+    """
+    n, width = rows.shape
+    inverse = np.full(n, -1, dtype=np.int64)
+    first: list[int] = []
+    at = 0
+    while len(first) < _FEW_TOPICS:
+        first.append(at)
+        same = rows[:, 0] == rows[at, 0]
+        for j in range(1, width):
+            same &= rows[:, j] == rows[at, j]
+        inverse[same] = len(first) - 1
+        left = inverse < 0
+        if not left.any():
+            return np.array(first, dtype=np.int64), inverse
+        at = int(np.argmax(left))
+    digest = np.zeros(n, dtype=np.uint64)
+    for j in range(width):
+        digest = digest * np.uint64(0x100000001B3) ^ rows[:, j]
+    _, firsts, inverse = np.unique(digest, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if not np.array_equal(rows, rows[firsts[inverse]]):
+        void = np.ascontiguousarray(rows).view(np.dtype((np.void, width * 8))).ravel()
+        _, firsts, inverse = np.unique(void, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+    return firsts, inverse.astype(np.int64)
 
 
 def group_topics(
@@ -384,22 +468,11 @@ def group_topics(
     """An exact grouping of the topic strings ``arr[start:start+length]``: index of each record's
     topic in the list, the list, and the entries that are not valid UTF-8.
 
-    Topics are grouped by a hash of their words, then every record is compared with its group's
-    first record, so a hash collision cannot merge two topics (it falls back to sorting rows).
     Invalid UTF-8 is decoded with replacement characters, as ``new String(bytes, UTF_8)`` does.
     """
     if not len(start):
         return np.zeros(0, dtype=np.int64), [], []
-    rows = _topic_words(arr, start, length)
-    digest = np.zeros(len(rows), dtype=np.uint64)
-    for j in range(rows.shape[1]):
-        digest = digest * np.uint64(0x100000001B3) ^ rows[:, j]
-    _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    if not np.array_equal(rows, rows[first[inverse]]):
-        void = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
-        _, first, inverse = np.unique(void, return_index=True, return_inverse=True)
-        inverse = inverse.ravel()
+    first, inverse = _group_rows(_topic_words(arr, start, length))
     topics: list[str] = []
     bad: list[int] = []
     for i in first.tolist():
@@ -409,7 +482,7 @@ def group_topics(
         except UnicodeDecodeError:
             bad.append(len(topics))
             topics.append(raw.decode("utf-8", "replace"))
-    return inverse.astype(np.int64), topics, bad
+    return inverse, topics, bad
 
 
 def batch_from_headers(headers: list, end: int) -> HeaderBatch:

@@ -40,6 +40,7 @@ _MASK32 = 0xFFFFFFFF
 _MAX_INT = 0x7FFFFFFF
 _WORD = 8
 _HIGH_BITS = np.frombuffer(bytes([0x80] * _WORD), dtype=np.uint64)[0]
+_LOW_BITS = np.frombuffer(bytes([0x01] * _WORD), dtype=np.uint64)[0]
 # _KEEP_LOW[r]: a 64-bit word mask keeping its first r bytes in memory order (any byte order)
 _KEEP_LOW = np.frombuffer(
     b"".join(bytes([0xFF] * r + [0] * (_WORD - r)) for r in range(_WORD + 1)), np.uint64
@@ -119,33 +120,60 @@ def _python_hash(raw: bytes) -> tuple[int, int]:
     return string_hash(text) & _MASK32, len(text.encode("utf-16-le")) // 2
 
 
+def _width_for(longest: int) -> int:
+    """The narrowest bulk hash width that holds ``longest`` bytes."""
+    return next(w for w in _HASH_WIDTHS if w >= longest)
+
+
+def _padded_rows(data: np.ndarray, start: np.ndarray, lens: np.ndarray, width: int) -> np.ndarray:
+    """The values as zero-padded rows of ``width`` bytes (one gather, then a mask per word)."""
+    block = block_gather(data, start, width)
+    if len(lens) and int(lens.min()) < width:
+        words = block.view(np.uint64)  # (len(rows), width // 8)
+        if width == _WORD:
+            words[:, 0] &= _KEEP_LOW[lens]
+        else:
+            words &= _KEEP_LOW[np.clip(lens[:, None] - _WORD_AT[: width // _WORD], 0, _WORD)]
+    return block
+
+
+def _hash_rows(block: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``java_hashes`` of values given as zero-padded rows (``_padded_rows``); ``lens`` becomes
+    the UTF-16 lengths."""
+    width = block.shape[1]
+    hashed = (block.astype(np.uint32) @ _POWERS[width]) * _INV_POWERS[width - lens]
+    wide = np.flatnonzero(_high_bits(block.view(np.uint64)))
+    if len(wide):
+        hashed[wide], lens[wide] = _hash_non_ascii(block[wide], hashed[wide], lens[wide])
+    return hashed, lens
+
+
 def java_hashes(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``String.hashCode`` (uint32) and UTF-16 length of each UTF-8 value ``data[start:start+length]``.
 
     ASCII values are hashed in bulk: ``sum(c[j] * 31**(W-1-j))`` over a zero-padded row of width
     W, then scaled by ``31**-(W-len)`` (31 is invertible modulo 2**32). Others are decoded (with
-    replacement, as ``decode_properties`` does) and hashed over UTF-16 code units.
+    replacement, as ``decode_properties`` does) and hashed over UTF-16 code units. Values of
+    similar lengths share one width; widely spread lengths are hashed in groups of widths.
     """
     n = len(start)
+    length = np.array(length, dtype=np.int64)  # a copy: the UTF-16 lengths are written into it
+    if n == 0:
+        return np.zeros(0, dtype=np.uint32), length
+    longest = int(length.max())
+    if longest <= max(_HASH_WIDTHS):
+        width = _width_for(longest)
+        if width <= 2 * _HASH_WIDTHS[0] or width <= 2 * _width_for(int(length.min())):
+            return _hash_rows(_padded_rows(data, start, length, width), length)
     hashes = np.zeros(n, dtype=np.uint32)
-    units = length.astype(np.int64).copy()
+    units = length.copy()
     lower = max(_HASH_WIDTHS)
     group = np.searchsorted(_HASH_WIDTHS, length)  # the narrowest width that holds each value
     present = np.flatnonzero(np.bincount(group, minlength=len(_HASH_WIDTHS) + 1)[: len(_HASH_WIDTHS)])
     for k in present.tolist():
-        width = _HASH_WIDTHS[k]
         rows = np.flatnonzero(group == k)
-        lens = length[rows].astype(np.int64)
-        block = block_gather(data, start[rows], width)
-        words = block.view(np.uint64)  # (len(rows), width // 8)
-        if lens.min() < width:
-            words &= _KEEP_LOW[np.clip(lens[:, None] - _WORD_AT[: width // 8], 0, _WORD)]
-        hashed = (block.astype(np.uint32) @ _POWERS[width]) * _INV_POWERS[width - lens]
-        wide = np.flatnonzero(_high_bits(words))
-        if len(wide):
-            hashed[wide], lens[wide] = _hash_non_ascii(block[wide], hashed[wide], lens[wide])
-        hashes[rows] = hashed
-        units[rows] = lens
+        lens = length[rows]  # a copy
+        hashes[rows], units[rows] = _hash_rows(_padded_rows(data, start[rows], lens, _HASH_WIDTHS[k]), lens)
     for i in np.flatnonzero(length > lower).tolist():
         s, ln = int(start[i]), int(length[i])
         hashes[i], units[i] = _python_hash(bytes(data[s : s + ln]))
@@ -284,6 +312,38 @@ def tags_codes(
     return codes
 
 
+def _key_tokens(scan: Scan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-empty tokens of ``KEYS.split(" ")`` of each row, hashed: (position in ``rows``,
+    ``String.hashCode``, UTF-16 length) of each, in order.
+
+    When every value fits one bulk width and none holds a space, each value is its one token
+    and is hashed from the rows read to look for spaces.
+    """
+    keys = scan.values[fmt.PROPERTY_KEYS]
+    k_local = np.flatnonzero(keys.present[rows])
+    picked = rows[k_local]
+    k_start, k_len = keys.start[picked], keys.length[picked]
+    longest = int(k_len.max()) if len(k_len) else 0
+    if 0 < longest <= max(_HASH_WIDTHS):
+        block = _padded_rows(scan.data, k_start, k_len, _width_for(longest))
+        if not _has_byte(block.view(np.uint64), ord(fmt.KEY_SEPARATOR)):
+            t_hash, t_units = _hash_rows(block, k_len)
+            return k_local, t_hash, t_units
+    mask = np.zeros(len(scan), dtype=bool)
+    mask[rows] = True
+    subset = Values(keys.present & mask, keys.start, keys.length)
+    t_rec, t_start, t_len = split_tokens(scan.data, subset)
+    t_hash, t_units = java_hashes(scan.data, t_start, t_len)
+    t_local = t_rec if len(rows) == len(scan) else np.searchsorted(rows, t_rec)  # rows: all, or sorted
+    return t_local, t_hash, t_units
+
+
+def _has_byte(words: np.ndarray, byte: int) -> bool:
+    """Whether any byte of the 64-bit ``words`` equals ``byte`` (a nonzero one)."""
+    x = words ^ np.uint64(byte * 0x0101010101010101)
+    return bool(((x - _LOW_BITS) & ~x & _HIGH_BITS).any())  # exact: is some byte of x zero
+
+
 def index_keys(scan: Scan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The keys ``IndexService.buildIndex`` puts in the index for each row, in its order: UNIQ_KEY,
     then every non-empty token of ``KEYS.split(" ")`` (FORMATS.md §3.2).
@@ -294,34 +354,35 @@ def index_keys(scan: Scan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     h = scan.headers
     n = len(rows)
     uniq = scan.values[fmt.PROPERTY_UNIQ_KEY]
-    keys = scan.values[fmt.PROPERTY_KEYS]
     u_local = np.flatnonzero(uniq.present[rows])
     u_hash, u_units = java_hashes(scan.data, uniq.start[rows[u_local]], uniq.length[rows[u_local]])
-    mask = np.zeros(len(scan), dtype=bool)
-    mask[rows] = True
-    subset = Values(keys.present & mask, keys.start, keys.length)
-    t_rec, t_start, t_len = split_tokens(scan.data, subset)
-    t_hash, t_units = java_hashes(scan.data, t_start, t_len)
-    t_local = t_rec if n == len(scan) else np.searchsorted(rows, t_rec)  # rows: all, or sorted
-    has_uniq = np.zeros(n, dtype=np.int64)
-    has_uniq[u_local] = 1
-    tokens = np.bincount(t_local, minlength=n).astype(np.int64)
-    per_record = has_uniq + tokens
-    first_slot = np.cumsum(per_record) - per_record
-    total = int(per_record.sum())
-    local = np.empty(total, dtype=np.int64)
-    key_hash = np.empty(total, dtype=np.uint32)
-    units = np.empty(total, dtype=np.int64)
-    at = first_slot[u_local]
-    local[at], key_hash[at], units[at] = u_local, u_hash, u_units
-    if len(t_local):
-        token_first = np.cumsum(tokens) - tokens
-        ordinal = np.arange(len(t_local)) - token_first[t_local]
-        at = first_slot[t_local] + has_uniq[t_local] + ordinal
-        local[at], key_hash[at], units[at] = t_local, t_hash, t_units
+    t_local, t_hash, t_units = _key_tokens(scan, rows)
+    if len(u_local) == n and len(t_local) == n and (n == 0 or int(t_local[-1]) == n - 1):
+        # one UNIQ_KEY and one token per row: the keys alternate
+        local = np.repeat(np.arange(n, dtype=np.int64), 2)
+        key_hash = np.stack((u_hash, t_hash), axis=1).ravel()
+        units = np.stack((u_units, t_units), axis=1).ravel()
+    else:
+        has_uniq = np.zeros(n, dtype=np.int64)
+        has_uniq[u_local] = 1
+        tokens = np.bincount(t_local, minlength=n).astype(np.int64)
+        per_record = has_uniq + tokens
+        first_slot = np.cumsum(per_record) - per_record
+        total = int(per_record.sum())
+        local = np.empty(total, dtype=np.int64)
+        key_hash = np.empty(total, dtype=np.uint32)
+        units = np.empty(total, dtype=np.int64)
+        at = first_slot[u_local]
+        local[at], key_hash[at], units[at] = u_local, u_hash, u_units
+        if len(t_local):
+            token_first = np.cumsum(tokens) - tokens
+            ordinal = np.arange(len(t_local)) - token_first[t_local]
+            at = first_slot[t_local] + has_uniq[t_local] + ordinal
+            local[at], key_hash[at], units[at] = t_local, t_hash, t_units
     prefix_by_topic = np.array([topic_prefix_hash(t) for t in h.topics], dtype=np.uint32)
-    prefix = prefix_by_topic[h.topic_index[rows[local]]]
-    full_hash = np.abs(signed32(prefix * pow31(units) + key_hash))
+    topic_of_row = h.topic_index[rows] if n != len(scan) else h.topic_index
+    full_hash = signed32(prefix_by_topic[topic_of_row[local]] * pow31(units) + key_hash)
+    np.abs(full_hash, out=full_hash)
     full_hash[full_hash > _MAX_INT] = 0  # abs(Integer.MIN_VALUE) is still negative: 0
     return local, full_hash
 
@@ -351,44 +412,55 @@ def _locate_in_block(
     The bytes at ``first-1`` and ``end`` are overwritten with the separator, so every region is
     bounded by separators and every segment follows one: a pair of ``name`` starts right after
     a separator inside its region with ``name`` 0x01, and its value runs to the next separator.
+    The 8 bytes after every separator are read once and compared with each ``name`` 0x01.
     """
     block = tails.block
     rows = tails.rows
     m, width = len(rows), tails.width
     flat = block.ravel()
-    row_at = np.arange(m, dtype=np.int64) * width
+    row_at = np.arange(0, m * width, width, dtype=np.int64)
     flat[row_at + first - 1] = _SEP
     flat[row_at + end] = _SEP
     seps = np.flatnonzero(flat[: m * width] == _SEP)
-    lead = flat[seps + 1]
-    words = np.ndarray(shape=(len(flat) - 7,), dtype=">u8", buffer=flat, strides=(1,))
+    words = np.ndarray(shape=(len(flat) - 7,), dtype=np.uint64, buffer=flat, strides=(1,))
+    lead = words[seps + 1]  # memory order: byte i of the word is byte i after the separator
+    every = m == 0 or int(rows[-1]) == m - 1  # block row j is record j
     for name in names:
         key = name.encode() + _NAME_VALUE
-        at = np.flatnonzero(lead == key[0])  # separators followed by the key's first byte
-        for i in range(0, len(key), 8):
-            chunk = key[i : i + 8]
-            w = words[seps[at] + 1 + i]
-            if len(chunk) < 8:
-                w = w >> np.uint64(64 - 8 * len(chunk))
-            at = at[w == np.uint64(int.from_bytes(chunk, "big"))]
+        head = key[:_WORD]
+        want = np.frombuffer(head.ljust(_WORD, b"\0"), dtype=np.uint64)[0]
+        if len(head) < _WORD:
+            at = np.flatnonzero((lead & _KEEP_LOW[len(head)]) == want)
+        else:
+            at = np.flatnonzero(lead == want)
+        for i in range(_WORD, len(key), _WORD):
+            chunk = key[i : i + _WORD]
+            want = np.frombuffer(chunk.ljust(_WORD, b"\0"), dtype=np.uint64)[0]
+            at = at[(words[seps[at] + 1 + i] & _KEEP_LOW[len(chunk)]) == want]
+        if len(at) == 0:
+            continue
         s = seps[at] + 1
         row = s // width
         col = s - row * width
         inside = (col >= first[row]) & (col < end[row])
-        at, row = at[inside], row[inside]
+        if not inside.all():
+            at, row = at[inside], row[inside]
         value = seps[at] + 1 + len(key)
         stop = seps[at + 1]  # the key holds no separator: the next one ends the value
-        keep = stop > value
-        value, stop, row = value[keep], stop[keep], row[keep]
-        if len(row) == 0:
-            continue
-        last = np.ones(len(row), dtype=bool)
-        last[:-1] = row[:-1] != row[1:]
-        value, stop, row = value[last], stop[last], row[last]
+        keep = stop > value  # an empty value makes no pair
+        if not keep.all():
+            value, stop, row = value[keep], stop[keep], row[keep]
+        if len(row) > 1:
+            last = np.ones(len(row), dtype=bool)
+            last[:-1] = row[:-1] != row[1:]  # the last pair of a name wins
+            if not last.all():
+                value, stop, row = value[last], stop[last], row[last]
         target = values[name]
-        target.present[rows[row]] = True
-        target.start[rows[row]] = value
-        target.length[rows[row]] = stop - value
+        if not every:
+            row = rows[row]
+        target.present[row] = True
+        target.start[row] = value
+        target.length[row] = stop - value
 
 
 def locate(batch: HeaderBatch, names: Sequence[str] = DISPATCH_PROPERTIES) -> dict[str, Values]:
