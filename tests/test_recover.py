@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rmqcli.ops.recover import apply_recover, stage_recover
+from rmqcli.ops.recover import NORMAL_START_FROM_LAST, apply_recover, discard, stage_recover
 from rmqcli.store import Store
+from rmqcli.store.commitlog import Record
 from rmqcli.store.store import CONSUMEQUEUE_DIR
 from tests.realfixtures import REAL_ROOT
 from tests.test_rebuild import cq_files, index_contents, writable_copy
@@ -206,3 +207,37 @@ def test_missing_index_and_stale_checkpoint_after_a_crash(tmp_path):
     assert cq_files(root) == cqs
     assert [(h, e) for h, e, _ in index_contents(root)] == [(h, e) for h, e, _ in index]
     assert not (root / "abort").exists()
+
+
+@pytest.mark.parametrize("damage", ["length-mismatch", "bad-magic"])
+def test_reput_skips_bad_records_before_the_walk_as_a_master_broker(damage, tmp_path):
+    """Normal recovery walks the last three files; with the queues gone the reput starts at file 0.
+
+    ``ReputMessageService.doReput``: a record whose TOTALSIZE disagrees with its fields is skipped
+    by its TOTALSIZE; anything else unreadable skips the rest of its file.
+    """
+    root, _, _ = _damaged(tmp_path)
+    store = _open(root)
+    assert len(store.commitlog.files) > NORMAL_START_FROM_LAST
+    first = store.commitlog.files[0]
+    records = [r for r in store.commitlog.records() if isinstance(r, Record)]
+    in_first = [r for r in records if r.position < first.from_offset + first.size]
+    victim = in_first[len(in_first) // 2]
+    store.close()
+    data = bytearray(first.path.read_bytes())
+    pos = victim.position - first.from_offset
+    if damage == "length-mismatch":
+        field = pos + victim.body_offset - 4  # BODYLENGTH: one less than the body holds
+        data[field : field + 4] = (victim.body_length - 1).to_bytes(4, "big")
+        lost = [victim]
+    else:
+        data[pos + 4 : pos + 8] = b"\x00\x00\x00\x01"
+        lost = [r for r in in_first if r.position >= victim.position]
+    first.path.write_bytes(bytes(data))
+    shutil.rmtree(root / CONSUMEQUEUE_DIR)
+
+    result = stage_recover(_open(root), mode="normal")
+    assert result.end == records[-1].position + records[-1].total_size  # the walk never saw file 0
+    assert result.dispatched == len(records) - len(lost)
+    assert any(f"{first.name} at {pos}" in note for note in result.plan.notes)
+    discard(result)

@@ -35,7 +35,7 @@ from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, 
 from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.commitlog import LengthMismatchError, Record, RecordError, classify_tail, decode_record
+from rmqcli.store.commitlog import Record, RecordError, broker_read_length, classify_tail, decode_record
 from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.sparse import same_tree
@@ -329,9 +329,10 @@ def reput_records(
 ) -> Iterator[Record]:
     """The records ``ReputMessageService.doReput`` dispatches from ``start`` (a record start) to ``end``.
 
-    As a master broker's reput: a record whose TOTALSIZE disagrees with its fields is skipped by
-    its TOTALSIZE ("[BUG]read total count not equals msg total size"); anything else unreadable
-    skips the rest of its file. Salvaged regions give their tombstones.
+    As a master broker's reput: a record whose TOTALSIZE disagrees with the length its fields give
+    (read as ``broker_read_length`` does) is skipped by its TOTALSIZE ("[BUG]read total count not
+    equals msg total size"); anything else unreadable skips the rest of its file. Salvaged
+    regions give their tombstones.
     """
     for mf in store.commitlog.files:
         if mf.from_offset + mf.size <= start or mf.from_offset >= end:
@@ -351,16 +352,14 @@ def reput_records(
                 break  # BLANK, zeros: the next file
             try:
                 rec = decode_record(buf, pos, limit, str(mf.path), mf.from_offset)
-            except LengthMismatchError as exc:
-                notes.append(
-                    f"{mf.name} at {pos}: {exc}; the reput skips {exc.total_size} bytes, as the broker's"
-                )
-                pos += exc.total_size
-                continue
             except RecordError as exc:
-                notes.append(
-                    f"{mf.name} at {pos}: {exc}; the reput skips the rest of the file, as the broker's"
-                )
+                total = fmt.TOTAL_SIZE_STRUCT.unpack_from(buf, pos)[0]
+                read = broker_read_length(buf, pos, limit)
+                if read is not None and read != total and total > 0:
+                    notes.append(f"{mf.name} at {pos}: {exc}; the reput skips its {total} bytes, as a broker")
+                    pos += total
+                    continue
+                notes.append(f"{mf.name} at {pos}: {exc}; the reput skips the rest of the file, as a broker")
                 break
             yield rec
             pos += rec.total_size

@@ -51,15 +51,6 @@ class RecordError(Exception):
     """A record that fails ``checkMessageAndReturnSize``; ``reason`` is one line."""
 
 
-class LengthMismatchError(RecordError):
-    """A record whose fields read but whose TOTALSIZE is not their computed length: the one
-    failure after which ``checkMessageAndReturnSize`` still returns TOTALSIZE (a reput skips it)."""
-
-    def __init__(self, message: str, total_size: int):
-        super().__init__(message)
-        self.total_size = total_size
-
-
 @dataclass(slots=True)
 class Record:
     """One decoded CommitLog record; ``position`` is where it was read."""
@@ -255,7 +246,7 @@ def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int
         props_raw = b""
     expected = fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
     if expected != total:
-        raise LengthMismatchError(f"total size {total} != computed length {expected}", total)
+        raise RecordError(f"total size {total} != computed length {expected}")
     try:
         topic = topic_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -286,6 +277,37 @@ def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int
         buf,
         pos,
     )
+
+
+def broker_read_length(buf, pos: int, limit: int) -> int | None:
+    """The length ``checkMessageAndReturnSize`` (readBody=false) computes from a record's fields.
+
+    The broker reads each field where the previous one ends, bounded by the file's data, not by
+    TOTALSIZE: a negative body or properties length reads nothing, a negative topic length or a
+    read past ``limit`` fails (None), as does an unknown magic.
+    """
+    if pos + fmt.PREFIX_SIZE > limit:
+        return None
+    magic = _SIZE_MAGIC.unpack_from(buf, pos)[1]
+    if magic not in fmt.MESSAGE_MAGICS:
+        return None
+    sys_flag = _INT32.unpack_from(buf, pos + fmt.PREFIX_OFFSETS["sys_flag"])[0]
+    header = fmt.HEADER_STRUCTS[sys_flag & fmt.HOST_FLAGS]
+    if pos + header.size > limit:
+        return None
+    body_len = header.unpack_from(buf, pos)[-1]
+    p = pos + header.size + max(body_len, 0)
+    tl_struct = _TOPIC_LEN[magic]
+    if p + tl_struct.size > limit:
+        return None
+    topic_len = tl_struct.unpack_from(buf, p)[0]
+    p += tl_struct.size + topic_len
+    if topic_len < 0 or p + _PROPS_LEN.size > limit:
+        return None
+    props_len = _PROPS_LEN.unpack_from(buf, p)[0]
+    if p + _PROPS_LEN.size + max(props_len, 0) > limit:
+        return None
+    return fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
 
 
 def classify_tail(buf, pos: int, limit: int) -> tuple[str, int | None]:
