@@ -126,3 +126,20 @@ def test_missing_pyspark_says_how_to_install(generated_stores):
     )
     assert proc.returncode == 2
     assert "pip install 'rmqcli[spark]'" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_progress_line_counts_the_tasks_of_its_group(spark):  # noqa: F811
+    import io
+
+    from rmqcli.pipeline.progress import ProgressLine
+
+    sc = spark.sparkContext
+    sc.setJobGroup("rmq-progress-test", "progress test")
+    try:
+        assert sc.parallelize(range(10), 5).map(lambda x: x + 1).sum() == 55
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    stream = io.StringIO()
+    line = ProgressLine(sc, "rmq-progress-test", "test job", enabled=True, stream=stream)
+    assert line.snapshot() == (1, 5, 0, 5)
+    assert line.text() == "test job: 5/5 tasks done, 0 running (1 Spark jobs)"

@@ -70,3 +70,18 @@ def test_bad_queries_are_usage_errors(generated_stores):  # noqa: F811
     assert rmq("pipeline", "search", store).returncode == 2
     assert rmq("pipeline", "search", store, "--body-regex", "(").returncode == 2
     assert rmq("pipeline", "search", store, "--property", "novalue").returncode == 2
+
+
+def test_a_store_given_as_url(spark, all_stores, sample):  # noqa: F811
+    key = sample[0]
+    url = all_stores[1].resolve().as_uri()
+    rows = search(url, "--key", key)
+    assert [r["position"] for r in rows] == [p for _, p in scan(all_stores[1:2], lambda r: key in r.keys)]
+    assert {r["store"] for r in rows} == {url}
+
+
+def test_stats_and_rebuild_need_directories(generated_stores):  # noqa: F811
+    url = generated_stores[0].resolve().as_uri()
+    for command in ("stats", "rebuild"):
+        proc = rmq("pipeline", command, url)
+        assert proc.returncode == 2 and "not a URL" in proc.stderr

@@ -6,7 +6,6 @@ Imports only typer and light modules: PySpark is loaded inside the commands.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,11 +16,20 @@ from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, resolve_f
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, schema_help
 
 StoresArg = Annotated[
-    list[Path],
+    list[str],
     typer.Argument(
         metavar="STORE...",
         help="Store directories. Each must be visible under the same path to the driver and to every "
         "Spark executor (a local run, or a filesystem shared by the cluster).",
+    ),
+]
+UrlStoresArg = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="STORE...",
+        help="Store directories, visible under the same path to the driver and to every Spark executor "
+        "(a local run, or a filesystem shared by the cluster), or URLs Spark can read (hdfs://, s3a://, "
+        "file://, ...: the CommitLog files are read through Spark).",
     ),
 ]
 MasterOpt = Annotated[
@@ -72,7 +80,7 @@ EXPORT_HELP = (
 
 @app.command("export", help=EXPORT_HELP)
 def export(
-    stores: StoresArg,
+    stores: UrlStoresArg,
     out: Annotated[str, typer.Option("--out", "-O", help="Output directory (or any URL Spark can write).")],
     format_: Annotated[
         ExportFormat, typer.Option("--format", help="parquet or jsonl.")
@@ -96,14 +104,15 @@ def export(
     config: ConfigOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    from rmqcli.pipeline.export import Selection
+    from rmqcli.pipeline.export import Selection, check_out
     from rmqcli.pipeline.export import export as run_export
     from rmqcli.pipeline.session import spark_session
 
     selection = Selection(frozenset(topic or ()), parse_time(since, "--since"), parse_time(until, "--until"))
     from rmqcli.pipeline.tasks import check_stores
 
-    check_stores(stores, config)
+    check_stores(stores, config, urls=True)
+    check_out(out, overwrite)
     with spark_session(master, "rmq pipeline export") as session:
         result = run_export(
             session,
@@ -259,7 +268,7 @@ order."""
 
 @app.command("search", help=SEARCH_HELP)
 def search(
-    stores: StoresArg,
+    stores: UrlStoresArg,
     key: Annotated[
         str | None, typer.Option("--key", "-k", help="Records with this key among their KEYS.")
     ] = None,
@@ -299,7 +308,7 @@ def search(
     )
     from rmqcli.pipeline.tasks import check_stores
 
-    check_stores(stores, config)
+    check_stores(stores, config, urls=True)
     with spark_session(master, "rmq pipeline search") as session:
         rows = run_search(session, stores, query, body=body.value, config=config)
     columns = list(SEARCH_COLUMNS)

@@ -18,7 +18,8 @@ from typing import Any
 
 from rmqcli.errors import UsageError
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, arrow_schema, spark_schema
-from rmqcli.pipeline.tasks import FileTask, file_tasks
+from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
+from rmqcli.store.commitlog import CommitLog
 
 BATCH_ROWS = 4096
 DAY_MS = 86_400_000
@@ -45,14 +46,19 @@ class Selection:
 
 def task_rows(task: FileTask, selection: Selection, body: ExportBody) -> Iterator[dict[str, Any]]:
     """The export rows of one CommitLog file (on an executor)."""
+    return commitlog_rows(task.commitlog(), task.store, selection, body)
+
+
+def commitlog_rows(
+    commitlog: CommitLog, store: StoreRef, selection: Selection, body: ExportBody
+) -> Iterator[dict[str, Any]]:
+    """The export rows of the records of ``commitlog`` (closed at the end)."""
     from formats.commitlog import parse_delay_levels
     from rmqcli.ops.records import BodyMode, RecordFilter, record_fields
 
     flt = RecordFilter(since=selection.since, until=selection.until)
-    delay = parse_delay_levels(task.store.delay_levels)
+    delay = parse_delay_levels(store.delay_levels)
     mode = BodyMode.utf8 if body is ExportBody.text else BodyMode.none
-    store = task.store.path
-    commitlog = task.commitlog()
     try:
         for rec in commitlog.records():
             if selection.topics and rec.topic not in selection.topics:
@@ -65,38 +71,70 @@ def task_rows(task: FileTask, selection: Selection, body: ExportBody) -> Iterato
                 if rec.compressed:
                     row["decompressedLength"] = len(data)
                 row["body"] = data
-            row["store"] = store
+            row["store"] = store.path
             row["storeDate"] = store_date(rec.store_timestamp)
             yield row
     finally:
         commitlog.close()
 
 
-def arrow_batches(tasks: list[FileTask], selection: Selection, body: ExportBody, counter=None):  # type: ignore[no-untyped-def]
-    """The ``mapInArrow`` function: batches of task ids in, record batches out."""
+def _batched(rows: Iterator[dict[str, Any]], schema, counter) -> Iterator:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
     from rmqcli.pipeline.session import task_errors
 
-    def run(batches):  # type: ignore[no-untyped-def]
-        import pyarrow as pa
+    chunk: list[dict[str, Any]] = []
+    with task_errors():
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= BATCH_ROWS:
+                yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+                if counter is not None:
+                    counter.add(len(chunk))
+                chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+        if counter is not None:
+            counter.add(len(chunk))
 
+
+def arrow_batches(tasks: list[FileTask], selection: Selection, body: ExportBody, counter=None):  # type: ignore[no-untyped-def]
+    """The ``mapInArrow`` function of local stores: task ids in, record batches out."""
+
+    def run(batches):  # type: ignore[no-untyped-def]
         schema = arrow_schema(body)
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                rows: list[dict[str, Any]] = []
-                with task_errors():
-                    for row in task_rows(tasks[task_id], selection, body):
-                        rows.append(row)
-                        if len(rows) >= BATCH_ROWS:
-                            yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                            if counter is not None:
-                                counter.add(len(rows))
-                            rows = []
-                if rows:
-                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                    if counter is not None:
-                        counter.add(len(rows))
+                yield from _batched(task_rows(tasks[task_id], selection, body), schema, counter)
 
     return run
+
+
+def url_batches(stores: dict[int, StoreRef], selection: Selection, body: ExportBody, counter=None):  # type: ignore[no-untyped-def]
+    """The ``mapInArrow`` function of URL stores: (path, content, store) rows of the ``binaryFile``
+    source in, record batches out."""
+
+    def run(batches):  # type: ignore[no-untyped-def]
+        schema = arrow_schema(body)
+        for batch in batches:
+            paths, contents, refs = (batch.column(i).to_pylist() for i in range(3))
+            for path, content, ref in zip(paths, contents, refs, strict=True):
+                commitlog = bytes_commitlog(path, content)
+                yield from _batched(commitlog_rows(commitlog, stores[ref], selection, body), schema, counter)
+
+    return run
+
+
+def url_frame(session, store: StoreRef):  # type: ignore[no-untyped-def]
+    """The CommitLog files of a URL store as (path, content, store) rows, read by Spark."""
+    from pyspark.sql import functions as F
+
+    return (
+        session.read.format("binaryFile")
+        .option("pathGlobFilter", "[0-9]" * 20)
+        .load(commitlog_url(store))
+        .select("path", "content", F.lit(store.index).alias("store"))
+    )
 
 
 @dataclass
@@ -104,7 +142,7 @@ class ExportResult:
     out: str
     format: str
     stores: int
-    files: int
+    files: int | None  # CommitLog files of local stores (None: URL stores, listed by Spark)
     records: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,9 +156,15 @@ class ExportResult:
         }
 
 
+def check_out(out: str, overwrite: bool) -> None:
+    """Refuse an existing local output directory unless ``overwrite``."""
+    if not is_url(out) and Path(out).exists() and not overwrite:
+        raise UsageError(f"{out}: already exists (use --overwrite to replace it)")
+
+
 def export(
     session,  # type: ignore[no-untyped-def]
-    paths: list[Path],
+    paths: list[Path | str],
     out: str,
     *,
     fmt: ExportFormat = ExportFormat.parquet,
@@ -133,16 +177,22 @@ def export(
     """Write every selected record of the stores under ``out``, partitioned by topic and date."""
     from rmqcli.pipeline.session import jobs
 
-    if "://" not in out:
-        target = Path(out)
-        if target.exists() and not overwrite:
-            raise UsageError(f"{out}: already exists (use --overwrite to replace it)")
-    stores, tasks = file_tasks(paths, config)
+    check_out(out, overwrite)
+    stores, tasks = file_tasks(paths, config, urls=True)
+    remote = {ref.index: ref for ref in stores if is_url(ref.path)}
     sc = session.sparkContext
     counter = sc.accumulator(0)
-    with jobs(session, f"export {len(tasks)} CommitLog files", progress=progress):
+    schema = spark_schema(body)
+    with jobs(session, f"export {len(stores)} stores", progress=progress):
         ids = session.range(0, len(tasks), 1, numPartitions=max(len(tasks), 1))
-        frame = ids.mapInArrow(arrow_batches(tasks, selection, body, counter), spark_schema(body))
+        frame = ids.mapInArrow(arrow_batches(tasks, selection, body, counter), schema)
+        if remote:
+            # one CommitLog file (up to 1 GiB) per Arrow batch into the Python workers
+            session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")
+            files = functools.reduce(
+                lambda a, b: a.unionByName(b), [url_frame(session, r) for r in remote.values()]
+            )
+            frame = frame.unionByName(files.mapInArrow(url_batches(remote, selection, body, counter), schema))
         writer = frame.write.mode("overwrite" if overwrite else "errorifexists").partitionBy(
             *PARTITION_COLUMNS
         )
@@ -150,4 +200,4 @@ def export(
             writer.parquet(out)
         else:
             writer.json(out)
-    return ExportResult(out, fmt.value, len(stores), len(tasks), int(counter.value))
+    return ExportResult(out, fmt.value, len(stores), len(tasks) if not remote else None, int(counter.value))

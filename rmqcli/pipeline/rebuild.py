@@ -74,16 +74,20 @@ def stage_from_scans(
     dispatcher = FastDispatcher(
         staged, settings, ops.rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
     )
+    corrupt = False
     try:
         for scan in scans:
             dispatcher.dispatch(scan, np.flatnonzero(scan.physical >= start))
-            if scan.error is not None:  # as a broker's reput: nothing after a corrupt record
-                result.plan.notes.append(f"{ops._REPUT_STOPPED}: {scan.error}")
+            if scan.error is not None:
+                corrupt = True
                 break
         for _ in scans:  # the rest of this store's scans, unread
             pass
     finally:
         dispatcher.close()
+    if corrupt:  # a CommitLog not valid throughout: the record-by-record path skips what a reput skips
+        ops.discard(result)
+        return ops.stage_rebuild(store, consume_queues=consume_queues, index=index, topic=topic)
     result.records = dispatcher.records
     result.queues = len(dispatcher.queues)
     result.units = dispatcher.units
@@ -114,7 +118,7 @@ def _by_store(items: Iterator[tuple[int, object]], count: int) -> Iterator[Itera
 
 def pipeline_rebuild(
     session,  # type: ignore[no-untyped-def]
-    paths: list[Path],
+    paths: list[Path | str],
     report: Report,
     *,
     consume_queues: bool = True,

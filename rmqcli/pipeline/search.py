@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from rmqcli.errors import UsageError
-from rmqcli.pipeline.tasks import FileTask, file_tasks
-from rmqcli.store.commitlog import Record
+from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
+from rmqcli.store.commitlog import CommitLog, Record
+from rmqcli.store.naming import is_offset_name
 
 
 @dataclass(frozen=True)
@@ -69,25 +70,29 @@ def parse_property(text: str) -> tuple[str, str]:
 
 def task_matches(task: FileTask, query: Query, body: str = "none") -> list[dict[str, Any]]:
     """The matching rows of one CommitLog file (on an executor)."""
+    return commitlog_matches(task.commitlog(), task.store, query, body)
+
+
+def commitlog_matches(
+    commitlog: CommitLog, store: StoreRef, query: Query, body: str = "none"
+) -> list[dict[str, Any]]:
+    """The matching rows of the records of ``commitlog`` (closed at the end)."""
     from formats.commitlog import parse_delay_levels
     from rmqcli.ops.records import BodyMode, record_fields
 
-    commitlog = task.commitlog()
     try:
         mf = commitlog.files[0]
         buf = mf.map()
         if any(buf.find(lit) < 0 for lit in query.literals()):
             return []
         pattern = re.compile(query.body_regex) if query.body_regex is not None else None
-        delay = parse_delay_levels(task.store.delay_levels)
+        delay = parse_delay_levels(store.delay_levels)
         rows = []
         for rec in commitlog.records():
             if query.matches(rec, pattern):
-                row = {
-                    "store": task.store.path,
-                    **record_fields(rec, body=BodyMode(body), delay_millis=delay),
-                }
-                rows.append(row)
+                rows.append(
+                    {"store": store.path, **record_fields(rec, body=BodyMode(body), delay_millis=delay)}
+                )
         return rows
     finally:
         commitlog.close()
@@ -100,9 +105,16 @@ def _run_task(task: FileTask, query: Query, body: str) -> list[dict[str, Any]]:
         return task_matches(task, query, body)
 
 
+def _run_url(path: str, data: bytes, store: StoreRef, query: Query, body: str) -> list[dict[str, Any]]:
+    from rmqcli.pipeline.session import task_errors
+
+    with task_errors():
+        return commitlog_matches(bytes_commitlog(path, data), store, query, body)
+
+
 def search(
     session,  # type: ignore[no-untyped-def]
-    paths: list[Path],
+    paths: list[Path | str],
     query: Query,
     *,
     body: str = "none",
@@ -112,11 +124,22 @@ def search(
     """Every matching record of the stores, in store then CommitLog order."""
     from rmqcli.pipeline.session import jobs
 
-    _, tasks = file_tasks(paths, config)
-    if not tasks:
-        return []
-    with jobs(session, f"search {len(tasks)} CommitLog files", progress=progress):
-        rdd = session.sparkContext.parallelize(list(enumerate(tasks)), len(tasks))
-        found = rdd.flatMap(lambda it: [(it[0], row) for row in _run_task(it[1], query, body)]).collect()
+    stores, tasks = file_tasks(paths, config, urls=True)
+    sc = session.sparkContext
+    found: list[tuple[int, dict[str, Any]]] = []
+    with jobs(session, f"search {len(stores)} stores", progress=progress):
+        if tasks:
+            rdd = sc.parallelize(tasks, len(tasks))
+            found += rdd.flatMap(lambda t: [(t.store.index, r) for r in _run_task(t, query, body)]).collect()
+        for ref in stores:
+            if is_url(ref.path):
+                files = sc.binaryFiles(commitlog_url(ref)).filter(
+                    lambda item: is_offset_name(item[0].rsplit("/", 1)[-1])
+                )
+                found += files.flatMap(
+                    lambda item, ref=ref: [
+                        (ref.index, r) for r in _run_url(item[0], item[1], ref, query, body)
+                    ]
+                ).collect()
     found.sort(key=lambda item: (item[0], item[1]["position"]))
     return [row for _, row in found]

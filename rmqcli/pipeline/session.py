@@ -30,6 +30,7 @@ DEFAULT_MASTER = "local[*]"
 _MARK = "<<rmq-task-error "
 _END = " rmq-task-error>>"
 _MARKED = re.compile(re.escape(_MARK) + r"(\d+) (\w+) (.*?)" + re.escape(_END), re.S)
+_MISSING_PATH = ("PATH_NOT_FOUND", "Path does not exist", "Input path does not exist")
 _BY_CODE: dict[int, type[errors.RmqError]] = {
     cls.exit_code: cls
     for cls in (
@@ -209,6 +210,8 @@ def jobs(session: SparkSession, label: str, *, progress: bool | None = None) -> 
         found = error_from_text(str(exc))
         if found is not None:
             raise found from None
+        if any(mark in str(exc) for mark in _MISSING_PATH):
+            raise errors.NotFoundError(_first_line(exc)) from None
         raise errors.RmqError(f"Spark job failed: {_first_line(exc)}") from exc
     finally:
         line.stop()

@@ -222,7 +222,7 @@ def _run_task(task: FileTask) -> FilePartial:
 
 def pipeline_stats(
     session,  # type: ignore[no-untyped-def]
-    paths: list[Path],
+    paths: list[Path | str],
     *,
     config: Path | None = None,
     progress: bool | None = None,

@@ -5,17 +5,32 @@ file sizes count); a task names its file by path and offset, and the executor th
 the file and reads it with the same ``rmqcli.store`` readers as the single-process commands.
 Executors must therefore see the store paths under the same names as the driver (a local run,
 or a filesystem shared by the cluster's machines).
+
+A store given as a URL (``hdfs://...``, ``s3a://...``, ``file:///...``: anything Hadoop reads) is
+read by Spark itself (the ``binaryFile`` source): export and search take such stores, and a task
+gets the bytes of its file instead of a path (``bytes_commitlog``).
 """
 
 from __future__ import annotations
 
+import mmap
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqcli.errors import NotFoundError
+from rmqcli.errors import NotFoundError, UsageError
 from rmqcli.store import Store
 from rmqcli.store.commitlog import CommitLog
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
+from rmqcli.store.naming import is_offset_name
+from rmqcli.store.settings import StoreSettings, load_broker_conf
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(store: str | Path) -> bool:
+    """Whether a store argument is a URL for Spark to read (``scheme://...``)."""
+    return isinstance(store, str) and _URL.match(store) is not None
 
 
 @dataclass(frozen=True)
@@ -63,11 +78,22 @@ def open_store(path: Path | str, config: Path | None = None) -> Store:
     return store
 
 
-def file_tasks(paths: list[Path], config: Path | None = None) -> tuple[list[StoreRef], list[FileTask]]:
-    """The stores named on the command line and a task for each of their CommitLog files."""
+def file_tasks(
+    paths: list[Path | str], config: Path | None = None, *, urls: bool = False
+) -> tuple[list[StoreRef], list[FileTask]]:
+    """The stores named on the command line and a task for each CommitLog file of the local ones.
+
+    ``urls``: URL stores are allowed (they get a ``StoreRef`` and no tasks: Spark lists them).
+    """
     stores: list[StoreRef] = []
     tasks: list[FileTask] = []
     for i, path in enumerate(paths):
+        if is_url(path):
+            if not urls:
+                raise UsageError(f"{path}: this command needs a store directory, not a URL")
+            settings = load_broker_conf(config) if config else StoreSettings()
+            stores.append(StoreRef(i, str(path).rstrip("/"), settings.message_delay_level))
+            continue
         store = open_store(path, config)
         try:
             ref = StoreRef(i, str(store.root), store.settings.message_delay_level)
@@ -80,6 +106,24 @@ def file_tasks(paths: list[Path], config: Path | None = None) -> tuple[list[Stor
     return stores, tasks
 
 
-def check_stores(paths: list[Path], config: Path | None = None) -> None:
+def check_stores(paths: list[Path | str], config: Path | None = None, *, urls: bool = False) -> None:
     """Fail on a missing or non-store path before a Spark session is started for nothing."""
-    file_tasks(paths, config)
+    file_tasks(paths, config, urls=urls)
+
+
+def commitlog_url(store: StoreRef) -> str:
+    return f"{store.path}/commitlog"
+
+
+def bytes_commitlog(path: str, data: bytes) -> CommitLog:
+    """A CommitLog of one file read by Spark (``path``: its URL, named by its offset)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if not is_offset_name(name):
+        raise NotFoundError(f"{path}: not a CommitLog file (its name is not a 20-digit offset)")
+    mapped = MappedFile(Path(path), int(name), len(data))
+    if data:
+        copy = mmap.mmap(-1, len(data))
+        copy.write(data)
+        copy.seek(0)  # mmap.find starts at the current position
+        mapped._map = copy
+    return CommitLog(MappedFileQueue([mapped], len(data)))
