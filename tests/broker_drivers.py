@@ -62,6 +62,15 @@ DRIVER = textwrap.dedent(
         p.shutdown()
         emit(done=True)
 
+    elif cmd["op"] == "batch":  # one send_batch of the given keys, bodies of the given size
+        p = Producer(cmd.get("group", "PG_BATCH"))
+        p.set_namesrv_addr(cmd["namesrv"])
+        p.start()
+        r = p.send_batch([message(cmd["topic"], k, (k + ":").ljust(cmd["size"], "b")) for k in cmd["keys"]])
+        emit(status=int(r.status), offset=r.offset)
+        p.shutdown()
+        emit(done=True)
+
     elif cmd["op"] == "load":  # sync sends until the stop file exists; every ack is one line
         p = Producer(cmd.get("group", "PG_LOAD"))
         p.set_namesrv_addr(cmd["namesrv"])

@@ -65,6 +65,31 @@ def test_reconsume_later_comes_back_through_the_retry_topic(tmp_path: Path) -> N
     assert {e["id"] for e in again} == {e["id"] for e in deliveries if e["key"] in fail and e["times"] == 0}
 
 
+def test_a_compressed_cpp_batch_is_stored_as_its_messages(tmp_path: Path) -> None:
+    """The C++ client zlib-compresses a batch body over 4 KiB as a whole and marks the batch "1"."""
+    conf = write_conf(tmp_path / "broker.conf")
+    keys = [f"bt{i}" for i in range(12)]
+    with ServeProcess(tmp_path / "store", conf) as server:
+        ns = server.namesrv
+        sent = run_driver(
+            tmp_path,
+            "batch",
+            {"op": "batch", "namesrv": ns, "topic": "TopicBatch", "keys": keys, "size": 1000},
+        )  # noqa: E501
+        assert sent[0]["status"] == 0
+        consumer = Driver(
+            tmp_path, "consume", {"op": "consume", "namesrv": ns, "group": "CG_BT", "topic": "TopicBatch"}
+        )  # noqa: E501
+        try:
+            events = consumer.wait_for(lambda ev: {e.get("key") for e in ev} >= set(keys), 40, "the batch")
+        finally:
+            consumer.stop()
+    got = [e for e in events if "key" in e]
+    assert sorted(e["key"] for e in got) == sorted(keys)  # one message per element, each once
+    assert all(e["len"] == 1000 for e in got)
+    assert sorted(e["offset"] for e in got) == list(range(len(keys)))  # one queue, consecutive offsets
+
+
 def test_a_second_consumer_joins_and_the_queues_are_split(tmp_path: Path) -> None:
     conf = write_conf(tmp_path / "broker.conf")
     topic, group = "TopicRB", "CG_RB"

@@ -15,7 +15,7 @@ import asyncio
 import bisect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
@@ -24,7 +24,7 @@ from rmqcli.store.index import IndexService
 from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
 from rmqcli.store.writer import StoreWriter
 from rmqcli.store.writer_cq import ConsumeQueueWriter
-from rmqcli.store.writer_files import WritableFile
+from rmqcli.store.writer_files import WritableFile, fsync_dir
 from rmqcli.store.writer_messages import AppendResult, BatchAppendResult, BatchMessage, InnerMessage, Message
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ class MessageStore:
         self._dirty = False
         self._dirty_full = False
         self._group_commit: asyncio.Future[None] | None = None
+        self._flushed_offset = 0  # CommitLog offset the last flush covered
+        self._flushed_files = -1
 
     # --- appending ----------------------------------------------------------------------------
     def put(self, message: Message) -> AppendResult:
@@ -108,9 +110,20 @@ class MessageStore:
 
     # --- flushing -----------------------------------------------------------------------------
     def flush_commitlog(self) -> None:
-        if self._dirty:
-            self._dirty = False
-            self.writer.commitlog.flush()
+        """``MappedFileQueue.flush``: msync the files written since the last flush (normally just the
+        last one); the directory is synced only when a file was created since."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        queue = self.writer.commitlog
+        files = queue.files
+        start = bisect.bisect_right(files, self._flushed_offset, key=lambda f: f.from_offset) - 1
+        for f in files[max(start, 0) :]:
+            f.flush()
+        if len(files) != self._flushed_files:
+            fsync_dir(queue.directory)
+            self._flushed_files = len(files)
+        self._flushed_offset = queue.max_offset
 
     def flush_all(self) -> None:
         """CommitLog, consume queues, index, checkpoint and config files, with fsync."""
@@ -161,19 +174,25 @@ class MessageStore:
     def units(self, topic: str, queue_id: int, offset: int, max_units: int) -> list[Unit]:
         """``ConsumeQueue.getIndexBuffer``: units from ``offset`` to the end of its file, at most
         ``max_units``; empty when ``offset`` is in no file (a hole)."""
+        return [Unit(o, s, t) for o, s, t in self.unit_tuples(topic, queue_id, offset, max_units)]
+
+    def unit_tuples(
+        self, topic: str, queue_id: int, offset: int, max_units: int
+    ) -> Iterator[tuple[int, int, int]]:
+        """``units`` as ``(physical offset, size, tags code)`` tuples, decoded lazily: a pull that
+        stops after a few units does not pay for the rest of the buffer."""
         cq = self.queue(topic, queue_id)
         if cq is None or offset < 0:
-            return []
+            return iter(())
         pos = offset * CQ_UNIT_SIZE
         f = _file_at(cq.files.files, pos)
         if f is None:
-            return []
+            return iter(())
         start = pos - f.from_offset
         end = min(f.wrote, start + max_units * CQ_UNIT_SIZE)
         if end <= start:
-            return []
-        data = f.read(start, end - start)
-        return [Unit(o, s, t) for o, s, t in CQ_UNIT_STRUCT.iter_unpack(data)]
+            return iter(())
+        return CQ_UNIT_STRUCT.iter_unpack(f.read(start, end - start))
 
     # --- commit log ---------------------------------------------------------------------------
     def read(self, physical_offset: int, size: int) -> bytes | None:

@@ -139,26 +139,30 @@ def get_message(ctl: BrokerController, pull: PullRequest) -> PullResult:
     if offset > high:
         return result(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", low if low == 0 else high)
     max_msgs = max(1, min(h.max_msg_nums, MAX_TRANSFER_COUNT))
-    units = store.units(topic, queue_id, offset, max(MAX_FILTER_BYTES, h.max_msg_nums * 20) // 20)
-    if not units:
-        per_file = store.units_per_file(topic, queue_id)
-        return result(RS.PULL_NOT_FOUND, "OFFSET_FOUND_NULL", offset + per_file - offset % per_file)
+    codes = pull.codes
+    want = max(MAX_FILTER_BYTES, h.max_msg_nums * 20) // 20  # units are decoded lazily, as used
     chunks: list[bytes] = []
     size = 0
     scanned = 0
     missing = False
-    for unit in units:
-        if len(chunks) >= max_msgs or (chunks and size + unit.size > MAX_TRANSFER_BYTES):
+    found_units = False
+    read = store.read
+    for physical, unit_size, tags_code in store.unit_tuples(topic, queue_id, offset, want):
+        found_units = True
+        if len(chunks) >= max_msgs or (chunks and size + unit_size > MAX_TRANSFER_BYTES):
             break
         scanned += 1
-        if pull.codes is not None and unit.tags_code not in pull.codes:
+        if codes is not None and tags_code not in codes:
             continue
-        data = store.read(unit.physical_offset, unit.size)
+        data = read(physical, unit_size)
         if data is None:
             missing = True
             continue
         chunks.append(data)
-        size += len(data)
+        size += unit_size
+    if not found_units:
+        per_file = store.units_per_file(topic, queue_id)
+        return result(RS.PULL_NOT_FOUND, "OFFSET_FOUND_NULL", offset + per_file - offset % per_file)
     next_offset = offset + scanned
     if chunks:
         store.get_count += len(chunks)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 import random
 import struct
+import zlib
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
@@ -104,6 +105,17 @@ def decode_batch(body: bytes) -> list[BatchElement]:
     return elements
 
 
+def batch_body(body: bytes, sys_flag: int) -> bytes:
+    """The encoded batch; inflated first when the sender compressed it as a whole (the C++ client
+    compresses a batch body over 4 KiB and sets the compressed bit, B.6)."""
+    if not sys_flag & cfmt.COMPRESSED_FLAG:
+        return body
+    try:
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise SendError(RS.MESSAGE_ILLEGAL, f"cannot inflate the compressed batch body: {exc}") from None
+
+
 def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Message | BatchMessage:
     """The header checks of ``AbstractSendMessageProcessor.msgCheck`` and the message to store."""
     h = hd.parse_send_header(req.code, req.ext_fields)
@@ -147,14 +159,16 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
         raise SendError(
             RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending transaction message is forbidden"
         )
-    born = born_host(conn)
+    born = conn.attributes.get("born_host")
+    if born is None:  # parsed once per connection
+        born = conn.attributes["born_host"] = born_host(conn)
     if is_batch(req):
         if h.topic.startswith(RETRY_PREFIX):
             raise SendError(RS.MESSAGE_ILLEGAL, "batch request does not support retry group " + h.topic)
         return BatchMessage(
             h.topic,
             queue_id,
-            decode_batch(req.body),
+            decode_batch(batch_body(req.body, sys_flag)),
             props,
             sys_flag=sys_flag & ~cfmt.COMPRESSED_FLAG,
             born_timestamp=h.born_timestamp,

@@ -1,0 +1,218 @@
+"""Broker throughput: ``rmq serve`` with the C++ client (PyPI ``rocketmq`` 0.4.4), msgs/s.
+
+Measured in one run, against the baseline of the store itself:
+
+- baseline: ``StoreWriter.append`` of the same 1 KiB messages in process, no fsync;
+- sync sends from one client thread (ASYNC_FLUSH, and SYNC_FLUSH: every answer after its msync);
+- oneway sends and batches of 32 (until the broker's queues hold them all);
+- drain: a fresh PushConsumer group consuming the backlog (first to last message, and from start).
+
+Run as ``python -m tests.bench.broker``; ``make bench`` calls it at the end. Figures are printed,
+never asserted; on a shared machine they move with the load of the other processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+TARGET_SYNC_SEND = 3_000  # msgs/s, a real 4.9.8 broker on a 2-core machine with the same client
+TARGET_DRAIN = 30_000  # msgs/s
+BODY = 1024
+TOPIC = "BenchTopic"
+
+CLIENT = textwrap.dedent(
+    r"""
+    import json, sys, time
+    from rocketmq.client import Producer, PushConsumer, Message, RecvMessage
+    from rocketmq.ffi import dll
+
+    cmd = json.loads(sys.argv[1])
+    body = "x" * cmd.get("body", 0)
+
+    def message(i):
+        m = Message(cmd["topic"])
+        m.set_keys("k%d" % i)
+        m.set_tags("TagBench")
+        m.set_body(body)
+        return m
+
+    out = {}
+    if cmd["op"] in ("sync", "oneway", "batch"):
+        p = Producer("PG_BENCH_" + cmd["op"])
+        p.set_namesrv_addr(cmd["namesrv"])
+        p.start()
+        p.send_sync(message(-1))  # route lookup and connection outside the timing
+        n = cmd["count"]
+        started = time.perf_counter()
+        if cmd["op"] == "sync":
+            for i in range(n):
+                p.send_sync(message(i))
+        elif cmd["op"] == "oneway":
+            for i in range(n):
+                p.send_oneway(message(i))
+        else:
+            for i in range(0, n, 32):
+                p.send_batch([message(j) for j in range(i, min(n, i + 32))])
+        out["seconds"] = time.perf_counter() - started
+        p.shutdown()
+    else:  # drain
+        seen = [0, None, None]
+        def on_message(consumer, handle):
+            now = time.perf_counter()
+            if seen[1] is None:
+                seen[1] = now
+            seen[0] += 1
+            seen[2] = now
+            return 0
+        c = PushConsumer(cmd["group"])
+        c.set_namesrv_addr(cmd["namesrv"])
+        c.set_thread_count(2)
+        dll.Subscribe(c._handle, cmd["topic"].encode(), b"*")
+        c._register_callback(on_message)
+        started = time.perf_counter()
+        c.start()
+        deadline = time.time() + 300
+        while seen[0] < cmd["count"] and time.time() < deadline:
+            time.sleep(0.01)
+        out = {"count": seen[0], "from_start": seen[2] - started, "first_to_last": seen[2] - seen[1]}
+        c.shutdown()
+    sys.stdout.write("\nRESULT " + json.dumps(out) + "\n")
+    """
+)
+
+
+def baseline(root: Path, count: int) -> float:
+    """``StoreWriter.append`` of ``count`` client-like messages, no fsync: seconds."""
+    from rmqcli.store.writer import StoreWriter
+    from rmqcli.store.writer_messages import Message
+
+    body = b"x" * BODY
+    messages = [
+        Message(
+            TOPIC, i % 4, body, {"KEYS": f"k{i}", "TAGS": "TagBench", "UNIQ_KEY": f"{i:032X}", "WAIT": "true"}
+        )
+        for i in range(count)
+    ]
+    with StoreWriter(root) as writer:
+        started = time.perf_counter()
+        for message in messages:
+            writer.append(message)
+        elapsed = time.perf_counter() - started
+    return elapsed
+
+
+def client(tmp: Path, cmd: dict, timeout: float = 600) -> dict:
+    script = tmp / "client.py"
+    script.write_text(CLIENT)
+    proc = subprocess.run(
+        [sys.executable, str(script), json.dumps(cmd)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HOME": str(tmp)},
+        cwd=tmp,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise RuntimeError(f"client failed: {proc.stdout[-1000:]} {proc.stderr[-1000:]}")
+
+
+def queued(broker: str, topic: str) -> int:
+    """Messages in the topic's queues (GET_MAX_OFFSET over queues 0..7)."""
+    from rmqcli.remoting.client import RemotingClient
+    from rmqcli.remoting.codec import RemotingCommand
+    from rmqcli.remoting.codes import RequestCode as RC
+
+    async def go() -> int:
+        async with RemotingClient() as c:
+            total = 0
+            for q in range(8):
+                req = RemotingCommand.request(RC.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+                total += int((await c.invoke(broker, req, 5)).ext_fields.get("offset", "0"))
+            return total
+
+    return asyncio.run(go())
+
+
+def serve(tmp: Path, name: str, flush: str):  # type: ignore[no-untyped-def]
+    from tests.test_broker_client import ServeProcess, write_conf
+
+    conf = write_conf(tmp / f"{name}.conf", flushDiskType=flush, mappedFileSizeCommitLog=str(1 << 30))
+    return ServeProcess(tmp / name, conf).start()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=20000)
+    args = parser.parse_args()
+    n = args.count
+    tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-broker-"))
+    try:
+        base_s = baseline(tmp / "baseline", n)
+        rows: list[tuple[str, float, int]] = []
+        server = serve(tmp, "async", "ASYNC_FLUSH")
+        try:
+            ns = server.namesrv
+            sync = client(tmp, {"op": "sync", "namesrv": ns, "topic": TOPIC, "count": n, "body": BODY})
+            rows.append(("sync send, one thread (ASYNC_FLUSH)", sync["seconds"], n))
+            started = time.perf_counter()
+            client(tmp, {"op": "oneway", "namesrv": ns, "topic": TOPIC + "Ow", "count": n, "body": BODY})
+            stored, last_change, stored_at = -1, time.perf_counter(), time.perf_counter()
+            while time.perf_counter() - last_change < 2.0:  # until the count stops growing
+                now = queued(server.broker, TOPIC + "Ow")
+                if now != stored:
+                    stored, last_change, stored_at = now, time.perf_counter(), time.perf_counter()
+                time.sleep(0.05)
+            stored -= 1  # the untimed first send
+            rows.append((f"oneway send, until stored ({n - stored} dropped)", stored_at - started, stored))
+            batch = client(
+                tmp, {"op": "batch", "namesrv": ns, "topic": TOPIC + "B", "count": n, "body": BODY}
+            )
+            rows.append(("batches of 32", batch["seconds"], n))
+            backlog = queued(server.broker, TOPIC)
+            drain = client(
+                tmp, {"op": "drain", "namesrv": ns, "topic": TOPIC, "group": "CG_BENCH", "count": backlog}
+            )
+            rows.append(
+                ("drain of the backlog (first to last message)", drain["first_to_last"], drain["count"])
+            )
+            rows.append(("drain of the backlog (from consumer start)", drain["from_start"], drain["count"]))
+        finally:
+            server.stop()
+        server = serve(tmp, "sync", "SYNC_FLUSH")
+        try:
+            m = max(n // 4, 1000)
+            sync_flush = client(
+                tmp, {"op": "sync", "namesrv": server.namesrv, "topic": TOPIC, "count": m, "body": BODY}
+            )
+            rows.append(("sync send, one thread (SYNC_FLUSH)", sync_flush["seconds"], m))
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    base_rate = n / base_s
+    print(f"\nbroker, {BODY}-byte bodies, C++ client rocketmq 0.4.4 (figures move with the machine's load)")
+    print(f"  {'StoreWriter.append in process, no fsync (baseline)':<48} {base_rate:12,.0f} msgs/s   1.000x")
+    for name, seconds, count in rows:
+        rate = count / seconds
+        print(f"  {name:<48} {rate:12,.0f} msgs/s   {rate / base_rate:.3f}x")
+    sync_rate = rows[0][2] / rows[0][1]
+    drain_rate = rows[3][2] / rows[3][1]
+    print(f"  sync send: target {TARGET_SYNC_SEND:,} msgs/s ({sync_rate / TARGET_SYNC_SEND:.2f}x of target)")
+    print(f"  drain: target {TARGET_DRAIN:,} msgs/s ({drain_rate / TARGET_DRAIN:.2f}x of target)")
+
+
+if __name__ == "__main__":
+    main()
