@@ -152,10 +152,10 @@ def serve(tmp: Path, name: str, flush: str):  # type: ignore[no-untyped-def]
     return ServeProcess(tmp / name, conf).start()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     n = args.count
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-broker-"))
     try:
