@@ -414,49 +414,57 @@ _KEEP = np.frombuffer(b"".join(bytes([0xFF] * r + [0] * (_WORD - r)) for r in ra
 _FEW_TOPICS = 16  # told apart one by one; more than that are grouped by sorting
 
 
-def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Each topic as a row of 64-bit words (bytes past its length zeroed), then its length."""
+def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> list[np.ndarray]:
+    """Each topic as columns of 64-bit words (bytes past its length zeroed), then its length."""
     words = max(1, -(-int(length.max()) // _WORD)) if len(length) else 1
     last = len(arr) - _WORD
-    out = np.empty((len(start), words + 1), dtype=np.uint64)
     view = np.ndarray(shape=(last + 1,), dtype=np.uint64, buffer=arr, strides=(1,))
+    cols = []
     for j in range(words):
         at = start + _WORD * j if j else start
         if j or int(start.max(initial=0)) > last:
             at = np.minimum(at, last)
-        out[:, j] = view[at] & _KEEP[np.clip(length - _WORD * j, 0, _WORD)]
-    out[:, words] = length
-    return out
+        word = view[at]
+        left = length - _WORD * j if j else length
+        if int(left.min(initial=_WORD)) < _WORD:
+            word &= _KEEP[np.clip(left, 0, _WORD)]
+        cols.append(word)
+    cols.append(length.astype(np.uint64))
+    return cols
 
 
-def _group_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Exact groups of equal rows: (index of the first row of each group, group of each row).
+def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Exact groups of equal rows of the columns: (index of the first row of each group, group of
+    each row).
 
     A few distinct rows are picked off one at a time (groups in order of first appearance);
     beyond that, rows are grouped by a hash of their words and checked against their group's
     first row, so a hash collision cannot merge two groups (it falls back to sorting rows).
     """
-    n, width = rows.shape
-    inverse = np.full(n, -1, dtype=np.int64)
+    n = len(cols[0])
+    inverse = np.zeros(n, dtype=np.int64)
+    assigned = np.zeros(n, dtype=bool)
     first: list[int] = []
     at = 0
     while len(first) < _FEW_TOPICS:
+        same = cols[0] == cols[0][at]
+        for col in cols[1:]:
+            same &= col == col[at]
+        if first:
+            np.copyto(inverse, len(first), where=same)
         first.append(at)
-        same = rows[:, 0] == rows[at, 0]
-        for j in range(1, width):
-            same &= rows[:, j] == rows[at, j]
-        inverse[same] = len(first) - 1
-        left = inverse < 0
-        if not left.any():
+        assigned |= same
+        if assigned.all():
             return np.array(first, dtype=np.int64), inverse
-        at = int(np.argmax(left))
+        at = int(np.argmin(assigned))
+    rows = np.stack(cols, axis=1)
     digest = np.zeros(n, dtype=np.uint64)
-    for j in range(width):
-        digest = digest * np.uint64(0x100000001B3) ^ rows[:, j]
+    for col in cols:
+        digest = digest * np.uint64(0x100000001B3) ^ col
     _, firsts, inverse = np.unique(digest, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     if not np.array_equal(rows, rows[firsts[inverse]]):
-        void = np.ascontiguousarray(rows).view(np.dtype((np.void, width * 8))).ravel()
+        void = rows.view(np.dtype((np.void, rows.shape[1] * 8))).ravel()
         _, firsts, inverse = np.unique(void, return_index=True, return_inverse=True)
         inverse = inverse.ravel()
     return firsts, inverse.astype(np.int64)

@@ -31,20 +31,17 @@ class MappedFile:
     def map(self, *, whole: bool = False) -> mmap.mmap | bytes:
         """The file's bytes, memory-mapped read-only (empty files give ``b""``).
 
-        ``whole``: the caller will read all of it; the pages are mapped up front (one system call
-        instead of a page fault per 4 KiB) where the platform allows.
+        ``whole``: the caller will read all of it; the kernel is told to read it ahead
+        (``MADV_WILLNEED``). Pages are still mapped on first touch: a fault maps a run of cached
+        pages at once, which costs less than mapping every page up front (``MAP_POPULATE``).
         """
         if self._map is None:
             if self.size == 0:
                 return b""
             with open(self.path, "rb") as handle:
-                populate = getattr(mmap, "MAP_POPULATE", 0) if whole else 0
-                if populate:
-                    self._map = mmap.mmap(
-                        handle.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ
-                    )
-                else:
-                    self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            if whole and hasattr(mmap, "MADV_WILLNEED"):
+                self._map.madvise(mmap.MADV_WILLNEED)
         return self._map
 
     def read(self, position: int, length: int) -> bytes:

@@ -50,6 +50,7 @@ _U32 = 1 << 32
 _INV31 = pow(31, -1, _U32)  # 31 is odd: invertible modulo 2**32
 
 _HASH_WIDTHS = (8, 16, 32, 64, 128, 256)  # values up to 256 bytes are hashed in bulk
+_HASH_CHUNK = 1 << 16  # bytes of value rows widened to uint32 at a time
 
 
 @dataclass
@@ -140,8 +141,12 @@ def _padded_rows(data: np.ndarray, start: np.ndarray, lens: np.ndarray, width: i
 def _hash_rows(block: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``java_hashes`` of values given as zero-padded rows (``_padded_rows``); ``lens`` becomes
     the UTF-16 lengths."""
-    width = block.shape[1]
-    hashed = (block.astype(np.uint32) @ _POWERS[width]) * _INV_POWERS[width - lens]
+    n, width = block.shape
+    hashed = np.empty(n, dtype=np.uint32)
+    step = max(1, _HASH_CHUNK // width)
+    for r0 in range(0, n, step):  # the uint32 copy of a chunk stays in cache
+        np.matmul(block[r0 : r0 + step].astype(np.uint32), _POWERS[width], out=hashed[r0 : r0 + step])
+    hashed *= _INV_POWERS[width - lens]
     wide = np.flatnonzero(_high_bits(block.view(np.uint64)))
     if len(wide):
         hashed[wide], lens[wide] = _hash_non_ascii(block[wide], hashed[wide], lens[wide])
@@ -400,6 +405,9 @@ def _parse_region(raw: bytes, base: int, names: Sequence[bytes]) -> dict[bytes, 
     return found
 
 
+_CHUNK_BYTES = 1 << 20  # 1 MiB of the tail block searched at a time: its temporaries stay in cache
+
+
 def _locate_in_block(
     tails: headerscan.Tails,
     first: np.ndarray,
@@ -412,55 +420,58 @@ def _locate_in_block(
     The bytes at ``first-1`` and ``end`` are overwritten with the separator, so every region is
     bounded by separators and every segment follows one: a pair of ``name`` starts right after
     a separator inside its region with ``name`` 0x01, and its value runs to the next separator.
-    The 8 bytes after every separator are read once and compared with each ``name`` 0x01.
+    The 8 bytes after every separator are read once and compared with each ``name`` 0x01. The
+    block is searched a few hundred KiB at a time (a value never crosses a row).
     """
-    block = tails.block
-    rows = tails.rows
-    m, width = len(rows), tails.width
-    flat = block.ravel()
+    m, width = len(tails.rows), tails.width
+    flat = tails.block.ravel()
     row_at = np.arange(0, m * width, width, dtype=np.int64)
     flat[row_at + first - 1] = _SEP
     flat[row_at + end] = _SEP
-    seps = np.flatnonzero(flat[: m * width] == _SEP)
     words = np.ndarray(shape=(len(flat) - 7,), dtype=np.uint64, buffer=flat, strides=(1,))
-    lead = words[seps + 1]  # memory order: byte i of the word is byte i after the separator
-    every = m == 0 or int(rows[-1]) == m - 1  # block row j is record j
+    keys = []
     for name in names:
         key = name.encode() + _NAME_VALUE
-        head = key[:_WORD]
-        want = np.frombuffer(head.ljust(_WORD, b"\0"), dtype=np.uint64)[0]
-        if len(head) < _WORD:
-            at = np.flatnonzero((lead & _KEEP_LOW[len(head)]) == want)
-        else:
-            at = np.flatnonzero(lead == want)
-        for i in range(_WORD, len(key), _WORD):
-            chunk = key[i : i + _WORD]
-            want = np.frombuffer(chunk.ljust(_WORD, b"\0"), dtype=np.uint64)[0]
-            at = at[(words[seps[at] + 1 + i] & _KEEP_LOW[len(chunk)]) == want]
-        if len(at) == 0:
-            continue
-        s = seps[at] + 1
-        row = s // width
-        col = s - row * width
-        inside = (col >= first[row]) & (col < end[row])
-        if not inside.all():
-            at, row = at[inside], row[inside]
-        value = seps[at] + 1 + len(key)
-        stop = seps[at + 1]  # the key holds no separator: the next one ends the value
-        keep = stop > value  # an empty value makes no pair
-        if not keep.all():
-            value, stop, row = value[keep], stop[keep], row[keep]
-        if len(row) > 1:
-            last = np.ones(len(row), dtype=bool)
-            last[:-1] = row[:-1] != row[1:]  # the last pair of a name wins
-            if not last.all():
-                value, stop, row = value[last], stop[last], row[last]
-        target = values[name]
-        if not every:
-            row = rows[row]
-        target.present[row] = True
-        target.start[row] = value
-        target.length[row] = stop - value
+        chunks = [key[i : i + _WORD] for i in range(0, len(key), _WORD)]
+        wants = [np.frombuffer(c.ljust(_WORD, b"\0"), dtype=np.uint64)[0] for c in chunks]
+        keys.append(
+            (values[name], len(key), [(_KEEP_LOW[len(c)], w) for c, w in zip(chunks, wants, strict=True)])
+        )
+    every = m == 0 or int(tails.rows[-1]) == m - 1  # block row j is record j
+    step = max(1, _CHUNK_BYTES // width)
+    for r0 in range(0, m, step):
+        r1 = min(m, r0 + step)
+        seps = np.flatnonzero(flat[r0 * width : r1 * width] == _SEP)
+        seps += r0 * width
+        lead = words[seps + 1]  # memory order: byte i of the word is byte i after the separator
+        for target, key_len, parts in keys:
+            keep_low, want = parts[0]
+            at = np.flatnonzero((lead & keep_low) == want)
+            for i, (keep_low, want) in enumerate(parts[1:], 1):
+                at = at[(words[seps[at] + 1 + i * _WORD] & keep_low) == want]
+            if len(at) == 0:
+                continue
+            s = seps[at] + 1
+            row = s // width
+            col = s - row * width
+            inside = (col >= first[row]) & (col < end[row])
+            if not inside.all():
+                at, row, s = at[inside], row[inside], s[inside]
+            value = s + key_len
+            stop = seps[at + 1]  # the key holds no separator: the next one ends the value
+            keep = stop > value  # an empty value makes no pair
+            if not keep.all():
+                value, stop, row = value[keep], stop[keep], row[keep]
+            if len(row) > 1:
+                last = np.ones(len(row), dtype=bool)
+                last[:-1] = row[:-1] != row[1:]  # the last pair of a name wins
+                if not last.all():
+                    value, stop, row = value[last], stop[last], row[last]
+            if not every:
+                row = tails.rows[row]
+            target.present[row] = True
+            target.start[row] = value
+            target.length[row] = stop - value
 
 
 def locate(batch: HeaderBatch, names: Sequence[str] = DISPATCH_PROPERTIES) -> dict[str, Values]:
