@@ -328,3 +328,29 @@ def test_transactional_sends_are_refused_when_configured(tmp_path: Path) -> None
 
         r = run(go)
     assert r.code == RS.NO_PERMISSION and "transaction message is forbidden" in (r.remark or "")
+
+
+def test_a_direct_send_to_the_retry_topic_past_max_reconsume_goes_to_the_dlq(server: ServeProcess) -> None:
+    """``handleRetryAndDLQ``: a client's own send-back to ``%RETRY%<group>`` (when 36 failed)."""
+
+    async def go(client: RemotingClient) -> None:
+        addr, group = server.broker, "G_DIRECT"
+
+        async def direct(times: int) -> RemotingCommand:
+            header = hd.SendMessageRequestHeaderV2(
+                a="PG", b="%RETRY%" + group, c="TBW102", d=4, e=0, f=0, g=0, h=0,
+                i=f"KEYS\x01direct-{times}", j=times, l=3,
+            )  # fmt: skip
+            r = await invoke(client, addr, RC.SEND_MESSAGE_V2, header.to_ext_fields(), b"again")
+            assert r.code == RS.SUCCESS, r.remark
+            return r
+
+        await direct(2)
+        await direct(3)
+        [retry] = await pull_all(client, addr, "%RETRY%" + group, 0, 1)
+        assert retry.properties["KEYS"] == "direct-2" and retry.reconsume_times == 2
+        [dead] = await pull_all(client, addr, "%DLQ%" + group, 0, 1)
+        assert dead.properties["KEYS"] == "direct-3" and dead.reconsume_times == 3
+        assert "DELAY" not in dead.properties  # the DLQ's DELAY=0 went to a map that was replaced
+
+    run(go)

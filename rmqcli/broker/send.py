@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as cfmt
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.sendback import DLQ_NUMS_PER_GROUP, VERSION_V3_4_9
 from rmqcli.broker.state import (
     DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -175,8 +176,11 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
             born_host=born,
             reconsume_times=h.reconsume_times or 0,
         )
+    topic_name = h.topic
+    if topic_name.startswith(RETRY_PREFIX):
+        topic_name, queue_id = retry_or_dlq(ctl, req, h, queue_id)
     return Message(
-        h.topic,
+        topic_name,
         queue_id,
         req.body,
         props,
@@ -186,6 +190,28 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
         born_host=born,
         reconsume_times=h.reconsume_times or 0,
     )
+
+
+def retry_or_dlq(
+    ctl: BrokerController, req: RemotingCommand, h: hd.SendMessageRequestHeader, queue_id: int
+) -> tuple[str, int]:
+    """``handleRetryAndDLQ``: a send to ``%RETRY%<group>`` (a client's own send-back) that has been
+    reconsumed ``maxReconsumeTimes`` times goes to ``%DLQ%<group>``. The DLQ's ``DELAY=0`` is set on
+    a map the client's properties replace right after, so a ``DELAY`` the client sent stays."""
+    group = h.topic[len(RETRY_PREFIX) :]
+    config = ctl.groups.find(group)
+    if config is None:
+        raise SendError(
+            RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} {FAQ.strip()}"
+        )
+    max_times = int(config.get("retryMaxTimes", 16))
+    if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
+    if (h.reconsume_times or 0) < max_times:
+        return h.topic, queue_id
+    dlq = DLQ_PREFIX + group
+    ctl.topics.create_system(dlq, DLQ_NUMS_PER_GROUP)
+    return dlq, random.randrange(99999999) % DLQ_NUMS_PER_GROUP
 
 
 def apply(
