@@ -81,6 +81,16 @@ def _create_sparse(path: Path, size: int) -> int:
     return fd
 
 
+def _pick(column: np.ndarray, rows: np.ndarray, total: int) -> np.ndarray:
+    """``column[rows]`` for sorted distinct ``rows`` out of ``total`` (no copy when they are all)."""
+    return column if len(rows) == total else column[rows]
+
+
+def _keep(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``rows[mask]`` (``rows`` itself when the mask keeps them all)."""
+    return rows if mask.all() else rows[mask]
+
+
 # --- consume queues ---------------------------------------------------------------------------------
 @dataclass
 class _Queue:
@@ -161,7 +171,7 @@ class _Queue:
             start = self.current
             position = start
             room = self.last_from + self.file_size - start
-            data = units.tobytes()
+            data = units.view(np.uint8)
             if len(data) > room:  # later files open as the earlier ones fill
                 nxt = self.last_from + self.file_size
                 while nxt < start + len(data):
@@ -171,7 +181,7 @@ class _Queue:
             self.current = start + len(data)
             self.max_physic_offset = int(ends[-1])
         else:
-            self.write(self._run_start, units.tobytes())
+            self.write(self._run_start, units.view(np.uint8))
 
     def _put_one_by_one(self, offset: np.ndarray, size: np.ndarray, queue_offset: np.ndarray) -> np.ndarray:
         """The general case, unit by unit; returns the units appended (one run from ``_run_start``)."""
@@ -271,7 +281,7 @@ class FastDispatcher:
 
     # --- one batch -----------------------------------------------------------------------------
     def dispatch(self, scan: propscan.Scan, rows: np.ndarray | None = None) -> int:
-        """Dispatch ``rows`` of ``scan`` (all by default) in order; returns how many."""
+        """Dispatch ``rows`` of ``scan`` (increasing; all by default) in order; returns how many."""
         h = scan.headers
         if rows is None:
             rows = np.arange(len(scan), dtype=np.int64)
@@ -282,39 +292,41 @@ class FastDispatcher:
             rows = rows[np.isin(h.topic_index[rows], wanted)]
         if len(rows) == 0:
             return count
-        tran = h.sys_flag[rows] & fmt.TRANSACTION_MASK
+        tran = _pick(h.sys_flag, rows, len(scan)) & fmt.TRANSACTION_MASK
         if self.consume_queues:
-            queued = rows[np.isin(tran, list(QUEUED_TRANSACTION_TYPES))]
+            queued = _keep(rows, np.isin(tran, list(QUEUED_TRANSACTION_TYPES)))
             if len(queued):
                 self._queue_units(scan, queued)
         if self.build_index:
-            indexed = rows[np.isin(tran, list(INDEXED_TRANSACTION_TYPES))]
+            indexed = _keep(rows, np.isin(tran, list(INDEXED_TRANSACTION_TYPES)))
             if len(indexed):
                 self._index_keys(scan, indexed)
         return count
 
     def _queue_units(self, scan: propscan.Scan, rows: np.ndarray) -> None:
         h = scan.headers
+        every = len(scan)
         codes = propscan.tags_codes(scan, rows, self.delay_millis)
         self.logics_msg_timestamp = int(h.store_timestamp[rows[-1]])
-        topic_index = h.topic_index[rows]
-        queue_id = h.queue_id[rows]
+        topic_index = _pick(h.topic_index, rows, every)
+        queue_id = _pick(h.queue_id, rows, every)
         n = len(rows)
         qmin = int(queue_id.min())
         span = int(queue_id.max()) - qmin + 1
-        if span * len(h.topics) <= 1 << 20:
-            group = topic_index * span + (queue_id - qmin)
+        if span * len(h.topics) <= 1 << 16:
+            group = (topic_index * span + (queue_id - qmin)).astype(np.uint16)
+            order = np.argsort(group, kind="stable")  # a radix sort of small keys
+            sorted_group = group[order]
         else:
             _, group = np.unique(topic_index * (1 << 32) + (queue_id & _MASK32), return_inverse=True)
-            group = group.ravel()
-        packed = np.sort(group * n + np.arange(n, dtype=np.int64))
-        order = packed % n
-        sorted_group = packed // n
+            packed = np.sort(group.ravel() * n + np.arange(n, dtype=np.int64))
+            order = packed % n
+            sorted_group = packed // n
         cuts = np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1
         bounds = [0, *cuts.tolist(), n]
-        physical = scan.physical[rows]
-        size = h.total_size[rows]
-        queue_offset = h.queue_offset[rows]
+        physical = _pick(scan.physical, rows, every)
+        size = _pick(h.total_size, rows, every)
+        queue_offset = _pick(h.queue_offset, rows, every)
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             idx = order[a:b]
             key = (h.topics[int(topic_index[idx[0]])], int(queue_id[idx[0]]))
@@ -329,8 +341,8 @@ class FastDispatcher:
         """``IndexService.buildIndex`` for each row (ROLLBACK already left out), in order."""
         local, full_hash = propscan.index_keys(scan, rows)
         per_record = np.bincount(local, minlength=len(rows))
-        physical = scan.physical[rows]
-        stamps = scan.headers.store_timestamp[rows]
+        physical = _pick(scan.physical, rows, len(scan))
+        stamps = _pick(scan.headers.store_timestamp, rows, len(scan))
         keep = self._not_behind(physical, per_record)
         if keep is not None:
             entry_keep = keep[local]
