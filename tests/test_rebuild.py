@@ -124,3 +124,36 @@ def test_topic_with_index_is_a_usage_error(tmp_path):
     generate(tmp_path / "s", "small", seed=1)
     with pytest.raises(UsageError):
         stage_rebuild(Store.open(tmp_path / "s"), topic="TopicA")
+
+
+def test_a_record_whose_size_disagrees_with_its_fields_is_skipped_as_by_the_reput(tmp_path):
+    """The bulk path gives up on such a CommitLog; the record-by-record path skips the record."""
+    from fixtures.generate import generate
+    from rmqcli.store.commitlog import Record
+
+    root = tmp_path / "store"
+    generate(root, "small", seed=8)
+    (tmp_path / "broker.conf").write_text(
+        "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=600\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
+    )
+    store = Store.open(root, tmp_path / "broker.conf")
+    records = [r for r in store.commitlog.records() if isinstance(r, Record)]
+    victim = next(r for r in records[len(records) // 2 :] if r.body_length > 10)
+    mf = store.commitlog.queue.find(victim.position)
+    store.close()
+    data = bytearray(mf.path.read_bytes())
+    field = victim.position - mf.from_offset + victim.total_size - len(victim.properties_raw) - 2
+    data[field : field + 2] = (len(victim.properties_raw) - 1).to_bytes(2, "big")  # PROPERTIES LENGTH
+    mf.path.write_bytes(bytes(data))
+
+    result = stage_rebuild(Store.open(root, tmp_path / "broker.conf"))
+    assert result.records == len(records) - 1
+    assert any(f"at {victim.position - mf.from_offset}" in note for note in result.plan.notes)
+    staged = result.staged
+    assert not any(
+        int.from_bytes(unit[:8], "big") == victim.position
+        for path in (staged / CONSUMEQUEUE_DIR).rglob("*")
+        if path.is_file()
+        for unit in (path.read_bytes()[i : i + 20] for i in range(0, path.stat().st_size, 20))
+    )
+    discard(result)

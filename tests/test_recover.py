@@ -227,8 +227,8 @@ def test_reput_skips_bad_records_before_the_walk_as_a_master_broker(damage, tmp_
     data = bytearray(first.path.read_bytes())
     pos = victim.position - first.from_offset
     if damage == "length-mismatch":
-        field = pos + victim.body_offset - 4  # BODYLENGTH: one less than the body holds
-        data[field : field + 4] = (victim.body_length - 1).to_bytes(4, "big")
+        field = pos + victim.total_size - len(victim.properties_raw) - 2  # PROPERTIES LENGTH, one less
+        data[field : field + 2] = (len(victim.properties_raw) - 1).to_bytes(2, "big")
         lost = [victim]
     else:
         data[pos + 4 : pos + 8] = b"\x00\x00\x00\x01"

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats.consumequeue import CQ_UNIT_SIZE
-from rmqcli.errors import CorruptDataError, UsageError
+from rmqcli.errors import UsageError
+from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.commitlog import Record
 from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.fastdispatch import FastDispatcher, dispatch_commitlog
 from rmqcli.store.naming import index_file_name
@@ -34,7 +34,6 @@ from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 
 STAGING_NAME = "rebuild"
-_REPUT_STOPPED = "the CommitLog is not valid past this point, as for a broker's reput"
 
 
 @dataclass
@@ -92,8 +91,9 @@ def stage_rebuild(
     result = RebuildResult(Plan("rebuild", store.root, [], notes), staged)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     seeded = from_offset is not None and from_offset > start
-    if not seeded and until is None and FastDispatcher.supports(settings):
-        logics, index_ts = _dispatch_in_bulk(store, settings, result, consume_queues, index, topic, start)
+    bulk = not seeded and until is None and FastDispatcher.supports(settings)
+    if bulk and _dispatch_in_bulk(store, settings, result, consume_queues, index, topic, start):
+        logics, index_ts = result.checkpoint.logics_msg_timestamp, result.checkpoint.index_msg_timestamp
     else:
         logics, index_ts = _dispatch_each(
             store, settings, result, consume_queues, index, topic, start, from_offset, until
@@ -117,10 +117,12 @@ def _dispatch_in_bulk(
     index: bool,
     topic: str | None,
     start: int,
-) -> tuple[int, int]:
+) -> bool:
     """A fresh rebuild of whole queues and index: whole files of records at a time (``fastdispatch``).
 
-    Returns the logics and index checkpoint timestamps.
+    Sets the counts and the logics/index checkpoint timestamps (in ``result.checkpoint``). A
+    CommitLog that is not valid throughout gives False and an empty staging directory: the record
+    by record path then skips what a broker's reput skips.
     """
     dispatcher = FastDispatcher(
         result.staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
@@ -130,13 +132,16 @@ def _dispatch_in_bulk(
     finally:
         dispatcher.close()
     if error is not None:
-        result.plan.notes.append(f"{_REPUT_STOPPED}: {error}")
+        for sub in (CONSUMEQUEUE_DIR, INDEX_DIR):
+            shutil.rmtree(result.staged / sub, ignore_errors=True)
+        return False
     result.records = dispatcher.records
     result.queues = len(dispatcher.queues)
     result.units = dispatcher.units
     result.index_files = len(dispatcher.index_files)
     result.index_entries = dispatcher.index_entries
-    return dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp
+    result.checkpoint = Checkpoint(0, dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp)
+    return True
 
 
 def _dispatch_each(
@@ -157,15 +162,12 @@ def _dispatch_each(
     )
     if from_offset is not None and from_offset > start:
         start = _seed_from_existing(store, staged, dispatcher, from_offset, consume_queues, index, topic)
-    try:
-        for rec in store.commitlog.records(start):
-            if until is not None and rec.position >= until:
-                break
-            if isinstance(rec, Record) and rec.physical_offset >= start:
-                dispatcher.dispatch_record(rec)
-                result.records += 1
-    except CorruptDataError as exc:
-        result.plan.notes.append(f"{_REPUT_STOPPED}: {exc}")
+    files = store.commitlog.files
+    end = until if until is not None else (files[-1].from_offset + files[-1].size if files else 0)
+    for rec in reput_records(store, start, end, {}, result.plan.notes):
+        if rec.physical_offset >= start:
+            dispatcher.dispatch_record(rec)
+            result.records += 1
     dispatcher.flush()
     result.queues = len(dispatcher.cqs)
     result.units = sum(cq.max_offset - cq.min_logic_offset // CQ_UNIT_SIZE for cq in dispatcher.cqs.values())

@@ -24,18 +24,18 @@ broker rewrites when it starts serving are not touched.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
 from rmqcli.ops.rebuild import rebuild_namer
+from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.commitlog import Record, RecordError, broker_read_length, classify_tail, decode_record
+from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
 from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.sparse import same_tree
@@ -322,47 +322,6 @@ def _stage_index(
         else:
             shutil.copy2(f.path, staged / INDEX_DIR / f.name)
     return reindex_from
-
-
-def reput_records(
-    store: Store, start: int, end: int, fills: dict[int, Fill], notes: list[str]
-) -> Iterator[Record]:
-    """The records ``ReputMessageService.doReput`` dispatches from ``start`` (a record start) to ``end``.
-
-    As a master broker's reput: a record whose TOTALSIZE disagrees with the length its fields give
-    (read as ``broker_read_length`` does) is skipped by its TOTALSIZE ("[BUG]read total count not
-    equals msg total size"); anything else unreadable skips the rest of its file. Salvaged
-    regions give their tombstones.
-    """
-    for mf in store.commitlog.files:
-        if mf.from_offset + mf.size <= start or mf.from_offset >= end:
-            continue
-        buf = mf.map()
-        limit = len(buf)
-        pos = max(start - mf.from_offset, 0)
-        while pos < limit and mf.from_offset + pos < end:
-            fill = fills.get(mf.from_offset + pos)
-            if fill is not None:
-                yield from fill.records()
-                if fill.ends_file:
-                    break
-                pos += fill.length
-                continue
-            if classify_tail(buf, pos, limit)[0] != "garbage":
-                break  # BLANK, zeros: the next file
-            try:
-                rec = decode_record(buf, pos, limit, str(mf.path), mf.from_offset)
-            except RecordError as exc:
-                total = fmt.TOTAL_SIZE_STRUCT.unpack_from(buf, pos)[0]
-                read = broker_read_length(buf, pos, limit)
-                if read is not None and read != total and total > 0:
-                    notes.append(f"{mf.name} at {pos}: {exc}; the reput skips its {total} bytes, as a broker")
-                    pos += total
-                    continue
-                notes.append(f"{mf.name} at {pos}: {exc}; the reput skips the rest of the file, as a broker")
-                break
-            yield rec
-            pos += rec.total_size
 
 
 def _plan_commitlog(store: Store, end: int, actions: list, notes: list[str], stop: WalkEnd) -> None:

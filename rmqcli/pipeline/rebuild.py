@@ -5,7 +5,8 @@ Each task reads one CommitLog file with ``propscan.scan_file`` (or record by rec
 bulk dispatch reads (``fastdispatch.dispatch_commitlog``). The scans are kept by Spark (memory,
 then disk) and come back to the driver store by store, in file order, where the same
 ``FastDispatcher`` groups them by (topic, queue) and writes consume queues and index files into
-the store's staging directory; the plan and its application are ``rmq rebuild``'s
+the store's staging directory (a store with a corrupt record is left to ``stage_rebuild`` itself,
+on the driver); the plan and its application are ``rmq rebuild``'s
 (``rmqcli.ops.rebuild``, ``rmqcli.ops.safety``): plan unless ``--yes``, lock check, backup,
 journal, rename into place, fsync. The files are byte for byte ``rmq rebuild``'s.
 
@@ -74,18 +75,18 @@ def stage_from_scans(
     dispatcher = FastDispatcher(
         staged, settings, ops.rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
     )
-    corrupt = False
+    damaged = False
     try:
         for scan in scans:
-            dispatcher.dispatch(scan, np.flatnonzero(scan.physical >= start))
             if scan.error is not None:
-                corrupt = True
+                damaged = True
                 break
+            dispatcher.dispatch(scan, np.flatnonzero(scan.physical >= start))
         for _ in scans:  # the rest of this store's scans, unread
             pass
     finally:
         dispatcher.close()
-    if corrupt:  # a CommitLog not valid throughout: the record-by-record path skips what a reput skips
+    if damaged:  # a corrupt record: what a rebuild does past it is rmq rebuild's own (local) path
         ops.discard(result)
         return ops.stage_rebuild(store, consume_queues=consume_queues, index=index, topic=topic)
     result.records = dispatcher.records
