@@ -20,6 +20,7 @@ to ``StoreWriter`` as the broker received it, and compares the files byte for by
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import shutil
@@ -477,3 +478,23 @@ def test_random_messages_read_back(tmp_path):
         unit = store.consume_queue(result.topic, result.queue_id).unit(result.queue_offset)
         assert (unit.commitlog_offset, unit.size) == (result.physical_offset, result.size)
     store.close()
+
+
+def test_reopened_store_corrects_queue_minimums_past_deleted_commitlog_files(tmp_path):
+    """``recoverTopicQueueTable`` -> ``correctMinOffset``: after the first CommitLog files expired, a
+    queue starts at its first unit pointing at a record that still exists."""
+    settings = dataclasses.replace(SMALL, mapped_file_size_consume_queue=2000)  # one CQ file per queue
+    with StoreWriter(tmp_path, settings, clock=_clock()) as w:
+        for i in range(120):
+            w.append(Message("T", i % 3, bytes([65 + i % 26]) * 200, {"TAGS": "a"}))
+    first = sorted((tmp_path / "commitlog").iterdir())[:2]
+    for path in first:
+        path.unlink()  # as the broker's CommitLog clean-up deletes expired files
+    store = Store.open(tmp_path)
+    low = store.commitlog.min_offset
+    expected = {key: store.consume_queue(*key).min_offset(low) for key in store.queue_ids()}
+    store.close()
+    assert all(m > 0 for m in expected.values())
+    with StoreWriter(tmp_path, settings, clock=_clock()) as w:
+        got = {key: cq.min_logic_offset // CQ_UNIT_SIZE for key, cq in w.dispatcher.cqs.items()}
+    assert got == expected

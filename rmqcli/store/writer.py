@@ -136,6 +136,8 @@ class StoreWriter:
                 if rec.physical_offset >= reput_from:
                     self._dispatch_record(rec)
                 self._last_store_timestamp = rec.store_timestamp
+            for cq in self.dispatcher.cqs.values():
+                cq.correct_min_offset(reader.min_offset)
         finally:
             reader.close()
 

@@ -6,7 +6,7 @@ import logging
 import math
 from pathlib import Path
 
-from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, FILLER_UNIT, is_valid_unit
+from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, FILLER_UNIT, is_filler_unit, is_valid_unit
 from rmqcli.store.consumequeue import RECOVER_FROM_LAST, valid_units_in
 from rmqcli.store.writer_files import WritableFileQueue
 
@@ -56,6 +56,19 @@ class ConsumeQueueWriter:
         if self.files.files:
             self.min_logic_offset = self.files.files[0].from_offset
         return removed
+
+    def correct_min_offset(self, phy_min_offset: int) -> None:
+        """``ConsumeQueue.correctMinOffset`` (4.9.x, run at start-up by ``recoverTopicQueueTable``):
+        the queue starts at the first unit of its first file that points at or past the CommitLog's
+        minimum offset (fillers skipped, as ``rmqcli.store.consumequeue`` reads it)."""
+        if not self.files.files:
+            return
+        first = self.files.files[0]
+        data = first.read(0, first.wrote)
+        for i, (offset, size, tags) in enumerate(CQ_UNIT_STRUCT.iter_unpack(data)):
+            if offset >= phy_min_offset and not is_filler_unit(offset, size, tags):
+                self.min_logic_offset = first.from_offset + i * CQ_UNIT_SIZE
+                return
 
     def truncate_dirty(self, phy_offset: int) -> list[Path]:
         """``ConsumeQueue.truncateDirtyLogicFiles`` (4.9.x, FORMATS.md §6.6): drop units at or past
