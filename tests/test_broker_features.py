@@ -354,3 +354,33 @@ def test_a_direct_send_to_the_retry_topic_past_max_reconsume_goes_to_the_dlq(ser
         assert "DELAY" not in dead.properties  # the DLQ's DELAY=0 went to a map that was replaced
 
     run(go)
+
+
+def past_end_pull(queue_id: int, offset: int) -> dict:
+    return hd.PullMessageRequestHeader(
+        consumer_group="G_PAST", topic="TopicPastEnd", queue_id=queue_id, queue_offset=offset,
+        max_msg_nums=32, sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, subscription="*",
+        sub_version=0,
+    ).to_ext_fields()  # fmt: skip
+
+
+def test_a_pull_past_the_end_is_moved_to_the_max_offset(server: ServeProcess) -> None:
+    """``DefaultMessageStore.getMessage`` (4.9.x): OFFSET_OVERFLOW_BADLY corrects to the max offset."""
+
+    async def go(client: RemotingClient) -> None:
+        for body in (b"one", b"two"):
+            await send(client, server.broker, "TopicPastEnd", body, {"TAGS": "P"})
+        for offset, code, status, next_offset in (
+            (9, RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", "2"),
+            (2, RS.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", "2"),
+            (0, RS.SUCCESS, "FOUND", "2"),
+        ):
+            r = await invoke(client, server.broker, RC.PULL_MESSAGE, past_end_pull(0, offset))
+            assert (r.code, r.remark, r.ext_fields["nextBeginOffset"]) == (code, status, next_offset)
+            assert (r.ext_fields["minOffset"], r.ext_fields["maxOffset"]) == ("0", "2")
+        empty = await invoke(client, server.broker, RC.PULL_MESSAGE, past_end_pull(1, 5))
+        assert (empty.code, empty.remark, empty.ext_fields["nextBeginOffset"]) == (
+            RS.PULL_OFFSET_MOVED, "NO_MESSAGE_IN_QUEUE", "0"
+        )  # fmt: skip
+
+    run(go)

@@ -136,15 +136,15 @@ def get_message(ctl: BrokerController, pull: PullRequest) -> PullResult:
         return result(RS.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL", low)
     if offset == high:
         return result(RS.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", offset)
-    if offset > high:
-        return result(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", low if low == 0 else high)
+    if offset > high:  # 4.9.x corrects to the max offset (3.x/4.0-4.2 used the min when it was 0)
+        return result(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", high)
     max_msgs = max(1, min(h.max_msg_nums, MAX_TRANSFER_COUNT))
     codes = pull.codes
     want = max(MAX_FILTER_BYTES, h.max_msg_nums * 20) // 20  # units are decoded lazily, as used
     chunks: list[bytes] = []
     size = 0
     scanned = 0
-    missing = False
+    empty_status = "NO_MATCHED_MESSAGE"  # the last reason a unit gave nothing, while nothing was found
     found_units = False
     read = store.read
     for physical, unit_size, tags_code in store.unit_tuples(topic, queue_id, offset, want):
@@ -153,10 +153,11 @@ def get_message(ctl: BrokerController, pull: PullRequest) -> PullResult:
             break
         scanned += 1
         if codes is not None and tags_code not in codes:
+            empty_status = "NO_MATCHED_MESSAGE"
             continue
         data = read(physical, unit_size)
         if data is None:
-            missing = True
+            empty_status = "MESSAGE_WAS_REMOVING"
             continue
         chunks.append(data)
         size += unit_size
@@ -167,9 +168,7 @@ def get_message(ctl: BrokerController, pull: PullRequest) -> PullResult:
     if chunks:
         store.get_count += len(chunks)
         return result(RS.SUCCESS, "FOUND", next_offset, b"".join(chunks))
-    if missing:
-        return result(RS.PULL_RETRY_IMMEDIATELY, "MESSAGE_WAS_REMOVING", next_offset)
-    return result(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", next_offset)
+    return result(RS.PULL_RETRY_IMMEDIATELY, empty_status, next_offset)
 
 
 def respond(req: RemotingCommand, res: PullResult) -> RemotingCommand:
