@@ -200,3 +200,23 @@ def test_broken_pipe_is_quiet() -> None:
         code = proc.wait(timeout=60)
     assert err == b""
     assert code == 141
+
+
+@pytest.mark.parametrize(
+    ("words", "cword", "expected", "absent"),
+    [
+        ("rmq topicL", 1, {"topicList"}, {"topicRoute"}),
+        ("rmq dump-c", 1, {"dump-commitlog", "dump-cq", "dump-checkpoint", "dump-config"}, {"stats"}),
+        ("rmq topicList --", 2, {"--namesrvAddr", "--clusterModel", "--json"}, {"--topic"}),
+        ("rmq pipeline ", 2, {"export", "stats", "rebuild", "search"}, set()),
+    ],
+)
+def test_bash_completion(words: str, cword: int, expected: set[str], absent: set[str]) -> None:
+    """What `eval "$(_RMQ_COMPLETE=bash_source rmq)"` asks the program for on each <TAB>."""
+    import os
+
+    env = {**os.environ, "_RMQ_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "rmq")], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert expected <= set(out) and not absent & set(out), out

@@ -56,7 +56,23 @@ def _quiet_broken_pipe() -> int:
 
 
 class RmqGroup(TyperGroup):
-    """The top-level group: turns ``RmqError`` and a closed pipe into an exit code."""
+    """The top-level group: turns ``RmqError`` and a closed pipe into an exit code.
+
+    Subcommands are built from their typer declarations when first asked for (``LAZY``): a run
+    of one command builds one click command, not sixty.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        built = super().list_commands(ctx)
+        return [*LAZY, *(name for name in built if name not in LAZY)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        info = LAZY.get(cmd_name)
+        if cmd_name not in self.commands and info is not None:
+            self.commands[cmd_name] = typer.main.get_command_from_info(
+                info, pretty_exceptions_short=True, rich_markup_mode=None
+            )
+        return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """No arguments: list the commands as mqadmin does (PROTOCOL.md C.1)."""
@@ -123,6 +139,9 @@ app.command("restore-backup")(backup.restore_backup)
 app.command("serve")(serve.serve)
 app.add_typer(pipeline.app, name="pipeline")
 admin_commands.register(app)
+# built on demand by RmqGroup.get_command, in this order by list_commands
+LAZY = {info.name: info for info in app.registered_commands if info.name}
+app.registered_commands = [info for info in app.registered_commands if not info.name]
 
 
 def invoke(args: Sequence[str]) -> int:
