@@ -63,6 +63,8 @@ def _numpy_dtype(schema) -> np.dtype:
 _ENTRY = _numpy_dtype(ifmt.IndexEntry)
 _SLOT = _numpy_dtype(ifmt.HashSlot)
 _SLOT_CHUNK = 1024  # slots per write unit: only chunks holding a used slot are written
+assert len(_SLOT.names) == 1 and _SLOT.itemsize == _SLOT["index_no"].itemsize
+_SLOT_INT = _SLOT["index_no"]  # the slot table is kept in the file's byte order, written as it is
 
 
 def _pwrite_all(fd: int, data, position: int) -> None:
@@ -240,11 +242,9 @@ class _IndexFile:
         edges = np.flatnonzero(flags[1:] != flags[:-1])
         for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
             lo, hi = a * _SLOT_CHUNK, min(b * _SLOT_CHUNK, n)
-            table = np.empty(hi - lo, dtype=_SLOT)
-            table["index_no"] = self.slots[lo:hi]
-            _pwrite_all(self.fd, table.view(np.uint8), ifmt.slot_position(lo))
+            _pwrite_all(self.fd, self.slots[lo:hi].view(np.uint8), ifmt.slot_position(lo))
         os.close(self.fd)
-        self.slots = np.zeros(0, dtype=np.int32)
+        self.slots = np.zeros(0, dtype=_SLOT_INT)
 
 
 @dataclass
@@ -377,7 +377,7 @@ class FastDispatcher:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / name
         created = _IndexFile(
-            path, _create_sparse(path, self.index_size), np.zeros(self.hash_slot_num, np.int32)
+            path, _create_sparse(path, self.index_size), np.zeros(self.hash_slot_num, _SLOT_INT)
         )
         if prev is not None:
             if prev.end_phy_offset > 0:

@@ -60,6 +60,10 @@ _HEADER_DTYPES = {
     for flags in fmt.HEADER_STRUCTS
 }
 _PREFIX_DTYPE = _record_dtype(fmt.RecordPrefix, _HEADER_WIDTH)
+# Headers are first read as wide as the IPv4 one (the common case), and again only for IPv6 hosts.
+_V4_WIDTH = fmt.HEADER_STRUCTS[0].size
+_V4_DTYPE = _record_dtype(fmt.header_schema(False, False), _V4_WIDTH)
+_V4_PREFIX_DTYPE = _record_dtype(fmt.RecordPrefix, _V4_WIDTH)
 _FIXED_BY_FLAGS = np.array(
     [fmt.HEADER_STRUCTS[f].size if f in fmt.HEADER_STRUCTS else 0 for f in range(fmt.HOST_FLAGS + 1)],
     dtype=np.int64,
@@ -239,15 +243,15 @@ def _starts_and_heads(buf, arr: np.ndarray, start: int, base: int, hints: np.nda
         lo, hi = np.searchsorted(hints, (base + start, base + limit))
         cand = _hints_in(hints[lo:hi] - base, start, limit)
         if len(cand):
-            head = block_gather(arr, cand, _HEADER_WIDTH)
-            total = head.view(_PREFIX_DTYPE).ravel()["total_size"]
+            head = block_gather(arr, cand, _V4_WIDTH)
+            total = head.view(_V4_PREFIX_DTYPE).ravel()["total_size"]
             starts = _link(buf, start, limit, cand, cand + total)
             if starts is cand:
                 return cand, head
             if starts is not None:
-                return starts, block_gather(arr, starts, _HEADER_WIDTH)
+                return starts, block_gather(arr, starts, _V4_WIDTH)
     starts = np.array(walk(buf, start, limit), dtype=np.int64)
-    return starts, block_gather(arr, starts, _HEADER_WIDTH)
+    return starts, block_gather(arr, starts, _V4_WIDTH)
 
 
 # --- the scan -----------------------------------------------------------------------------------
@@ -269,7 +273,7 @@ def _fixed_fields(head: np.ndarray, hosts: np.ndarray) -> tuple[np.ndarray, np.n
     n = len(hosts)
     first = int(hosts[0]) if n else 0
     if not n or bool(np.all(hosts == first)):
-        rec = head.view(_HEADER_DTYPES[first]).ravel()
+        rec = head.view(_V4_DTYPE if head.shape[1] == _V4_WIDTH else _HEADER_DTYPES[first]).ravel()
         return rec["store_timestamp"].astype(np.int64), rec["body_length"].astype(np.int64)
     store_ts = np.empty(n, dtype=np.int64)
     body_len = np.empty(n, dtype=np.int64)
@@ -326,11 +330,14 @@ def scan_records(
     limit = len(buf)
     arr = np.frombuffer(buf, dtype=np.uint8)
     starts, head = _starts_and_heads(buf, arr, start, base, hints)
-    prefix = head.view(_PREFIX_DTYPE).ravel()
-    magic = prefix["magic_code"]
-    total = prefix["total_size"].astype(np.int64)
+    prefix = head.view(_V4_PREFIX_DTYPE).ravel()
     sys_flag = prefix["sys_flag"].astype(np.int64)
     hosts = sys_flag & fmt.HOST_FLAGS
+    if hosts.any():  # IPv6 hosts: the wider headers
+        head = block_gather(arr, starts, _HEADER_WIDTH)
+        prefix = head.view(_PREFIX_DTYPE).ravel()
+    magic = prefix["magic_code"]
+    total = prefix["total_size"].astype(np.int64)
     fixed = _FIXED_BY_FLAGS[hosts]
     store_ts, body_len = _fixed_fields(head, hosts)
     v2 = magic == fmt.MAGIC_V2
