@@ -8,6 +8,7 @@ properties map is serialised (FORMATS.md §1.7).
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -61,8 +62,24 @@ def hashmap_order(keys: Iterable[T], key_hash: Callable[[T], int] | None = None)
     ``hashCode`` (``String.hashCode`` by default). This is, for instance, the order in which a
     broker serialises a message's properties map.
     """
-    hash_of = key_hash or string_hash
     unique = list(dict.fromkeys(keys))
+    if key_hash is None:  # string keys: the same key sets recur (message properties, header fields)
+        try:
+            return [unique[i] for i in _string_key_order(tuple(unique))]
+        except TypeError:  # not hashable: computed below
+            pass
+    return _order(unique, key_hash or string_hash)
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_key_order(keys: tuple[str, ...]) -> tuple[int, ...]:
+    """``hashmap_order`` of distinct string keys, as indexes into ``keys`` (cached)."""
+    order = _order(list(keys), string_hash)
+    position = {k: i for i, k in enumerate(keys)}
+    return tuple(position[k] for k in order)
+
+
+def _order(unique: list[T], hash_of: Callable[[T], int]) -> list[T]:
     capacity = 16
     while len(unique) > capacity * 3 // 4:
         capacity *= 2

@@ -9,6 +9,7 @@ Specified by PROTOCOL.md A.1-A.4 and A.6 (Apache RocketMQ ``RemotingCommand.java
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -130,7 +131,12 @@ def ext_value(value: Any) -> str:
 _SERIALIZE_TYPE_JSON = '"serializeTypeCurrentRPC":"JSON"'
 
 
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\\"]')  # what json.dumps escapes with ensure_ascii=False
+
+
 def _js(text: str) -> str:
+    if _NEEDS_ESCAPE.search(text) is None:  # the common case, without json's call overhead
+        return f'"{text}"'
     return json.dumps(text, ensure_ascii=False)
 
 
