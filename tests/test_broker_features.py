@@ -384,3 +384,33 @@ def test_a_pull_past_the_end_is_moved_to_the_max_offset(server: ServeProcess) ->
         )  # fmt: skip
 
     run(go)
+
+
+def test_delay_progress_survives_a_restart(tmp_path: Path) -> None:
+    """delayOffset.json is written at shutdown and read at start: what was delivered before the stop is
+    not delivered again, what was still waiting is delivered after the restart."""
+    conf = write_conf(tmp_path / "broker.conf", messageDelayLevel="1s 4s" + " 1s" * 16)
+    store = tmp_path / "store"
+
+    async def send_two(client: RemotingClient, addr: str) -> None:
+        await send(client, addr, "TopicDelayRestart", b"soon", {"DELAY": "1", "KEYS": "soon"})
+        await send(client, addr, "TopicDelayRestart", b"later", {"DELAY": "2", "KEYS": "later"})
+        [first] = await pull_all(client, addr, "TopicDelayRestart", 0, 1)
+        assert first.properties["KEYS"] == "soon"
+
+    with ServeProcess(store, conf) as proc:
+        run(send_two, proc.broker)
+        assert proc.stop() == 0  # before "later" is due
+    assert delay_offsets(store / "config") == {1: 1}
+
+    async def after(client: RemotingClient, addr: str) -> list[Record]:
+        got = await pull_all(client, addr, "TopicDelayRestart", 0, 2)
+        await asyncio.sleep(1.5)  # nothing else may come
+        return got + await pull_all(client, addr, "TopicDelayRestart", 0, 3, timeout=0.5)
+
+    with ServeProcess(store, conf) as proc:
+        got = run(after, proc.broker)
+        assert proc.stop() == 0
+    assert [r.properties["KEYS"] for r in got[:2]] == ["soon", "later"]
+    assert len(got) == 4  # the two pulls from offset 0 saw the same two messages, nothing more
+    assert delay_offsets(store / "config") == {1: 1, 2: 1}
