@@ -10,6 +10,7 @@ broker's CHECK_TRANSACTION_STATE.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.commitlog import Record, decode_record
 from rmqcli.store.configfiles import delay_offsets
-from tests.test_broker_client import ServeProcess, write_conf
+from tests.test_broker_client import RMQ, ROOT, ServeProcess, write_conf
 
 LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
@@ -414,3 +415,18 @@ def test_delay_progress_survives_a_restart(tmp_path: Path) -> None:
     assert [r.properties["KEYS"] for r in got[:2]] == ["soon", "later"]
     assert len(got) == 4  # the two pulls from offset 0 saw the same two messages, nothing more
     assert delay_offsets(store / "config") == {1: 1, 2: 1}
+
+
+def test_zz_the_store_verifies_clean_after_a_clean_stop(server: ServeProcess) -> None:
+    """Last in this module: everything the tests above made the broker write (retry, DLQ, schedule,
+    half, op, check-max-time topics) is a store ``rmq verify`` finds nothing wrong with."""
+    assert server.stop() == 0
+    verify = subprocess.run(
+        [*RMQ, "verify", str(server.store), "--config", str(server.conf)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+    topics = (server.store / "config" / "topics.json").read_text()
+    for name in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                 "TRANS_CHECK_MAX_TIME_TOPIC", "%RETRY%G_SENDBACK", "%DLQ%G_SENDBACK"):  # fmt: skip
+        assert f'"{name}"' in topics
