@@ -214,6 +214,9 @@ def main() -> None:
     from tests.bench import pipeline as pipeline_bench
 
     pipeline_bench.run()
+    from tests.bench import broker as broker_bench
+
+    broker_bench.main([])
 
 
 if __name__ == "__main__":
