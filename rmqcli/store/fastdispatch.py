@@ -416,18 +416,21 @@ class FastDispatcher:
         k = len(local)
         first_no = f.entries + 1
         phy = physical[local]
-        ts = stamps[local]
-        diff = ts - f.begin_timestamp
+        lo, hi = int(local[0]), int(local[-1]) + 1  # entries are in record order
+        seed = None
         if f.entries == 0:
             # the first entry is diffed against the seeded begin, then becomes the begin
-            if f.begin_timestamp <= 0:
-                diff[0] = 0
-            f.begin_phy_offset, f.begin_timestamp = int(phy[0]), int(ts[0])
-            diff[1:] = ts[1:] - f.begin_timestamp
+            seed = f.begin_timestamp
+            f.begin_phy_offset, f.begin_timestamp = int(phy[0]), int(stamps[lo])
+        # the time diff of each record's entries, then of each entry
+        per_record = stamps[lo:hi] - f.begin_timestamp
         if f.begin_timestamp <= 0:
-            diff[f.entries == 0 :] = 0
-        diff //= 1000
-        np.clip(diff, 0, _MAX_INT, out=diff)
+            per_record[:] = 0
+        per_record //= 1000
+        np.clip(per_record, 0, _MAX_INT, out=per_record)
+        diff = per_record[local - lo]
+        if seed is not None:
+            diff[0] = min(max((int(stamps[lo]) - seed) // 1000, 0), _MAX_INT) if seed > 0 else 0
         slot = key_hash % self.hash_slot_num
         packed = np.sort(slot * k + np.arange(k, dtype=np.int64))
         order = packed % k
@@ -456,7 +459,7 @@ class FastDispatcher:
         entries["prev_index"] = prev
         _pwrite_all(f.fd, entries.view(np.uint8), ifmt.entry_position(first_no, self.hash_slot_num))
         f.entries += k
-        f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(ts[-1])
+        f.end_phy_offset, f.end_timestamp = int(phy[-1]), int(stamps[hi - 1])
 
     # --- results -------------------------------------------------------------------------------
     @property
