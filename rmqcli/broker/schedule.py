@@ -110,8 +110,12 @@ class ScheduleService:
                 if deliver_at > clock:
                     return count
                 rec = store.look_message(unit.physical_offset)
-                if rec is not None:
-                    inner = delivered_message(rec)
+                try:
+                    inner = delivered_message(rec) if rec is not None else None
+                except ValueError:  # REAL_QID not a number: Java retries it forever; skipped here
+                    log.error("scheduled record at %d has a bad REAL_QID; skipped", unit.physical_offset)
+                    inner = None
+                if inner is not None:
                     if inner.topic and inner.topic != TRANS_HALF_TOPIC:
                         try:
                             store.put_inner(inner)
