@@ -28,7 +28,8 @@ def serve(
             "--config",
             help="broker.conf: brokerName, brokerClusterName, brokerId, listenPort, brokerIP1, "
             "flushDiskType, mapped file sizes, autoCreateTopicEnable, autoCreateSubscriptionGroup, "
-            "messageIndexEnable...",
+            "messageIndexEnable, messageDelayLevel, transactionTimeOut, transactionCheckMax, "
+            "transactionCheckInterval, rejectTransactionMessage...",
             dir_okay=False,
         ),
     ] = None,
@@ -50,8 +51,12 @@ def serve(
     At start the store is checked like a broker does it: a store whose lock a live process holds
     is refused, the start-up recovery of `rmq recover` runs and is applied (abnormal when `abort`
     exists; removed bytes are backed up), then the store is opened for writing. Producers send,
-    consumers pull (with long polling) and commit offsets to config/consumerOffset.json. SIGTERM or
-    Ctrl-C stops it cleanly: flushed, config persisted, `abort` removed.
+    consumers pull (with long polling) and commit offsets to config/consumerOffset.json. Messages a
+    consumer sends back go to %RETRY%<group> with growing delays, then to %DLQ%<group>; delayed
+    messages wait in SCHEDULE_TOPIC_XXXX until due (progress in config/delayOffset.json);
+    transactional sends are half messages until END_TRANSACTION, and the producer group is asked
+    about those left open past transactionTimeOut. SIGTERM or Ctrl-C stops it cleanly: flushed,
+    config persisted, `abort` removed.
     """
     import asyncio
     import logging
