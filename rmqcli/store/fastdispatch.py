@@ -432,9 +432,15 @@ class FastDispatcher:
         if seed is not None:
             diff[0] = min(max((int(stamps[lo]) - seed) // 1000, 0), _MAX_INT) if seed > 0 else 0
         slot = key_hash % self.hash_slot_num
-        packed = np.sort(slot * k + np.arange(k, dtype=np.int64))
-        order = packed % k
-        sorted_slot = packed // k
+        shift = (k - 1).bit_length()  # (slot, entry) packed in one int64, sorted by slot then entry
+        if (self.hash_slot_num - 1).bit_length() + shift <= 62:
+            packed = np.sort((slot << shift) | np.arange(k, dtype=np.int64))
+            order = packed & ((1 << shift) - 1)
+            sorted_slot = packed >> shift
+        else:
+            packed = np.sort(slot * k + np.arange(k, dtype=np.int64))
+            order = packed % k
+            sorted_slot = packed // k
         same = np.zeros(k, dtype=bool)
         same[1:] = sorted_slot[1:] == sorted_slot[:-1]
         if same.any():
