@@ -45,6 +45,7 @@ class BrokerConfig:
     transaction_check_max: int = 15  # checks before a half message is discarded
     transaction_check_interval: int = 60000  # ms between transaction checks
     flush_delay_offset_interval: int = 10000  # ms, delayOffset.json
+    file_reserved_time: int = 72  # hours; older half messages are not checked any more
     store: StoreSettings = field(default_factory=StoreSettings)
 
     @property
@@ -80,6 +81,7 @@ _KEYS = {
     "transactionCheckMax": "transaction_check_max",
     "transactionCheckInterval": "transaction_check_interval",
     "flushDelayOffsetInterval": "flush_delay_offset_interval",
+    "fileReservedTime": "file_reserved_time",
 }
 
 

@@ -248,12 +248,21 @@ class TransactionCheckService:
                 if half is not None:
                     props = dict(half.properties)
                     times = int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0") or 0)
-                    if times >= config.transaction_check_max and PROPERTY_TRANSACTION_CHECK_TIMES in props:
+                    # needDiscard (checked transactionCheckMax times; else the count goes up) or
+                    # needSkip (born longer than fileReservedTime ago): both are moved aside
+                    discard = (
+                        PROPERTY_TRANSACTION_CHECK_TIMES in props and times >= config.transaction_check_max
+                    )
+                    if not discard:
+                        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times + 1)
+                        discard = start - half.born_timestamp > config.file_reserved_time * 3_600_000
+                    if discard:
                         self.ctl.topics.create_system(CHECK_MAX_TIME_TOPIC, 1, PERM_READ_WRITE)
                         store.put_inner(discarded_message(half, props))
-                        log.warning("half message %s checked %d times; discarded", half.msg_id, times)
+                        log.warning(
+                            "half message %s checked %d times or too old; discarded", half.msg_id, times
+                        )
                     else:
-                        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times + 1)
                         if half.store_timestamp >= start:
                             break
                         age = start - half.born_timestamp

@@ -1,0 +1,106 @@
+"""The transaction check in process over a real store (``TransactionalMessageServiceImpl.check`` of
+4.9.x): resolved half messages are passed, young ones stop the walk, old unresolved ones are stored
+again with ``TRANSACTION_CHECK_TIMES`` + 1, and those checked too often or born more than
+``fileReservedTime`` ago go to ``TRANS_CHECK_MAX_TIME_TOPIC``; the system group's half and op
+offsets move as far as they are done."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from rmqcli.broker import transaction as tx
+from rmqcli.broker.config import BrokerConfig
+from rmqcli.broker.controller import BrokerController
+from rmqcli.store.writer import StoreWriter
+from rmqcli.store.writer_messages import Message
+
+T0 = 1_800_000_000_000
+HOUR = 3_600_000
+
+
+def controller(root: Path, clock: list[int], **config: int) -> BrokerController:
+    writer = StoreWriter(root, clock=lambda: clock[0])
+    base = BrokerConfig(broker_ip1="127.0.0.1", transaction_timeout=6000, transaction_check_max=2)
+    return BrokerController(replace(base, **config), writer, [])
+
+
+def half(ctl: BrokerController, key: str, born: int) -> None:
+    props = {"KEYS": key, "TRAN_MSG": "true", "PGROUP": "PG"}
+    tx.prepare(ctl, Message("TopicT", 0, key.encode(), props, sys_flag=4, born_timestamp=born))
+
+
+def keys(ctl: BrokerController, topic: str) -> list[tuple[str, str | None]]:
+    units = ctl.store.units(topic, 0, 0, 100)
+    recs = [ctl.store.look_message(u.physical_offset) for u in units]
+    return [
+        (r.properties["KEYS"], r.properties.get("TRANSACTION_CHECK_TIMES")) for r in recs if r is not None
+    ]
+
+
+def offsets(ctl: BrokerController) -> tuple[int, int]:
+    return (
+        ctl.offsets.query(tx.SYSTEM_GROUP, tx.HALF_TOPIC, 0),
+        ctl.offsets.query(tx.SYSTEM_GROUP, tx.OP_TOPIC, 0),
+    )
+
+
+def test_the_check_walks_the_half_queue(tmp_path: Path) -> None:
+    clock = [T0]
+    ctl = controller(tmp_path / "store", clock)
+    try:
+        half(ctl, "done", T0 - 10_000)
+        half(ctl, "open", T0 - 10_000)
+        half(ctl, "young", T0 - 1_000)
+        first = ctl.store.look_message(ctl.store.units(tx.HALF_TOPIC, 0, 0, 1)[0].physical_offset)
+        assert first is not None
+        tx.put_op(ctl, first)  # "done" was committed or rolled back
+        clock[0] = T0 + 1  # stored before the check starts
+        service = ctl.transactions
+        assert service.check(now=T0 + 1) == 0  # no producer online: nobody to ask
+        # "open" was stored again with one check; "young" stopped the walk
+        assert keys(ctl, tx.HALF_TOPIC)[3:] == [("open", "1")]
+        assert offsets(ctl) == (2, 1)
+        clock[0] = T0 + 10_000
+        service.check(now=T0 + 10_000)  # young is old enough now; the renewed open is checked again
+        assert keys(ctl, tx.HALF_TOPIC)[4:] == [("young", "1"), ("open", "2")]
+        clock[0] = T0 + 20_000
+        service.check(now=T0 + 20_000)
+        # the open one was checked transactionCheckMax (2) times: moved aside, not renewed
+        assert keys(ctl, tx.CHECK_MAX_TIME_TOPIC) == [("open", "2")]
+        assert keys(ctl, tx.HALF_TOPIC)[6:] == [("young", "2")]
+        assert offsets(ctl) == (6, 1)
+    finally:
+        ctl.writer.close()
+
+
+def test_half_messages_older_than_the_reserved_time_are_moved_aside(tmp_path: Path) -> None:
+    clock = [T0]
+    ctl = controller(tmp_path / "store", clock, file_reserved_time=1)
+    try:
+        half(ctl, "ancient", T0 - 2 * HOUR)
+        clock[0] = T0 + 1
+        ctl.transactions.check(now=T0 + 1)
+        assert keys(ctl, tx.CHECK_MAX_TIME_TOPIC) == [("ancient", "1")]
+        assert keys(ctl, tx.HALF_TOPIC) == [("ancient", None)]
+        assert offsets(ctl)[0] == 1
+    finally:
+        ctl.writer.close()
+
+
+def test_ops_of_earlier_half_offsets_move_the_op_offset(tmp_path: Path) -> None:
+    clock = [T0]
+    ctl = controller(tmp_path / "store", clock)
+    try:
+        for key in ("a", "b", "c"):
+            half(ctl, key, T0 - 10_000)
+        recs = [ctl.store.look_message(u.physical_offset) for u in ctl.store.units(tx.HALF_TOPIC, 0, 0, 3)]
+        for rec in (recs[2], recs[0], recs[1]):  # resolved out of order
+            assert rec is not None
+            tx.put_op(ctl, rec)
+        clock[0] = T0 + 1
+        ctl.transactions.check(now=T0 + 1)
+        assert offsets(ctl) == (3, 3)  # all three done: both offsets past them
+        assert len(keys(ctl, tx.HALF_TOPIC)) == 3  # nothing renewed
+    finally:
+        ctl.writer.close()
