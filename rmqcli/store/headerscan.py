@@ -236,7 +236,8 @@ def _starts_and_heads(buf, arr: np.ndarray, start: int, base: int, hints: np.nda
     """``record_starts`` and the header block of those records.
 
     With hints, the header block is read once at the hinted positions and their TOTALSIZE
-    fields link the chain; it is read again only when the chain is not exactly the hints.
+    fields link the chain; only the records walked between hints (no queue points at them)
+    are read on their own.
     """
     limit = len(buf)
     if hints is not None and len(hints):
@@ -248,8 +249,13 @@ def _starts_and_heads(buf, arr: np.ndarray, start: int, base: int, hints: np.nda
             starts = _link(buf, start, limit, cand, cand + total)
             if starts is cand:
                 return cand, head
-            if starts is not None:
-                return starts, block_gather(arr, starts, _V4_WIDTH)
+            if starts is not None:  # the hints and the records walked between them
+                whole = np.empty((len(starts), _V4_WIDTH), dtype=np.uint8)
+                hinted = np.zeros(len(starts), dtype=bool)
+                hinted[np.searchsorted(starts, cand)] = True
+                whole[hinted] = head
+                whole[~hinted] = block_gather(arr, starts[~hinted], _V4_WIDTH)
+                return starts, whole
     starts = np.array(walk(buf, start, limit), dtype=np.int64)
     return starts, block_gather(arr, starts, _V4_WIDTH)
 
