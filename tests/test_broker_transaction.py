@@ -104,3 +104,30 @@ def test_ops_of_earlier_half_offsets_move_the_op_offset(tmp_path: Path) -> None:
         assert len(keys(ctl, tx.HALF_TOPIC)) == 3  # nothing renewed
     finally:
         ctl.writer.close()
+
+
+def test_a_half_message_within_its_own_immunity_time_is_put_back_not_checked(tmp_path: Path) -> None:
+    clock = [T0]
+    ctl = controller(tmp_path / "store", clock)
+    try:
+        props = {"KEYS": "imm", "TRAN_MSG": "true", "PGROUP": "PG", "CHECK_IMMUNITY_TIME_IN_SECONDS": "60"}
+        tx.prepare(ctl, Message("TopicT", 0, b"i", props, sys_flag=4, born_timestamp=T0 - 10_000))
+        clock[0] = T0 + 1
+        ctl.transactions.check(now=T0 + 1)  # 10 s old: past transactionTimeOut, not past 60 s
+        [_, again] = [
+            ctl.store.look_message(u.physical_offset) for u in ctl.store.units(tx.HALF_TOPIC, 0, 0, 2)
+        ]
+        assert again is not None
+        assert again.properties["TRAN_PREPARED_QUEUE_OFFSET"] == "0"  # remembers the first offset
+        assert again.properties["TRANSACTION_CHECK_TIMES"] == "1" and again.properties["WAIT"] == "false"
+        first = ctl.store.look_message(ctl.store.units(tx.HALF_TOPIC, 0, 0, 1)[0].physical_offset)
+        assert first is not None
+        tx.put_op(ctl, first)  # the producer ends the transaction of the first record
+        clock[0] = T0 + 2
+        ctl.transactions.check(now=T0 + 2)
+        # as in Java, an op for an offset below the half offset only counts as done: the copy does
+        # not find its remembered offset among the removed ones and is put back once more
+        assert offsets(ctl) == (2, 1)
+        assert keys(ctl, tx.HALF_TOPIC) == [("imm", None), ("imm", "1"), ("imm", "2")]
+    finally:
+        ctl.writer.close()

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.msgext import (
+    PROPERTY_CHECK_IMMUNITY_TIME,
+    PROPERTY_PREPARED_QUEUE_OFFSET,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     inner_from_record,
@@ -121,6 +123,22 @@ def renewed_half_message(half: Record, props: dict[str, str]) -> InnerMessage:
     props = dict(props)
     props[fmt.PROPERTY_WAIT] = "false"
     return inner_from_record(half, half.topic, half.queue_id, props, text, reconsume_times=0)
+
+
+def immunity_half_message(half: Record, props: dict[str, str]) -> InnerMessage:
+    """``renewImmunityHalfMessageInner``: stored again, with the first queue offset remembered."""
+    inner = renewed_half_message(half, props)  # its map already has WAIT=false: serialised this time
+    inner.properties.setdefault(PROPERTY_PREPARED_QUEUE_OFFSET, str(half.queue_offset))
+    inner.properties_string = serialise(inner.properties)
+    return inner
+
+
+def _java_long(text: str) -> int:
+    """``getLong``: the number, -1 when it does not parse."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        return -1
 
 
 def discarded_message(half: Record, props: dict[str, str]) -> InnerMessage:
@@ -266,8 +284,19 @@ class TransactionCheckService:
                         if half.store_timestamp >= start:
                             break
                         age = start - half.born_timestamp
-                        if 0 <= age < config.transaction_timeout:
-                            break
+                        immunity_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME)
+                        if immunity_text is None:
+                            if 0 <= age < config.transaction_timeout:
+                                break
+                        else:
+                            immunity = _java_long(immunity_text)
+                            immunity = config.transaction_timeout if immunity == -1 else immunity * 1000
+                            if age < immunity:
+                                if not self._immune(half, props, removed, done):
+                                    break
+                                i += 1
+                                new_offset = i
+                                continue
                         renewed = store.put_inner(renewed_half_message(half, props))
                         if self._send_check(half, props, renewed):
                             sent += 1
@@ -285,6 +314,21 @@ class TransactionCheckService:
             self.ctl.offsets.commit(SYSTEM_GROUP, OP_TOPIC, queue_id, new_op)
         self.checks_sent += sent
         return sent
+
+    def _immune(self, half: Record, props: dict[str, str], removed: dict[int, int], done: list[int]) -> bool:
+        """``checkPrepareQueueOffset``: a half message still within its own immunity time is done when
+        its first queue offset (``TRAN_PREPARED_QUEUE_OFFSET``) has an op message, else stored again
+        (remembering that offset); False when the remembered offset does not parse."""
+        text = props.get(PROPERTY_PREPARED_QUEUE_OFFSET)
+        if text is not None:
+            prepared = _java_long(text)
+            if prepared == -1:
+                return False
+            if prepared in removed:
+                done.append(removed.pop(prepared))
+                return True
+        self.ctl.store.put_inner(immunity_half_message(half, props))
+        return True
 
     def _send_check(self, half: Record, props: dict[str, str], renewed: AppendResult) -> bool:
         """``sendCheckMessage``: CHECK_TRANSACTION_STATE to one live producer of the group."""
