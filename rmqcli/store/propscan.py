@@ -201,7 +201,8 @@ def _hash_non_ascii(
     for j, i in enumerate(first.tolist()):
         hashes[j], units[j] = _python_hash(block[i, : int(lens[i])].tobytes())
     out_hash, out_units = hashes[inverse], units[inverse]
-    odd = np.flatnonzero((block != block[first[inverse]]).any(axis=1))
+    words = block.view(np.uint64)  # rows compared a word at a time
+    odd = np.flatnonzero((words != words[first[inverse]]).any(axis=1))
     for i in odd.tolist():
         out_hash[i], out_units[i] = _python_hash(block[i, : int(lens[i])].tobytes())
     return out_hash, out_units
