@@ -152,6 +152,15 @@ def serve(tmp: Path, name: str, flush: str):  # type: ignore[no-untyped-def]
     return ServeProcess(tmp / name, conf).start()
 
 
+def server_cpu(server) -> float:  # type: ignore[no-untyped-def]
+    """CPU seconds (user + system) the ``rmq serve`` process has used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
@@ -160,12 +169,14 @@ def main(argv: list[str] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-broker-"))
     try:
         base_s = baseline(tmp / "baseline", n)
-        rows: list[tuple[str, float, int]] = []
+        rows: list[tuple[str, float, int, float]] = []  # name, seconds, messages, server CPU seconds
         server = serve(tmp, "async", "ASYNC_FLUSH")
         try:
             ns = server.namesrv
+            cpu = server_cpu(server)
             sync = client(tmp, {"op": "sync", "namesrv": ns, "topic": TOPIC, "count": n, "body": BODY})
-            rows.append(("sync send, one thread (ASYNC_FLUSH)", sync["seconds"], n))
+            rows.append(("sync send, one thread (ASYNC_FLUSH)", sync["seconds"], n, server_cpu(server) - cpu))
+            cpu = server_cpu(server)
             started = time.perf_counter()
             client(tmp, {"op": "oneway", "namesrv": ns, "topic": TOPIC + "Ow", "count": n, "body": BODY})
             stored, last_change, stored_at = -1, time.perf_counter(), time.perf_counter()
@@ -175,28 +186,44 @@ def main(argv: list[str] | None = None) -> None:
                     stored, last_change, stored_at = now, time.perf_counter(), time.perf_counter()
                 time.sleep(0.05)
             stored -= 1  # the untimed first send
-            rows.append((f"oneway send, until stored ({n - stored} dropped)", stored_at - started, stored))
+            rows.append(
+                (f"oneway send, until stored ({n - stored} dropped)", stored_at - started, stored,
+                 server_cpu(server) - cpu)
+            )  # fmt: skip
+            cpu = server_cpu(server)
             batch = client(
                 tmp, {"op": "batch", "namesrv": ns, "topic": TOPIC + "B", "count": n, "body": BODY}
             )
-            rows.append(("batches of 32", batch["seconds"], n))
+            rows.append(("batches of 32", batch["seconds"], n, server_cpu(server) - cpu))
             backlog = queued(server.broker, TOPIC)
+            cpu = server_cpu(server)
             drain = client(
                 tmp, {"op": "drain", "namesrv": ns, "topic": TOPIC, "group": "CG_BENCH", "count": backlog}
             )
+            drain_cpu = server_cpu(server) - cpu
             rows.append(
-                ("drain of the backlog (first to last message)", drain["first_to_last"], drain["count"])
+                (
+                    "drain of the backlog (first to last message)",
+                    drain["first_to_last"],
+                    drain["count"],
+                    drain_cpu,
+                )
             )
-            rows.append(("drain of the backlog (from consumer start)", drain["from_start"], drain["count"]))
+            rows.append(
+                ("drain of the backlog (from consumer start)", drain["from_start"], drain["count"], drain_cpu)
+            )
         finally:
             server.stop()
         server = serve(tmp, "sync", "SYNC_FLUSH")
         try:
             m = max(n // 4, 1000)
+            cpu = server_cpu(server)
             sync_flush = client(
                 tmp, {"op": "sync", "namesrv": server.namesrv, "topic": TOPIC, "count": m, "body": BODY}
             )
-            rows.append(("sync send, one thread (SYNC_FLUSH)", sync_flush["seconds"], m))
+            rows.append(
+                ("sync send, one thread (SYNC_FLUSH)", sync_flush["seconds"], m, server_cpu(server) - cpu)
+            )
         finally:
             server.stop()
     finally:
@@ -205,9 +232,10 @@ def main(argv: list[str] | None = None) -> None:
     base_rate = n / base_s
     print(f"\nbroker, {BODY}-byte bodies, C++ client rocketmq 0.4.4 (figures move with the machine's load)")
     print(f"  {'StoreWriter.append in process, no fsync (baseline)':<48} {base_rate:12,.0f} msgs/s   1.000x")
-    for name, seconds, count in rows:
+    for name, seconds, count, cpu_s in rows:
         rate = count / seconds
-        print(f"  {name:<48} {rate:12,.0f} msgs/s   {rate / base_rate:.3f}x")
+        busy = f"   server CPU {cpu_s / count * 1e6:5.0f} us/msg, busy {cpu_s / seconds:4.0%}"
+        print(f"  {name:<48} {rate:12,.0f} msgs/s   {rate / base_rate:.3f}x{busy}")
     sync_rate = rows[0][2] / rows[0][1]
     drain_rate = rows[3][2] / rows[3][1]
     print(f"  sync send: target {TARGET_SYNC_SEND:,} msgs/s ({sync_rate / TARGET_SYNC_SEND:.2f}x of target)")
