@@ -117,3 +117,20 @@ def test_a_missing_url_store_is_not_found(spark, tmp_path, capsys):  # noqa: F81
     url = (tmp_path / "nothing").as_uri()
     assert invoke(["pipeline", "export", url, "--out", str(tmp_path / "out")]) == 3
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_parquet_to_a_url_goes_through_sparks_writer(spark, exported, generated_stores, tmp_path):  # noqa: F811
+    _, rows = exported
+    store = generated_stores[0]
+    out = tmp_path / "via-spark"
+    assert invoke(["pipeline", "export", str(store), "--out", out.as_uri(), "--body", "raw"]) == 0
+    assert not any(p.name.startswith("part-0000-") for p in out.rglob("*.parquet"))  # Spark's own names
+    assert by_store(read_back(spark, out)) == {str(store.resolve()): rows[str(store.resolve())]}
+
+
+def test_partition_names_are_escaped_as_spark_does():
+    from rmqcli.pipeline.parquet import escape_path_name
+
+    assert escape_path_name("%RETRY%group") == "%25RETRY%25group"
+    assert escape_path_name("a/b:c=d") == "a%2Fb%3Ac%3Dd"
+    assert escape_path_name("主题-Ünïcode") == "主题-Ünïcode"

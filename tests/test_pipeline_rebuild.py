@@ -113,3 +113,19 @@ def test_option_errors(generated_stores):  # noqa: F811
     proc = rmq("pipeline", "rebuild", str(generated_stores[0]), "--topic", "TopicA", "--index")
     assert proc.returncode == 2 and "--topic" in proc.stderr
     assert rmq("pipeline", "rebuild", str(generated_stores[0]), "--dry-run", "--yes").returncode == 2
+
+
+def test_a_corrupt_record_is_handled_as_rmq_rebuild_does(spark, generated_stores, tmp_path):  # noqa: F811
+    ref = writable_copy(generated_stores[1], tmp_path / "ref")
+    mine = writable_copy(generated_stores[1], tmp_path / "mine")
+    for root in (ref, mine):
+        first = sorted((root / "commitlog").iterdir())[0]
+        data = bytearray(first.read_bytes())
+        data[500_000:500_008] = b"\xee" * 8  # inside some record in the middle of the file
+        first.write_bytes(bytes(data))
+        subprocess.run(["rm", "-rf", str(root / "consumequeue")], check=True)
+    proc = rmq("rebuild", str(ref), "--yes")
+    assert proc.returncode == 0, proc.stderr
+    code, plans = pipeline(str(mine), "--yes")
+    assert code == 0 and plans[0]["applied"]
+    assert trees(mine) == trees(ref)

@@ -3,8 +3,11 @@
 A row is ``rmqcli.ops.records.record_fields`` of the record, the very row ``rmq dump-commitlog
 --output jsonl`` prints, plus the store it came from (``store``) and the UTC date of its store
 time (``storeDate``). Output is partitioned by ``topic`` and ``storeDate``. Each Spark task
-reads one CommitLog file (``tasks.FileTask``) inside ``mapInArrow`` and hands Arrow batches to
-the JVM writer.
+reads one CommitLog file (``tasks.FileTask``, or the bytes Spark read of a URL store's file).
+
+Parquet into a directory: each task writes its own files with pyarrow (``pipeline.parquet``), so
+that the whole job runs in the Python workers and scales with the cores. Parquet to a URL and
+JSON lines: the tasks run inside ``mapInArrow`` and Spark's writer writes what they return.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from rmqcli.errors import UsageError
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, arrow_schema, spark_schema
 from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
 from rmqcli.store.commitlog import CommitLog
+from rmqcli.store.naming import is_offset_name
 
 BATCH_ROWS = 4096
 DAY_MS = 86_400_000
@@ -180,6 +184,12 @@ def export(
     check_out(out, overwrite)
     stores, tasks = file_tasks(paths, config, urls=True)
     remote = {ref.index: ref for ref in stores if is_url(ref.path)}
+    files = len(tasks) if not remote else None
+    if fmt is ExportFormat.parquet and not is_url(out):
+        records = _export_direct(
+            session, tasks, list(remote.values()), out, selection, body, overwrite, progress
+        )
+        return ExportResult(out, fmt.value, len(stores), files, records)
     sc = session.sparkContext
     counter = sc.accumulator(0)
     schema = spark_schema(body)
@@ -200,4 +210,62 @@ def export(
             writer.parquet(out)
         else:
             writer.json(out)
-    return ExportResult(out, fmt.value, len(stores), len(tasks) if not remote else None, int(counter.value))
+    return ExportResult(out, fmt.value, len(stores), files, int(counter.value))
+
+
+def _write_task(task: FileTask, out: str, selection: Selection, body: ExportBody) -> int:
+    from rmqcli.pipeline.parquet import write_rows
+    from rmqcli.pipeline.session import task_errors
+
+    with task_errors():
+        name = f"{task.store.index:04d}-{task.from_offset:020d}"
+        return write_rows(task_rows(task, selection, body), out, name, body)
+
+
+def _write_url(
+    path: str, data: bytes, store: StoreRef, out: str, selection: Selection, body: ExportBody
+) -> int:
+    from rmqcli.pipeline.parquet import write_rows
+    from rmqcli.pipeline.session import task_errors
+
+    with task_errors():
+        commitlog = bytes_commitlog(path, data)
+        name = f"{store.index:04d}-{commitlog.files[0].from_offset:020d}"
+        return write_rows(commitlog_rows(commitlog, store, selection, body), out, name, body)
+
+
+def _export_direct(
+    session,  # type: ignore[no-untyped-def]
+    tasks: list[FileTask],
+    remote: list[StoreRef],
+    out: str,
+    selection: Selection,
+    body: ExportBody,
+    overwrite: bool,
+    progress: bool | None,
+) -> int:
+    """Parquet into a directory: each task writes its files itself (``rmqcli.pipeline.parquet``)."""
+    import shutil
+
+    from rmqcli.pipeline.parquet import SUCCESS
+    from rmqcli.pipeline.session import jobs
+
+    target = Path(out)
+    if overwrite and target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    sc = session.sparkContext
+    records = 0
+    with jobs(session, f"export {len(tasks)} CommitLog files", progress=progress):
+        if tasks:
+            rdd = sc.parallelize(tasks, len(tasks))
+            records += rdd.map(lambda t: _write_task(t, out, selection, body)).sum()
+        for ref in remote:
+            named = sc.binaryFiles(commitlog_url(ref)).filter(
+                lambda item: is_offset_name(item[0].rsplit("/", 1)[-1])
+            )
+            records += named.map(
+                lambda item, ref=ref: _write_url(item[0], item[1], ref, out, selection, body)
+            ).sum()
+    (target / SUCCESS).touch()
+    return int(records)
