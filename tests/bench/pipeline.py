@@ -1,0 +1,137 @@
+"""Throughput of ``rmq pipeline export`` (Parquet) on local Spark with 1 and 2 cores, against the same
+work in one process, measured in the same run (``python -m tests.bench.pipeline``).
+
+The store (generated once under ``bench-data/pipeline-store``) holds at least 1 GiB of 1 KiB
+messages in 128 MiB CommitLog files. The single-process baseline reads the files one after the
+other with the same row function (``export.task_rows``) and writes them with pyarrow as a dataset
+partitioned the same way (as each Spark task does for its file). Spark times exclude the JVM start (shown
+apart). Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench.run import ROOT, commitlog_files, ensure_store
+
+TARGET_SCALING = 1.6  # 2 cores / 1 core
+
+
+def single_process(store: Path, out: Path) -> tuple[int, float]:
+    """The export's work without Spark: rows, Arrow batches, a partitioned Parquet dataset."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from rmqcli.pipeline.export import BATCH_ROWS, Selection, task_rows
+    from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, arrow_schema
+    from rmqcli.pipeline.tasks import file_tasks
+
+    schema = arrow_schema(ExportBody.none)
+    started = time.perf_counter()
+    _, tasks = file_tasks([store])
+    count = 0
+
+    def batches():  # type: ignore[no-untyped-def]
+        nonlocal count
+        for task in tasks:
+            rows = []
+            for row in task_rows(task, Selection(), ExportBody.none):
+                rows.append(row)
+                if len(rows) >= BATCH_ROWS:
+                    count += len(rows)
+                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                    rows = []
+            if rows:
+                count += len(rows)
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    ds.write_dataset(
+        pa.RecordBatchReader.from_batches(schema, batches()),
+        out,
+        format="parquet",
+        partitioning=list(PARTITION_COLUMNS),
+        partitioning_flavor="hive",
+        existing_data_behavior="overwrite_or_ignore",
+    )
+    return count, time.perf_counter() - started
+
+
+def spark_export(store: Path, out: Path, cores: int, warmup: Path) -> tuple[int, float, float]:
+    """(records, export seconds, JVM start seconds) of ``export`` on ``local[cores]``.
+
+    An export of the small ``warmup`` store first starts the Python workers and their imports.
+    """
+    from rmqcli.pipeline.export import export
+    from rmqcli.pipeline.session import spark_session
+
+    started = time.perf_counter()
+    with spark_session(f"local[{cores}]", f"bench export local[{cores}]") as session:
+        up = time.perf_counter() - started
+        for _ in range(2):
+            export(session, [warmup], str(out), overwrite=True, progress=False)
+        started = time.perf_counter()
+        result = export(session, [store], str(out), overwrite=True, progress=False)
+        seconds = time.perf_counter() - started
+    return result.records, seconds, up
+
+
+def run(size_mib: int = 1024) -> None:
+    from fixtures.generate import generate
+    from rmqcli.errors import UsageError
+    from rmqcli.pipeline.env import require_spark
+
+    try:
+        require_spark()
+    except UsageError as exc:
+        print(f"\npipeline export: skipped ({exc})")
+        return
+    store = ROOT / "bench-data" / "pipeline-store"
+    ensure_store(store, size_mib)
+    files = commitlog_files(store)
+    subprocess.run(["cat", *map(str, files)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
+    mib = sum(f.stat().st_size for f in files) / 2**20
+    work = Path(tempfile.mkdtemp(prefix="rmq-bench-pipeline-"))
+    load = os.getloadavg()
+    try:
+        warmup = generate(work / "warmup", "small").outdir
+        count, single_s = single_process(store, work / "single")
+        results = {}
+        for cores in (1, 2):
+            records, seconds, up = spark_export(store, work / f"spark{cores}", cores, warmup)
+            assert records == count, (records, count)
+            results[cores] = (seconds, up)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\npipeline export (Parquet): {len(files)} CommitLog files, {mib:.0f} MiB, {count:,} records")
+    # the ratios need idle cores: a busy machine (load average near or above the core count) caps them
+    print(
+        f"  load average before / after: {load[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
+
+    def line(name: str, seconds: float) -> str:
+        rate = count / seconds
+        return f"  {name:<40} {seconds:8.2f} s {rate:12,.0f} rec/s   {single_s / seconds:6.2f}x single"
+
+    print(line("single process (rows + pyarrow)", single_s))
+    for cores, (seconds, up) in results.items():
+        print(line(f"spark local[{cores}] (JVM start {up:.1f} s apart)", seconds))
+    scaling = results[1][0] / results[2][0]
+    share = scaling / TARGET_SCALING
+    print(f"  2 cores / 1 core: {scaling:.2f}x; target {TARGET_SCALING}x ({share:.2f}x of target)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    run(parser.parse_args().size_mib)
+
+
+if __name__ == "__main__":
+    main()
