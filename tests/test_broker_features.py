@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from formats import commitlog as fmt
+from formats import fastjson
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient
@@ -211,6 +212,20 @@ def test_offsets_of_an_unknown_queue_are_zero(server: ServeProcess) -> None:
             assert r.code == RS.SUCCESS and r.ext_fields["offset"] == "0"
 
     run(go)
+
+
+def test_system_topics_of_a_fresh_broker_are_registered(server: ServeProcess) -> None:
+    """``TopicConfigManager``'s constructor: SCHEDULE_TOPIC_XXXX (18 queues) and <cluster>_REPLY_TOPIC."""
+
+    async def go(client: RemotingClient) -> dict[str, int]:
+        nums = {}
+        for topic in (fmt.SCHEDULE_TOPIC, "DefaultCluster_REPLY_TOPIC"):
+            r = await invoke(client, server.namesrv, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            assert r.code == RS.SUCCESS, topic
+            nums[topic] = fastjson.loads(r.body)["queueDatas"][0]["readQueueNums"]
+        return nums
+
+    assert run(go) == {fmt.SCHEDULE_TOPIC: 18, "DefaultCluster_REPLY_TOPIC": 1}
 
 
 TX_TOPIC = "TopicTx"

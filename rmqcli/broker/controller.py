@@ -17,6 +17,7 @@ import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from formats.commitlog import SCHEDULE_TOPIC
 from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[["BrokerController", RemotingCommand, Connection], "Reply | Awaitable[Reply]"]
 HOUSEKEEPING_SECONDS = 10.0
+SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager: fixed, whatever messageDelayLevel says
 REGISTER_TIMEOUT = 6.0
 
 
@@ -137,6 +139,8 @@ class BrokerController:
         broker_perm = PERM_READ_WRITE | (PERM_INHERIT if c.broker_topic_enable else 0)
         wanted.append((c.broker_name, 1, broker_perm))
         wanted.append((OFFSET_MOVED_EVENT, 1, PERM_READ_WRITE))
+        wanted.append((SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM, PERM_READ_WRITE))
+        wanted.append((f"{c.broker_cluster_name}_REPLY_TOPIC", 1, PERM_READ_WRITE))
         created = False
         for name, nums, perm in wanted:
             if self.topics.get(name) is None:
