@@ -131,3 +131,17 @@ def test_a_half_message_within_its_own_immunity_time_is_put_back_not_checked(tmp
         assert keys(ctl, tx.HALF_TOPIC) == [("imm", None), ("imm", "1"), ("imm", "2")]
     finally:
         ctl.writer.close()
+
+
+def test_an_unreadable_check_count_counts_as_minus_one(tmp_path: Path) -> None:
+    """``getInt`` answers -1 for text that is not a number: the next count is 0."""
+    clock = [T0]
+    ctl = controller(tmp_path / "store", clock)
+    try:
+        props = {"KEYS": "odd", "TRAN_MSG": "true", "PGROUP": "PG", "TRANSACTION_CHECK_TIMES": "x"}
+        tx.prepare(ctl, Message("TopicT", 0, b"o", props, sys_flag=4, born_timestamp=T0 - 10_000))
+        clock[0] = T0 + 1
+        ctl.transactions.check(now=T0 + 1)
+        assert keys(ctl, tx.HALF_TOPIC) == [("odd", "x"), ("odd", "0")]
+    finally:
+        ctl.writer.close()

@@ -265,7 +265,7 @@ class TransactionCheckService:
                 half = store.look_message(units[0].physical_offset) if units else None
                 if half is not None:
                     props = dict(half.properties)
-                    times = int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0") or 0)
+                    times = _java_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0"))  # getInt
                     # needDiscard (checked transactionCheckMax times; else the count goes up) or
                     # needSkip (born longer than fileReservedTime ago): both are moved aside
                     discard = (
@@ -346,7 +346,11 @@ class TransactionCheckService:
             transaction_id=uniq,
             offset_msg_id=renewed.msg_id,
         )
-        body = check_body(half, props, renewed.queue_offset, renewed.physical_offset)
+        try:
+            body = check_body(half, props, renewed.queue_offset, renewed.physical_offset)
+        except ValueError:  # REAL_QID not a number: Java's sendCheckMessage fails and logs too
+            log.error("half message %s has a bad REAL_QID; not checked", half.msg_id)
+            return False
         return random.choice(channels).connection.send_oneway(
             RC.CHECK_TRANSACTION_STATE, header.to_ext_fields(), body
         )
