@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rmqcli.cli.admin_commands import COMMANDS
 from rmqcli.cli.admin_common import DESCRIPTIONS
+from rmqcli.cli.commands import ADMIN
 from rmqcli.cli.main import app
 from rmqcli.remoting import json_body as jb
 from tests.adminserver import AdminServer
@@ -464,7 +464,8 @@ def test_every_command_has_json(server: AdminServer) -> None:
     for args in JSON_COMMANDS:
         covered.add(args[0])
         json.loads(rmq(*args, "-n", server.namesrv, "--json"))
-    assert covered == set(COMMANDS)
+    part_a = {name for name, where in ADMIN.items() if where.startswith(("admin_topic:", "admin_broker:"))}
+    assert covered == part_a
 
 
 # --- real subprocesses -------------------------------------------------------------------------

@@ -220,3 +220,32 @@ def test_bash_completion(words: str, cword: int, expected: set[str], absent: set
         [str(Path(sys.executable).parent / "rmq")], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
     assert expected <= set(out) and not absent & set(out), out
+
+
+def test_every_registered_command_resolves_and_admin_commands_have_mqadmin_descriptions() -> None:
+    import typer as _typer
+
+    from rmqcli.cli import commands
+    from rmqcli.cli.admin_common import DESCRIPTIONS
+
+    group = _typer.main.get_command(app)
+    ctx = group.make_context("rmq", ["--help"], resilient_parsing=True)
+    assert group.list_commands(ctx) == list(commands.ALL)
+    for name in commands.ALL:
+        command = group.get_command(ctx, name)
+        assert command is not None and command.name == name
+    assert set(DESCRIPTIONS) == set(commands.ADMIN)
+    assert group.get_command(ctx, "topicList").help == DESCRIPTIONS["topicList"]
+
+
+def test_one_command_imports_only_its_own_module() -> None:
+    code = (
+        "import sys\n"
+        "from rmqcli.cli.main import invoke\n"
+        "invoke(['topicList', '--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('rmqcli.cli.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = eval(out.strip().splitlines()[-1])  # noqa: S307 - our own repr of a list of names
+    assert "rmqcli.cli.admin_topic" in loaded
+    assert not {"rmqcli.cli.admin_group", "rmqcli.cli.admin_message", "rmqcli.cli.pipeline"} & set(loaded)

@@ -1,54 +1,14 @@
-"""Registers the mqadmin commands on the ``rmq`` app, ``rmq help CMD``, and the command listing
-``rmq`` prints without arguments (PROTOCOL.md C.1)."""
+"""``rmq help CMD`` and the command listing ``rmq`` prints without arguments (PROTOCOL.md C.1)."""
 
 from typing import Annotated, Any
 
 import typer
 from typer import _click as click
 
-from rmqcli.cli import admin_broker as broker
-from rmqcli.cli import admin_group as group
-from rmqcli.cli import admin_message as message
-from rmqcli.cli import admin_topic as topic
 from rmqcli.cli.admin_common import DESCRIPTIONS, MQADMIN_ORDER
 from rmqcli.errors import UsageError
 
-COMMANDS = {
-    "updateTopic": topic.update_topic,
-    "deleteTopic": topic.delete_topic,
-    "updateBrokerConfig": broker.update_broker_config,
-    "updateTopicPerm": topic.update_topic_perm,
-    "topicRoute": topic.topic_route,
-    "topicStatus": topic.topic_status,
-    "topicClusterList": topic.topic_cluster_list,
-    "brokerStatus": broker.broker_status,
-    "clusterList": broker.cluster_list,
-    "topicList": topic.topic_list,
-    "updateKvConfig": broker.update_kv_config,
-    "deleteKvConfig": broker.delete_kv_config,
-    "wipeWritePerm": broker.wipe_write_perm,
-    "addWritePerm": broker.add_write_perm,
-    "updateOrderConf": topic.update_order_conf,
-    "cleanExpiredCQ": broker.clean_expired_cq,
-    "deleteExpiredCommitLog": broker.delete_expired_commit_log,
-    "cleanUnusedTopic": broker.clean_unused_topic,
-    "allocateMQ": topic.allocate_mq,
-    "getNamesrvConfig": broker.get_namesrv_config,
-    "updateNamesrvConfig": broker.update_namesrv_config,
-    "getBrokerConfig": broker.get_broker_config,
-}
-
-# Part B: group, offset and message commands (their own modules register descriptions too).
-MORE_COMMANDS = {**group.COMMANDS, **message.COMMANDS}
-DESCRIPTIONS.update(group.DESCRIPTIONS)
-DESCRIPTIONS.update(message.DESCRIPTIONS)
-
-
-def register(app: typer.Typer) -> None:
-    """Add every mqadmin command (mqadmin's names and descriptions) and ``help``."""
-    for name, function in {**COMMANDS, **MORE_COMMANDS}.items():
-        app.command(name, help=DESCRIPTIONS[name], short_help=DESCRIPTIONS[name])(function)
-    app.command("help", help="Show the help of one command, as `mqadmin help <command>`.")(help_command)
+HELP_HELP = "Show the help of one command, as `mqadmin help <command>`."
 
 
 def _description(command: Any, name: str) -> str:

@@ -373,34 +373,3 @@ def broker_consume_stats(
         emit_json({"rows": rows, "totalDiff": stats.total_diff})
     else:
         write(fmt.broker_consume_stats(stats))
-
-
-COMMANDS = {
-    "updateSubGroup": update_sub_group,
-    "deleteSubGroup": delete_sub_group,
-    "brokerConsumeStats": broker_consume_stats,
-    "producerConnection": producer_connection,
-    "consumerConnection": consumer_connection,
-    "consumerProgress": consumer_progress,
-    "consumerStatus": consumer_status,
-    "cloneGroupOffset": clone_group_offset,
-    "resetOffsetByTime": reset_offset_by_time,
-    "skipAccumulatedMessage": skip_accumulated_message,
-    "statsAll": stats_all,
-    "getConsumerConfig": get_consumer_config,
-}
-
-DESCRIPTIONS = {
-    "updateSubGroup": "Update or create subscription group",
-    "deleteSubGroup": "Delete subscription group from broker.",
-    "brokerConsumeStats": "Fetch broker consume stats data",
-    "producerConnection": "Query producer's socket connection and client version",
-    "consumerConnection": "Query consumer's socket connection, client version and subscription",
-    "consumerProgress": "Query consumers's progress, speed",
-    "consumerStatus": "Query consumer's internal data structure",
-    "cloneGroupOffset": "clone offset from other group.",
-    "resetOffsetByTime": "Reset consumer offset by timestamp(without client restart).",
-    "skipAccumulatedMessage": "Skip all messages that are accumulated (not consumed) currently",
-    "statsAll": "Topic and Consumer tps stats",
-    "getConsumerConfig": "Get consumer config by subscription group name!",
-}

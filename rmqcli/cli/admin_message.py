@@ -408,32 +408,3 @@ def send_msg_status(
         emit_json([dict(_send_result(x.result), rt=x.rt) for x in sends])
     else:
         write(fmt.send_msg_status(sends))
-
-
-COMMANDS = {
-    "queryMsgById": query_msg_by_id,
-    "queryMsgByKey": query_msg_by_key,
-    "queryMsgByUniqueKey": query_msg_by_unique_key,
-    "queryMsgByOffset": query_msg_by_offset,
-    "printMsg": print_msg,
-    "printMsgByQueue": print_msg_by_queue,
-    "sendMsgStatus": send_msg_status,
-    "checkMsgSendRT": check_msg_send_rt,
-    "queryCq": query_cq,
-    "sendMessage": send_message,
-    "consumeMessage": consume_message,
-}
-
-DESCRIPTIONS = {
-    "queryMsgById": "Query Message by Id",
-    "queryMsgByKey": "Query Message by Key",
-    "queryMsgByUniqueKey": "Query Message by Unique key",
-    "queryMsgByOffset": "Query Message by offset",
-    "printMsg": "Print Message Detail",
-    "printMsgByQueue": "Print Message Detail",
-    "sendMsgStatus": "send msg to broker.",
-    "checkMsgSendRT": "check message send response time",
-    "queryCq": "Query cq command.",
-    "sendMessage": "Send a message",
-    "consumeMessage": "Consume message",
-}

@@ -16,19 +16,7 @@ from typer import _click as click
 from typer.core import TyperGroup
 
 from rmqcli import __version__
-from rmqcli.cli import (
-    admin_commands,
-    backup,
-    dump_commitlog,
-    dump_index,
-    dump_misc,
-    dump_queue,
-    pipeline,
-    repair,
-    serve,
-    stats,
-    verify,
-)
+from rmqcli.cli import commands
 from rmqcli.errors import RmqError
 
 PROG = "rmq"
@@ -55,29 +43,47 @@ def _quiet_broken_pipe() -> int:
     return EXIT_BROKEN_PIPE
 
 
+def _build(name: str) -> click.Command:
+    """The click command of ``name`` from its typer declaration (``commands.ALL``)."""
+    import importlib
+
+    module, attr = commands.ALL[name].split(":")
+    target = getattr(importlib.import_module(f"rmqcli.cli.{module}"), attr)
+    if isinstance(target, typer.Typer):
+        group = typer.main.get_group(target)
+        group.name = name
+        return group
+    from typer.models import CommandInfo
+
+    from rmqcli.cli.admin_commands import HELP_HELP
+    from rmqcli.cli.admin_common import DESCRIPTIONS
+
+    text = DESCRIPTIONS.get(name) or (HELP_HELP if name == "help" else None)
+    info = CommandInfo(name=name, callback=target, help=text, short_help=text)
+    return typer.main.get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
+
+
 class RmqGroup(TyperGroup):
     """The top-level group: turns ``RmqError`` and a closed pipe into an exit code.
 
-    Subcommands are built from their typer declarations when first asked for (``LAZY``): a run
-    of one command builds one click command, not sixty.
+    Subcommands are imported and built when first asked for (``commands.ALL``): a run of one
+    command imports one module and builds one click command, not sixty.
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        built = super().list_commands(ctx)
-        return [*LAZY, *(name for name in built if name not in LAZY)]
+        return list(commands.ALL)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        info = LAZY.get(cmd_name)
-        if cmd_name not in self.commands and info is not None:
-            self.commands[cmd_name] = typer.main.get_command_from_info(
-                info, pretty_exceptions_short=True, rich_markup_mode=None
-            )
+        if cmd_name not in self.commands and cmd_name in commands.ALL:
+            self.commands[cmd_name] = _build(cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """No arguments: list the commands as mqadmin does (PROTOCOL.md C.1)."""
         if not args and not ctx.resilient_parsing:
-            typer.echo(admin_commands.command_list(self, ctx), nl=False)
+            from rmqcli.cli.admin_commands import command_list
+
+            typer.echo(command_list(self, ctx), nl=False)
             ctx.exit(0)
         return super().parse_args(ctx, args)
 
@@ -122,26 +128,6 @@ def main(
     listing commands have --output table|json|jsonl|yaml. Tables are drawn on a terminal and
     become tab-separated text when the output is piped.
     """
-
-
-app.command("dump-commitlog")(dump_commitlog.dump_commitlog)
-app.command("dump-cq")(dump_queue.dump_cq)
-app.command("dump-index")(dump_index.dump_index)
-app.command("dump-checkpoint")(dump_misc.dump_checkpoint)
-app.command("dump-config")(dump_misc.dump_config)
-app.command("stats")(stats.stats)
-app.command("verify")(verify.verify)
-app.command("recover")(repair.recover)
-app.command("truncate")(repair.truncate)
-app.command("rebuild")(repair.rebuild)
-app.command("backups")(backup.backups)
-app.command("restore-backup")(backup.restore_backup)
-app.command("serve")(serve.serve)
-app.add_typer(pipeline.app, name="pipeline")
-admin_commands.register(app)
-# built on demand by RmqGroup.get_command, in this order by list_commands
-LAZY = {info.name: info for info in app.registered_commands if info.name}
-app.registered_commands = [info for info in app.registered_commands if not info.name]
 
 
 def invoke(args: Sequence[str]) -> int:
