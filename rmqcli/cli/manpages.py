@@ -128,30 +128,33 @@ def render_page(
         for name, sub in subcommands:
             first = _paragraphs(sub.help or "")
             lines += [".TP", f"\\fB{roff_escape(name)}\\fR", roff_escape(_first_sentence(first[0]) + ".")]
-            lines.append(f"See \\fBrmq\\-{roff_escape(name)}\\fR({SECTION}).")
+            lines.append(f"See \\fB{roff_escape(f'{title}-{name}')}\\fR({SECTION}).")
     lines += _exit_codes()
-    see = [f"rmq-{n}" for n, _ in subcommands] if subcommands else ["rmq"]
+    see = [f"{title}-{n}" for n, _ in subcommands] if subcommands else [path.rsplit(" ", 1)[0].replace(" ", "-")]
     lines += [".SH SEE ALSO", ", ".join(f"\\fB{roff_escape(s)}\\fR({SECTION})" for s in see)]
     return "\n".join(lines) + "\n"
 
 
-def generate() -> dict[str, str]:
-    """File name -> page text for ``rmq`` and every subcommand."""
-    from rmqcli.cli.main import PROG, app
-
-    root = typer.main.get_command(app)
-    root_ctx = _context(root, PROG, None)
-    pages: dict[str, str] = {}
+def _add_pages(command: click.Command, ctx: click.Context, path: str, pages: dict[str, str]) -> None:
+    """The page of ``command`` and, for a group, of each of its subcommands (``rmq-pipeline-export``)."""
     subs: list[tuple[str, Any]] = []
-    if hasattr(root, "list_commands"):
-        for name in root.list_commands(root_ctx):
-            sub = root.get_command(root_ctx, name)
+    if hasattr(command, "list_commands"):
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
             if sub is None or sub.hidden:
                 continue
             subs.append((name, sub))
-            sub_ctx = _context(sub, name, root_ctx)
-            pages[f"{PROG}-{name}.{SECTION}"] = render_page(sub, sub_ctx, f"{PROG} {name}")
-    pages[f"{PROG}.{SECTION}"] = render_page(root, root_ctx, PROG, subs)
+            _add_pages(sub, _context(sub, name, ctx), f"{path} {name}", pages)
+    pages[f"{path.replace(' ', '-')}.{SECTION}"] = render_page(command, ctx, path, subs)
+
+
+def generate() -> dict[str, str]:
+    """File name -> page text for ``rmq`` and every subcommand, at every level."""
+    from rmqcli.cli.main import PROG, app
+
+    root = typer.main.get_command(app)
+    pages: dict[str, str] = {}
+    _add_pages(root, _context(root, PROG, None), PROG, pages)
     return dict(sorted(pages.items()))
 
 
