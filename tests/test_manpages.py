@@ -17,13 +17,30 @@ def test_man_pages_are_up_to_date(tmp_path: Path) -> None:
 
 
 def test_every_command_has_a_page() -> None:
+    """Every command at every level has a page, listed on its group's page (``rmq-pipeline-export``
+    on ``rmq-pipeline``, which is on ``rmq``); every page documents the exit codes."""
+    import typer
+
+    from rmqcli.cli.main import app
+
     pages = generate()
-    root = pages["rmq.1"]
-    for name in pages:
-        if name != "rmq.1":
-            command = name.removeprefix("rmq-").removesuffix(".1")
-            assert f"\\fB{command.replace('-', chr(92) + '-')}\\fR" in root
-            assert ".SH EXIT STATUS" in pages[name]
+    root = typer.main.get_command(app)
+    pending = [(root, "rmq")]
+    seen = set()
+    while pending:
+        group, path = pending.pop()
+        ctx = group.make_context(path, [], resilient_parsing=True)
+        for name in group.list_commands(ctx):
+            page = f"{path}-{name}.1"
+            assert page in pages, page
+            assert f"\\fB{name.replace('-', chr(92) + '-')}\\fR" in pages[f"{path}.1"], page
+            seen.add(page)
+            sub = group.get_command(ctx, name)
+            if hasattr(sub, "list_commands"):
+                pending.append((sub, f"{path}-{name}"))
+    assert set(pages) == seen | {"rmq.1"}
+    assert "rmq-pipeline-export.1" in seen
+    assert all(".SH EXIT STATUS" in text for text in pages.values())
 
 
 def test_generation_is_deterministic() -> None:
