@@ -92,3 +92,18 @@ def test_java_hashes_of_one_width_with_repeats_and_non_ascii():
     assert hashes.tolist() == [string_hash(t) & 0xFFFFFFFF for t in texts]
     assert units.tolist() == [len(t.encode("utf-16-le")) // 2 for t in texts]
     assert lengths.tolist() == [len(r) for r in raw]  # the caller's lengths are left alone
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_java_hashes_of_many_short_values(late):
+    """Values of up to 8 bytes: a few distinct ones are hashed once each, many are hashed in bulk,
+    also when the many only come after a long run of a few (``late``)."""
+    texts = [f"k{i % 50}" for i in range(300)]
+    if late:
+        texts = ["TagA", "标签E"] * 400 + texts
+    raw = [t.encode() for t in texts]
+    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    lengths = np.array([len(r) for r in raw], dtype=np.int64)
+    hashes, units = propscan.java_hashes(data, np.cumsum(lengths) - lengths, lengths)
+    assert hashes.tolist() == [string_hash(t) & 0xFFFFFFFF for t in texts]
+    assert units.tolist() == [len(t.encode("utf-16-le")) // 2 for t in texts]

@@ -51,6 +51,8 @@ _INV31 = pow(31, -1, _U32)  # 31 is odd: invertible modulo 2**32
 
 _HASH_WIDTHS = (8, 16, 32, 64, 128, 256)  # values up to 256 bytes are hashed in bulk
 _HASH_CHUNK = 1 << 16  # bytes of value rows widened to uint32 at a time
+_FEW_VALUES = 8  # short values (tags) this few distinct ones are hashed once each
+_FEW_SAMPLE = 512
 
 
 @dataclass
@@ -153,6 +155,31 @@ def _hash_rows(block: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndar
     return hashed, lens
 
 
+def _few_distinct(words: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Exact groups of equal (word, length) pairs, picked off one at a time: (first row of each
+    group, group of each row), or ``None`` when there are more than ``_FEW_VALUES`` (judged
+    first on a sample)."""
+    sample = np.unique(words[:_FEW_SAMPLE] ^ (lens[:_FEW_SAMPLE].astype(np.uint64) << np.uint64(60)))
+    if len(sample) > _FEW_VALUES:
+        return None
+    n = len(words)
+    inverse = np.zeros(n, dtype=np.int64)
+    assigned = np.zeros(n, dtype=bool)
+    first: list[int] = []
+    at = 0
+    while len(first) < _FEW_VALUES:
+        same = words == words[at]
+        same &= lens == lens[at]
+        if first:
+            np.copyto(inverse, len(first), where=same)
+        first.append(at)
+        assigned |= same
+        if assigned.all():
+            return np.array(first, dtype=np.int64), inverse
+        at = int(np.argmin(assigned))
+    return None
+
+
 def java_hashes(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``String.hashCode`` (uint32) and UTF-16 length of each UTF-8 value ``data[start:start+length]``.
 
@@ -169,7 +196,16 @@ def java_hashes(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> tupl
     if longest <= max(_HASH_WIDTHS):
         width = _width_for(longest)
         if width <= 2 * _HASH_WIDTHS[0] or width <= 2 * _width_for(int(length.min())):
-            return _hash_rows(_padded_rows(data, start, length, width), length)
+            block = _padded_rows(data, start, length, width)
+            if width == _WORD:  # one word per value: a few distinct values (tags) are hashed once
+                few = _few_distinct(block.view(np.uint64)[:, 0], length)
+                if few is not None:
+                    first, inverse = few
+                    hashed = [_python_hash(block[i, : int(length[i])].tobytes()) for i in first.tolist()]
+                    hashes = np.array([h for h, _ in hashed], dtype=np.uint32)
+                    units = np.array([u for _, u in hashed], dtype=np.int64)
+                    return hashes[inverse], units[inverse]
+            return _hash_rows(block, length)
     hashes = np.zeros(n, dtype=np.uint32)
     units = length.copy()
     lower = max(_HASH_WIDTHS)
