@@ -87,7 +87,7 @@ def stage_rebuild(
     settings = store.effective_settings()
     staged = staging_dir(store.root, STAGING_NAME)
     start = store.commitlog.min_offset
-    notes = _size_notes(store, settings, consume_queues, index)
+    notes = size_notes(store, settings, consume_queues, index)
     result = RebuildResult(Plan("rebuild", store.root, [], notes), staged)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     seeded = from_offset is not None and from_offset > start
@@ -105,7 +105,7 @@ def stage_rebuild(
         old.master_flushed_offset,
         old.confirm_phy_offset,
     )
-    _plan_steps(store, result, consume_queues, index, topic)
+    plan_steps(store, result, consume_queues, index, topic)
     return result
 
 
@@ -177,7 +177,7 @@ def _dispatch_each(
     return dispatcher.logics_msg_timestamp, dispatcher.index.completed_end_timestamp
 
 
-def _size_notes(store: Store, settings, consume_queues: bool, index: bool) -> list[str]:
+def size_notes(store: Store, settings, consume_queues: bool, index: bool) -> list[str]:
     """Say where a file size was not given and could not be read off existing files."""
     notes = []
     explicit = settings.explicit
@@ -228,7 +228,7 @@ def _seed_from_existing(
     return start
 
 
-def _plan_steps(
+def plan_steps(
     store: Store, result: RebuildResult, consume_queues: bool, index: bool, topic: str | None
 ) -> None:
     """Swap in what differs from the store (a rebuild of an intact store plans nothing)."""

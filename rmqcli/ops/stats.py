@@ -77,11 +77,11 @@ class StoreStats:
     files: list[FileGroupStats] = field(default_factory=list)
 
 
-def _earliest(a: int | None, b: int) -> int:
+def earliest(a: int | None, b: int) -> int:
     return b if a is None or b < a else a
 
 
-def _latest(a: int | None, b: int) -> int:
+def latest(a: int | None, b: int) -> int:
     return b if a is None or b > a else a
 
 
@@ -89,7 +89,7 @@ def store_stats(store: Store, progress: Callable[[int], None] | None = None) -> 
     """Count every record per topic and queue; ``progress`` gets the physical offset reached."""
     queues: dict[tuple[str, int], QueueStats] = {}
     for batch in store.commitlog.header_batches(hints=store.record_offsets()):
-        _add_batch(queues, batch)
+        add_batch(queues, batch)
         if progress is not None:
             progress(int(batch.position[-1]))
     records = sum(q.messages for q in queues.values())
@@ -111,13 +111,13 @@ def store_stats(store: Store, progress: Callable[[int], None] | None = None) -> 
     return StoreStats(
         store=str(store.root),
         commitlog=CommitLogStats(len(cl.files), cl_min, cl.max_offset(), records, total_bytes, first, last),
-        topics=_topics(ordered),
+        topics=topic_totals(ordered),
         queues=ordered,
         files=file_groups(store.root),
     )
 
 
-def _add_batch(queues: dict[tuple[str, int], QueueStats], batch: HeaderBatch) -> None:
+def add_batch(queues: dict[tuple[str, int], QueueStats], batch: HeaderBatch) -> None:
     """Fold one file's header arrays into the per-queue totals, grouped with numpy."""
     import numpy as np
 
@@ -139,13 +139,13 @@ def _add_batch(queues: dict[tuple[str, int], QueueStats], batch: HeaderBatch) ->
             q = queues[(topic, qid)] = QueueStats(topic, qid)
         q.messages += int(counts[i])
         q.bytes += int(size[i])
-        q.min_queue_offset = _earliest(q.min_queue_offset, int(qmin[i]))
-        q.max_queue_offset = _latest(q.max_queue_offset, int(qmax[i]))
-        q.first_store_timestamp = _earliest(q.first_store_timestamp, int(tmin[i]))
-        q.last_store_timestamp = _latest(q.last_store_timestamp, int(tmax[i]))
+        q.min_queue_offset = earliest(q.min_queue_offset, int(qmin[i]))
+        q.max_queue_offset = latest(q.max_queue_offset, int(qmax[i]))
+        q.first_store_timestamp = earliest(q.first_store_timestamp, int(tmin[i]))
+        q.last_store_timestamp = latest(q.last_store_timestamp, int(tmax[i]))
 
 
-def _topics(queues: list[QueueStats]) -> list[TopicStats]:
+def topic_totals(queues: list[QueueStats]) -> list[TopicStats]:
     topics: dict[str, TopicStats] = {}
     for q in queues:
         t = topics.setdefault(q.topic, TopicStats(q.topic))
@@ -153,9 +153,9 @@ def _topics(queues: list[QueueStats]) -> list[TopicStats]:
         t.messages += q.messages
         t.bytes += q.bytes
         if q.first_store_timestamp is not None:
-            t.first_store_timestamp = _earliest(t.first_store_timestamp, q.first_store_timestamp)
+            t.first_store_timestamp = earliest(t.first_store_timestamp, q.first_store_timestamp)
         if q.last_store_timestamp is not None:
-            t.last_store_timestamp = _latest(t.last_store_timestamp, q.last_store_timestamp)
+            t.last_store_timestamp = latest(t.last_store_timestamp, q.last_store_timestamp)
     return list(topics.values())
 
 

@@ -69,7 +69,7 @@ def stage_from_scans(
         return ops.stage_rebuild(store, consume_queues=consume_queues, index=index, topic=topic)
     staged = staging_dir(store.root, ops.STAGING_NAME)
     start = store.commitlog.min_offset
-    notes = ops._size_notes(store, settings, consume_queues, index)
+    notes = ops.size_notes(store, settings, consume_queues, index)
     result = ops.RebuildResult(Plan("rebuild", store.root, [], notes), staged)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     dispatcher = FastDispatcher(
@@ -101,7 +101,7 @@ def stage_from_scans(
         old.master_flushed_offset,
         old.confirm_phy_offset,
     )
-    ops._plan_steps(store, result, consume_queues, index, topic)
+    ops.plan_steps(store, result, consume_queues, index, topic)
     return result
 
 

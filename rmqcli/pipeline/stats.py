@@ -1,7 +1,7 @@
 """``rmq pipeline stats``: ``rmq stats`` for many stores, a Spark task per CommitLog file.
 
 Each task folds its file's header arrays into per-(topic, queue) ``QueueStats`` with the function
-``rmq stats`` uses (``rmqcli.ops.stats._add_batch``) and adds per-topic histograms: tags, property
+``rmq stats`` uses (``rmqcli.ops.stats.add_batch``) and adds per-topic histograms: tags, property
 names and record sizes. The driver merges the partial results (sums, minima, maxima: the order of
 files does not matter) and completes each store as ``store_stats`` does, with the consume queues'
 own bounds and the store's file groups, so the numbers are ``rmq stats``'s.
@@ -20,11 +20,11 @@ from rmqcli.ops.stats import (
     CommitLogStats,
     QueueStats,
     StoreStats,
-    _add_batch,
-    _earliest,
-    _latest,
-    _topics,
+    add_batch,
+    earliest,
     file_groups,
+    latest,
+    topic_totals,
 )
 from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
 
@@ -51,10 +51,10 @@ def merge_queue(into: QueueStats, part: QueueStats) -> None:
     into.messages += part.messages
     into.bytes += part.bytes
     for name, pick in (
-        ("min_queue_offset", _earliest),
-        ("max_queue_offset", _latest),
-        ("first_store_timestamp", _earliest),
-        ("last_store_timestamp", _latest),
+        ("min_queue_offset", earliest),
+        ("max_queue_offset", latest),
+        ("first_store_timestamp", earliest),
+        ("last_store_timestamp", latest),
     ):
         value = getattr(part, name)
         if value is not None:
@@ -106,7 +106,7 @@ def file_partial(task: FileTask) -> FilePartial:
     scan = propscan.scan_file(mf.map(whole=True), 0, mf.from_offset, None, names=(fmt.PROPERTY_TAGS,))
     if scan is not None:
         if len(scan):
-            _add_batch(partial.queues, scan.headers)
+            add_batch(partial.queues, scan.headers)
             _histograms(partial, scan)
         mf.close()
         return partial
@@ -114,7 +114,7 @@ def file_partial(task: FileTask) -> FilePartial:
     commitlog = task.commitlog()  # the header scan ``rmq stats`` runs: same numbers, same errors
     try:
         for batch in commitlog.header_batches():
-            _add_batch(partial.queues, batch)
+            add_batch(partial.queues, batch)
     finally:
         commitlog.close()
     _histograms_slow(partial, task)
@@ -191,7 +191,7 @@ def finish(ref: StoreRef, parts: list[FilePartial], config: Path | None) -> Pipe
                 min(firsts) if firsts else None,
                 max(lasts) if lasts else None,
             ),
-            topics=_topics(ordered),
+            topics=topic_totals(ordered),
             queues=ordered,
             files=file_groups(store.root),
         )
