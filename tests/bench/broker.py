@@ -4,7 +4,7 @@ Measured in one run, against the baseline of the store itself:
 
 - baseline: ``StoreWriter.append`` of the same 1 KiB messages in process, no fsync;
 - sync sends from one client thread (ASYNC_FLUSH, and SYNC_FLUSH: every answer after its msync);
-- oneway sends and batches of 32 (until the broker's queues hold them all);
+- oneway sends (from the first stored to the last stored) and batches of 32;
 - drain: a fresh PushConsumer group consuming the backlog (first to last message, and from start).
 
 Run as ``python -m tests.bench.broker``; ``make bench`` calls it at the end. Figures are printed,
@@ -32,7 +32,7 @@ TOPIC = "BenchTopic"
 
 CLIENT = textwrap.dedent(
     r"""
-    import json, sys, time
+    import json, os, sys, time
     from rocketmq.client import Producer, PushConsumer, Message, RecvMessage
     from rocketmq.ffi import dll
 
@@ -64,6 +64,9 @@ CLIENT = textwrap.dedent(
             for i in range(0, n, 32):
                 p.send_batch([message(j) for j in range(i, min(n, i + 32))])
         out["seconds"] = time.perf_counter() - started
+        deadline = time.time() + 120
+        while cmd.get("hold") and not os.path.exists(cmd["hold"]) and time.time() < deadline:
+            time.sleep(0.05)  # keep the connection until the broker has read every oneway request
         p.shutdown()
     else:  # drain
         seen = [0, None, None]
@@ -111,21 +114,29 @@ def baseline(root: Path, count: int) -> float:
     return elapsed
 
 
-def client(tmp: Path, cmd: dict, timeout: float = 600) -> dict:
+def start_client(tmp: Path, cmd: dict) -> subprocess.Popen[str]:
     script = tmp / "client.py"
     script.write_text(CLIENT)
-    proc = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, str(script), json.dumps(cmd)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env={**os.environ, "HOME": str(tmp)},
         cwd=tmp,
     )
-    for line in proc.stdout.splitlines():
+
+
+def client_result(proc: subprocess.Popen[str], timeout: float = 600) -> dict:
+    stdout, stderr = proc.communicate(timeout=timeout)
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])
-    raise RuntimeError(f"client failed: {proc.stdout[-1000:]} {proc.stderr[-1000:]}")
+    raise RuntimeError(f"client failed: {stdout[-1000:]} {stderr[-1000:]}")
+
+
+def client(tmp: Path, cmd: dict, timeout: float = 600) -> dict:
+    return client_result(start_client(tmp, cmd), timeout)
 
 
 def queued(broker: str, topic: str) -> int:
@@ -177,19 +188,34 @@ def main(argv: list[str] | None = None) -> None:
             sync = client(tmp, {"op": "sync", "namesrv": ns, "topic": TOPIC, "count": n, "body": BODY})
             rows.append(("sync send, one thread (ASYNC_FLUSH)", sync["seconds"], n, server_cpu(server) - cpu))
             cpu = server_cpu(server)
+            hold = tmp / "oneway.hold"
             started = time.perf_counter()
-            client(tmp, {"op": "oneway", "namesrv": ns, "topic": TOPIC + "Ow", "count": n, "body": BODY})
+            sender = start_client(
+                tmp,
+                {
+                    "op": "oneway",
+                    "namesrv": ns,
+                    "topic": TOPIC + "Ow",
+                    "count": n,
+                    "body": BODY,
+                    "hold": str(hold),
+                },
+            )
             stored, last_change, stored_at = -1, time.perf_counter(), time.perf_counter()
-            while time.perf_counter() - last_change < 2.0:  # until the count stops growing
+            while stored < n + 1 and time.perf_counter() - last_change < 5.0:  # +1: the untimed first send
                 now = queued(server.broker, TOPIC + "Ow")
                 if now != stored:
                     stored, last_change, stored_at = now, time.perf_counter(), time.perf_counter()
-                time.sleep(0.05)
-            stored -= 1  # the untimed first send
+                    if stored <= 1:  # the timed sends start after the first (untimed) one
+                        started = stored_at
+                time.sleep(0.02)
+            hold.touch()
+            client_result(sender)
+            stored -= 1
+            lost = f" ({n - stored} lost)" if stored < n else ""
             rows.append(
-                (f"oneway send, until stored ({n - stored} dropped)", stored_at - started, stored,
-                 server_cpu(server) - cpu)
-            )  # fmt: skip
+                (f"oneway send, until stored{lost}", stored_at - started, stored, server_cpu(server) - cpu)
+            )
             cpu = server_cpu(server)
             batch = client(
                 tmp, {"op": "batch", "namesrv": ns, "topic": TOPIC + "B", "count": n, "body": BODY}
