@@ -432,12 +432,20 @@ def _topic_words(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> list
     words = max(1, -(-int(length.max()) // _WORD)) if len(length) else 1
     last = len(arr) - _WORD
     view = np.ndarray(shape=(last + 1,), dtype=np.uint64, buffer=arr, strides=(1,))
+    n = len(start)
+    step = int(start[1] - start[0]) if n > 1 else 0  # evenly spaced (rows of a tail block)?
+    even = step > 0 and int(start[-1]) + _WORD * words <= len(arr) and bool(np.all(np.diff(start) == step))
     cols = []
     for j in range(words):
-        at = start + _WORD * j if j else start
-        if j or int(start.max(initial=0)) > last:
-            at = np.minimum(at, last)
-        word = view[at]
+        if even:
+            word = np.ndarray(
+                shape=(n,), dtype=np.uint64, buffer=arr, offset=int(start[0]) + _WORD * j, strides=(step,)
+            ).copy()
+        else:
+            at = start + _WORD * j if j else start
+            if j or int(start.max(initial=0)) > last:
+                at = np.minimum(at, last)
+            word = view[at]
         left = length - _WORD * j if j else length
         if int(left.min(initial=_WORD)) < _WORD:
             word &= _KEEP[np.clip(left, 0, _WORD)]
