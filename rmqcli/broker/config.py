@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from formats.commitlog import parse_delay_levels
 from rmqcli.errors import UsageError
 from rmqcli.store.settings import StoreSettings, read_properties, settings_from_properties
 
@@ -105,6 +106,13 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
     config = replace(BrokerConfig(), **changes, store=settings_from_properties(props))
     if config.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise UsageError(f"broker.conf: flushDiskType must be {ASYNC_FLUSH} or {SYNC_FLUSH}")
+    try:  # ScheduleMessageService.parseDelayLevel: a broker with a bad list does not start
+        levels = parse_delay_levels(config.store.message_delay_level)
+    except (ValueError, KeyError, IndexError):
+        levels = []
+    if not levels:
+        bad = config.store.message_delay_level
+        raise UsageError(f"broker.conf: messageDelayLevel={bad!r} is not a list like '1s 5s 1m 2h 1d'")
     return config
 
 
