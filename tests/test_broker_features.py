@@ -40,7 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         flushDiskType="SYNC_FLUSH",
         messageDelayLevel=LEVELS,
         transactionCheckInterval="300",
-        transactionTimeOut="800",
+        transactionTimeOut="2000",
         transactionCheckMax="2",
         flushConsumerOffsetInterval="300",
     )
