@@ -3,9 +3,11 @@
 Decoding every header in a Python loop tops out well below a million records per second, so the
 scan hops from record to record over the TOTALSIZE fields (or over the consume queues' record
 positions, ``chain_from_hints``), then reads two blocks per record with one fancy index each: the
-fixed header (fields 1-15, as wide as the widest host combination) and the tail after the body
-(topic length, topic, properties length and, when asked for, the properties). Field offsets come
-from the declarations in ``formats.commitlog``.
+fixed header (fields 1-15, as wide as with IPv4 hosts, read again wider only for IPv6 hosts) and
+the tail after the body (topic length, topic, properties length and, when asked for, the
+properties, whose lengths are then read from that block). With hints, the header block read at
+the hinted positions is the one whose TOTALSIZE fields link the chain. Field offsets come from
+the declarations in ``formats.commitlog``.
 
 Every record gets the checks of ``CommitLog.checkMessageAndReturnSize`` (FORMATS.md §1.14):
 known magic code, TOTALSIZE within the file and not below the smallest record, body, topic and
