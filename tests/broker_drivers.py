@@ -57,7 +57,10 @@ DRIVER = textwrap.dedent(
                 while time.time() < deadline and f'"key": "{previous}"' not in open(cmd["after"]).read():
                     time.sleep(0.05)
             previous = key
-            r = p.send_sync(message(cmd["topic"], key, "body-" + key))
+            m = message(cmd["topic"], key, "body-" + key)
+            if cmd.get("delay"):
+                m.set_delay_time_level(cmd["delay"])
+            r = p.send_sync(m)
             emit(key=key, status=int(r.status), id=r.msg_id)
         p.shutdown()
         emit(done=True)
@@ -109,7 +112,8 @@ DRIVER = textwrap.dedent(
             msg = RecvMessage(handle)
             key = msg.keys.decode()
             emit(key=key, topic=msg.topic, queue=msg.queue_id, offset=msg.queue_offset,
-                 times=msg.reconsume_times, id=msg.id, len=len(msg.body))
+                 times=msg.reconsume_times, id=msg.id, len=len(msg.body),
+                 born=msg.born_timestamp, stored=msg.store_timestamp)
             if key in fail and msg.reconsume_times < cmd.get("fail_times", 1):
                 return 1  # RECONSUME_LATER
             return 0  # CONSUME_SUCCESS

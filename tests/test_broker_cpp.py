@@ -65,6 +65,32 @@ def test_reconsume_later_comes_back_through_the_retry_topic(tmp_path: Path) -> N
     assert {e["id"] for e in again} == {e["id"] for e in deliveries if e["key"] in fail and e["times"] == 0}
 
 
+def test_a_cpp_delayed_message_arrives_after_its_delay(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path / "broker.conf", messageDelayLevel=LEVELS)  # level 2 is 2 s here
+    keys = [f"dl{i}" for i in range(3)]
+    with ServeProcess(tmp_path / "store", conf) as server:
+        ns = server.namesrv
+        run_driver(tmp_path, "warm", {"op": "produce", "namesrv": ns, "topic": "TopicDL", "keys": ["warm"]})
+        consumer = Driver(
+            tmp_path, "consume", {"op": "consume", "namesrv": ns, "group": "CG_DL", "topic": "TopicDL"}
+        )  # noqa: E501
+        try:
+            consumer.wait_for(lambda ev: any(e.get("key") == "warm" for e in ev), 40, "the first message")
+            run_driver(
+                tmp_path,
+                "produce",
+                {"op": "produce", "namesrv": ns, "topic": "TopicDL", "keys": keys, "delay": 2},
+            )  # noqa: E501
+            events = consumer.wait_for(
+                lambda ev: {e.get("key") for e in ev} >= set(keys), 40, "the delayed ones"
+            )
+        finally:
+            consumer.stop()
+    got = [e for e in events if e.get("key") in keys]
+    assert sorted(e["key"] for e in got) == keys and all(e["times"] == 0 for e in got)
+    assert all(e["stored"] - e["born"] >= 2000 for e in got)  # stored in the topic once due
+
+
 def test_a_compressed_cpp_batch_is_stored_as_its_messages(tmp_path: Path) -> None:
     """The C++ client zlib-compresses a batch body over 4 KiB as a whole and marks the batch "1"."""
     conf = write_conf(tmp_path / "broker.conf")
