@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
+JS_STAMP := tests/js/node_modules/.installed
 
 .PHONY: demo test bench man lint clean
 
@@ -12,13 +13,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
+# The pure-JavaScript client (ali-ons) for tests/test_broker_js.py; skipped without npm.
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json
+	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --loglevel=error && touch $(JS_STAMP); fi
+
 demo: $(STAMP)
 	rm -rf demo-store
 	$(BIN)/python -m fixtures.generate demo-store --preset demo
 	$(BIN)/rmq stats demo-store
 	$(BIN)/rmq dump-commitlog demo-store --count 5 --properties
 
-test: $(STAMP)
+test: $(STAMP) $(JS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
