@@ -62,3 +62,14 @@ def test_consume_queue_files_after_the_valid_end_are_deleted(store_dir):
     apply_recover(store_dir, result)
     assert not stray.exists()
     assert sorted(queue.iterdir()) == files
+
+
+@pytest.mark.parametrize("levels", ["1x 2s", "s 5s", "1.5s"])
+def test_bad_delay_levels_in_broker_conf_are_a_usage_error(store_dir, levels):
+    """``ScheduleMessageService.parseDelayLevel`` fails on them and the broker does not start."""
+    conf = store_dir.parent / "broker.conf"
+    conf.write_text(f"messageDelayLevel={levels}\n")
+    for command in ("verify", "rebuild", "dump-commitlog"):
+        proc = run(command, str(store_dir), "--config", str(conf))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (command, proc.stderr)
+        assert "messageDelayLevel" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from formats import commitlog as fmt
 from formats import indexfile
 from formats.commitlog import DEFAULT_DELAY_LEVELS
 from formats.consumequeue import DEFAULT_CQ_FILE_SIZE
@@ -79,12 +80,15 @@ def settings_from_properties(props: dict[str, str], base: StoreSettings | None =
                 changes[name] = int(raw)
             elif kind == "bool":
                 changes[name] = raw.lower() == "true"
+            elif name == "message_delay_level":
+                fmt.parse_delay_levels(raw)
+                changes[name] = raw
             elif name == "store_path_commitlog":
                 changes[name] = tuple(p for p in raw.split(",") if p and p != "<path>")
             else:
                 changes[name] = raw
         except ValueError as exc:
-            raise UsageError(f"broker.conf: {key}={raw!r} is not valid") from exc
+            raise UsageError(f"broker.conf: {key}={raw!r} is not valid ({exc})") from exc
     return replace(base, **changes, explicit=base.explicit | frozenset(changes))
 
 
