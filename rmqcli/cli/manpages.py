@@ -130,7 +130,8 @@ def render_page(
             lines += [".TP", f"\\fB{roff_escape(name)}\\fR", roff_escape(_first_sentence(first[0]) + ".")]
             lines.append(f"See \\fB{roff_escape(f'{title}-{name}')}\\fR({SECTION}).")
     lines += _exit_codes()
-    see = [f"{title}-{n}" for n, _ in subcommands] if subcommands else [path.rsplit(" ", 1)[0].replace(" ", "-")]
+    parent = path.rsplit(" ", 1)[0].replace(" ", "-")
+    see = [f"{title}-{n}" for n, _ in subcommands] if subcommands else [parent]
     lines += [".SH SEE ALSO", ", ".join(f"\\fB{roff_escape(s)}\\fR({SECTION})" for s in see)]
     return "\n".join(lines) + "\n"
 
