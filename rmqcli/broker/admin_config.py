@@ -25,6 +25,7 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.store.settings import PROPERTY_NAMES
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController
@@ -48,16 +49,7 @@ REPORTED_DEFAULTS = {
     "serverWorkerThreads": "8",
     "serverChannelMaxIdleTimeSeconds": "120",
 }
-_STORE_KEYS = {
-    "mappedFileSizeCommitLog": "mapped_file_size_commitlog",
-    "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
-    "maxHashSlotNum": "max_hash_slot_num",
-    "maxIndexNum": "max_index_num",
-    "messageDelayLevel": "message_delay_level",
-    "messageIndexEnable": "message_index_enable",
-    "messageIndexSafe": "message_index_safe",
-    "checkCRCOnRecover": "check_crc_on_recover",
-}
+_STORE_KEYS = {k: v for k, v in PROPERTY_NAMES.items() if k != "storePathCommitLog"}  # store part
 
 
 @dataclass

@@ -92,6 +92,12 @@ def store_stats(store: Store, progress: Callable[[int], None] | None = None) -> 
         add_batch(queues, batch)
         if progress is not None:
             progress(int(batch.position[-1]))
+    return finish_stats(store, queues)
+
+
+def finish_stats(store: Store, queues: dict[tuple[str, int], QueueStats]) -> StoreStats:
+    """``StoreStats`` from the per-queue counts of every record (``add_batch``): CommitLog totals,
+    every queue's consume-queue bounds (queues without records too), topics and file groups."""
     records = sum(q.messages for q in queues.values())
     total_bytes = sum(q.bytes for q in queues.values())
     firsts = [q.first_store_timestamp for q in queues.values() if q.first_store_timestamp is not None]

@@ -16,16 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from formats import commitlog as fmt
-from rmqcli.ops.stats import (
-    CommitLogStats,
-    QueueStats,
-    StoreStats,
-    add_batch,
-    earliest,
-    file_groups,
-    latest,
-    topic_totals,
-)
+from rmqcli.ops.stats import QueueStats, StoreStats, add_batch, earliest, finish_stats, latest
 from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
 
 PERCENTILES = (50, 90, 99)
@@ -166,35 +157,7 @@ def finish(ref: StoreRef, parts: list[FilePartial], config: Path | None) -> Pipe
                 target.setdefault(topic, Counter()).update(counter)
     store = open_store(ref.path, config)
     try:
-        records = sum(q.messages for q in queues.values())
-        total_bytes = sum(q.bytes for q in queues.values())
-        firsts = [q.first_store_timestamp for q in queues.values() if q.first_store_timestamp is not None]
-        lasts = [q.last_store_timestamp for q in queues.values() if q.last_store_timestamp is not None]
-        cl = store.commitlog
-        cl_min = cl.min_offset
-        for topic, qid in store.queue_ids():
-            q = queues.get((topic, qid))
-            if q is None:
-                q = queues[(topic, qid)] = QueueStats(topic, qid)
-            cq = store.consume_queue(topic, qid)
-            q.cq_min_offset = cq.min_offset(cl_min)
-            q.cq_max_offset = cq.max_offset
-        ordered = [queues[k] for k in sorted(queues)]
-        result = StoreStats(
-            store=str(store.root),
-            commitlog=CommitLogStats(
-                len(cl.files),
-                cl_min,
-                cl.max_offset(),
-                records,
-                total_bytes,
-                min(firsts) if firsts else None,
-                max(lasts) if lasts else None,
-            ),
-            topics=topic_totals(ordered),
-            queues=ordered,
-            files=file_groups(store.root),
-        )
+        result = finish_stats(store, queues)
     finally:
         store.close()
     return PipelineStoreStats(

@@ -33,7 +33,7 @@ class StoreSettings:
 
 
 # broker.conf key -> field name
-_PROPERTY_NAMES = {
+PROPERTY_NAMES = {
     "mappedFileSizeCommitLog": "mapped_file_size_commitlog",
     "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
     "maxHashSlotNum": "max_hash_slot_num",
@@ -70,7 +70,7 @@ def settings_from_properties(props: dict[str, str], base: StoreSettings | None =
     base = base or StoreSettings()
     types = {f.name: f.type for f in fields(StoreSettings)}
     changes: dict[str, object] = {}
-    for key, name in _PROPERTY_NAMES.items():
+    for key, name in PROPERTY_NAMES.items():
         if key not in props:
             continue
         raw = props[key]
