@@ -109,14 +109,14 @@ class RemotingCommand:
 def _ext_of(header: CommandHeader | Mapping[str, Any] | None) -> dict[str, str]:
     if header is None:
         return {}
-    if isinstance(header, Mapping):
+    if type(header) is dict or isinstance(header, Mapping):
         return {str(k): ext_value(v) for k, v in header.items() if v is not None}
     return header.to_ext_fields()
 
 
 def ext_value(value: Any) -> str:
     """A header value as Java's ``toString`` / fastjson's string coercion writes it (A.3, A.5)."""
-    if isinstance(value, str):
+    if type(value) is str or isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -140,17 +140,29 @@ def _js(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+_LANGUAGE_JSON = {int(m): f'"{m.name}"' for m in LanguageCode}  # enum names, as fastjson writes them
+_LANGUAGE_BY_NAME = {m.name: m for m in LanguageCode}
+
+
+def _ext_json(ext: dict[str, str]) -> str:
+    """The entries of ``extFields`` in ``HashMap`` order; escapes looked for once over all of them."""
+    order = hashmap_order(ext)
+    if _NEEDS_ESCAPE.search("".join(ext) + "".join(ext.values())) is None:
+        return ",".join([f'"{k}":"{ext[k]}"' for k in order])
+    return ",".join([f"{_js(k)}:{_js(ext[k])}" for k in order])
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """fastjson's ``JSON.toJSONString(cmd)``: properties sorted, nulls dropped, enum names."""
     parts = [f'"code":{cmd.code}']
-    ext = {k: v for k, v in cmd.ext_fields.items() if v is not None}
+    ext = cmd.ext_fields
+    if None in ext.values():
+        ext = {k: v for k, v in ext.items() if v is not None}
     if ext:
-        entries = ",".join(f"{_js(k)}:{_js(v)}" for k in hashmap_order(ext) for v in (ext[k],))
-        parts.append('"extFields":{' + entries + "}")
+        parts.append('"extFields":{' + _ext_json(ext) + "}")
     parts.append(f'"flag":{cmd.flag}')
-    try:
-        language = '"' + LanguageCode(cmd.language).name + '"'
-    except ValueError:
+    language = _LANGUAGE_JSON.get(cmd.language)
+    if language is None:
         language = str(int(cmd.language))
     parts.append(f'"language":{language}')
     parts.append(f'"opaque":{cmd.opaque}')
@@ -184,7 +196,7 @@ def _json_language(value: Any) -> int:
         return LanguageCode.JAVA
     if isinstance(value, str):
         try:
-            return LanguageCode[value]
+            return _LANGUAGE_BY_NAME[value]
         except KeyError:
             if value.strip().lstrip("-").isdigit():
                 return _json_language(int(value))
@@ -201,7 +213,7 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     """The fields of a JSON header; lenient like fastjson (A.3: C++, ali-ons and Java forms)."""
     raw = bytes(data)
     try:
-        obj = json.loads(raw)
+        obj = json.loads(raw)  # keys are str; values str, int, ... (fastjson's forms go below)
     except (ValueError, UnicodeDecodeError):
         try:
             obj = fastjson.loads(raw)
@@ -215,7 +227,9 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     ext: dict[str, str] = {}
     if isinstance(ext_raw, dict):
         for key, value in ext_raw.items():
-            if value is not None:
+            if type(value) is str and type(key) is str:  # the common case
+                ext[key] = value
+            elif value is not None:
                 ext[str(key) if not isinstance(key, fastjson.ObjectKey) else fastjson.dumps(key)] = ext_value(
                     value
                 )
@@ -225,14 +239,19 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     if remark is not None and not isinstance(remark, str):
         remark = ext_value(remark)
     return dict(
-        code=_json_int(obj, "code"),
+        code=_int_field(obj, "code"),
         language=_json_language(obj.get("language")),
-        version=_json_int(obj, "version"),
-        opaque=_json_int(obj, "opaque"),
-        flag=_json_int(obj, "flag"),
+        version=_int_field(obj, "version"),
+        opaque=_int_field(obj, "opaque"),
+        flag=_int_field(obj, "flag"),
         remark=remark,
         ext_fields=ext,
     )
+
+
+def _int_field(obj: Mapping[str, Any], name: str) -> int:
+    value = obj.get(name)
+    return value if type(value) is int else _json_int(obj, name)
 
 
 # --- ROCKETMQ binary header (A.4) --------------------------------------------------------------
@@ -360,8 +379,11 @@ def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     return RemotingCommand(
         **fields,
         body=bytes(view[start + header_length :]),
-        serialize_type=SerializeType(serialize_type),
+        serialize_type=_SERIALIZE_TYPES[serialize_type],
     )
+
+
+_SERIALIZE_TYPES = {int(t): t for t in SerializeType}
 
 
 class FrameDecoder:
@@ -385,6 +407,10 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         buffer = self._buffer
+        if not buffer and type(data) is bytes and len(data) >= fmt.LENGTH_FIELD_SIZE:
+            (length,) = fmt.LENGTH_STRUCT.unpack_from(data, 0)
+            if 4 <= length and length + fmt.LENGTH_FIELD_SIZE == len(data) <= self.max_frame_length:
+                return [data]  # exactly one frame, the usual read of a request/response exchange
         buffer += data
         frames: list[bytes] = []
         pos = 0

@@ -11,8 +11,9 @@ Required fields (``@CFNotNull``) missing on decode raise ``HeaderError`` with Ja
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from rmqcli.errors import RmqError
@@ -77,6 +78,33 @@ def _parse(kind: str, text: str) -> Any:
     raise TypeError(kind)
 
 
+def _parse_int(text: str) -> int:
+    if text.isascii() and text.isdigit():  # the common case: no sign, no range check below 2**31
+        value = int(text)
+        if value <= _RANGES["int"][1]:
+            return value
+    return _parse("int", text)
+
+
+def _parse_long(text: str) -> int:
+    if text.isascii() and text.isdigit():
+        value = int(text)
+        if value <= _RANGES["long"][1]:
+            return value
+    return _parse("long", text)
+
+
+def _parser(kind: str) -> Callable[[str], Any] | None:
+    """The ``_parse`` of one kind as a function of the text (``None`` for strings, kept as sent)."""
+    if kind == "str":
+        return None
+    if kind == "int":
+        return _parse_int
+    if kind == "long":
+        return _parse_long
+    return functools.partial(_parse, kind)
+
+
 H = TypeVar("H", bound="CommandHeader")
 
 
@@ -85,10 +113,12 @@ class CommandHeader:
 
     __slots__ = ()
     _wire: ClassVar[tuple[tuple[str, str, str, bool], ...]]
+    _decoders: ClassVar[tuple[tuple[str, str, str, bool, Callable[[str], Any] | None], ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._wire = ()
+        cls._decoders = ()
 
     @classmethod
     def wire_fields(cls) -> tuple[tuple[str, str, str, bool], ...]:
@@ -120,14 +150,20 @@ class CommandHeader:
         raise ``HeaderError``; an unparsable optional value is dropped (Java logs it)."""
         ext = ext or {}
         values: dict[str, Any] = {}
-        for name, key, kind, required in cls.wire_fields():
+        decoders = cls._decoders
+        if not decoders:
+            decoders = cls._decoders = tuple((*w, _parser(w[2])) for w in cls.wire_fields())
+        for name, key, kind, required, parse in decoders:
             text = ext.get(key)
             if text is None:
                 if required:
                     raise HeaderError(f"the custom field <{key}> is null")
                 continue
+            if parse is None:
+                values[name] = text
+                continue
             try:
-                values[name] = _parse(kind, text)
+                values[name] = parse(text)
             except ValueError:
                 if required:
                     raise HeaderError(f"the custom field <{key}> is not a valid {kind}: {text!r}") from None
