@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from formats.remoting import FLAG_ONEWAY, MAX_FRAME_LENGTH
+from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, MAX_FRAME_LENGTH
 from rmqcli.remoting.codec import FrameDecoder, ProtocolError, RemotingCommand, decode, encode
 from rmqcli.remoting.codes import ResponseCode
 from rmqcli.remoting.headers import HeaderError
@@ -91,19 +91,30 @@ class Connection(asyncio.Protocol):
         self._drain()
 
     def _drain(self) -> None:
-        """Handle the frames received, stopping while the write buffer is above its high-water mark."""
-        while self.backlog and not self.paused and not self.closed:
-            frame = self.backlog.popleft()
-            try:
-                command = decode(frame)
-            except ProtocolError as exc:
-                log.warning("%s: undecodable frame (%s); closing", self.address, exc)
-                self.abort()
-                return
-            if command.is_response:
-                self.server.on_response(command, self)
-                continue
-            self._handle(command)
+        """Handle the frames received, stopping while the write buffer is above its high-water mark.
+
+        The server's ``settle`` runs before each request and once the answers are written: what a
+        handler left for after its answer (the reput of a stored message) is done before anything
+        else can look at the store, while the client already reads its answer."""
+        settle = self.server.settle
+        try:
+            while self.backlog and not self.paused and not self.closed:
+                frame = self.backlog.popleft()
+                try:
+                    command = decode(frame)
+                except ProtocolError as exc:
+                    log.warning("%s: undecodable frame (%s); closing", self.address, exc)
+                    self.abort()
+                    return
+                if settle is not None:
+                    settle()
+                if command.flag & FLAG_RESPONSE:
+                    self.server.on_response(command, self)
+                    continue
+                self._handle(command)
+        finally:
+            if settle is not None:
+                settle()
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -135,7 +146,9 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             self.reply(request, _error_response(request, exc))
             return
-        if inspect.isawaitable(reply):
+        if reply is None or type(reply) is RemotingCommand:  # the usual, synchronous answer
+            self.reply(request, reply)
+        elif inspect.isawaitable(reply):
             if len(self.tasks) >= MAX_INFLIGHT:
                 close_awaitable(reply)
                 self.reply(
@@ -244,6 +257,7 @@ class Server:
         self.connections: set[Connection] = set()
         self.close_callbacks: list[Callable[[Connection], None]] = []
         self.response_callbacks: list[Callable[[RemotingCommand, Connection], None]] = []
+        self.settle: Callable[[], None] | None = None  # deferred work of the handlers (see _drain)
         self._server: asyncio.base_events.Server | None = None
         self._idle_task: asyncio.Task[None] | None = None
 

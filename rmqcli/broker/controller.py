@@ -95,6 +95,7 @@ class BrokerController:
         self.stats = Stats(self.store)
         self.store.listeners.append(self.holds.arrived)
         self.handlers: dict[int, Handler] = {}
+        self.defer_dispatch = False  # True when the server runs store.catch_up after each read
         self.schedule = ScheduleService(self)
         self.transactions = transaction.TransactionCheckService(self)
         for module in (send, pull, consumer, query, admin, sendback, transaction):

@@ -58,13 +58,33 @@ class MessageStore:
         self._group_commit: asyncio.Future[None] | None = None
         self._flushed_offset = 0  # CommitLog offset the last flush covered
         self._flushed_files = -1
+        self._arrivals: list[tuple[str, int]] = []  # deferred puts whose listeners wait for catch_up
 
     # --- appending ----------------------------------------------------------------------------
-    def put(self, message: Message) -> AppendResult:
-        """``DefaultMessageStore.putMessage``."""
-        result = self.writer.append(message)
-        self._appended(result.topic, result.queue_id, 1)
+    def put(self, message: Message, *, defer_dispatch: bool = False) -> AppendResult:
+        """``DefaultMessageStore.putMessage``. With ``defer_dispatch`` the consume-queue and index
+        entries and the arrival listeners wait for ``catch_up`` (``ReputMessageService`` runs behind
+        the CommitLog): the send processor answers first, the connection catches up right after."""
+        result = self.writer.append(message, defer_dispatch=defer_dispatch)
+        if defer_dispatch:
+            self.put_count += 1
+            self._dirty = self._dirty_full = True
+            self._arrivals.append((result.topic, result.queue_id))
+        else:
+            self._appended(result.topic, result.queue_id, 1)
         return result
+
+    def catch_up(self) -> None:
+        """Dispatch the deferred puts and tell the listeners (a no-op when nothing waits)."""
+        if not self._arrivals:
+            return
+        arrivals, self._arrivals = self._arrivals, []
+        try:
+            self.writer.dispatch_pending()
+        except Exception:  # the senders have their answers; a reput that fails is logged (as Java's)
+            log.exception("dispatch of stored messages failed")
+        for topic, queue_id in dict.fromkeys(arrivals):
+            self._notify(topic, queue_id)
 
     def put_inner(self, inner: InnerMessage) -> AppendResult:
         """``putMessage`` of a ``MessageExtBrokerInner`` the broker builds itself (send-back, delayed
@@ -80,8 +100,12 @@ class MessageStore:
         return result
 
     def _appended(self, topic: str, queue_id: int, count: int) -> None:
+        self.catch_up()
         self.put_count += count
         self._dirty = self._dirty_full = True
+        self._notify(topic, queue_id)
+
+    def _notify(self, topic: str, queue_id: int) -> None:
         for listener in self.listeners:
             try:
                 listener(topic, queue_id)
@@ -127,6 +151,7 @@ class MessageStore:
 
     def flush_all(self) -> None:
         """CommitLog, consume queues, index, checkpoint and config files, with fsync."""
+        self.catch_up()
         self._dirty = self._dirty_full = False
         self.writer.flush()
 
@@ -153,6 +178,8 @@ class MessageStore:
 
     # --- consume queues -----------------------------------------------------------------------
     def queue(self, topic: str, queue_id: int) -> ConsumeQueueWriter | None:
+        if self._arrivals:
+            self.catch_up()
         return self.writer.dispatcher.cqs.get((topic, queue_id))
 
     def max_offset(self, topic: str, queue_id: int) -> int:
@@ -308,6 +335,7 @@ class MessageStore:
 
     def close(self) -> None:
         """Flush everything, persist config and close the writer (removes ``abort``)."""
+        self.catch_up()
         self.writer.close()
 
 

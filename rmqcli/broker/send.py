@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from formats import commitlog as cfmt
+from formats.remoting import FLAG_RESPONSE
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.sendback import DLQ_NUMS_PER_GROUP, VERSION_V3_4_9
 from rmqcli.broker.state import (
@@ -35,7 +36,7 @@ from rmqcli.broker.state import (
 )
 from rmqcli.broker.transaction import is_transactional, prepare
 from rmqcli.remoting import headers as hd
-from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codec import RemotingCommand, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.writer_messages import BatchElement, BatchMessage, Host, Message
@@ -224,16 +225,21 @@ def apply(
         one = prepare(ctl, message)  # a half message (TransactionalMessageBridge)
         msg_id, queue_offset = one.msg_id, one.queue_offset
     else:
-        one = ctl.store.put(message)
+        one = ctl.store.put(message, defer_dispatch=ctl.defer_dispatch)
         msg_id, queue_offset = one.msg_id, one.queue_offset
-    header = {
-        "msgId": msg_id,
-        "queueId": message.queue_id,
-        "queueOffset": queue_offset,
-        "MSG_REGION": ctl.config.region_id,
-        "TRACE_ON": ctl.config.trace_on,
-    }
-    response = req.response(header=header)
+    response = RemotingCommand(  # req.response(header=...) with the strings made here
+        code=RS.SUCCESS,
+        opaque=req.opaque,
+        flag=FLAG_RESPONSE,
+        ext_fields={
+            "msgId": msg_id,
+            "queueId": str(message.queue_id),
+            "queueOffset": str(queue_offset),
+            "MSG_REGION": ctl.config.region_id,
+            "TRACE_ON": ext_value(ctl.config.trace_on),
+        },
+        serialize_type=req.serialize_type,
+    )
     if not ctl.config.sync_flush or req.is_oneway:
         return response
     return _after_flush(ctl, req, response)

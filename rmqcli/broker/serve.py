@@ -129,6 +129,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             ns_task = loop.create_task(namesrv.scan_expired())
         controller = BrokerController(config, writer, namesrv_addrs(opts))
         broker_server = Server("broker", controller.dispatch)
+        broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
+        controller.defer_dispatch = True
         broker_server.close_callbacks.append(controller.on_close)
         servers.append(broker_server)
         await broker_server.start(opts.listen, config.listen_port)

@@ -116,7 +116,12 @@ def _ext_of(header: CommandHeader | Mapping[str, Any] | None) -> dict[str, str]:
 
 def ext_value(value: Any) -> str:
     """A header value as Java's ``toString`` / fastjson's string coercion writes it (A.3, A.5)."""
-    if type(value) is str or isinstance(value, str):
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is int:
+        return str(value)
+    if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"

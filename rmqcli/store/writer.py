@@ -105,6 +105,7 @@ class StoreWriter:
         self._topic_bytes: dict[str, bytes] = {}
         self._checkpoint = Checkpoint()
         self._last_store_timestamp = 0
+        self._pending: list[tuple[str, int, int, int, int, int, int, dict[str, str] | bytes]] = []
         self._closed = False
         self._recover()
         (self.root / ABORT_FILE).touch()
@@ -152,12 +153,16 @@ class StoreWriter:
             self.queue_offsets[key] = max(self.queue_offsets.get(key, 0), rec.queue_offset + 1)
 
     # --- appending ------------------------------------------------------------------------------
-    def append(self, message: Message) -> AppendResult:
+    def append(self, message: Message, *, defer_dispatch: bool = False) -> AppendResult:
         """A message as received from a producer (``SendMessageProcessor`` + ``CommitLog.putMessage``)."""
-        return self.put_message(inner_from_message(message, self.cluster))
+        return self.put_message(inner_from_message(message, self.cluster), defer_dispatch=defer_dispatch)
 
-    def put_message(self, inner: InnerMessage) -> AppendResult:
-        """``CommitLog.putMessage``: delay rewrite, then one record; dispatched at once."""
+    def put_message(self, inner: InnerMessage, *, defer_dispatch: bool = False) -> AppendResult:
+        """``CommitLog.putMessage``: delay rewrite, then one record; dispatched at once, or with
+        ``defer_dispatch`` at the next ``dispatch_pending`` (the reput runs behind the CommitLog, as
+        ``ReputMessageService`` does, so a broker can answer the send first)."""
+        if not defer_dispatch:
+            self.dispatch_pending()  # records are dispatched in CommitLog order
         apply_delay(inner, len(self._delay_millis))
         props = inner.properties_string
         if props is None:
@@ -193,15 +198,24 @@ class StoreWriter:
             )
         )
         self._last_store_timestamp = store_ts
-        if dispatch_props is None:
-            dispatch_props = fmt.decode_properties(props)
-        self._dispatch(
-            inner.topic, inner.queue_id, physical, length, queue_offset, sys_flag, store_ts, dispatch_props
-        )
+        args = (inner.topic, inner.queue_id, physical, length, queue_offset, sys_flag, store_ts)
+        if defer_dispatch:
+            self._pending.append((*args, props if dispatch_props is None else dispatch_props))
+        else:
+            self._dispatch(*args, fmt.decode_properties(props) if dispatch_props is None else dispatch_props)
         return AppendResult(physical, queue_offset, length, store_ts, inner.topic, inner.queue_id, store_host)
+
+    def dispatch_pending(self) -> None:
+        """Dispatch the records appended with ``defer_dispatch``, in order (a no-op when none wait)."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        for *args, props in pending:
+            self._dispatch(*args, fmt.decode_properties(props) if isinstance(props, bytes) else props)
 
     def append_batch(self, batch: BatchMessage) -> BatchAppendResult:
         """A classic batch: one record per element, contiguous, one store timestamp (FORMATS.md §1.11)."""
+        self.dispatch_pending()
         if fmt.transaction_type(batch.sys_flag) != fmt.TransactionType.NOT_TYPE:
             raise UsageError("a batch cannot be transactional")
         if delay_level(batch.properties) > 0:
@@ -315,12 +329,14 @@ class StoreWriter:
 
     def queue_max_offset(self, topic: str, queue_id: int) -> int:
         """``maxOffsetInQueue``: the next queue offset of a consume queue (0 when there is none)."""
+        self.dispatch_pending()
         cq = self.dispatcher.cqs.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
     @property
     def checkpoint(self) -> Checkpoint:
         """The checkpoint as the next flush writes it."""
+        self.dispatch_pending()
         return Checkpoint(
             self._last_store_timestamp,
             self._checkpoint.logics_msg_timestamp,
@@ -344,6 +360,7 @@ class StoreWriter:
     # --- flush and close ------------------------------------------------------------------------
     def flush(self) -> None:
         """Everything to disk with fsync: CommitLog, consume queues, index, checkpoint, config."""
+        self.dispatch_pending()
         self.commitlog.flush()
         self.dispatcher.flush()
         self._write_checkpoint()
