@@ -297,8 +297,8 @@ _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 def parse_delay_levels(spec: str = DEFAULT_DELAY_LEVELS) -> list[int]:
     """``messageDelayLevel``: delay of each level (1-based in RocketMQ) in milliseconds.
 
-    Raises ``ValueError`` on an item that is not a number and a unit (s, m, h, d), where
-    ``ScheduleMessageService.parseDelayLevel`` fails and the broker does not start.
+    Raises ``ValueError`` on an item that is not a number and a unit (s, m, h, d), or on no items,
+    where ``ScheduleMessageService.parseDelayLevel`` fails and the broker does not start.
     """
     levels = []
     for item in spec.split():
@@ -306,6 +306,8 @@ def parse_delay_levels(spec: str = DEFAULT_DELAY_LEVELS) -> list[int]:
         if unit is None:
             raise ValueError(f"delay level {item!r} has no unit s, m, h or d")
         levels.append(int(item[:-1]) * unit)
+    if not levels:
+        raise ValueError("no delay levels")
     return levels
 
 

@@ -64,7 +64,7 @@ def test_consume_queue_files_after_the_valid_end_are_deleted(store_dir):
     assert sorted(queue.iterdir()) == files
 
 
-@pytest.mark.parametrize("levels", ["1x 2s", "s 5s", "1.5s"])
+@pytest.mark.parametrize("levels", ["1x 2s", "s 5s", "1.5s", ""])
 def test_bad_delay_levels_in_broker_conf_are_a_usage_error(store_dir, levels):
     """``ScheduleMessageService.parseDelayLevel`` fails on them and the broker does not start."""
     conf = store_dir.parent / "broker.conf"

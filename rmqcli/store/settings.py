@@ -81,7 +81,12 @@ def settings_from_properties(props: dict[str, str], base: StoreSettings | None =
             elif kind == "bool":
                 changes[name] = raw.lower() == "true"
             elif name == "message_delay_level":
-                fmt.parse_delay_levels(raw)
+                try:
+                    fmt.parse_delay_levels(raw)
+                except ValueError as exc:
+                    raise UsageError(
+                        f"broker.conf: {key}={raw!r} is not a list like '1s 5s 1m 2h 1d' ({exc})"
+                    ) from exc
                 changes[name] = raw
             elif name == "store_path_commitlog":
                 changes[name] = tuple(p for p in raw.split(",") if p and p != "<path>")
