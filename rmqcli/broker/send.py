@@ -157,14 +157,15 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
     sys_flag = h.sys_flag
     if topic.get("topicFilterType") == "MULTI_TAG":
         sys_flag |= cfmt.MULTI_TAGS_FLAG
-    if not is_batch(req) and is_transactional(props) and ctl.config.reject_transaction_message:
+    batch = is_batch(req)
+    if not batch and is_transactional(props) and ctl.config.reject_transaction_message:
         raise SendError(
             RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending transaction message is forbidden"
         )
     born = conn.attributes.get("born_host")
     if born is None:  # parsed once per connection
         born = conn.attributes["born_host"] = born_host(conn)
-    if is_batch(req):
+    if batch:
         if h.topic.startswith(RETRY_PREFIX):
             raise SendError(RS.MESSAGE_ILLEGAL, "batch request does not support retry group " + h.topic)
         return BatchMessage(

@@ -214,11 +214,25 @@ def _json_language(value: Any) -> int:
     raise ProtocolError(f"JSON header: bad language {value!r}")
 
 
+_JSON = json.JSONDecoder()
+_JSON_WHITESPACE = " \t\n\r"
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads``, without its encoding detection for the usual object (C++ ends it with a newline)."""
+    if raw[:1] == b"{":
+        text = raw.decode("utf-8", "surrogatepass")  # what json.loads does with UTF-8 bytes
+        obj, end = _JSON.raw_decode(text)
+        if end == len(text) or not text[end:].strip(_JSON_WHITESPACE):
+            return obj
+    return json.loads(raw)
+
+
 def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     """The fields of a JSON header; lenient like fastjson (A.3: C++, ali-ons and Java forms)."""
     raw = bytes(data)
     try:
-        obj = json.loads(raw)  # keys are str; values str, int, ... (fastjson's forms go below)
+        obj = _loads(raw)  # keys are str; values str, int, ... (fastjson's forms go below)
     except (ValueError, UnicodeDecodeError):
         try:
             obj = fastjson.loads(raw)
@@ -362,7 +376,7 @@ def encode(cmd: RemotingCommand, *, max_frame_length: int = fmt.MAX_FRAME_LENGTH
 
 def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     """``RemotingCommand.decode`` of one whole frame (length word included)."""
-    view = memoryview(frame)
+    view = frame if type(frame) is bytes else memoryview(frame)  # bytes slices need no view
     n = len(view)
     if n < fmt.FRAME_PREFIX_SIZE:
         raise ProtocolError(f"a frame of {n} bytes is shorter than its {fmt.FRAME_PREFIX_SIZE}-byte prefix")

@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count", type=int, default=20000)
     args = parser.parse_args(argv)
     n = args.count
+    load_before = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-broker-"))
     try:
         base_s = baseline(tmp / "baseline", n)
@@ -257,6 +258,8 @@ def main(argv: list[str] | None = None) -> None:
 
     base_rate = n / base_s
     print(f"\nbroker, {BODY}-byte bodies, C++ client rocketmq 0.4.4 (figures move with the machine's load)")
+    load_after = os.getloadavg()[0]
+    print(f"  load average (1 min) {load_before:.2f} before, {load_after:.2f} after, {os.cpu_count()} CPUs")
     print(f"  {'StoreWriter.append in process, no fsync (baseline)':<48} {base_rate:12,.0f} msgs/s   1.000x")
     for name, seconds, count, cpu_s in rows:
         rate = count / seconds
