@@ -149,10 +149,25 @@ _LANGUAGE_JSON = {int(m): f'"{m.name}"' for m in LanguageCode}  # enum names, as
 _LANGUAGE_BY_NAME = {m.name: m for m in LanguageCode}
 
 
+_ORDERS: dict[tuple[str, ...], list[str]] = {}  # the few key sets of headers recur
+
+
+def _ext_order(ext: dict[str, str]) -> list[str]:
+    keys = tuple(ext)
+    order = _ORDERS.get(keys)
+    if order is None:
+        order = hashmap_order(keys)
+        if len(_ORDERS) < 4096:
+            _ORDERS[keys] = order
+    return order
+
+
 def _ext_json(ext: dict[str, str]) -> str:
-    """The entries of ``extFields`` in ``HashMap`` order; escapes looked for once over all of them."""
-    order = hashmap_order(ext)
-    if _NEEDS_ESCAPE.search("".join(ext) + "".join(ext.values())) is None:
+    """The entries of ``extFields`` in ``HashMap`` order; escapes looked for once over all of them
+    (printable text without quote or backslash has none; anything else goes through ``_js``)."""
+    order = _ext_order(ext)
+    text = "".join(ext) + "".join(ext.values())
+    if text.isprintable() and '"' not in text and "\\" not in text:
         return ",".join([f'"{k}":"{ext[k]}"' for k in order])
     return ",".join([f"{_js(k)}:{_js(ext[k])}" for k in order])
 
