@@ -9,6 +9,7 @@ what the test created, the broker's config files on disk, and what the real C++ 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -26,6 +27,11 @@ from typer.testing import CliRunner
 
 from fixtures.generate import START_TIMESTAMP, GenerateSummary, SentMessage, generate
 from rmqcli.cli.main import app
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.client import RemotingClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
 from tests.test_broker_client import HAVE_CLIENT, ServeProcess
 
 CLUSTER = "DefaultCluster"
@@ -177,11 +183,18 @@ def test_broker_config_get_and_update(served: Served) -> None:
     assert "noSuchProperty" not in props and props["defaultTopicQueueNums"] == "8"
     assert json.loads(after["version"])["counter"] == counter + 3
     served.rmq("updateBrokerConfig", "-b", served.broker, "-k", "brokerPermission", "-v", "4")
-    try:  # read-only: sends are refused from the broker's live config
+    try:
+        # registerBrokerAll: the routes carry the broker's permission while it is not read-write,
+        # so a client finds no queue to write to ...
+        wait_for(lambda: queue_perm(served, "TopicA") == 4, "TopicA registered read-only")
         err = served.rmq("sendMessage", "-t", "TopicA", "-p", "ro", "-b", BROKER, "-i", "0", code=6)
-        assert "NO_PERMISSION(16)" in err and "sending message is forbidden" in err
+        assert "No route info of this topic: TopicA" in err
+        # ... and a send that reaches the broker anyway is refused from its live config
+        answer = _send_directly(served.broker, "TopicA")
+        assert answer.code == RS.NO_PERMISSION and "sending message is forbidden" in (answer.remark or "")
     finally:
         served.rmq("updateBrokerConfig", "-b", served.broker, "-k", "brokerPermission", "-v", "6")
+    wait_for(lambda: queue_perm(served, "TopicA") == 6, "TopicA registered with its own perm again")
     assert (
         served.json("sendMessage", "-t", "TopicA", "-p", "rw", "-b", BROKER, "-i", "0")["sendStatus"]
         == "SEND_OK"
@@ -189,6 +202,20 @@ def test_broker_config_get_and_update(served: Served) -> None:
     assert "fileReservedTime                                  =  96" in served.rmq(
         "getBrokerConfig", "-b", served.broker
     )
+
+
+def _send_directly(addr: str, topic: str) -> RemotingCommand:
+    """One SEND_MESSAGE_V2 straight to the broker, without a route lookup."""
+    header = hd.SendMessageRequestHeaderV2(
+        a="PG", b=topic, c="TBW102", d=4, e=0, f=0, g=int(time.time() * 1000), h=0, i=""
+    )
+
+    async def go() -> RemotingCommand:
+        async with RemotingClient() as client:
+            request = RemotingCommand.request(RC.SEND_MESSAGE_V2, header.to_ext_fields(), b"ro", version=407)
+            return await client.invoke(addr, request, 10.0)
+
+    return asyncio.run(go())
 
 
 def test_namesrv_config_and_kv_config(served: Served) -> None:

@@ -36,6 +36,8 @@ from rmqcli.broker.state import (
     LockManager,
     SubscriptionGroupManager,
     TopicConfigManager,
+    is_readable,
+    is_writable,
 )
 from rmqcli.errors import RmqError
 from rmqcli.remoting import headers as hd
@@ -200,7 +202,21 @@ class BrokerController:
                 pass
 
     def _register_request(self) -> RemotingCommand:
-        body = jb.encode(jb.RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()))
+        wrapper = self.topics.wrapper()
+        perm = self.config.broker_permission
+        if not (is_writable(perm) and is_readable(perm)):
+            # BrokerController.registerBrokerAll: a broker that is not read-write registers every
+            # topic as new TopicConfig(name, readQueueNums, writeQueueNums, brokerPermission)
+            wrapper.topic_config_table = {
+                name: jb.TopicConfig(
+                    topic_name=name,
+                    read_queue_nums=c.read_queue_nums,
+                    write_queue_nums=c.write_queue_nums,
+                    perm=perm,
+                )
+                for name, c in wrapper.topic_config_table.items()
+            }
+        body = jb.encode(jb.RegisterBrokerBody(topic_config_serialize_wrapper=wrapper))
         header = hd.RegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,
             broker_addr=self.addr,
