@@ -92,8 +92,9 @@ def stage_rebuild(
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     seeded = from_offset is not None and from_offset > start
     bulk = not seeded and until is None and FastDispatcher.supports(settings)
-    if bulk and _dispatch_in_bulk(store, settings, result, consume_queues, index, topic, start):
-        logics, index_ts = result.checkpoint.logics_msg_timestamp, result.checkpoint.index_msg_timestamp
+    stamps = _dispatch_in_bulk(store, settings, result, consume_queues, index, topic, start) if bulk else None
+    if stamps is not None:
+        logics, index_ts = stamps
     else:
         logics, index_ts = _dispatch_each(
             store, settings, result, consume_queues, index, topic, start, from_offset, until
@@ -117,12 +118,12 @@ def _dispatch_in_bulk(
     index: bool,
     topic: str | None,
     start: int,
-) -> bool:
+) -> tuple[int, int] | None:
     """A fresh rebuild of whole queues and index: whole files of records at a time (``fastdispatch``).
 
-    Sets the counts and the logics/index checkpoint timestamps (in ``result.checkpoint``). A
-    CommitLog that is not valid throughout gives False and an empty staging directory: the record
-    by record path then skips what a broker's reput skips.
+    Sets the counts and returns the logics and index checkpoint timestamps. A CommitLog that is
+    not valid throughout gives None and an empty staging directory: the record by record path
+    then skips what a broker's reput skips.
     """
     dispatcher = FastDispatcher(
         result.staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
@@ -134,14 +135,13 @@ def _dispatch_in_bulk(
     if error is not None:
         for sub in (CONSUMEQUEUE_DIR, INDEX_DIR):
             shutil.rmtree(result.staged / sub, ignore_errors=True)
-        return False
+        return None
     result.records = dispatcher.records
     result.queues = len(dispatcher.queues)
     result.units = dispatcher.units
     result.index_files = len(dispatcher.index_files)
     result.index_entries = dispatcher.index_entries
-    result.checkpoint = Checkpoint(0, dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp)
-    return True
+    return dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp
 
 
 def _dispatch_each(

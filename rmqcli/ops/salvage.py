@@ -29,10 +29,12 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import construct as cs
 import numpy as np
 
 from formats import commitlog as fmt
 from formats.consumequeue import CQ_UNIT_DTYPE
+from formats.derive import compile_struct
 from rmqcli.store import Store
 from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
 from rmqcli.store.mapped import MappedFile
@@ -41,7 +43,9 @@ from rmqcli.store.writer_records import blank_record, encode_record
 SALVAGED_PROPERTY = "RMQ_SALVAGED"
 GAP_TOPIC = "RMQ_SALVAGED_GAP"
 _INT32 = struct.Struct(">i")
+_MAGIC_AT = fmt.PREFIX_OFFSETS["magic_code"]  # where a record's (or BLANK's) magic code lies
 _MAGIC_PATTERNS = tuple(_INT32.pack(m) for m in (*fmt.MESSAGE_MAGICS, fmt.BLANK_MAGIC))
+_PROPS_LEN = compile_struct(cs.Struct("properties_length" / fmt.PROPERTIES_LENGTH))
 _NO_HOST = (bytes(4), 0)
 _MIN_RECORD = fmt.calc_msg_length(0, 0, 1, 0)  # the smallest valid record
 _BLANK = "blank"  # a segment that becomes the BLANK record ending its file
@@ -73,7 +77,7 @@ class Fill:
         """The tombstones decoded where they will lie."""
         pos = self.file_position
         for t in self.tombstones:
-            if _INT32.unpack_from(t, 4)[0] != fmt.BLANK_MAGIC:
+            if fmt.SIZE_MAGIC_STRUCT.unpack_from(t, 0)[1] != fmt.BLANK_MAGIC:
                 yield decode_record(t, 0, len(t), str(self.mf.path), self.mf.from_offset + pos)
             pos += len(t)
 
@@ -148,11 +152,12 @@ def _header_identity(buf, pos: int, total: int) -> _Identity | None:
         return None
     p += topic_len
     props: dict[str, str] = {}
-    if p + 2 <= pos + total:
-        props_len = int.from_bytes(buf[p : p + 2], "big", signed=True)
-        if 0 < props_len <= pos + total - p - 2:
+    if p + _PROPS_LEN.size <= pos + total:
+        props_len = _PROPS_LEN.unpack_from(buf, p)[0]
+        p += _PROPS_LEN.size
+        if 0 < props_len <= pos + total - p:
             try:
-                props = fmt.decode_properties(bytes(buf[p + 2 : p + 2 + props_len]).decode("utf-8"))
+                props = fmt.decode_properties(bytes(buf[p : p + props_len]).decode("utf-8"))
             except UnicodeDecodeError:
                 props = {}
     return _Identity(topic, queue_id, queue_offset, sys_flag, born_ts, born_host, store_ts, store_host, props)
@@ -191,10 +196,10 @@ class Salvager:
         """The first position after ``pos`` where a valid record or a file-ending BLANK starts."""
         start = pos + 1
         while True:
-            found = [i for i in (buf.find(p, start + 4, limit) for p in _MAGIC_PATTERNS) if i >= 0]
+            found = [i for i in (buf.find(p, start + _MAGIC_AT, limit) for p in _MAGIC_PATTERNS) if i >= 0]
             if not found:
                 return None
-            q = min(found) - 4
+            q = min(found) - _MAGIC_AT
             nxt = self._continues(buf, q, limit)
             if nxt:
                 return q, nxt
@@ -212,7 +217,8 @@ class Salvager:
     # --- fills ----------------------------------------------------------------------------------
     def fill(self, mf: MappedFile, buf, pos: int, limit: int, reason: str) -> Fill | None:
         """The fill of the bad record at ``pos`` of ``mf``, or None when it cannot be salvaged."""
-        total = _INT32.unpack_from(buf, pos)[0] if pos + 4 <= limit else 0
+        size = fmt.TOTAL_SIZE_STRUCT
+        total = size.unpack_from(buf, pos)[0] if pos + size.size <= limit else 0
         nxt: Record | bool = False
         if _MIN_RECORD <= total <= limit - pos:
             nxt = self._continues(buf, pos + total, limit)
