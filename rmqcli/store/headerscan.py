@@ -188,8 +188,10 @@ def _hints_in(hints: np.ndarray, start: int, limit: int) -> np.ndarray:
     return hints[lo:hi]
 
 
-def _link(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray) -> np.ndarray | None:
-    """``chain_from_hints`` once the TOTALSIZE hop ``nxt`` of every candidate is known."""
+def _link_pieces(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray) -> list | None:
+    """``chain_from_hints`` once the TOTALSIZE hop ``nxt`` of every candidate is known: the chain
+    in order, as ``(a, b)`` for the run ``cand[a:b]`` and lists of the starts walked between runs
+    (``None``: the hints do not link up)."""
     pieces: list = []
     head = walk(buf, start, limit, until=int(cand[0]))
     if head is None:
@@ -197,17 +199,26 @@ def _link(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray) -> np.
     pieces.append(head)
     first = 0
     for gap in np.flatnonzero(nxt[:-1] != cand[1:]).tolist():
-        pieces.append(cand[first : gap + 1])
+        pieces.append((first, gap + 1))
         walked = walk(buf, int(nxt[gap]), limit, until=int(cand[gap + 1]))
         if walked is None:
             return None
         pieces.append(walked)
         first = gap + 1
-    pieces.append(cand[first:])
+    pieces.append((first, len(cand)))
     pieces.append(walk(buf, int(nxt[-1]), limit))
+    return pieces
+
+
+def _link(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray) -> np.ndarray | None:
+    """The record starts of ``_link_pieces`` (``cand`` itself when the hints are the whole chain)."""
+    pieces = _link_pieces(buf, start, limit, cand, nxt)
+    if pieces is None:
+        return None
     if len(pieces) == 3 and not pieces[0] and not pieces[2]:
-        return cand  # the hints are the whole chain
-    return np.concatenate([np.asarray(p, dtype=np.int64) for p in pieces])
+        return cand
+    runs = [cand[p[0] : p[1]] if isinstance(p, tuple) else np.asarray(p, dtype=np.int64) for p in pieces]
+    return np.concatenate(runs)
 
 
 def chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarray | None:
@@ -248,16 +259,19 @@ def _starts_and_heads(buf, arr: np.ndarray, start: int, base: int, hints: np.nda
         if len(cand):
             head = block_gather(arr, cand, _V4_WIDTH)
             total = head.view(_V4_PREFIX_DTYPE).ravel()["total_size"]
-            starts = _link(buf, start, limit, cand, cand + total)
-            if starts is cand:
+            pieces = _link_pieces(buf, start, limit, cand, cand + total)
+            if pieces is not None and len(pieces) == 3 and not pieces[0] and not pieces[2]:
                 return cand, head
-            if starts is not None:  # the hints and the records walked between them
-                whole = np.empty((len(starts), _V4_WIDTH), dtype=np.uint8)
-                hinted = np.zeros(len(starts), dtype=bool)
-                hinted[np.searchsorted(starts, cand)] = True
-                whole[hinted] = head
-                whole[~hinted] = block_gather(arr, starts[~hinted], _V4_WIDTH)
-                return starts, whole
+            if pieces is not None:  # the hinted runs and the records walked between them
+                starts, heads = [], []
+                for p in pieces:
+                    if isinstance(p, tuple):
+                        starts.append(cand[p[0] : p[1]])
+                        heads.append(head[p[0] : p[1]])
+                    elif p:
+                        starts.append(np.asarray(p, dtype=np.int64))
+                        heads.append(block_gather(arr, starts[-1], _V4_WIDTH))
+                return np.concatenate(starts), np.concatenate(heads)
     starts = np.array(walk(buf, start, limit), dtype=np.int64)
     return starts, block_gather(arr, starts, _V4_WIDTH)
 

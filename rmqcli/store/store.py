@@ -141,7 +141,7 @@ class Store:
                     parts.append(table["commitlog_offset"][keep].astype(np.int64))
         if not parts:
             return np.empty(0, dtype=np.int64)
-        offsets = np.sort(np.concatenate(parts))
+        offsets = np.sort(np.concatenate(parts), kind="stable")  # merges the sorted runs of each file
         return offsets[np.concatenate(([True], offsets[1:] != offsets[:-1]))]
 
     @cached_property
