@@ -230,7 +230,7 @@ def test_scan_file_locates_the_last_non_empty_value(tmp_path):
     store = Store.open(root)
     for mf in store.commitlog.files:
         buf = mf.map()
-        scan = propscan.scan_file(buf, 0, mf.from_offset)
+        scan = propscan.scan_file(buf, 0, mf.from_offset, names=propscan.DISPATCH_PROPERTIES)
         assert scan is not None
         records = list(store.commitlog._file_records(mf, 0, False))
         assert len(scan) == len(records)
@@ -245,3 +245,28 @@ def test_scan_file_locates_the_last_non_empty_value(tmp_path):
 
 def test_index_key_hash_vector():
     assert indexfile.key_hash("TopicTest#KEY1") == 1656969516
+
+
+def test_scan_file_reads_delay_only_where_dispatch_uses_it(tmp_path):
+    """By default DELAY is located only in files holding SCHEDULE_TOPIC_XXXX records (their tags
+    code is the delivery time); a file without them gives no DELAY values, and its tags codes and
+    index keys are those of a scan that located every property."""
+    write_odd_store(tmp_path / "odd", 11, ODD_SETTINGS)  # every file has SCHEDULE_TOPIC_XXXX records
+    generate(tmp_path / "bench", "bench", size_mib=2, message_size=256)  # none
+    seen = set()
+    for root in (tmp_path / "odd", tmp_path / "bench"):
+        store = Store.open(root)
+        for mf in store.commitlog.files:
+            buf = mf.map()
+            default = propscan.scan_file(buf, 0, mf.from_offset)
+            full = propscan.scan_file(buf, 0, mf.from_offset, names=propscan.DISPATCH_PROPERTIES)
+            assert default is not None and full is not None
+            rows = np.arange(len(full))
+            scheduled = fmt.SCHEDULE_TOPIC in full.headers.topics
+            seen.add(scheduled)
+            assert (fmt.PROPERTY_DELAY in default.values) == scheduled
+            assert propscan.tags_codes(default, rows).tolist() == propscan.tags_codes(full, rows).tolist()
+            pairs = zip(propscan.index_keys(default, rows), propscan.index_keys(full, rows), strict=True)
+            assert all(got.tolist() == want.tolist() for got, want in pairs)
+        store.close()
+    assert seen == {True, False}

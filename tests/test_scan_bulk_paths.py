@@ -25,7 +25,7 @@ def expected_keys(records) -> list[tuple[int, int]]:
 def scan_and_reference(tmp_path, specs):
     write_file(tmp_path, build(specs))
     buf = Store.open(tmp_path).commitlog.files[0].map()
-    scan = propscan.scan_file(buf, 0, 0)
+    scan = propscan.scan_file(buf, 0, 0, names=propscan.DISPATCH_PROPERTIES)
     assert scan is not None
     return scan, reference(buf, len(buf))
 

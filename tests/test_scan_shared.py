@@ -99,7 +99,7 @@ def test_bulk_fields_equal_decode_record(tmp_path):
         assert bytes(buf[batch.body_start[i] : batch.body_start[i] + batch.body_length[i]]) == rec.stored_body
         s, n = int(batch.properties_start[i]), int(batch.properties_length[i])
         assert batch.tails.data[s : s + n].tobytes() == rec.properties_raw
-    scan = propscan.scan_file(buf, 0, 0)
+    scan = propscan.scan_file(buf, 0, 0, names=propscan.DISPATCH_PROPERTIES)
     assert scan is not None
     for name in propscan.DISPATCH_PROPERTIES:
         assert scan.strings(name, np.arange(len(scan))) == [r.properties.get(name) for r in expected], name

@@ -451,10 +451,10 @@ class FastDispatcher:
             prev_sorted[same] = first_no + order[np.flatnonzero(same) - 1]
             tail = np.ones(k, dtype=bool)
             tail[:-1] = head[1:]
-            f.slots[sorted_slot[tail]] = first_no + order[tail]
+            f.slots[sorted_slot[tail]] = (first_no + order[tail]).astype(_SLOT_INT)  # cast once, then scatter
         else:  # every slot once: no chain inside the batch
             before = prev_sorted = f.slots[sorted_slot]
-            f.slots[sorted_slot] = first_no + order
+            f.slots[sorted_slot] = (first_no + order).astype(_SLOT_INT)
         prev = np.empty(k, dtype=np.int64)
         prev[order] = prev_sorted
         f.hash_slot_count += int(np.count_nonzero(before == 0))

@@ -582,16 +582,28 @@ def bad_utf8(batch: HeaderBatch) -> list[tuple[int, str, int]]:
     return sorted(bad, key=lambda item: item[0])
 
 
+def dispatch_names(topics: Sequence[str]) -> tuple[str, ...]:
+    """The properties a broker's dispatch reads from records of ``topics``: DELAY matters only to
+    the tags code of ``SCHEDULE_TOPIC_XXXX`` records (FORMATS.md §2.2)."""
+    if fmt.SCHEDULE_TOPIC in topics:
+        return DISPATCH_PROPERTIES
+    return tuple(name for name in DISPATCH_PROPERTIES if name != fmt.PROPERTY_DELAY)
+
+
 def scan_file(
-    buf, start: int, base: int, hints: np.ndarray | None = None, names: Sequence[str] = DISPATCH_PROPERTIES
+    buf, start: int, base: int, hints: np.ndarray | None = None, names: Sequence[str] | None = None
 ) -> Scan | None:
     """Every record from ``start`` to the end of one file's data, or ``None`` when the file is not a
     clean chain of valid records (``headerscan.scan_records``) with UTF-8 topics, ending at a
     BLANK record, zeros or the end of the file.
+
+    ``names``: the properties to locate; by default ``dispatch_names`` of the file's topics.
     """
     batch = headerscan.scan_records(buf, start, base, hints, properties=True)
     if batch.bad is not None or batch.bad_topics:
         return None
+    if names is None:
+        names = dispatch_names(batch.topics)
     assert batch.tails is not None and batch.physical_offset is not None
     stats = {"python_rows": len(batch) - len(batch.tails.rows), "width": batch.tails.width}
     return Scan(batch, batch.physical_offset, batch.tails.data, locate(batch, names), stats=stats)
