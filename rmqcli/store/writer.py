@@ -367,6 +367,10 @@ class StoreWriter:
         self.config.write(self.root / CONFIG_DIR)
         fsync_dir(self.root)
 
+    def flush_checkpoint(self) -> None:
+        """Write and fsync the checkpoint as it stands; call it once what it vouches for is flushed."""
+        self._write_checkpoint()
+
     def _write_checkpoint(self) -> None:
         path = self.root / CHECKPOINT_FILE
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
