@@ -246,9 +246,11 @@ def _loads(raw: bytes) -> Any:
 def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     """The fields of a JSON header; lenient like fastjson (A.3: C++, ali-ons and Java forms)."""
     raw = bytes(data)
+    standard = True
     try:
         obj = _loads(raw)  # keys are str; values str, int, ... (fastjson's forms go below)
     except (ValueError, UnicodeDecodeError):
+        standard = False
         try:
             obj = fastjson.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -259,7 +261,9 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
         raise ProtocolError("JSON header is not an object")
     ext_raw = obj.get("extFields")
     ext: dict[str, str] = {}
-    if isinstance(ext_raw, dict):
+    if standard and type(ext_raw) is dict:  # standard JSON keys are str: one pass
+        ext = {k: v if type(v) is str else ext_value(v) for k, v in ext_raw.items() if v is not None}
+    elif isinstance(ext_raw, dict):
         for key, value in ext_raw.items():
             if type(value) is str and type(key) is str:  # the common case
                 ext[key] = value

@@ -113,12 +113,10 @@ class CommandHeader:
 
     __slots__ = ()
     _wire: ClassVar[tuple[tuple[str, str, str, bool], ...]]
-    _decoders: ClassVar[tuple[tuple[str, str, str, bool, Callable[[str], Any] | None], ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._wire = ()
-        cls._decoders = ()
 
     @classmethod
     def wire_fields(cls) -> tuple[tuple[str, str, str, bool], ...]:
@@ -148,26 +146,65 @@ class CommandHeader:
     def from_ext_fields(cls: type[H], ext: Mapping[str, str] | None) -> H:
         """``decodeCommandCustomHeader``: missing required fields and unparsable required values
         raise ``HeaderError``; an unparsable optional value is dropped (Java logs it)."""
-        ext = ext or {}
-        values: dict[str, Any] = {}
-        decoders = cls._decoders
-        if not decoders:
-            decoders = cls._decoders = tuple((*w, _parser(w[2])) for w in cls.wire_fields())
-        for name, key, kind, required, parse in decoders:
-            text = ext.get(key)
-            if text is None:
-                if required:
-                    raise HeaderError(f"the custom field <{key}> is null")
-                continue
+        decode = cls.__dict__.get("_decode")
+        if decode is None:
+            decode = _decoder(cls)
+            type.__setattr__(cls, "_decode", decode)
+        return decode(ext or {})
+
+
+_DIGITS = {"int": 9, "long": 18}  # this many plain digits always fit the Java type
+
+
+def _decoder(cls: type[H]) -> Callable[[Mapping[str, str]], H]:
+    """``from_ext_fields`` of one class as straight-line code (a header is decoded per request).
+
+    Every field is read with one lookup; plain decimal digits short enough to fit the Java type
+    are converted inline, anything else goes through the kind's parser (``_parse``). Missing or
+    unparsable optional fields keep their defaults.
+    """
+    lines = ["def decode(ext):", "    get = ext.get", "    obj = new(cls)"]
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls, "HeaderError": HeaderError}
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for name, key, kind, required in cls.wire_fields():
+        parse = _parser(kind)
+        env[f"p_{name}"] = parse
+        env[f"d_{name}"] = defaults[name]
+        lines.append(f"    text = get({key!r})")
+        missing = f"raise HeaderError({f'the custom field <{key}> is null'!r})" if required else None
+        if parse is None:
+            value = "text"
+        elif kind in _DIGITS:
+            fits = f"text.isascii() and text.isdigit() and len(text) <= {_DIGITS[kind]}"
+            value = f"int(text) if {fits} else p_{name}(text)"
+        else:
+            value = f"p_{name}(text)"
+        if required:
+            lines.append(f"    if text is None: {missing}")
             if parse is None:
-                values[name] = text
-                continue
-            try:
-                values[name] = parse(text)
-            except ValueError:
-                if required:
-                    raise HeaderError(f"the custom field <{key}> is not a valid {kind}: {text!r}") from None
-        return cls(**values)
+                lines.append(f"    obj.{name} = text")
+            else:
+                bad = f"the custom field <{key}> is not a valid {kind}: "
+                lines += [
+                    "    try:",
+                    f"        obj.{name} = {value}",
+                    "    except ValueError:",
+                    f"        raise HeaderError({bad!r} + repr(text)) from None",
+                ]
+        elif parse is None:
+            lines.append(f"    obj.{name} = d_{name} if text is None else text")
+        else:
+            lines += [
+                f"    obj.{name} = d_{name}",
+                "    if text is not None:",
+                "        try:",
+                f"            obj.{name} = {value}",
+                "        except ValueError:",
+                "            pass",
+            ]
+    lines.append("    return obj")
+    exec("\n".join(lines), env)  # noqa: S102 - code generated from the class's own field table
+    return env["decode"]
 
 
 def header(cls: type[H]) -> type[H]:
