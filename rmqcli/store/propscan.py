@@ -102,7 +102,8 @@ def _powers(width: int) -> np.ndarray:
 
 _POWERS = {w: _powers(w) for w in _HASH_WIDTHS}
 _INV_POWERS = np.array([pow(_INV31, k, _U32) for k in range(max(_HASH_WIDTHS) + 1)], dtype=np.uint32)
-POW31 = np.array([pow(31, k, _U32) for k in range(1 << 16)], dtype=np.uint32)  # 31**k mod 2**32
+POW31 = np.ones(1 << 16, dtype=np.uint32)  # 31**k mod 2**32: uint32 products wrap exactly mod 2**32
+POW31[1:] = np.cumprod(np.full((1 << 16) - 1, 31, dtype=np.uint32), dtype=np.uint32)
 
 
 def pow31(exponent: np.ndarray) -> np.ndarray:
