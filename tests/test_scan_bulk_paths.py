@@ -107,3 +107,19 @@ def test_java_hashes_of_many_short_values(late):
     hashes, units = propscan.java_hashes(data, np.cumsum(lengths) - lengths, lengths)
     assert hashes.tolist() == [string_hash(t) & 0xFFFFFFFF for t in texts]
     assert units.tolist() == [len(t.encode("utf-16-le")) // 2 for t in texts]
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["ab", "ab\x00", "ab"] * 200,  # the same zero-padded word at two lengths
+        ["TagA", "TagB"] * 300 + ["Late"],  # a value the sample did not see
+    ],
+)
+def test_java_hashes_of_a_few_values_are_exact(texts):
+    raw = [t.encode() for t in texts]
+    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    lengths = np.array([len(r) for r in raw], dtype=np.int64)
+    hashes, units = propscan.java_hashes(data, np.cumsum(lengths) - lengths, lengths)
+    assert hashes.tolist() == [string_hash(t) & 0xFFFFFFFF for t in texts]
+    assert units.tolist() == [len(t.encode("utf-16-le")) // 2 for t in texts]

@@ -157,28 +157,25 @@ def _hash_rows(block: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _few_distinct(words: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Exact groups of equal (word, length) pairs, picked off one at a time: (first row of each
-    group, group of each row), or ``None`` when there are more than ``_FEW_VALUES`` (judged
-    first on a sample)."""
-    sample = np.unique(words[:_FEW_SAMPLE] ^ (lens[:_FEW_SAMPLE].astype(np.uint64) << np.uint64(60)))
-    if len(sample) > _FEW_VALUES:
+    """Exact groups of equal (word, length) pairs when there are at most ``_FEW_VALUES`` of them:
+    (a row of each group, group of each row), else ``None``.
+
+    The candidate values are the distinct words of a sample; one comparison pass per candidate
+    assigns the rows, and every row must then match its group's word and length.
+    """
+    values, first = np.unique(words[:_FEW_SAMPLE], return_index=True)
+    if len(values) > _FEW_VALUES:
         return None
-    n = len(words)
-    inverse = np.zeros(n, dtype=np.int64)
-    assigned = np.zeros(n, dtype=bool)
-    first: list[int] = []
-    at = 0
-    while len(first) < _FEW_VALUES:
-        same = words == words[at]
-        same &= lens == lens[at]
-        if first:
-            np.copyto(inverse, len(first), where=same)
-        first.append(at)
-        assigned |= same
-        if assigned.all():
-            return np.array(first, dtype=np.int64), inverse
-        at = int(np.argmin(assigned))
-    return None
+    inverse = np.zeros(len(words), dtype=np.uint8)
+    matched = np.zeros(len(words), dtype=bool)
+    for j, value in enumerate(values.tolist()):
+        same = words == np.uint64(value)
+        matched |= same
+        if j:
+            inverse += same.view(np.uint8) * np.uint8(j)
+    if not matched.all() or not np.array_equal(lens[first][inverse], lens):
+        return None
+    return first, inverse
 
 
 def java_hashes(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
