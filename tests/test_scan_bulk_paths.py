@@ -83,8 +83,8 @@ def test_single_token_keys(tmp_path, missing_uniq):
     assert list(zip(local.tolist(), hashes.tolist(), strict=True)) == want
 
 
-def test_java_hashes_of_one_width_with_repeats_and_non_ascii():
-    texts = ["TagA", "标签E", "标签E", "ключ", "abcdefgh", "", "x", "标签E", "Ünï", "TagA"] * 30
+def assert_java_hashes(texts: list[str]) -> None:
+    """``java_hashes`` of the texts laid end to end equals ``String.hashCode`` and UTF-16 length."""
     raw = [t.encode() for t in texts]
     data = np.frombuffer(b"".join(raw), dtype=np.uint8)
     lengths = np.array([len(r) for r in raw], dtype=np.int64)
@@ -94,19 +94,16 @@ def test_java_hashes_of_one_width_with_repeats_and_non_ascii():
     assert lengths.tolist() == [len(r) for r in raw]  # the caller's lengths are left alone
 
 
+def test_java_hashes_of_one_width_with_repeats_and_non_ascii():
+    assert_java_hashes(["TagA", "标签E", "标签E", "ключ", "abcdefgh", "", "x", "标签E", "Ünï", "TagA"] * 30)
+
+
 @pytest.mark.parametrize("late", [False, True])
 def test_java_hashes_of_many_short_values(late):
     """Values of up to 8 bytes: a few distinct ones are hashed once each, many are hashed in bulk,
     also when the many only come after a long run of a few (``late``)."""
     texts = [f"k{i % 50}" for i in range(300)]
-    if late:
-        texts = ["TagA", "标签E"] * 400 + texts
-    raw = [t.encode() for t in texts]
-    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
-    lengths = np.array([len(r) for r in raw], dtype=np.int64)
-    hashes, units = propscan.java_hashes(data, np.cumsum(lengths) - lengths, lengths)
-    assert hashes.tolist() == [string_hash(t) & 0xFFFFFFFF for t in texts]
-    assert units.tolist() == [len(t.encode("utf-16-le")) // 2 for t in texts]
+    assert_java_hashes(["TagA", "标签E"] * 400 + texts if late else texts)
 
 
 @pytest.mark.parametrize(
@@ -117,9 +114,4 @@ def test_java_hashes_of_many_short_values(late):
     ],
 )
 def test_java_hashes_of_a_few_values_are_exact(texts):
-    raw = [t.encode() for t in texts]
-    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
-    lengths = np.array([len(r) for r in raw], dtype=np.int64)
-    hashes, units = propscan.java_hashes(data, np.cumsum(lengths) - lengths, lengths)
-    assert hashes.tolist() == [string_hash(t) & 0xFFFFFFFF for t in texts]
-    assert units.tolist() == [len(t.encode("utf-16-le")) // 2 for t in texts]
+    assert_java_hashes(texts)
