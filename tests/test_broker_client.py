@@ -41,10 +41,17 @@ def free_port() -> int:
 class ServeProcess:
     """``rmq serve STORE`` on free loopback ports; ``stop()`` sends SIGTERM and waits."""
 
-    def __init__(self, store: Path, conf: Path | None = None, extra: list[str] | None = None):
+    def __init__(
+        self,
+        store: Path,
+        conf: Path | None = None,
+        extra: list[str] | None = None,
+        command: list[str] | None = None,
+    ):
         self.store = store
         self.conf = conf
         self.extra = extra or []
+        self.command = command or RMQ  # what runs ``rmq``
         self.namesrv_port = free_port()
         self.port = free_port()
         while self.port == self.namesrv_port:
@@ -62,7 +69,7 @@ class ServeProcess:
 
     def start(self, timeout: float = 15.0) -> ServeProcess:
         args = [
-            *RMQ,
+            *self.command,
             "serve",
             str(self.store),
             "--namesrv-port",

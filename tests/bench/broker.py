@@ -5,7 +5,9 @@ Measured in one run, against the baseline of the store itself:
 - baseline: ``StoreWriter.append`` of the same 1 KiB messages in process, no fsync;
 - sync sends from one client thread (ASYNC_FLUSH, and SYNC_FLUSH: every answer after its msync);
 - oneway sends (from the first stored to the last stored) and batches of 32;
-- drain: a fresh PushConsumer group consuming the backlog (first to last message, and from start).
+- drain: a fresh PushConsumer group consuming the backlog (first to last message, and from start);
+- a ceiling: sync sends to ``tests.bench.answer_only``, a server that answers sends without
+  storing them (the client, the round trip, the event loop and the codec, and nothing else).
 
 Run as ``python -m tests.bench.broker``; ``make bench`` calls it at the end. Figures are printed,
 never asserted; on a shared machine they move with the load of the other processes.
@@ -156,11 +158,11 @@ def queued(broker: str, topic: str) -> int:
     return asyncio.run(go())
 
 
-def serve(tmp: Path, name: str, flush: str):  # type: ignore[no-untyped-def]
+def serve(tmp: Path, name: str, flush: str, command: list[str] | None = None):  # type: ignore[no-untyped-def]
     from tests.test_broker_client import ServeProcess, write_conf
 
     conf = write_conf(tmp / f"{name}.conf", flushDiskType=flush, mappedFileSizeCommitLog=str(1 << 30))
-    return ServeProcess(tmp / name, conf).start()
+    return ServeProcess(tmp / name, conf, command=command).start()
 
 
 def server_cpu(server) -> float:  # type: ignore[no-untyped-def]
@@ -253,6 +255,18 @@ def main(argv: list[str] | None = None) -> None:
             )
         finally:
             server.stop()
+        answer_only = [sys.executable, "-m", "tests.bench.answer_only"]
+        server = serve(tmp, "answers", "ASYNC_FLUSH", command=answer_only)
+        try:
+            cpu = server_cpu(server)
+            answered = client(
+                tmp, {"op": "sync", "namesrv": server.namesrv, "topic": TOPIC, "count": n, "body": BODY}
+            )
+            rows.append(
+                ("sync send, answered unstored (ceiling)", answered["seconds"], n, server_cpu(server) - cpu)
+            )
+        finally:
+            server.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -267,7 +281,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {name:<48} {rate:12,.0f} msgs/s   {rate / base_rate:.3f}x{busy}")
     sync_rate = rows[0][2] / rows[0][1]
     drain_rate = rows[3][2] / rows[3][1]
-    print(f"  sync send: target {TARGET_SYNC_SEND:,} msgs/s ({sync_rate / TARGET_SYNC_SEND:.2f}x of target)")
+    ceiling_rate = rows[-1][2] / rows[-1][1]
+    print(
+        f"  sync send: target {TARGET_SYNC_SEND:,} msgs/s ({sync_rate / TARGET_SYNC_SEND:.2f}x of target; "
+        f"{sync_rate / ceiling_rate:.2f}x of the rate of sends answered without being stored)"
+    )
     print(f"  drain: target {TARGET_DRAIN:,} msgs/s ({drain_rate / TARGET_DRAIN:.2f}x of target)")
 
 
