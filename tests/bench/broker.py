@@ -174,6 +174,14 @@ def server_cpu(server) -> float:  # type: ignore[no-untyped-def]
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def sync_row(tmp: Path, server, name: str, count: int) -> tuple[str, float, int, float]:  # type: ignore[no-untyped-def]
+    """``count`` sync sends from one client thread: (name, seconds, messages, server CPU seconds)."""
+    cpu = server_cpu(server)
+    cmd = {"op": "sync", "namesrv": server.namesrv, "topic": TOPIC, "count": count, "body": BODY}
+    result = client(tmp, cmd)
+    return name, result["seconds"], count, server_cpu(server) - cpu
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
@@ -187,9 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         server = serve(tmp, "async", "ASYNC_FLUSH")
         try:
             ns = server.namesrv
-            cpu = server_cpu(server)
-            sync = client(tmp, {"op": "sync", "namesrv": ns, "topic": TOPIC, "count": n, "body": BODY})
-            rows.append(("sync send, one thread (ASYNC_FLUSH)", sync["seconds"], n, server_cpu(server) - cpu))
+            rows.append(sync_row(tmp, server, "sync send, one thread (ASYNC_FLUSH)", n))
             cpu = server_cpu(server)
             hold = tmp / "oneway.hold"
             started = time.perf_counter()
@@ -245,26 +251,13 @@ def main(argv: list[str] | None = None) -> None:
             server.stop()
         server = serve(tmp, "sync", "SYNC_FLUSH")
         try:
-            m = max(n // 4, 1000)
-            cpu = server_cpu(server)
-            sync_flush = client(
-                tmp, {"op": "sync", "namesrv": server.namesrv, "topic": TOPIC, "count": m, "body": BODY}
-            )
-            rows.append(
-                ("sync send, one thread (SYNC_FLUSH)", sync_flush["seconds"], m, server_cpu(server) - cpu)
-            )
+            rows.append(sync_row(tmp, server, "sync send, one thread (SYNC_FLUSH)", max(n // 4, 1000)))
         finally:
             server.stop()
         answer_only = [sys.executable, "-m", "tests.bench.answer_only"]
         server = serve(tmp, "answers", "ASYNC_FLUSH", command=answer_only)
         try:
-            cpu = server_cpu(server)
-            answered = client(
-                tmp, {"op": "sync", "namesrv": server.namesrv, "topic": TOPIC, "count": n, "body": BODY}
-            )
-            rows.append(
-                ("sync send, answered unstored (ceiling)", answered["seconds"], n, server_cpu(server) - cpu)
-            )
+            rows.append(sync_row(tmp, server, "sync send, answered unstored (ceiling)", n))
         finally:
             server.stop()
     finally:
