@@ -32,24 +32,24 @@ GROUP_KEYS = tuple(subscription_group_config(""))  # the 9 properties of a 4.9.x
 
 
 # --- the offset table ("topic@group" -> {queueId: offset}) ------------------------------------
+def _offset_keys(ctl: BrokerController) -> list[tuple[str, str]]:
+    """(topic, group) of every ``topic@group`` key of the offset table."""
+    pairs = []
+    for key in ctl.writer.config.consumer_offsets:
+        topic, sep, group = key.partition("@")
+        if sep:
+            pairs.append((topic, group))
+    return pairs
+
+
 def topics_of_group(ctl: BrokerController, group: str) -> list[str]:
     """``ConsumerOffsetManager.whichTopicByConsumer``."""
-    out = []
-    for key in ctl.writer.config.consumer_offsets:
-        topic, sep, owner = key.partition("@")
-        if sep and owner == group:
-            out.append(topic)
-    return out
+    return [topic for topic, owner in _offset_keys(ctl) if owner == group]
 
 
 def groups_of_topic(ctl: BrokerController, topic: str) -> list[str]:
     """``ConsumerOffsetManager.whichGroupByTopic``."""
-    out = []
-    for key in ctl.writer.config.consumer_offsets:
-        name, sep, group = key.partition("@")
-        if sep and name == topic:
-            out.append(group)
-    return out
+    return [group for name, group in _offset_keys(ctl) if name == topic]
 
 
 def _offset_wrapper(ctl: BrokerController, group: str, topic: str, queue_id: int) -> jb.OffsetWrapper:

@@ -32,6 +32,15 @@ ConfigOpt = Annotated[
     ),
 ]
 
+SinceOpt = Annotated[
+    str | None,
+    typer.Option("--since", help="Only records stored at or after TIME (epoch ms or ISO-8601)."),
+]
+UntilOpt = Annotated[
+    str | None,
+    typer.Option("--until", help="Only records stored at or before TIME (epoch ms or ISO-8601)."),
+]
+
 
 def parse_time(text: str | None, option: str) -> int | None:
     """Epoch milliseconds from epoch millis or ISO-8601 (local time when no zone is given)."""

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import BodyChoice, ConfigOpt, JsonOpt, OutputOpt, open_store, parse_time
+from rmqcli.cli.common import (
+    BodyChoice,
+    ConfigOpt,
+    JsonOpt,
+    OutputOpt,
+    SinceOpt,
+    UntilOpt,
+    open_store,
+    parse_time,
+)
 from rmqcli.cli.render import Column, OutputFormat, Renderer, human_time, progress, resolve_format, warn
 from rmqcli.errors import NotFoundError
 
@@ -47,14 +56,8 @@ def dump_commitlog(
     key: Annotated[
         str | None, typer.Option("--key", "-k", help="Only records with this key or UNIQ_KEY.")
     ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option("--since", help="Only records stored at or after TIME (epoch ms or ISO-8601)."),
-    ] = None,
-    until: Annotated[
-        str | None,
-        typer.Option("--until", help="Only records stored at or before TIME (epoch ms or ISO-8601)."),
-    ] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     body: Annotated[
         BodyChoice, typer.Option("--body", help="Show the body as none, utf8, hex, base64 or sha256.")
     ] = BodyChoice.none,

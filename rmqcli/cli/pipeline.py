@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import BodyChoice, ConfigOpt, OutputOpt, parse_time
+from rmqcli.cli.common import BodyChoice, ConfigOpt, OutputOpt, SinceOpt, UntilOpt, parse_time
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, YesOpt, confirm
 from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, resolve_format
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, schema_help
@@ -88,14 +88,8 @@ def export(
     topic: Annotated[
         list[str] | None, typer.Option("--topic", "-t", help="Only records of this topic (repeatable).")
     ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option("--since", help="Only records stored at or after TIME (epoch ms or ISO-8601)."),
-    ] = None,
-    until: Annotated[
-        str | None,
-        typer.Option("--until", help="Only records stored at or before TIME (epoch ms or ISO-8601)."),
-    ] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     body: Annotated[
         ExportBody, typer.Option("--body", help="No body column, the body as bytes (raw), or as UTF-8 text.")
     ] = ExportBody.none,
