@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import enum
 import functools
-import zlib
 from collections.abc import Iterable, Mapping
 
 import construct as cs
 from construct import this
+from isal.isal_zlib import crc32 as isal_crc32
 
 from formats.derive import compile_struct, field_offsets
 from formats.javahash import hashmap_order, string_hash
@@ -195,8 +195,9 @@ def topic_length_size(magic_code: int) -> int:
 
 # --- body CRC (FORMATS.md §1.6) ----------------------------------------------------------------
 def body_crc(body: bytes | memoryview) -> int:
-    """``UtilAll.crc32``: zlib CRC32 of the stored body, masked to 31 bits."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    """``UtilAll.crc32``: the CRC32 of the stored body (zlib's; computed by ISA-L, the same value
+    several times faster), masked to 31 bits."""
+    return isal_crc32(body) & 0x7FFFFFFF
 
 
 # --- properties (FORMATS.md §1.7) --------------------------------------------------------------
@@ -250,6 +251,9 @@ def encode_properties(
 def encode_properties_as_broker(props: Mapping[str, str], *, trailing_separator: bool = False) -> bytes:
     """Properties serialised as a broker does: in ``HashMap`` order of the insertion order."""
     order = hashmap_order(props)
+    if type(props) is dict and None not in props.values():  # the usual map of strings, in one pass
+        text = PROPERTY_SEPARATOR.join([f"{k}{NAME_VALUE_SEPARATOR}{props[k]}" for k in order])
+        return (text + PROPERTY_SEPARATOR if trailing_separator and text else text).encode("utf-8")
     return encode_properties([(k, props[k]) for k in order], trailing_separator=trailing_separator)
 
 

@@ -62,13 +62,13 @@ def hashmap_order(keys: Iterable[T], key_hash: Callable[[T], int] | None = None)
     ``hashCode`` (``String.hashCode`` by default). This is, for instance, the order in which a
     broker serialises a message's properties map.
     """
-    unique = list(dict.fromkeys(keys))
+    unique = tuple(keys) if type(keys) is dict else tuple(dict.fromkeys(keys))  # a dict's keys are distinct
     if key_hash is None:  # string keys: the same key sets recur (message properties, header fields)
         try:
-            return [unique[i] for i in _string_key_order(tuple(unique))]
+            return [unique[i] for i in _string_key_order(unique)]
         except TypeError:  # not hashable: computed below
             pass
-    return _order(unique, key_hash or string_hash)
+    return _order(list(unique), key_hash or string_hash)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,6 +9,7 @@ the ``StoreWriter``'s config state, so ``config/topics.json``, ``subscriptionGro
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -48,6 +49,7 @@ def is_readable(perm: int) -> bool:
     return bool(perm & PERM_READ)
 
 
+@functools.lru_cache(maxsize=4096)  # the same few topics are sent to over and over
 def validate_topic(topic: str) -> str | None:
     """``TopicValidator.validateTopic``: None when valid, else the remark."""
     if not topic or not topic.strip():

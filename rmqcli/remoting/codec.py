@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from formats import fastjson
 from formats import remoting as fmt
 from formats.javahash import hashmap_order
@@ -174,23 +176,21 @@ def _ext_json(ext: dict[str, str]) -> str:
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """fastjson's ``JSON.toJSONString(cmd)``: properties sorted, nulls dropped, enum names."""
-    parts = [f'"code":{cmd.code}']
     ext = cmd.ext_fields
-    if None in ext.values():
-        ext = {k: v for k, v in ext.items() if v is not None}
     if ext:
-        parts.append('"extFields":{' + _ext_json(ext) + "}")
-    parts.append(f'"flag":{cmd.flag}')
+        if None in ext.values():
+            ext = {k: v for k, v in ext.items() if v is not None}
+        ext_json = f'"extFields":{{{_ext_json(ext)}}},' if ext else ""
+    else:
+        ext_json = ""
     language = _LANGUAGE_JSON.get(cmd.language)
     if language is None:
         language = str(int(cmd.language))
-    parts.append(f'"language":{language}')
-    parts.append(f'"opaque":{cmd.opaque}')
-    if cmd.remark is not None:
-        parts.append(f'"remark":{_js(cmd.remark)}')
-    parts.append(_SERIALIZE_TYPE_JSON)
-    parts.append(f'"version":{cmd.version}')
-    return ("{" + ",".join(parts) + "}").encode("utf-8")
+    remark = "" if cmd.remark is None else f'"remark":{_js(cmd.remark)},'
+    return (
+        f'{{"code":{cmd.code},{ext_json}"flag":{cmd.flag},"language":{language},"opaque":{cmd.opaque},'
+        f'{remark}{_SERIALIZE_TYPE_JSON},"version":{cmd.version}}}'
+    ).encode()
 
 
 def _json_int(obj: Mapping[str, Any], name: str) -> int:
@@ -243,12 +243,34 @@ def _loads(raw: bytes) -> Any:
     return json.loads(raw)
 
 
+_PLAIN_EXT = frozenset((str, int))
+
+
+def _orjson_object(raw: bytes) -> dict[str, Any] | None:
+    """The header object as orjson reads it (in a third of json's time), or ``None`` where json
+    must read it: orjson refuses what json accepts (NaN, lone surrogates, a BOM) and reads an
+    integer above 64 bits as a float, so a float, or an ``extFields`` value other than a string or
+    an integer, sends the header to json."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or float in map(type, obj.values()):
+        return None
+    ext = obj.get("extFields")
+    if type(ext) is dict and not set(map(type, ext.values())) <= _PLAIN_EXT:
+        return None
+    return obj
+
+
 def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     """The fields of a JSON header; lenient like fastjson (A.3: C++, ali-ons and Java forms)."""
     raw = bytes(data)
     standard = True
+    obj = _orjson_object(raw)
     try:
-        obj = _loads(raw)  # keys are str; values str, int, ... (fastjson's forms go below)
+        if obj is None:
+            obj = _loads(raw)  # keys are str; values str, int, ... (fastjson's forms go below)
     except (ValueError, UnicodeDecodeError):
         standard = False
         try:
