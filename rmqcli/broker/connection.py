@@ -95,19 +95,28 @@ class Connection(asyncio.Protocol):
 
         The server's ``settle`` runs before each request and once the answers are written: what a
         handler left for after its answer (the reput of a stored message) is done before anything
-        else can look at the store, while the client already reads its answer."""
+        else can look at the store, while the client already reads its answer. The server's
+        ``frame_handler`` sees each frame first and may answer it itself (the broker's send lane:
+        ``b""`` for a oneway request); ``None`` sends the frame on to ``decode`` and ``dispatch``."""
         settle = self.server.settle
+        lane = self.server.frame_handler
         try:
             while self.backlog and not self.paused and not self.closed:
                 frame = self.backlog.popleft()
+                if settle is not None:
+                    settle()
+                if lane is not None:
+                    answer = lane(frame, self)
+                    if answer is not None:
+                        if answer:
+                            self.write_frame(answer)
+                        continue
                 try:
                     command = decode(frame)
                 except ProtocolError as exc:
                     log.warning("%s: undecodable frame (%s); closing", self.address, exc)
                     self.abort()
                     return
-                if settle is not None:
-                    settle()
                 if command.flag & FLAG_RESPONSE:
                     self.server.on_response(command, self)
                     continue
@@ -195,9 +204,16 @@ class Connection(asyncio.Protocol):
                     remark=f"response too large: {exc}",
                 )
             )
-        self.transport.write(frame)
+        return self.write_frame(frame)
+
+    def write_frame(self, frame: bytes) -> bool:
+        """Write one encoded frame; False when the connection is gone or was dropped."""
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            return False
+        transport.write(frame)
         self.last_active = time.monotonic()
-        if self.transport.get_write_buffer_size() > self.server.write_hard_cap:
+        if transport.get_write_buffer_size() > self.server.write_hard_cap:
             log.warning("%s: client does not read its answers; dropping it", self.address)
             self.abort()
             return False
@@ -258,6 +274,8 @@ class Server:
         self.close_callbacks: list[Callable[[Connection], None]] = []
         self.response_callbacks: list[Callable[[RemotingCommand, Connection], None]] = []
         self.settle: Callable[[], None] | None = None  # deferred work of the handlers (see _drain)
+        # answers a frame before it is decoded, or returns None to leave it to dispatch (see _drain)
+        self.frame_handler: Callable[[bytes, Connection], bytes | None] | None = None
         self._server: asyncio.base_events.Server | None = None
         self._idle_task: asyncio.Task[None] | None = None
 

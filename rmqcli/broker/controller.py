@@ -24,6 +24,7 @@ from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.messagestore import MessageStore
 from rmqcli.broker.pull import HoldService
 from rmqcli.broker.schedule import ScheduleService
+from rmqcli.broker.sendlane import SendLane
 from rmqcli.broker.state import (
     DEFAULT_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -98,6 +99,7 @@ class BrokerController:
         self.store.listeners.append(self.holds.arrived)
         self.handlers: dict[int, Handler] = {}
         self.defer_dispatch = False  # True when the server runs store.catch_up after each read
+        self.send_lane: SendLane | None = SendLane(self)  # regular sends answered from their frames
         self.schedule = ScheduleService(self)
         self.transactions = transaction.TransactionCheckService(self)
         for module in (send, pull, consumer, query, admin, sendback, transaction):

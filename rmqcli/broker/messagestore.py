@@ -25,7 +25,14 @@ from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
 from rmqcli.store.writer import StoreWriter
 from rmqcli.store.writer_cq import ConsumeQueueWriter
 from rmqcli.store.writer_files import WritableFile, fsync_dir
-from rmqcli.store.writer_messages import AppendResult, BatchAppendResult, BatchMessage, InnerMessage, Message
+from rmqcli.store.writer_messages import (
+    AppendResult,
+    BatchAppendResult,
+    BatchMessage,
+    Host,
+    InnerMessage,
+    Message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +75,48 @@ class MessageStore:
         the CommitLog): the send processor answers first, the connection catches up right after."""
         result = self.writer.append(message, defer_dispatch=defer_dispatch)
         if defer_dispatch:
-            self.put_count += 1
-            self._dirty = self._dirty_full = True
-            self._arrivals.append((result.topic, result.queue_id))
+            self._put_deferred(result.topic, result.queue_id)
         else:
             self._appended(result.topic, result.queue_id, 1)
         return result
+
+    def put_serialized(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: bytes,
+        *,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: Host,
+        reconsume_times: int,
+    ) -> tuple[int, int]:
+        """``put`` with deferred dispatch of a plain message whose properties string the caller
+        serialised as the broker does (the send lane): ``(physical offset, queue offset)``."""
+        writer = self.writer
+        physical, queue_offset, _, _ = writer.write_record(
+            topic,
+            queue_id,
+            body,
+            properties,
+            properties,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            store_host=writer.store_host,
+            reconsume_times=reconsume_times,
+            defer_dispatch=True,
+        )
+        self._put_deferred(topic, queue_id)
+        return physical, queue_offset
+
+    def _put_deferred(self, topic: str, queue_id: int) -> None:
+        self.put_count += 1
+        self._dirty = self._dirty_full = True
+        self._arrivals.append((topic, queue_id))
 
     def catch_up(self) -> None:
         """Dispatch the deferred puts and tell the listeners (a no-op when nothing waits)."""

@@ -76,10 +76,22 @@ def born_host(conn: Connection) -> Host:
     return Host(addr.packed, port)
 
 
+def connection_born_host(conn: Connection) -> Host:
+    """``born_host`` of the connection, worked out once per connection."""
+    born = conn.attributes.get("born_host")
+    if born is None:
+        born = conn.attributes["born_host"] = born_host(conn)
+    return born
+
+
 def is_batch(req: RemotingCommand) -> bool:
     if req.code == RC.SEND_BATCH_MESSAGE:
         return True
-    raw = req.ext_fields.get("m" if req.code in hd.SEND_CODES_V2 else "batch", "")
+    return is_batch_flag(req.ext_fields.get("m" if req.code in hd.SEND_CODES_V2 else "batch", ""))
+
+
+def is_batch_flag(raw: str) -> bool:
+    """The header's batch flag: ``"true"``, or C++'s ``"1"`` (see the module's docstring)."""
     return raw.strip().lower() in ("true", "1")
 
 
@@ -162,9 +174,7 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
         raise SendError(
             RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending transaction message is forbidden"
         )
-    born = conn.attributes.get("born_host")
-    if born is None:  # parsed once per connection
-        born = conn.attributes["born_host"] = born_host(conn)
+    born = connection_born_host(conn)
     if batch:
         if h.topic.startswith(RETRY_PREFIX):
             raise SendError(RS.MESSAGE_ILLEGAL, "batch request does not support retry group " + h.topic)

@@ -131,6 +131,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         broker_server = Server("broker", controller.dispatch)
         broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
         controller.defer_dispatch = True
+        if controller.send_lane is not None:
+            broker_server.frame_handler = controller.send_lane.handle
         broker_server.close_callbacks.append(controller.on_close)
         servers.append(broker_server)
         await broker_server.start(opts.listen, config.listen_port)

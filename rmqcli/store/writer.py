@@ -161,49 +161,94 @@ class StoreWriter:
         """``CommitLog.putMessage``: delay rewrite, then one record; dispatched at once, or with
         ``defer_dispatch`` at the next ``dispatch_pending`` (the reput runs behind the CommitLog, as
         ``ReputMessageService`` does, so a broker can answer the send first)."""
-        if not defer_dispatch:
-            self.dispatch_pending()  # records are dispatched in CommitLog order
         apply_delay(inner, len(self._delay_millis))
         props = inner.properties_string
         if props is None:
             props = fmt.encode_properties_as_broker(inner.properties)
-            dispatch_props = inner.properties
+            dispatch_props: dict[str, str] | bytes = inner.properties
         else:
-            dispatch_props = None  # decoded from the stored string, as the reput service does
+            dispatch_props = props  # decoded from the stored string, as the reput service does
         store_host = inner.store_host or self.store_host
-        sys_flag = (inner.sys_flag & ~fmt.HOST_FLAGS) | host_flags(inner.born_host.is_v6, store_host.is_v6)
-        topic = self._encode_topic(inner.topic)
-        check_lengths(topic, props)
-        length = record_length(sys_flag, inner.body, topic, props)
-        store_ts = self.clock() if inner.store_timestamp is None else inner.store_timestamp
+        physical, queue_offset, length, store_ts = self.write_record(
+            inner.topic,
+            inner.queue_id,
+            inner.body,
+            props,
+            dispatch_props,
+            flag=inner.flag,
+            sys_flag=inner.sys_flag,
+            born_timestamp=inner.born_timestamp,
+            born_host=inner.born_host,
+            store_host=store_host,
+            reconsume_times=inner.reconsume_times,
+            prepared_transaction_offset=inner.prepared_transaction_offset,
+            store_timestamp=inner.store_timestamp,
+            defer_dispatch=defer_dispatch,
+        )
+        return AppendResult(physical, queue_offset, length, store_ts, inner.topic, inner.queue_id, store_host)
+
+    def write_record(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: bytes,
+        dispatch_props: dict[str, str] | bytes,
+        *,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: Host,
+        store_host: Host,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        store_timestamp: int | None = None,
+        defer_dispatch: bool = False,
+    ) -> tuple[int, int, int, int]:
+        """One record of a message whose properties are serialised (``properties``, stored as
+        given; ``dispatch_props`` is the map the reput sees, or the same bytes to decode then):
+        ``(physical offset, queue offset, size, store timestamp)``. The host bits of ``sys_flag``
+        are set from the hosts."""
+        if not defer_dispatch:
+            self.dispatch_pending()  # records are dispatched in CommitLog order
+        sys_flag = (sys_flag & ~fmt.HOST_FLAGS) | host_flags(born_host.is_v6, store_host.is_v6)
+        topic_bytes = self._encode_topic(topic)
+        check_lengths(topic_bytes, properties)
+        length = record_length(sys_flag, body, topic_bytes, properties)
+        store_ts = self.clock() if store_timestamp is None else store_timestamp
         mf = self._file_for(length)
         physical = mf.from_offset + mf.wrote
-        queue_offset = self._take_queue_offset(inner.topic, inner.queue_id, sys_flag, 1)
+        queue_offset = self._take_queue_offset(topic, queue_id, sys_flag, 1)
         mf.append(
             encode_record(
                 sys_flag=sys_flag,
-                queue_id=inner.queue_id,
-                flag=inner.flag,
+                queue_id=queue_id,
+                flag=flag,
                 queue_offset=queue_offset,
                 physical_offset=physical,
-                born_timestamp=inner.born_timestamp,
-                born_host=(inner.born_host.address, inner.born_host.port),
+                born_timestamp=born_timestamp,
+                born_host=(born_host.address, born_host.port),
                 store_timestamp=store_ts,
                 store_host=(store_host.address, store_host.port),
-                reconsume_times=inner.reconsume_times,
-                prepared_transaction_offset=inner.prepared_transaction_offset,
-                body=inner.body,
-                topic=topic,
-                properties=props,
+                reconsume_times=reconsume_times,
+                prepared_transaction_offset=prepared_transaction_offset,
+                body=body,
+                topic=topic_bytes,
+                properties=properties,
             )
         )
         self._last_store_timestamp = store_ts
-        args = (inner.topic, inner.queue_id, physical, length, queue_offset, sys_flag, store_ts)
+        args = (topic, queue_id, physical, length, queue_offset, sys_flag, store_ts)
         if defer_dispatch:
-            self._pending.append((*args, props if dispatch_props is None else dispatch_props))
+            self._pending.append((*args, dispatch_props))
         else:
-            self._dispatch(*args, fmt.decode_properties(props) if dispatch_props is None else dispatch_props)
-        return AppendResult(physical, queue_offset, length, store_ts, inner.topic, inner.queue_id, store_host)
+            self._dispatch(
+                *args,
+                fmt.decode_properties(dispatch_props)
+                if isinstance(dispatch_props, bytes)
+                else dispatch_props,
+            )
+        return physical, queue_offset, length, store_ts
 
     def dispatch_pending(self) -> None:
         """Dispatch the records appended with ``defer_dispatch``, in order (a no-op when none wait)."""
@@ -294,6 +339,9 @@ class StoreWriter:
 
     def _file_for(self, length: int) -> WritableFile:
         """The file to append ``length`` bytes to; ends a file with a BLANK when they do not fit."""
+        files = self.commitlog.files
+        if files and files[-1].size - files[-1].wrote >= length + BLANK_RECORD_SIZE:
+            return files[-1]  # the usual case: room left in the last file
         if length + BLANK_RECORD_SIZE > self.commitlog.file_size:
             raise UsageError(f"a {length}-byte record does not fit a {self.commitlog.file_size}-byte file")
         mf = self.commitlog.last_for(self.commitlog.max_offset)

@@ -50,6 +50,7 @@ def main() -> None:
 
     def init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         original(self, *args, **kwargs)
+        self.send_lane = None  # every send goes through the handlers below
         for code in _SEND_CODES:
             self.handlers[code] = answer
 

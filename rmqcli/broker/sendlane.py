@@ -1,0 +1,247 @@
+"""The send lane: a plain SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) answered from its frame
+(PROTOCOL.md B.3, B.6).
+
+A producer's sync send is one round trip, so the time between a request's arrival and its answer
+is what bounds its rate. ``SendLane.handle`` takes a whole frame and either stores the message and
+returns the answer's frame, the same bytes and the same record the general path (``decode``,
+``send.parse`` and ``send.apply``, ``encode``) makes, or returns ``None`` and leaves the frame to
+that path. It takes only the regular case:
+
+- a JSON header that orjson reads (then json reads it alike, but for numbers orjson rounds,
+  which are floats here and declined), with every field the general path reads present as a
+  string, and numbers that are integers or plain decimal strings, non-negative and in range;
+- a valid topic that exists, is writable and is not a retry, DLQ or forbidden topic, a queue id
+  below its queue count, a body and properties within the limits, a SINGLE_TAG topic;
+- no batch, no ``TRAN_MSG`` or ``DELAY`` property, no transaction bits in ``sysFlag``;
+- a writable broker under ASYNC_FLUSH.
+
+Everything else, every refusal included, goes the general way, so each check, error and remark
+keeps one source. The tests compare the two paths byte for byte.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, NamedTuple
+
+import orjson
+
+from formats import commitlog as cfmt
+from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
+from rmqcli.broker.send import MAX_PROPERTIES_LENGTH, connection_born_host, is_batch_flag
+from rmqcli.broker.state import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, is_writable, validate_topic
+from rmqcli.errors import UsageError
+from rmqcli.remoting.codec import RemotingCommand, encode_json_header, ext_value
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.writer_messages import broker_properties
+
+if TYPE_CHECKING:
+    from rmqcli.broker.connection import Connection
+    from rmqcli.broker.controller import BrokerController
+
+_PREFIX = struct.Struct(">iI")  # frame length, header length | serialize type << 24 (A.1)
+_INT_MAX = (1 << 31) - 1
+_LONG_MAX = (1 << 63) - 1
+# producerGroup, topic, defaultTopic, defaultTopicQueueNums, queueId, sysFlag, bornTimestamp,
+# flag, properties, reconsumeTimes, batch: V1 names and their V2 letters (B.6)
+_KEYS = {
+    RC.SEND_MESSAGE: (
+        "producerGroup topic defaultTopic defaultTopicQueueNums queueId sysFlag bornTimestamp "
+        "flag properties reconsumeTimes batch"
+    ).split(),
+    RC.SEND_MESSAGE_V2: "a b c d e f g h i j m".split(),
+}
+_SENTINELS = ("@@msgId@@", "@@queueId@@", "@@queueOffset@@")
+_OPAQUE_SENTINEL = 918273645
+
+
+def _number(value: object, high: int) -> int | None:
+    """A header number both paths read alike: a JSON integer or ASCII digits, 0 to ``high``."""
+    if type(value) is int:
+        return value if 0 <= value <= high else None
+    if type(value) is str and value.isascii() and value.isdigit():
+        number = int(value)
+        return number if number <= high else None
+    return None
+
+
+def _answer_format(region: str, trace_on: str) -> str | None:
+    """The SUCCESS answer's JSON header as a format string (``msgId``, ``queueId``, ``queueOffset``,
+    ``opaque``), cut from what ``encode_json_header`` writes for sentinel values, so both paths
+    write the same bytes; ``None`` if a sentinel shows up more than once (then the lane declines)."""
+    header = encode_json_header(
+        RemotingCommand(
+            code=RS.SUCCESS,
+            opaque=_OPAQUE_SENTINEL,
+            flag=FLAG_RESPONSE,
+            ext_fields={
+                "msgId": _SENTINELS[0],
+                "queueId": _SENTINELS[1],
+                "queueOffset": _SENTINELS[2],
+                "MSG_REGION": region,
+                "TRACE_ON": trace_on,
+            },
+        )
+    ).decode("utf-8")
+    marks = (*_SENTINELS, f":{_OPAQUE_SENTINEL},")
+    if any(header.count(mark) != 1 for mark in marks):
+        return None
+    text = header.replace("{", "{{").replace("}", "}}")
+    for i, mark in enumerate(marks[:3]):
+        text = text.replace(mark, f"{{{i}}}")
+    return text.replace(marks[3], ":{3},")
+
+
+class _Send(NamedTuple):
+    """The fields of a regular send the broker uses."""
+
+    topic: str
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str
+    reconsume_times: int
+
+
+def _request(frame: bytes) -> tuple[tuple[int, int, int, dict], bytes] | None:
+    """``(code, opaque, request flag, extFields)`` and the body of a JSON frame whose top-level
+    fields both paths read alike, with the code of a single send; else ``None``."""
+    length, word = _PREFIX.unpack_from(frame, 0)
+    header_length = word & 0xFFFFFF
+    if word >> 24 != SerializeType.JSON or length != len(frame) - 4 or header_length > length - 4:
+        return None
+    try:
+        obj = orjson.loads(frame[8 : 8 + header_length])
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict:
+        return None
+    code, opaque, request_flag, ext = (
+        obj.get("code"),
+        obj.get("opaque"),
+        obj.get("flag"),
+        obj.get("extFields"),
+    )
+    if (
+        type(code) is not int
+        or code not in _KEYS
+        or type(opaque) is not int
+        or type(request_flag) is not int
+        or request_flag not in (0, FLAG_ONEWAY)
+        or type(ext) is not dict
+        or type(obj.get("language", "")) not in (str, int)
+        or type(obj.get("version", 0)) is not int
+        or type(obj.get("remark", "")) is not str
+    ):
+        return None
+    return (code, opaque, request_flag, ext), frame[8 + header_length :]
+
+
+def _send(code: int, ext: dict) -> _Send | None:
+    """The send header's fields when each is present and plain (see the module's docstring)."""
+    get = ext.get
+    keys = _KEYS[code]
+    topic, properties, batch, reconsume = get(keys[1]), get(keys[8], ""), get(keys[10], ""), get(keys[9], 0)
+    numbers = (
+        _number(get(keys[3]), _INT_MAX),  # defaultTopicQueueNums: only checked
+        _number(get(keys[4]), _INT_MAX),
+        _number(get(keys[5]), _INT_MAX),
+        _number(get(keys[6]), _LONG_MAX),
+        _number(get(keys[7]), _INT_MAX),
+        _number(reconsume, _INT_MAX),
+    )
+    if (
+        type(get(keys[0])) is not str  # producerGroup
+        or type(topic) is not str
+        or type(get(keys[2])) is not str  # defaultTopic
+        or None in numbers
+        or type(properties) is not str
+        or type(batch) is not str
+        or is_batch_flag(batch)
+    ):
+        return None
+    _, queue_id, sys_flag, born_timestamp, flag, reconsume_times = numbers
+    return _Send(topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times)  # type: ignore[arg-type]
+
+
+class SendLane:
+    """The lane of one broker (see the module's docstring)."""
+
+    def __init__(self, ctl: BrokerController):
+        self.ctl = ctl
+        host = ctl.writer.store_host
+        self._msg_id_prefix = cfmt.offset_msg_id(host.address, host.port, 0)[:-16]
+        self._formats: dict[tuple[str, str], str | None] = {}
+
+    def handle(self, frame: bytes, conn: Connection) -> bytes | None:
+        """Store the message of a regular send and return its answer (``b""`` for a oneway send), or
+        ``None`` for anything the general path must see."""
+        ctl = self.ctl
+        config = ctl.config
+        if config.sync_flush or not ctl.defer_dispatch or not is_writable(config.broker_permission):
+            return None
+        request = _request(frame)
+        if request is None:
+            return None
+        (code, opaque, request_flag, ext), body = request
+        send = _send(code, ext)
+        if send is None or not self._accepts(send, body):
+            return None
+        props = cfmt.decode_properties(send.properties)
+        if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props:
+            return None
+        answer_format = self._answer_format(config.region_id, ext_value(config.trace_on))
+        if answer_format is None:
+            return None
+        _, stored_text = broker_properties(props, ctl.writer.cluster)
+        try:
+            physical, queue_offset = ctl.store.put_serialized(
+                send.topic,
+                send.queue_id,
+                body,
+                stored_text,
+                flag=send.flag,
+                sys_flag=send.sys_flag,
+                born_timestamp=send.born_timestamp,
+                born_host=connection_born_host(conn),
+                reconsume_times=send.reconsume_times,
+            )
+        except (UsageError, OSError):  # refused before anything is written: the general path answers it
+            return None
+        if request_flag == FLAG_ONEWAY:
+            return b""
+        msg_id = f"{self._msg_id_prefix}{physical & 0xFFFFFFFFFFFFFFFF:016X}"
+        header = answer_format.format(msg_id, send.queue_id, queue_offset, opaque).encode("utf-8")
+        return _PREFIX.pack(4 + len(header), len(header)) + header
+
+    def _accepts(self, send: _Send, body: bytes) -> bool:
+        """The topic, queue, body and properties checks of ``send.parse``, all passed, for a
+        SINGLE_TAG topic that is neither a retry nor a DLQ topic, and no transaction bits."""
+        topic = send.topic
+        if (
+            validate_topic(topic) is not None
+            or topic in NOT_ALLOWED_SEND_TOPICS
+            or topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
+        ):
+            return False
+        config = self.ctl.topics.get(topic)
+        properties = send.properties
+        return not (
+            config is None
+            or not is_writable(config["perm"])
+            or config.get("topicFilterType") == "MULTI_TAG"
+            or send.queue_id >= max(config["readQueueNums"], config["writeQueueNums"])
+            or len(body) > self.ctl.config.max_message_size
+            or not properties.isascii()
+            or len(properties) > MAX_PROPERTIES_LENGTH
+            or send.sys_flag & cfmt.TRANSACTION_MASK
+        )
+
+    def _answer_format(self, region: str, trace_on: str) -> str | None:
+        key = (region, trace_on)
+        text = self._formats.get(key, "")
+        if text == "":
+            text = self._formats[key] = _answer_format(region, trace_on)
+        return text
