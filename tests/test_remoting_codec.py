@@ -170,6 +170,25 @@ def test_json_header_leniency_and_errors():
             decode(json_frame(bad))
 
 
+def test_json_headers_orjson_would_read_otherwise_decode_as_json_reads_them():
+    """Headers are read by orjson first; where it refuses or rounds, json's reading stands."""
+    big = 123456789012345678901234567890
+    cases = {
+        b'{"code":10,"opaque":%d,"extFields":{"a":%d}}' % (big, big): (big, {"a": str(big)}),
+        b'{"code":10,"opaque":%d}' % big: (big, {}),
+        b'{"code":10,"opaque":1,"extFields":{"a":NaN,"b":"x"}}': (1, {"a": "nan", "b": "x"}),
+        b'{"code":10,"opaque":2,"extFields":{"a":"\\ud800"}}': (2, {"a": "\ud800"}),
+        b'\xef\xbb\xbf{"code":10,"opaque":3}': (3, {}),
+        b'{"code":10,"opaque":4,"extFields":{"a":1.5,"b":true,"c":null,"d":7}}': (
+            4,
+            {"a": "1.5", "b": "true", "d": "7"},
+        ),
+    }
+    for header, (opaque, ext) in cases.items():
+        cmd = decode(json_frame(header))
+        assert (cmd.code, cmd.opaque, cmd.ext_fields) == (10, opaque, ext), header
+
+
 def test_response_flags_and_names():
     request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, oneway=True)
     assert request.is_oneway and not request.is_response
