@@ -238,7 +238,10 @@ def encode_properties(
     Entries with a ``None`` value are skipped. RocketMQ up to 5.1.x drops the final separator;
     5.2.0+ keeps it (``trailing_separator=True``).
     """
-    items = props.items() if isinstance(props, Mapping) else props
+    if type(props) is list:  # pairs (the broker's order): no ABC check
+        items: Iterable[tuple[str, str]] = props
+    else:
+        items = props.items() if isinstance(props, Mapping) else props
     parts = [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in items if v is not None]
     if not parts:
         return b""
@@ -251,9 +254,6 @@ def encode_properties(
 def encode_properties_as_broker(props: Mapping[str, str], *, trailing_separator: bool = False) -> bytes:
     """Properties serialised as a broker does: in ``HashMap`` order of the insertion order."""
     order = hashmap_order(props)
-    if type(props) is dict and None not in props.values():  # the usual map of strings, in one pass
-        text = PROPERTY_SEPARATOR.join([f"{k}{NAME_VALUE_SEPARATOR}{props[k]}" for k in order])
-        return (text + PROPERTY_SEPARATOR if trailing_separator and text else text).encode("utf-8")
     return encode_properties([(k, props[k]) for k in order], trailing_separator=trailing_separator)
 
 

@@ -79,6 +79,7 @@ FramePrefix = cs.Struct(
 )
 FRAME_PREFIX_STRUCT = compile_struct(FramePrefix)
 FRAME_PREFIX_SIZE = FRAME_PREFIX_STRUCT.size
+HEADER_WORD_SIZE = HEADER_LENGTH_AND_TYPE.sizeof()  # counted by LENGTH, before the header
 LENGTH_STRUCT = compile_struct(cs.Struct("length" / LENGTH))
 
 Frame = cs.Struct(

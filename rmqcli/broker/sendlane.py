@@ -21,16 +21,17 @@ keeps one source. The tests compare the two paths byte for byte.
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
 from formats import commitlog as cfmt
+from formats import remoting as fmt
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
 from rmqcli.broker.send import MAX_PROPERTIES_LENGTH, connection_born_host, is_batch_flag
 from rmqcli.broker.state import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, is_writable, validate_topic
 from rmqcli.errors import UsageError
+from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, encode_json_header, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
@@ -40,18 +41,22 @@ if TYPE_CHECKING:
     from rmqcli.broker.connection import Connection
     from rmqcli.broker.controller import BrokerController
 
-_PREFIX = struct.Struct(">iI")  # frame length, header length | serialize type << 24 (A.1)
-_INT_MAX = (1 << 31) - 1
-_LONG_MAX = (1 << 63) - 1
-# producerGroup, topic, defaultTopic, defaultTopicQueueNums, queueId, sysFlag, bornTimestamp,
-# flag, properties, reconsumeTimes, batch: V1 names and their V2 letters (B.6)
-_KEYS = {
-    RC.SEND_MESSAGE: (
-        "producerGroup topic defaultTopic defaultTopicQueueNums queueId sysFlag bornTimestamp "
-        "flag properties reconsumeTimes batch"
-    ).split(),
-    RC.SEND_MESSAGE_V2: "a b c d e f g h i j m".split(),
-}
+_INT_MAX = hd.JAVA_RANGES["int"][1]
+_LONG_MAX = hd.JAVA_RANGES["long"][1]
+_FIELDS = (  # the V1 header fields the lane reads, in the order ``_send`` takes them
+    "producer_group",
+    "topic",
+    "default_topic",
+    "default_topic_queue_nums",
+    "queue_id",
+    "sys_flag",
+    "born_timestamp",
+    "flag",
+    "properties",
+    "reconsume_times",
+    "batch",
+)
+_KEYS = {code: hd.send_header_keys(code, _FIELDS) for code in (RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2)}
 _SENTINELS = ("@@msgId@@", "@@queueId@@", "@@queueOffset@@")
 _OPAQUE_SENTINEL = 918273645
 
@@ -66,7 +71,7 @@ def _number(value: object, high: int) -> int | None:
     return None
 
 
-def _answer_format(region: str, trace_on: str) -> str | None:
+def _cut_answer_format(region: str, trace_on: str) -> str | None:
     """The SUCCESS answer's JSON header as a format string (``msgId``, ``queueId``, ``queueOffset``,
     ``opaque``), cut from what ``encode_json_header`` writes for sentinel values, so both paths
     write the same bytes; ``None`` if a sentinel shows up more than once (then the lane declines)."""
@@ -108,12 +113,17 @@ class _Send(NamedTuple):
 def _request(frame: bytes) -> tuple[tuple[int, int, int, dict], bytes] | None:
     """``(code, opaque, request flag, extFields)`` and the body of a JSON frame whose top-level
     fields both paths read alike, with the code of a single send; else ``None``."""
-    length, word = _PREFIX.unpack_from(frame, 0)
-    header_length = word & 0xFFFFFF
-    if word >> 24 != SerializeType.JSON or length != len(frame) - 4 or header_length > length - 4:
+    length, word = fmt.FRAME_PREFIX_STRUCT.unpack_from(frame, 0)
+    header_length = fmt.header_length_of(word)
+    if (
+        fmt.serialize_type_of(word) != SerializeType.JSON
+        or length != len(frame) - fmt.LENGTH_FIELD_SIZE
+        or header_length > length - fmt.HEADER_WORD_SIZE
+    ):
         return None
+    header_end = fmt.FRAME_PREFIX_SIZE + header_length
     try:
-        obj = orjson.loads(frame[8 : 8 + header_length])
+        obj = orjson.loads(frame[fmt.FRAME_PREFIX_SIZE : header_end])
     except orjson.JSONDecodeError:
         return None
     if type(obj) is not dict:
@@ -136,7 +146,7 @@ def _request(frame: bytes) -> tuple[tuple[int, int, int, dict], bytes] | None:
         or type(obj.get("remark", "")) is not str
     ):
         return None
-    return (code, opaque, request_flag, ext), frame[8 + header_length :]
+    return (code, opaque, request_flag, ext), frame[header_end:]
 
 
 def _send(code: int, ext: dict) -> _Send | None:
@@ -214,7 +224,10 @@ class SendLane:
             return b""
         msg_id = f"{self._msg_id_prefix}{physical & 0xFFFFFFFFFFFFFFFF:016X}"
         header = answer_format.format(msg_id, send.queue_id, queue_offset, opaque).encode("utf-8")
-        return _PREFIX.pack(4 + len(header), len(header)) + header
+        prefix = fmt.FRAME_PREFIX_STRUCT.pack(
+            fmt.HEADER_WORD_SIZE + len(header), fmt.header_length_and_type(SerializeType.JSON, len(header))
+        )
+        return prefix + header
 
     def _accepts(self, send: _Send, body: bytes) -> bool:
         """The topic, queue, body and properties checks of ``send.parse``, all passed, for a
@@ -241,7 +254,6 @@ class SendLane:
 
     def _answer_format(self, region: str, trace_on: str) -> str | None:
         key = (region, trace_on)
-        text = self._formats.get(key, "")
-        if text == "":
-            text = self._formats[key] = _answer_format(region, trace_on)
-        return text
+        if key not in self._formats:  # one per broker config (region and traceOn can be updated)
+            self._formats[key] = _cut_answer_format(region, trace_on)
+        return self._formats[key]

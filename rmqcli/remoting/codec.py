@@ -408,7 +408,7 @@ def encode(cmd: RemotingCommand, *, max_frame_length: int = fmt.MAX_FRAME_LENGTH
     else:
         header = encode_json_header(cmd)
     body = cmd.body or b""
-    length = 4 + len(header) + len(body)
+    length = fmt.HEADER_WORD_SIZE + len(header) + len(body)
     if len(header) > fmt.HEADER_LENGTH_MASK or length + fmt.LENGTH_FIELD_SIZE > max_frame_length:
         raise ProtocolError(f"a frame of {length + 4} bytes exceeds the {max_frame_length}-byte limit")
     prefix = fmt.FRAME_PREFIX_STRUCT.pack(length, fmt.header_length_and_type(cmd.serialize_type, len(header)))
@@ -426,7 +426,7 @@ def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
         raise ProtocolError(f"frame length field {length} does not match its {n} bytes")
     serialize_type = fmt.serialize_type_of(word)
     header_length = fmt.header_length_of(word)
-    if header_length > length - 4:
+    if header_length > length - fmt.HEADER_WORD_SIZE:
         raise ProtocolError(f"header length {header_length} exceeds the frame length {length}")
     start = fmt.FRAME_PREFIX_SIZE
     header = view[start : start + header_length]

@@ -27,7 +27,7 @@ class HeaderError(RmqError):
 
 
 _INT_RE = re.compile(r"[+-]?\d+\Z")
-_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
+JAVA_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
 
 
 def _camel(name: str) -> str:
@@ -69,7 +69,7 @@ def _parse(kind: str, text: str) -> Any:
         if not _INT_RE.match(text):
             raise ValueError(text)
         value = int(text)
-        low, high = _RANGES[kind]
+        low, high = JAVA_RANGES[kind]
         if not low <= value <= high:
             raise ValueError(text)
         return value
@@ -81,7 +81,7 @@ def _parse(kind: str, text: str) -> Any:
 def _parse_int(text: str) -> int:
     if text.isascii() and text.isdigit():  # the common case: no sign, no range check below 2**31
         value = int(text)
-        if value <= _RANGES["int"][1]:
+        if value <= JAVA_RANGES["int"][1]:
             return value
     return _parse("int", text)
 
@@ -89,7 +89,7 @@ def _parse_int(text: str) -> int:
 def _parse_long(text: str) -> int:
     if text.isascii() and text.isdigit():
         value = int(text)
-        if value <= _RANGES["long"][1]:
+        if value <= JAVA_RANGES["long"][1]:
             return value
     return _parse("long", text)
 
@@ -381,6 +381,16 @@ class SendMessageRequestHeaderV2(CommandHeader):
         return SendMessageRequestHeader(
             **{name: getattr(self, short) for short, name in zip("abcdefghijklmn", self._V1, strict=True)}
         )
+
+
+def send_header_keys(code: int, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The wire keys of the V1 fields ``names`` (Python names) in a send of ``code``: the V1
+    header's keys, or the V2 header's letters."""
+    if code in SEND_CODES_V2:
+        letters = dict(zip(SendMessageRequestHeaderV2._V1, "abcdefghijklmn", strict=True))
+        return tuple(letters[name] for name in names)
+    keys = {name: key for name, key, _, _ in SendMessageRequestHeader.wire_fields()}
+    return tuple(keys[name] for name in names)
 
 
 SEND_CODES_V1 = frozenset({10, 324})
