@@ -22,7 +22,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, MAX_FRAME_LENGTH
 from rmqcli.remoting.codec import FrameDecoder, ProtocolError, RemotingCommand, decode, encode
@@ -72,8 +72,8 @@ class Connection(asyncio.Protocol):
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        transport = self.transport
         transport.set_write_buffer_limits(high=self.server.write_high_water)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:

@@ -64,7 +64,7 @@ def serve(
     from dataclasses import replace
 
     from rmqcli.broker.config import load_broker_config
-    from rmqcli.broker.serve import ServeOptions
+    from rmqcli.broker.serve import ServeOptions, new_event_loop
     from rmqcli.broker.serve import serve as run
 
     if config is not None and not config.is_file():
@@ -100,6 +100,7 @@ def serve(
         sys.stdout.flush()
 
     try:
-        asyncio.run(run(options, announce))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(run(options, announce))
     except OSError as exc:
         raise UsageError(f"cannot listen: {exc.strerror or exc}") from None
