@@ -192,7 +192,8 @@ def test_irregular_sends_are_left_to_the_general_path(tmp_path: Path) -> None:
         frame(send_header(opaque=13, properties="KEYS\x01\u00e9t\u00e9"), body),
         frame(send_header(opaque=14, rpc_flag=1), body),  # a response: not a request at all
         frame({}, body, raw_header=b'{"code":10,"opaque":15,"flag":0,"extFields":{"queueId":1.0}}'),
-        frame(send_header(opaque=16), body),  # the regular one after them
+        frame(send_header(opaque=16, bornTimestamp="1" * 5000), body),  # past int()'s digit limit
+        frame(send_header(opaque=17), body),  # the regular one after them
     ]
     answers, taken = both(tmp_path, frames)
     assert taken == 1  # the regular one at the end
@@ -205,7 +206,7 @@ def _properties_text(pairs: list[tuple[str, str]]) -> str:
 
 _ODD_NUMBERS = st.one_of(
     st.integers(-(2**64), 2**70),
-    st.sampled_from(["-1", " 1", "+1", "x", "", "2147483648", "9" * 19, "\uff11", "1.0"]),
+    st.sampled_from(["-1", " 1", "+1", "x", "", "2147483648", "9" * 19, "0" * 20 + "1", "1" * 5000, "\uff11", "1.0"]),
     st.booleans(),
     st.floats(allow_nan=True, allow_infinity=False),
     st.none(),

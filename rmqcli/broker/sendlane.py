@@ -21,13 +21,13 @@ keeps one source. The tests compare the two paths byte for byte.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import orjson
 
 from formats import commitlog as cfmt
 from formats import remoting as fmt
-from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, SerializeType
+from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, HEADER_LENGTH_MASK, SerializeType
 from rmqcli.broker.send import MAX_PROPERTIES_LENGTH, connection_born_host, is_batch_flag
 from rmqcli.broker.state import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, is_writable, validate_topic
 from rmqcli.errors import UsageError
@@ -57,18 +57,40 @@ _FIELDS = (  # the V1 header fields the lane reads, in the order ``_send`` takes
     "batch",
 )
 _KEYS = {code: hd.send_header_keys(code, _FIELDS) for code in (RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2)}
+_NUMBER_FIELDS = {  # the numeric fields: highest value, and the default of a missing one (None: declined)
+    "default_topic_queue_nums": (_INT_MAX, None),
+    "queue_id": (_INT_MAX, None),
+    "sys_flag": (_INT_MAX, None),
+    "born_timestamp": (_LONG_MAX, None),
+    "flag": (_INT_MAX, None),
+    "reconsume_times": (_INT_MAX, 0),
+}
+_NUMBERS = {
+    code: tuple((keys[_FIELDS.index(field)], *limits) for field, limits in _NUMBER_FIELDS.items())
+    for code, keys in _KEYS.items()
+}
+_MAX_DIGITS = len(str(_LONG_MAX))  # longer digit strings (leading zeros, or past int()'s limit) are declined
+_JSON_TYPE_BITS = fmt.header_length_and_type(SerializeType.JSON, 0)  # the header-length word's type byte
+_NAME_VERDICTS_MAX = 4096  # topic names remembered by ``SendLane._sendable_name``
 _SENTINELS = ("@@msgId@@", "@@queueId@@", "@@queueOffset@@")
 _OPAQUE_SENTINEL = 918273645
 
 
-def _number(value: object, high: int) -> int | None:
-    """A header number both paths read alike: a JSON integer or ASCII digits, 0 to ``high``."""
-    if type(value) is int:
-        return value if 0 <= value <= high else None
-    if type(value) is str and value.isascii() and value.isdigit():
-        number = int(value)
-        return number if number <= high else None
-    return None
+def _numbers(ext: dict, fields: tuple[tuple[str, int, int | None], ...]) -> list[int] | None:
+    """The numeric header fields both paths read alike: JSON integers or up to 19 ASCII digits, 0 to
+    their highest value (a missing field takes its default, or declines when it has none)."""
+    numbers = []
+    for key, high, default in fields:
+        value = ext.get(key, default)
+        kind = type(value)
+        if kind is str and len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
+            value = int(value)
+        elif kind is not int or value < 0:
+            return None
+        if value > high:
+            return None
+        numbers.append(value)
+    return numbers
 
 
 def _cut_answer_format(region: str, trace_on: str) -> str | None:
@@ -98,25 +120,13 @@ def _cut_answer_format(region: str, trace_on: str) -> str | None:
     return text.replace(marks[3], ":{3},")
 
 
-class _Send(NamedTuple):
-    """The fields of a regular send the broker uses."""
-
-    topic: str
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    properties: str
-    reconsume_times: int
-
-
 def _request(frame: bytes) -> tuple[tuple[int, int, int, dict], bytes] | None:
     """``(code, opaque, request flag, extFields)`` and the body of a JSON frame whose top-level
     fields both paths read alike, with the code of a single send; else ``None``."""
     length, word = fmt.FRAME_PREFIX_STRUCT.unpack_from(frame, 0)
-    header_length = fmt.header_length_of(word)
+    header_length = word & HEADER_LENGTH_MASK
     if (
-        fmt.serialize_type_of(word) != SerializeType.JSON
+        word - header_length != _JSON_TYPE_BITS
         or length != len(frame) - fmt.LENGTH_FIELD_SIZE
         or header_length > length - fmt.HEADER_WORD_SIZE
     ):
@@ -149,31 +159,28 @@ def _request(frame: bytes) -> tuple[tuple[int, int, int, dict], bytes] | None:
     return (code, opaque, request_flag, ext), frame[header_end:]
 
 
+_Send = tuple[str, int, int, int, int, str, int]
+"""topic, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes of a regular send."""
+
+
 def _send(code: int, ext: dict) -> _Send | None:
     """The send header's fields when each is present and plain (see the module's docstring)."""
     get = ext.get
     keys = _KEYS[code]
-    topic, properties, batch, reconsume = get(keys[1]), get(keys[8], ""), get(keys[10], ""), get(keys[9], 0)
-    numbers = (
-        _number(get(keys[3]), _INT_MAX),  # defaultTopicQueueNums: only checked
-        _number(get(keys[4]), _INT_MAX),
-        _number(get(keys[5]), _INT_MAX),
-        _number(get(keys[6]), _LONG_MAX),
-        _number(get(keys[7]), _INT_MAX),
-        _number(reconsume, _INT_MAX),
-    )
+    topic, properties, batch = get(keys[1]), get(keys[8], ""), get(keys[10], "")
+    numbers = _numbers(ext, _NUMBERS[code])
     if (
-        type(get(keys[0])) is not str  # producerGroup
+        numbers is None
+        or type(get(keys[0])) is not str  # producerGroup
         or type(topic) is not str
         or type(get(keys[2])) is not str  # defaultTopic
-        or None in numbers
         or type(properties) is not str
         or type(batch) is not str
         or is_batch_flag(batch)
     ):
         return None
-    _, queue_id, sys_flag, born_timestamp, flag, reconsume_times = numbers
-    return _Send(topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times)  # type: ignore[arg-type]
+    _, queue_id, sys_flag, born_timestamp, flag, reconsume_times = numbers  # defaultTopicQueueNums: checked
+    return topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times
 
 
 class SendLane:
@@ -183,7 +190,8 @@ class SendLane:
         self.ctl = ctl
         host = ctl.writer.store_host
         self._msg_id_prefix = cfmt.offset_msg_id(host.address, host.port, 0)[:-16]
-        self._formats: dict[tuple[str, str], str | None] = {}
+        self._formats: dict[tuple[str, object], str | None] = {}
+        self._name_verdicts: dict[str, bool] = {}
 
     def handle(self, frame: bytes, conn: Connection) -> bytes | None:
         """Store the message of a regular send and return its answer (``b""`` for a oneway send), or
@@ -197,63 +205,68 @@ class SendLane:
             return None
         (code, opaque, request_flag, ext), body = request
         send = _send(code, ext)
-        if send is None or not self._accepts(send, body):
+        if send is None:
             return None
-        props = cfmt.decode_properties(send.properties)
+        topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times = send
+        # the topic, queue, body and properties checks of ``send.parse``, all passed
+        topic_config = ctl.topics.table.get(topic)
+        if (
+            topic_config is None
+            or not self._sendable_name(topic)
+            or not is_writable(topic_config["perm"])
+            or topic_config.get("topicFilterType") == "MULTI_TAG"
+            or queue_id >= max(topic_config["readQueueNums"], topic_config["writeQueueNums"])
+            or len(body) > config.max_message_size
+            or not properties.isascii()
+            or len(properties) > MAX_PROPERTIES_LENGTH
+            or sys_flag & cfmt.TRANSACTION_MASK
+        ):
+            return None
+        props = cfmt.decode_properties(properties)
         if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props:
             return None
-        answer_format = self._answer_format(config.region_id, ext_value(config.trace_on))
+        answer_format = self._answer_format(config.region_id, config.trace_on)
         if answer_format is None:
             return None
         _, stored_text = broker_properties(props, ctl.writer.cluster)
         try:
             physical, queue_offset = ctl.store.put_serialized(
-                send.topic,
-                send.queue_id,
+                topic,
+                queue_id,
                 body,
                 stored_text,
-                flag=send.flag,
-                sys_flag=send.sys_flag,
-                born_timestamp=send.born_timestamp,
+                flag=flag,
+                sys_flag=sys_flag,
+                born_timestamp=born_timestamp,
                 born_host=connection_born_host(conn),
-                reconsume_times=send.reconsume_times,
+                reconsume_times=reconsume_times,
             )
         except (UsageError, OSError):  # refused before anything is written: the general path answers it
             return None
         if request_flag == FLAG_ONEWAY:
             return b""
         msg_id = f"{self._msg_id_prefix}{physical & 0xFFFFFFFFFFFFFFFF:016X}"
-        header = answer_format.format(msg_id, send.queue_id, queue_offset, opaque).encode("utf-8")
-        prefix = fmt.FRAME_PREFIX_STRUCT.pack(
-            fmt.HEADER_WORD_SIZE + len(header), fmt.header_length_and_type(SerializeType.JSON, len(header))
-        )
-        return prefix + header
+        header = answer_format.format(msg_id, queue_id, queue_offset, opaque).encode("utf-8")
+        n = len(header)
+        return fmt.FRAME_PREFIX_STRUCT.pack(fmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
 
-    def _accepts(self, send: _Send, body: bytes) -> bool:
-        """The topic, queue, body and properties checks of ``send.parse``, all passed, for a
-        SINGLE_TAG topic that is neither a retry nor a DLQ topic, and no transaction bits."""
-        topic = send.topic
-        if (
-            validate_topic(topic) is not None
-            or topic in NOT_ALLOWED_SEND_TOPICS
-            or topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
-        ):
-            return False
-        config = self.ctl.topics.get(topic)
-        properties = send.properties
-        return not (
-            config is None
-            or not is_writable(config["perm"])
-            or config.get("topicFilterType") == "MULTI_TAG"
-            or send.queue_id >= max(config["readQueueNums"], config["writeQueueNums"])
-            or len(body) > self.ctl.config.max_message_size
-            or not properties.isascii()
-            or len(properties) > MAX_PROPERTIES_LENGTH
-            or send.sys_flag & cfmt.TRANSACTION_MASK
-        )
+    def _sendable_name(self, topic: str) -> bool:
+        """A valid topic name that is neither forbidden nor a retry or DLQ topic (a verdict on the
+        name alone, so remembered; at most ``_NAME_VERDICTS_MAX`` of them)."""
+        verdict = self._name_verdicts.get(topic)
+        if verdict is None:
+            if len(self._name_verdicts) >= _NAME_VERDICTS_MAX:
+                self._name_verdicts.clear()
+            verdict = self._name_verdicts[topic] = (
+                validate_topic(topic) is None
+                and topic not in NOT_ALLOWED_SEND_TOPICS
+                and not topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
+            )
+        return verdict
 
-    def _answer_format(self, region: str, trace_on: str) -> str | None:
+    def _answer_format(self, region: str, trace_on: object) -> str | None:
         key = (region, trace_on)
-        if key not in self._formats:  # one per broker config (region and traceOn can be updated)
-            self._formats[key] = _cut_answer_format(region, trace_on)
-        return self._formats[key]
+        answer_format = self._formats.get(key, False)
+        if answer_format is False:  # one per broker config (region and traceOn can be updated)
+            answer_format = self._formats[key] = _cut_answer_format(region, ext_value(trace_on))
+        return answer_format  # type: ignore[return-value]
