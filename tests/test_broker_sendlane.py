@@ -206,7 +206,9 @@ def _properties_text(pairs: list[tuple[str, str]]) -> str:
 
 _ODD_NUMBERS = st.one_of(
     st.integers(-(2**64), 2**70),
-    st.sampled_from(["-1", " 1", "+1", "x", "", "2147483648", "9" * 19, "0" * 20 + "1", "1" * 5000, "\uff11", "1.0"]),
+    st.sampled_from(
+        ["-1", " 1", "+1", "x", "", "2147483648", "9" * 19, "0" * 20 + "1", "1" * 5000, "\uff11", "1.0"]
+    ),
     st.booleans(),
     st.floats(allow_nan=True, allow_infinity=False),
     st.none(),
