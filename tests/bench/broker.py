@@ -6,8 +6,9 @@ Measured in one run, against the baseline of the store itself:
 - sync sends from one client thread (ASYNC_FLUSH, and SYNC_FLUSH: every answer after its msync);
 - oneway sends (from the first stored to the last stored) and batches of 32;
 - drain: a fresh PushConsumer group consuming the backlog (first to last message, and from start);
-- a ceiling: sync sends to ``tests.bench.answer_only``, a server that answers sends without
-  storing them (the client, the round trip, the event loop and the codec, and nothing else).
+- a ceiling: sync sends to ``tests.bench.answer_only``, ``rmq serve`` with the send lane's append
+  skipped (the client, the round trip, the event loop and the handling of a request, without the
+  store).
 
 The ASYNC_FLUSH sync-send row and the ceiling are each the fastest of three runs (every run's rate
 is printed beside it): on this shared host the same code moves by a quarter from one minute to the
