@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +33,17 @@ class FastjsonDecodeError(ValueError):
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def parse_int(token: str) -> int | str:
+    """A JSON integer's digits as an ``int``; past ``int()``'s digit limit, the digits as they came
+    (fastjson reads a ``BigInteger``, whose ``toString`` a header's String field receives)."""
+    limit = sys.get_int_max_str_digits()
+    if limit and len(token) - token.startswith("-") > limit:
+        return token
+    return int(token)
+
+
 _BARE = re.compile(r"[A-Za-z_$][\w$]*")
 _decoder = json.JSONDecoder()
 
@@ -84,7 +96,7 @@ class _Parser:
         if number:
             self.pos = number.end()
             token = number.group()
-            return float(token) if any(c in token for c in ".eE") else int(token)
+            return float(token) if any(c in token for c in ".eE") else parse_int(token)
         for word, value in (("true", True), ("false", False), ("null", None)):
             if self.text.startswith(word, self.pos):
                 self.pos += len(word)

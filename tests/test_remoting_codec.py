@@ -183,6 +183,9 @@ def test_json_headers_orjson_would_read_otherwise_decode_as_json_reads_them():
             4,
             {"a": "1.5", "b": "true", "d": "7"},
         ),
+        # past int()'s digit limit: the digits, as a String field gets a BigInteger (json, then fastjson)
+        b'{"code":10,"opaque":5,"extFields":{"a":-%s}}' % (b"1" * 5000): (5, {"a": "-" + "1" * 5000}),
+        b"{code:10,opaque:6,extFields:{a:%s}}" % (b"2" * 5000): (6, {"a": "2" * 5000}),
     }
     for header, (opaque, ext) in cases.items():
         cmd = decode(json_frame(header))

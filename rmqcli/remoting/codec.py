@@ -229,7 +229,7 @@ def _json_language(value: Any) -> int:
     raise ProtocolError(f"JSON header: bad language {value!r}")
 
 
-_JSON = json.JSONDecoder()
+_JSON = json.JSONDecoder(parse_int=fastjson.parse_int)
 _JSON_WHITESPACE = " \t\n\r"
 
 
