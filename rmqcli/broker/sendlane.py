@@ -9,7 +9,7 @@ that path. It takes only the regular case:
 
 - a JSON header that orjson reads (then json reads it alike, but for numbers orjson rounds,
   which are floats here and declined), with every field the general path reads present as a
-  string, and numbers that are integers or plain decimal strings, non-negative and in range;
+  string, and numbers that are integers or plain decimal strings of at most 19 digits, in range;
 - a valid topic that exists, is writable and is not a retry, DLQ or forbidden topic, a queue id
   below its queue count, a body and properties within the limits, a SINGLE_TAG topic;
 - no batch, no ``TRAN_MSG`` or ``DELAY`` property, no transaction bits in ``sysFlag``;

@@ -372,23 +372,29 @@ class SendMessageRequestHeaderV2(CommandHeader):
     @classmethod
     def from_v1(cls, v1: SendMessageRequestHeader) -> SendMessageRequestHeaderV2:
         """``SendMessageRequestHeaderV2.createSendMessageRequestHeaderV2``."""
-        return cls(
-            **{short: getattr(v1, name) for short, name in zip("abcdefghijklmn", cls._V1, strict=True)}
-        )
+        return cls(**{short: getattr(v1, name) for name, short in _V2_KEY_OF_V1.items()})
 
     def to_v1(self) -> SendMessageRequestHeader:
         """``SendMessageRequestHeaderV2.createSendMessageRequestHeaderV1``."""
         return SendMessageRequestHeader(
-            **{name: getattr(self, short) for short, name in zip("abcdefghijklmn", self._V1, strict=True)}
+            **{name: getattr(self, short) for name, short in _V2_KEY_OF_V1.items()}
         )
+
+
+_V2_KEY_OF_V1 = dict(  # V1 field name -> the V2 field (its one-letter name is its wire key)
+    zip(
+        SendMessageRequestHeaderV2._V1,
+        (name for name, _, _, _ in SendMessageRequestHeaderV2.wire_fields()),
+        strict=True,
+    )
+)
 
 
 def send_header_keys(code: int, names: tuple[str, ...]) -> tuple[str, ...]:
     """The wire keys of the V1 fields ``names`` (Python names) in a send of ``code``: the V1
     header's keys, or the V2 header's letters."""
     if code in SEND_CODES_V2:
-        letters = dict(zip(SendMessageRequestHeaderV2._V1, "abcdefghijklmn", strict=True))
-        return tuple(letters[name] for name in names)
+        return tuple(_V2_KEY_OF_V1[name] for name in names)
     keys = {name: key for name, key, _, _ in SendMessageRequestHeader.wire_fields()}
     return tuple(keys[name] for name in names)
 

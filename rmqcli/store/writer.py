@@ -63,6 +63,12 @@ LOCK_CONTENT = b"lock"  # DefaultMessageStore.start writes these bytes into the 
 _QUEUED = QUEUED_TRANSACTION_TYPES
 
 
+def _property_map(props: dict[str, str] | bytes) -> dict[str, str]:
+    """The properties the reput sees: the map given, or the stored string decoded (as
+    ``ReputMessageService`` reads it back from the CommitLog)."""
+    return fmt.decode_properties(props) if isinstance(props, bytes) else props
+
+
 def system_clock() -> int:
     """Milliseconds since the epoch (``System.currentTimeMillis``)."""
     return time.time_ns() // 1_000_000
@@ -242,12 +248,7 @@ class StoreWriter:
         if defer_dispatch:
             self._pending.append((*args, dispatch_props))
         else:
-            self._dispatch(
-                *args,
-                fmt.decode_properties(dispatch_props)
-                if isinstance(dispatch_props, bytes)
-                else dispatch_props,
-            )
+            self._dispatch(*args, _property_map(dispatch_props))
         return physical, queue_offset, length, store_ts
 
     def dispatch_pending(self) -> None:
@@ -256,7 +257,7 @@ class StoreWriter:
             return
         pending, self._pending = self._pending, []
         for *args, props in pending:
-            self._dispatch(*args, fmt.decode_properties(props) if isinstance(props, bytes) else props)
+            self._dispatch(*args, _property_map(props))
 
     def append_batch(self, batch: BatchMessage) -> BatchAppendResult:
         """A classic batch: one record per element, contiguous, one store timestamp (FORMATS.md §1.11)."""
