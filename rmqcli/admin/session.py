@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rmqcli.errors import NetworkError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
+    from rmqcli.remoting.acl import Credentials
     from rmqcli.remoting.client import SyncClient
     from rmqcli.remoting.codec import RemotingCommand
     from rmqcli.remoting.json_body import ClusterInfo, TopicRouteData
@@ -51,11 +52,15 @@ def resolve_namesrv(option: str | None, environ: Mapping[str, str] | None = None
 
 
 class AdminSession:
-    """What one mqadmin command needs: the name server list and one reusable ``SyncClient``."""
+    """What one mqadmin command needs: the name server list and one reusable ``SyncClient``
+    (signing every request when ``credentials`` are given)."""
 
-    def __init__(self, namesrv: list[str], timeout: float = DEFAULT_TIMEOUT):
+    def __init__(
+        self, namesrv: list[str], timeout: float = DEFAULT_TIMEOUT, credentials: Credentials | None = None
+    ):
         self.namesrv = list(namesrv)
         self.timeout = timeout
+        self.credentials = credentials
         self._client: SyncClient | None = None
         self._cluster_info: ClusterInfo | None = None
 
@@ -64,7 +69,7 @@ class AdminSession:
         if self._client is None:
             from rmqcli.remoting.client import SyncClient
 
-            self._client = SyncClient()
+            self._client = SyncClient(credentials=self.credentials)
         return self._client
 
     def close(self) -> None:

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer import _click as click
+from typer.core import TyperOption
 
 if TYPE_CHECKING:
     from rmqcli.admin.session import AdminSession
@@ -93,13 +95,40 @@ def java_bool(text: str | None) -> bool:
     return text is not None and text.strip().lower() == "true"
 
 
+CREDENTIAL_FLAGS: dict[str, str | None] = {}
+"""``--access-key``/``--secret-key`` of the running admin command (set by ``with_credentials``)."""
+
+
+def with_credentials(command: click.core.Command) -> click.core.Command:
+    """Give an admin command ``--access-key``/``--secret-key``: its requests are signed (plain ACL)."""
+    access_help = (
+        "ACL access key to sign requests with (else $RMQ_ACCESS_KEY, else $ROCKETMQ_HOME/conf/tools.yml)"
+    )
+    command.params.append(TyperOption(param_decls=["--access-key", "access_key"], help=access_help))
+    command.params.append(
+        TyperOption(param_decls=["--secret-key", "secret_key"], help="ACL secret key (else $RMQ_SECRET_KEY)")
+    )
+    callback = command.callback
+    assert callback is not None
+
+    def run(*args: Any, access_key: str | None = None, secret_key: str | None = None, **kwargs: Any) -> Any:
+        CREDENTIAL_FLAGS.update(access_key=access_key, secret_key=secret_key)
+        return callback(*args, **kwargs)
+
+    command.callback = run
+    return command
+
+
 @contextmanager
 def session(namesrv: str | None, *, need_namesrv: bool = True) -> Iterator[AdminSession]:
-    """One ``AdminSession`` (one client, connections reused) for the whole command."""
+    """One ``AdminSession`` (one client, connections reused, requests signed when credentials are
+    given) for the whole command."""
+    from rmqcli.admin.credentials import resolve_credentials
     from rmqcli.admin.session import AdminSession, resolve_namesrv
 
     addresses = resolve_namesrv(namesrv) if need_namesrv else []
-    with AdminSession(addresses) as s:
+    credentials = resolve_credentials(CREDENTIAL_FLAGS.get("access_key"), CREDENTIAL_FLAGS.get("secret_key"))
+    with AdminSession(addresses, credentials=credentials) as s:
         yield s
 
 

@@ -60,7 +60,12 @@ def _build(name: str) -> click.Command:
 
     text = DESCRIPTIONS.get(name) or (HELP_HELP if name == "help" else None)
     info = CommandInfo(name=name, callback=target, help=text, short_help=text)
-    return typer.main.get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
+    command = typer.main.get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
+    if name in commands.ADMIN:
+        from rmqcli.cli.admin_common import with_credentials
+
+        command = with_credentials(command)
+    return command
 
 
 class RmqGroup(TyperGroup):

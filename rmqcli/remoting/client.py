@@ -20,6 +20,7 @@ from rmqcli.errors import BrokerError, NetworkError, UsageError
 if TYPE_CHECKING:
     import asyncio
 
+    from rmqcli.remoting.acl import Credentials
     from rmqcli.remoting.codec import RemotingCommand
 
 DEFAULT_TIMEOUT = 5.0
@@ -179,15 +180,18 @@ class RemotingClient:
 
     ``handlers`` maps request codes of server-originated requests to ``RequestHandler``s;
     ``default_handler`` takes the rest (none: answer REQUEST_CODE_NOT_SUPPORTED, as Java does).
+    With ``credentials`` every request is signed for the broker's plain ACL (``AclClientRPCHook``).
     """
 
     def __init__(
         self,
         handlers: dict[int, RequestHandler] | None = None,
         default_handler: RequestHandler | None = None,
+        credentials: Credentials | None = None,
     ):
         self.handlers: dict[int, RequestHandler] = dict(handlers or {})
         self.default_handler = default_handler
+        self.credentials = credentials
         self._connections: dict[str, _Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._opaque = -1
@@ -253,6 +257,7 @@ class RemotingClient:
         connection = await self.connection(addr, timeout)
         request.opaque = self.next_opaque()
         request.flag &= ~3
+        self._sign(request)
         future: asyncio.Future[RemotingCommand] = loop.create_future()
         connection.pending[request.opaque] = future
         try:
@@ -274,12 +279,19 @@ class RemotingClient:
 
         request.opaque = self.next_opaque()
         request.flag = (request.flag & ~1) | 2
+        self._sign(request)
         try:
             async with asyncio.timeout(timeout):
                 connection = await self.connection(addr, timeout)
                 await connection.send(encode(request))
         except TimeoutError:
             raise NetworkError(f"{addr}: could not send {request.describe()} within {timeout:g} s") from None
+
+    def _sign(self, request: RemotingCommand) -> None:
+        if self.credentials is not None:
+            from rmqcli.remoting.acl import sign
+
+            sign(request, self.credentials)
 
     async def close(self) -> None:
         """Close every connection; requests still waiting fail with NetworkError."""
@@ -305,11 +317,12 @@ class SyncClient:
         self,
         handlers: dict[int, RequestHandler] | None = None,
         default_handler: RequestHandler | None = None,
+        credentials: Credentials | None = None,
     ):
         import asyncio
 
         self._runner = asyncio.Runner()
-        self.client = RemotingClient(handlers, default_handler)
+        self.client = RemotingClient(handlers, default_handler, credentials)
 
     def invoke(
         self, addr: str, command: RemotingCommand, timeout: float = DEFAULT_TIMEOUT
