@@ -47,6 +47,10 @@ class BrokerConfig:
     transaction_check_interval: int = 60000  # ms between transaction checks
     flush_delay_offset_interval: int = 10000  # ms, delayOffset.json
     file_reserved_time: int = 72  # hours; older half messages are not checked any more
+    acl_enable: bool = False  # plain ACL (rmqcli.broker.acl)
+    acl_file: str = (
+        ""  # not a broker.conf key: `rmq serve --acl FILE`; else $ROCKETMQ_HOME/conf/plain_acl.yml
+    )
     store: StoreSettings = field(default_factory=StoreSettings)
 
     @property
@@ -83,6 +87,7 @@ _KEYS = {
     "transactionCheckInterval": "transaction_check_interval",
     "flushDelayOffsetInterval": "flush_delay_offset_interval",
     "fileReservedTime": "file_reserved_time",
+    "aclEnable": "acl_enable",
 }
 
 

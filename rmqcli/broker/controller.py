@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 
 from formats.commitlog import SCHEDULE_TOPIC
 from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
+from rmqcli.broker.acl import handlers as acl_handlers
+from rmqcli.broker.acl.setup import open_acl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.messagestore import MessageStore
@@ -99,10 +101,12 @@ class BrokerController:
         self.store.listeners.append(self.holds.arrived)
         self.handlers: dict[int, Handler] = {}
         self.defer_dispatch = False  # True when the server runs store.catch_up after each read
-        self.send_lane: SendLane | None = SendLane(self)  # regular sends answered from their frames
+        self.acl = open_acl(config) if config.acl_enable else None  # every request is checked
+        # regular sends answered from their frames; with ACL every request goes through dispatch
+        self.send_lane: SendLane | None = SendLane(self) if self.acl is None else None
         self.schedule = ScheduleService(self)
         self.transactions = transaction.TransactionCheckService(self)
-        for module in (send, pull, consumer, query, admin, sendback, transaction):
+        for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers):
             self.handlers.update(module.HANDLERS)
         self.remoting = RemotingClient()
         self._register_wanted = asyncio.Event()
@@ -115,6 +119,10 @@ class BrokerController:
 
     # --- requests -----------------------------------------------------------------------------
     def dispatch(self, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+        if self.acl is not None:
+            refusal = self.acl.refusal(req, conn.peer[0])
+            if refusal is not None:
+                return refusal
         handler = self.handlers.get(req.code)
         if handler is None:
             return not_supported(req)
@@ -174,6 +182,7 @@ class BrokerController:
             self._register_loop(),
             self.schedule.run(),
             self.transactions.run(),
+            self._acl_watch(),
         ):
             self._tasks.append(loop.create_task(coro))
 
@@ -186,6 +195,14 @@ class BrokerController:
                     self.persist()
                 except (OSError, RmqError):
                     log.exception("persisting consumer offsets failed")
+
+    async def _acl_watch(self) -> None:
+        """``AclFileWatchService``: the ACL files are reloaded when they change."""
+        if self.acl is None:
+            return
+        while True:
+            await asyncio.sleep(self.acl.watch_seconds)
+            self.acl.files.maybe_reload()
 
     async def _housekeeping(self) -> None:
         while True:

@@ -1,0 +1,78 @@
+"""Opening a broker's ACL: which files, and the validator over them.
+
+The default file is ``rmq serve --acl FILE`` when given, else where 4.9.x looks:
+``$ROCKETMQ_HOME/conf/plain_acl.yml`` (and the ``.yml`` files of ``$ROCKETMQ_HOME/conf/acl/``).
+Without either, ``aclEnable=true`` is a usage error rather than a broker that refuses everyone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rmqcli.broker.acl.addresses import AclConfigError
+from rmqcli.broker.acl.plainacl import ACL_DIR, DEFAULT_FILE, WATCH_SECONDS, PlainAclFiles
+from rmqcli.broker.acl.validator import PlainAccessValidator
+from rmqcli.errors import UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.broker.config import BrokerConfig
+    from rmqcli.remoting.codec import RemotingCommand
+
+ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
+WATCH_ENV = "RMQ_ACL_WATCH_SECONDS"  # how often the files are checked (default 5 s, as 4.9.x)
+
+
+class BrokerAcl:
+    """The validator and its files, as the controller uses them."""
+
+    def __init__(self, files: PlainAclFiles, watch_seconds: float = WATCH_SECONDS):
+        self.files = files
+        self.validator = PlainAccessValidator(files)
+        self.watch_seconds = watch_seconds
+
+    def refusal(self, request: RemotingCommand, host: str) -> RemotingCommand | None:
+        return self.validator.refusal(request, plain_host(host))
+
+
+def plain_host(host: str) -> str:
+    """The peer's address as the white lists see it: an IPv4-mapped IPv6 address as IPv4."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped) if mapped is not None else host
+
+
+def acl_files_for(config: BrokerConfig, environ: dict[str, str] | None = None) -> tuple[Path, Path | None]:
+    """The default ACL file and the ACL directory (None with ``--acl``)."""
+    env = os.environ if environ is None else environ
+    if config.acl_file:
+        return Path(config.acl_file), None
+    home = env.get(ROCKETMQ_HOME_ENV)
+    if not home:
+        raise UsageError(
+            "aclEnable=true but no ACL file: give `rmq serve --acl FILE` (a plain_acl.yml) "
+            f"or set {ROCKETMQ_HOME_ENV} (the broker reads $ROCKETMQ_HOME/{DEFAULT_FILE})"
+        )
+    return Path(home) / DEFAULT_FILE, Path(home) / ACL_DIR
+
+
+def open_acl(config: BrokerConfig) -> BrokerAcl:
+    default_file, acl_dir = acl_files_for(config)
+    if default_file.is_dir():
+        raise UsageError(f"{default_file}: the ACL file is a directory")
+    try:
+        files = PlainAclFiles(default_file, acl_dir)
+    except AclConfigError as exc:
+        raise UsageError(f"ACL file not loaded: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{default_file}: {exc.strerror or exc}") from None
+    try:
+        watch = float(os.environ.get(WATCH_ENV, WATCH_SECONDS))
+    except ValueError:
+        raise UsageError(f"{WATCH_ENV} must be a number of seconds") from None
+    return BrokerAcl(files, max(watch, 0.05))
