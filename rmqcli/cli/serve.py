@@ -45,6 +45,15 @@ def serve(
         ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log connections and warnings.")] = False,
+    acl: Annotated[
+        Path | None,
+        typer.Option(
+            "--acl",
+            help="The plain_acl.yml to check requests against when broker.conf has aclEnable=true "
+            "(default: $ROCKETMQ_HOME/conf/plain_acl.yml and $ROCKETMQ_HOME/conf/acl/*.yml).",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve a store to real RocketMQ clients: a NameServer and a Broker in one process.
 
@@ -79,6 +88,10 @@ def serve(
         stream=sys.stderr,
     )
     broker_config = load_broker_config(config)
+    if acl is not None:
+        if not broker_config.acl_enable:
+            raise UsageError("--acl is given but broker.conf does not say aclEnable=true")
+        broker_config = replace(broker_config, acl_file=str(acl.absolute()))
     if port is not None:
         broker_config = replace(broker_config, listen_port=port)
     addrs = tuple(a.strip() for a in (namesrv or "").split(";") if a.strip())
