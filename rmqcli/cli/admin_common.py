@@ -75,6 +75,10 @@ DESCRIPTIONS: dict[str, str] = {
     "queryCq": "Query cq command.",
     "sendMessage": "Send a message",
     "consumeMessage": "Consume message",
+    "updateAclConfig": "Update acl config yaml file in broker",
+    "deleteAclConfig": "Delete Acl Config Account in broker",
+    "clusterAclConfigVersion": "List all of acl config version information in cluster",
+    "updateGlobalWhiteAddr": "Update global white address for acl Config File in broker",
 }
 
 # mqadmin's full registration order (C.2), so the listing keeps its order as commands are added.
@@ -86,7 +90,8 @@ MQADMIN_ORDER = (
     "clusterList topicList updateKvConfig deleteKvConfig wipeWritePerm addWritePerm resetOffsetByTime "
     "skipAccumulatedMessage updateOrderConf cleanExpiredCQ deleteExpiredCommitLog cleanUnusedTopic "
     "startMonitoring statsAll allocateMQ checkMsgSendRT clusterRT getNamesrvConfig updateNamesrvConfig "
-    "getBrokerConfig getConsumerConfig queryCq sendMessage consumeMessage"
+    "getBrokerConfig getConsumerConfig queryCq sendMessage consumeMessage updateAclConfig deleteAclConfig "
+    "clusterAclConfigVersion updateGlobalWhiteAddr"
 ).split()
 
 
@@ -104,15 +109,19 @@ def with_credentials(command: click.core.Command) -> click.core.Command:
     access_help = (
         "ACL access key to sign requests with (else $RMQ_ACCESS_KEY, else $ROCKETMQ_HOME/conf/tools.yml)"
     )
-    command.params.append(TyperOption(param_decls=["--access-key", "access_key"], help=access_help))
+    command.params.append(TyperOption(param_decls=["--access-key", "sign_access_key"], help=access_help))
     command.params.append(
-        TyperOption(param_decls=["--secret-key", "secret_key"], help="ACL secret key (else $RMQ_SECRET_KEY)")
+        TyperOption(
+            param_decls=["--secret-key", "sign_secret_key"], help="ACL secret key (else $RMQ_SECRET_KEY)"
+        )
     )
     callback = command.callback
     assert callback is not None
 
-    def run(*args: Any, access_key: str | None = None, secret_key: str | None = None, **kwargs: Any) -> Any:
-        CREDENTIAL_FLAGS.update(access_key=access_key, secret_key=secret_key)
+    def run(
+        *args: Any, sign_access_key: str | None = None, sign_secret_key: str | None = None, **kwargs: Any
+    ) -> Any:
+        CREDENTIAL_FLAGS.update(access_key=sign_access_key, secret_key=sign_secret_key)
         return callback(*args, **kwargs)
 
     command.callback = run

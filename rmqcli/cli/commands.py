@@ -70,6 +70,10 @@ ADMIN = {
     "queryCq": "admin_message:query_cq",
     "sendMessage": "admin_message:send_message",
     "consumeMessage": "admin_message:consume_message",
+    "updateAclConfig": "admin_acl:update_acl_config",
+    "deleteAclConfig": "admin_acl:delete_acl_config",
+    "clusterAclConfigVersion": "admin_acl:cluster_acl_config_version",
+    "updateGlobalWhiteAddr": "admin_acl:update_global_white_addr",
 }
 
 OTHER = {"help": "admin_commands:help_command"}

@@ -1,0 +1,162 @@
+"""mqadmin's ACL commands as operations (4.9.8 ``tools.command.acl``, ``MQClientAPIImpl``).
+
+``-b`` names one broker; ``-c`` a cluster: every broker of it (masters and slaves) for the
+updates, the masters for ``clusterAclConfigVersion``. Each broker's outcome is kept, so one
+unreachable broker does not hide the others' answers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rmqcli.errors import NetworkError, RmqError, UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.admin.session import AdminSession
+
+
+@dataclass
+class BrokerOutcome:
+    addr: str
+    ok: bool
+    error: str | None = None
+    error_kind: str | None = None  # "network" or "broker"
+
+
+@dataclass
+class AclUpdateResult:
+    """What an update did on each broker."""
+
+    brokers: list[BrokerOutcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[BrokerOutcome]:
+        return [b for b in self.brokers if not b.ok]
+
+
+@dataclass
+class AclFileVersion:
+    cluster_name: str
+    broker_name: str
+    broker_addr: str
+    acl_file_path: str
+    counter: int
+    timestamp: int
+
+
+@dataclass
+class AclVersionResult:
+    versions: list[AclFileVersion] = field(default_factory=list)
+    brokers: list[BrokerOutcome] = field(default_factory=list)
+
+
+def targets(
+    session: AdminSession, broker_addr: str | None, cluster: str | None, *, masters: bool
+) -> list[str]:
+    """``-b`` or the brokers of ``-c`` (``CommandUtil.fetchMaster[AndSlave]AddrByClusterName``)."""
+    if broker_addr and broker_addr.strip():
+        return [broker_addr.strip()]
+    if not cluster or not cluster.strip():
+        raise UsageError("give -b/--brokerAddr or -c/--clusterName")
+    name = cluster.strip()
+    return session.master_addrs_of_cluster(name) if masters else session.all_addrs_of_cluster(name)
+
+
+def _each(session: AdminSession, addrs: list[str], code: int, header: dict[str, object]) -> AclUpdateResult:
+    from rmqcli.admin.broker import error_kind
+    from rmqcli.remoting.client import expect
+
+    result = AclUpdateResult()
+    for addr, response in zip(addrs, session.call_many([(a, code, header, b"") for a in addrs]), strict=True):
+        try:
+            if isinstance(response, NetworkError):
+                raise response
+            expect(response, addr)
+            result.brokers.append(BrokerOutcome(addr, True))
+        except RmqError as exc:
+            result.brokers.append(BrokerOutcome(addr, False, str(exc), error_kind(exc)))
+    return result
+
+
+def update_acl_config(
+    session: AdminSession,
+    addrs: list[str],
+    *,
+    access_key: str,
+    secret_key: str,
+    white_remote_address: str | None = None,
+    default_topic_perm: str | None = None,
+    default_group_perm: str | None = None,
+    topic_perms: list[str] | None = None,
+    group_perms: list[str] | None = None,
+    admin: bool = False,
+) -> AclUpdateResult:
+    """UPDATE_AND_CREATE_ACL_CONFIG (50): ``CreateAccessConfigRequestHeader``."""
+    from rmqcli.remoting.codes import RequestCode
+
+    header: dict[str, object] = {
+        "accessKey": access_key,
+        "secretKey": secret_key,
+        "admin": admin,
+        "defaultTopicPerm": default_topic_perm,
+        "defaultGroupPerm": default_group_perm,
+        "whiteRemoteAddress": white_remote_address,
+        "topicPerms": ",".join(topic_perms) if topic_perms is not None else None,
+        "groupPerms": ",".join(group_perms) if group_perms is not None else None,
+    }
+    return _each(session, addrs, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header)
+
+
+def delete_acl_config(session: AdminSession, addrs: list[str], access_key: str) -> AclUpdateResult:
+    """DELETE_ACL_CONFIG (51)."""
+    from rmqcli.remoting.codes import RequestCode
+
+    return _each(session, addrs, RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key})
+
+
+def update_global_white_addr(
+    session: AdminSession, addrs: list[str], addresses: str, acl_file: str | None
+) -> AclUpdateResult:
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): ``globalWhiteAddrs`` and ``aclFileFullPath``."""
+    from rmqcli.remoting.codes import RequestCode
+
+    header: dict[str, object] = {"globalWhiteAddrs": addresses, "aclFileFullPath": acl_file}
+    return _each(session, addrs, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header)
+
+
+def acl_config_versions(session: AdminSession, addrs: list[str]) -> AclVersionResult:
+    """GET_BROKER_CLUSTER_ACL_INFO (52) of each broker: one row per ACL file."""
+    from rmqcli.admin.broker import error_kind
+    from rmqcli.remoting.client import expect
+    from rmqcli.remoting.codes import RequestCode
+
+    result = AclVersionResult()
+    calls = [(a, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, None, b"") for a in addrs]
+    for addr, response in zip(addrs, session.call_many(calls), strict=True):
+        try:
+            if isinstance(response, NetworkError):
+                raise response
+            fields = expect(response, addr).ext_fields
+            try:
+                table = json.loads(fields.get("allAclFileVersion") or "{}")
+            except ValueError:
+                raise RmqError(f"{addr}: allAclFileVersion is not JSON") from None
+            for path, version in (table if isinstance(table, dict) else {}).items():
+                version = version if isinstance(version, dict) else {}
+                result.versions.append(
+                    AclFileVersion(
+                        cluster_name=fields.get("clusterName", ""),
+                        broker_name=fields.get("brokerName", ""),
+                        broker_addr=fields.get("brokerAddr", addr),
+                        acl_file_path=str(path),
+                        counter=int(version.get("counter", 0)),
+                        timestamp=int(version.get("timestamp", 0)),
+                    )
+                )
+            result.brokers.append(BrokerOutcome(addr, True))
+        except (RmqError, TypeError, ValueError) as exc:
+            kind = error_kind(exc) if isinstance(exc, RmqError) else "broker"
+            result.brokers.append(BrokerOutcome(addr, False, str(exc), kind))
+    return result
