@@ -37,6 +37,15 @@ def _pair(access: str | None, secret: str | None, token: str | None, source: str
     return Credentials(access, secret, (token or "").strip() or None)
 
 
+def _scalar(value: object) -> str:
+    """A YAML scalar as fastjson's ``getString`` gives it (``secretKey: 12345678`` is a number)."""
+    if value is None or isinstance(value, dict | list):
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def tools_yml_credentials(path: Path) -> Credentials | None:
     """``AclUtils.getAclRPCHook(path)``: the keys of mqadmin's ``tools.yml``, None without them."""
     import yaml
@@ -49,8 +58,8 @@ def tools_yml_credentials(path: Path) -> Credentials | None:
         raise UsageError(f"{path}: cannot read the ACL tools file: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         return None
-    access, secret = data.get("accessKey"), data.get("secretKey")
-    if not isinstance(access, str) or not isinstance(secret, str) or not access.strip() or not secret.strip():
+    access, secret = (_scalar(data.get(key)) for key in ("accessKey", "secretKey"))
+    if not access.strip() or not secret.strip():
         return None  # mqadmin signs nothing when a key is blank
     return _pair(access, secret, None, str(path))
 
