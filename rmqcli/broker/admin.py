@@ -16,9 +16,9 @@ import time
 from typing import TYPE_CHECKING
 
 from rmqcli.broker import admin_clients, admin_config, admin_groups, admin_stats, admin_store
-from rmqcli.broker.admin_store import clean_unused_topics, is_system_topic
+from rmqcli.broker.admin_store import clean_unused_topics
 from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.state import validate_topic
+from rmqcli.broker.names import broker_system_topics, is_system_topic, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -32,6 +32,19 @@ BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal(): what this broker say
 BROKER_VERSION_DESC = "V4_9_7"
 
 
+def topic_problem(ctl: BrokerController, topic: str) -> str | None:
+    """``TopicValidator.validateTopic`` then ``isSystemTopic``, whose set holds the broker's cluster
+    and broker names (``TopicConfigManager``): the remark of UPDATE_AND_CREATE_TOPIC and
+    DELETE_TOPIC_IN_BROKER, both SYSTEM_ERROR."""
+    problem = validate_topic(topic)
+    if problem:
+        return problem
+    extra = broker_system_topics(ctl.config.broker_cluster_name, ctl.config.broker_name)
+    if is_system_topic(topic, extra):
+        return f"The topic[{topic}] is conflict with system topic."
+    return None
+
+
 def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.CreateTopicRequestHeader)
     if ctl.config.broker_id != 0:
@@ -40,13 +53,9 @@ def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: C
             "Can't modify topic or subscription group from slave broker, "
             "please execute it from master broker.",
         )
-    problem = validate_topic(h.topic)
+    problem = topic_problem(ctl, h.topic)
     if problem:
         return req.response(RS.SYSTEM_ERROR, problem)
-    if is_system_topic(h.topic):
-        return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
-    if h.topic == ctl.config.broker_cluster_name:
-        return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system reserved words.")
     if h.read_queue_nums < 0 or h.write_queue_nums < 0:
         return req.response(RS.SYSTEM_ERROR, "the queue numbers must not be negative")
     ctl.topics.put(
@@ -71,11 +80,9 @@ def delete_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
             "please execute it from master broker.",
         )
     h = req.header(hd.DeleteTopicRequestHeader)
-    problem = validate_topic(h.topic)
+    problem = topic_problem(ctl, h.topic)
     if problem:
         return req.response(RS.SYSTEM_ERROR, problem)
-    if is_system_topic(h.topic):
-        return req.response(RS.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
     if ctl.topics.table.pop(h.topic, None) is not None:
         ctl.writer.config.topics_version.bump(ctl.writer.clock())
         ctl.topics.on_change()

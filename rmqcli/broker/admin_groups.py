@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rmqcli.broker.admin_stats import group_get_tps, message_store_time
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.names import validate_group, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -82,12 +83,18 @@ def _consume_stats(
 
 # --- handlers ----------------------------------------------------------------------------------
 def update_sub_group(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    """``updateSubscriptionGroupConfig``: the 4.9.x properties of the body's config, persisted."""
+    """``updateSubscriptionGroupConfig``: the 4.9.x properties of the body's config, persisted. No
+    body, or ``null``, changes nothing (4.9.8 answers SUCCESS); a group name that fails
+    ``validate_group`` is refused (4.9.8 takes any name; RocketMQ 5 refuses such names too)."""
     if ctl.config.broker_id != 0:
         return req.response(RS.SYSTEM_ERROR, SLAVE_REFUSAL)
-    if req.body:
-        config = jb.to_fastjson_value(jb.decode(jb.SubscriptionGroupConfig, req.body))
-        defaults = subscription_group_config(config.get("groupName", ""))
+    decoded = jb.decode(jb.SubscriptionGroupConfig, req.body) if req.body else None
+    if decoded is not None:
+        problem = validate_group(decoded.group_name)
+        if problem:
+            return req.response(RS.SYSTEM_ERROR, problem)
+        config = jb.to_fastjson_value(decoded)
+        defaults = subscription_group_config(decoded.group_name)
         ctl.writer.config.groups[defaults["groupName"]] = {k: config.get(k, defaults[k]) for k in GROUP_KEYS}
         ctl.writer.config.groups_version.bump(ctl.writer.clock())
         ctl.persist()
@@ -171,7 +178,11 @@ def clone_group_offset(ctl: BrokerController, req: RemotingCommand, conn: Connec
     """``cloneGroupOffset``: copy ``topic@src`` to ``topic@dest`` (every topic of src when blank);
     online source groups only for the topics they subscribe, unless ``offline``."""
     h = req.header(hd.CloneGroupOffsetRequestHeader)
-    topics = [h.topic] if h.topic and h.topic.strip() else topics_of_group(ctl, h.src_group)
+    given = bool(h.topic and h.topic.strip())
+    problem = validate_group(h.dest_group) or (validate_topic(h.topic) if given else None)
+    if problem:  # 4.9.8 checks neither; ``topic@destGroup`` would be persisted
+        return req.response(RS.SYSTEM_ERROR, problem)
+    topics = [h.topic] if given else topics_of_group(ctl, h.src_group)
     table = ctl.writer.config.consumer_offsets
     for topic in topics:
         if ctl.topics.get(topic) is None:

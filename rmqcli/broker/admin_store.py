@@ -20,14 +20,17 @@ GET_ALL_DELAY_OFFSET (45), and the three clean-ups:
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.names import SYSTEM_TOPICS, is_directory_name
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -39,20 +42,11 @@ if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController
     from rmqcli.store.writer_cq import ConsumeQueueWriter
 
+log = logging.getLogger(__name__)
+
 DELETE_FILES_BATCH_MAX = 10  # MappedFileQueue.DELETE_FILES_BATCH_MAX
 MAX_EXT_ADDRESS = -(1 << 31) - 1  # ConsumeQueueExt.MAX_ADDRESS: tags codes at or below are ext addresses
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-# TopicValidator.SYSTEM_TOPIC_SET of 4.9.7, and its prefix of system topics
-SYSTEM_TOPICS = (
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    TRANS_OP_HALF_TOPIC, "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-)  # fmt: skip
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-
-
-def is_system_topic(topic: str) -> bool:
-    """``TopicValidator.isSystemTopic``."""
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 # --- statistics and inspection -----------------------------------------------------------------
@@ -120,9 +114,18 @@ def all_delay_offsets(ctl: BrokerController, req: RemotingCommand, conn: Connect
 
 
 # --- clean-ups ---------------------------------------------------------------------------------
+def topic_directory(root: Path, topic: str) -> Path | None:
+    """``root/consumequeue/<topic>``, or None when ``topic`` is no single directory name there (empty,
+    ``.``, ``..``, a separator or NUL in it): such a path would lie outside ``consumequeue/``."""
+    if not is_directory_name(topic):
+        return None
+    return root / CONSUMEQUEUE_DIR / topic
+
+
 def destroy_queues(ctl: BrokerController, keys: list[tuple[str, int]]) -> None:
     """``ConsumeQueue.destroy`` + ``removeQueueFromTopicQueueTable``: files gone, the next message
-    of the queue gets offset 0; empty topic directories go too."""
+    of the queue gets offset 0; empty topic directories go too. A topic that names no directory of
+    its own under ``consumequeue/`` (``topic_directory``) has no files to remove."""
     writer = ctl.writer
     topics = set()
     for key in keys:
@@ -130,10 +133,15 @@ def destroy_queues(ctl: BrokerController, keys: list[tuple[str, int]]) -> None:
         if cq is not None:
             cq.close()
         writer.queue_offsets.pop(key, None)
-        shutil.rmtree(writer.root / CONSUMEQUEUE_DIR / key[0] / str(key[1]), ignore_errors=True)
-        topics.add(key[0])
-    for topic in topics:
-        directory = writer.root / CONSUMEQUEUE_DIR / topic
+        directory = topic_directory(writer.root, key[0])
+        if directory is None:
+            log.warning(
+                "queue %d of topic %r names no directory under the store; no files removed", key[1], key[0]
+            )
+            continue
+        shutil.rmtree(directory / str(int(key[1])), ignore_errors=True)
+        topics.add(directory)
+    for directory in topics:
         if directory.is_dir() and not any(directory.iterdir()):
             directory.rmdir()
 

@@ -4,14 +4,20 @@ HEART_BEAT (34) registers producers and consumers (enum names or C++ ordinals, B
 group's subscription config and its ``%RETRY%<group>`` topic; UNREGISTER_CLIENT (35);
 GET_CONSUMER_LIST_BY_GROUP (38); QUERY_CONSUMER_OFFSET (14) / UPDATE_CONSUMER_OFFSET (15, often
 oneway); LOCK_BATCH_MQ (41) / UNLOCK_BATCH_MQ (42) for orderly consumers.
+
+Every group and topic name in these requests is checked as ``rmqcli.broker.names`` says, which
+4.9.8 does not do here: a bad name answers SYSTEM_ERROR with the check's remark. A body these
+requests need that is missing or ``null`` answers SYSTEM_ERROR too (``rmqcli.broker.bodies``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rmqcli.broker.bodies import required_body
 from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.state import RETRY_PREFIX
+from rmqcli.broker.names import validate_subscription_topic
+from rmqcli.broker.state import RETRY_PREFIX, validate_group, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -22,26 +28,55 @@ if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController
 
 
+def heartbeat_problem(data: jb.HeartbeatData) -> str | None:
+    """The first bad name of a heartbeat: consumer and producer groups (``validate_group``), the
+    topics subscribed to (``validate_subscription_topic``: ``%RETRY%<group>`` may pass 127 characters)."""
+    for consumer in data.consumer_data_set:
+        problem = validate_group(consumer.group_name)
+        for sub in consumer.subscription_data_set:
+            problem = problem or validate_subscription_topic(sub.topic)
+        if problem:
+            return problem
+    for producer in data.producer_data_set:
+        problem = validate_group(producer.group_name)
+        if problem:
+            return problem
+    return None
+
+
 def heart_beat(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    data = jb.decode(jb.HeartbeatData, req.body) if req.body else jb.HeartbeatData()
+    """``ClientManageProcessor.heartBeat``; a heartbeat with a bad name registers nothing (4.9.8
+    checks no name here, and creates the group's config and retry topic)."""
+    data = required_body(jb.HeartbeatData, req.body)
+    problem = heartbeat_problem(data)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     for consumer in data.consumer_data_set:
         group = ctl.groups.find(consumer.group_name)
         if group is not None and consumer.message_model == "CLUSTERING":
             retry = RETRY_PREFIX + consumer.group_name
-            if ctl.topics.get(retry) is None:
+            if ctl.topics.get(retry) is None:  # not created when too long for a topic
                 ctl.topics.create_system(retry, int(group.get("retryQueueNums", 1)))
     ctl.clients.heartbeat(data, conn, req.language, req.version)
     return req.response()
 
 
 def unregister_client(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """Empty group fields are no group (the C++ client sends ``""`` for the kind it is not)."""
     h = req.header(hd.UnregisterClientRequestHeader)
+    for group in (h.producer_group, h.consumer_group):
+        problem = validate_group(group) if group else None
+        if problem:
+            return req.response(RS.SYSTEM_ERROR, problem)
     ctl.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
     return req.response()
 
 
 def consumer_list(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.GetConsumerListByGroupRequestHeader)
+    problem = validate_group(h.consumer_group)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     info = ctl.clients.consumers.get(h.consumer_group)
     if info is None or not info.channels:
         return req.response(RS.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
@@ -49,10 +84,18 @@ def consumer_list(ctl: BrokerController, req: RemotingCommand, conn: Connection)
     return req.response(body=jb.encode(ids))
 
 
+def offset_problem(group: str, topic: str) -> str | None:
+    """The names of a ``topic@group`` offset key (4.9.8 checks neither; a ``@`` would split it)."""
+    return validate_group(group) or validate_topic(topic)
+
+
 def query_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     """``queryConsumerOffset``: the committed offset; without one, 0 when the queue still starts at
     offset 0 and holds it, else QUERY_NOT_FOUND (E.7)."""
     h = req.header(hd.QueryConsumerOffsetRequestHeader)
+    problem = offset_problem(h.consumer_group, h.topic)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     offset = ctl.offsets.query(h.consumer_group, h.topic, h.queue_id)
     if offset >= 0:
         return req.response(header=hd.QueryConsumerOffsetResponseHeader(offset=offset))
@@ -65,18 +108,27 @@ def query_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
 
 def update_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.UpdateConsumerOffsetRequestHeader)
+    problem = offset_problem(h.consumer_group, h.topic)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
     return req.response()
 
 
 def lock_batch(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    body = jb.decode(jb.LockBatchRequestBody, req.body)
+    body = required_body(jb.LockBatchRequestBody, req.body)
+    problem = validate_group(body.consumer_group)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     locked = ctl.locks.lock(body.consumer_group, body.mq_set, body.client_id)
     return req.response(body=jb.encode(jb.LockBatchResponseBody(lock_ok_mq_set=locked)))
 
 
 def unlock_batch(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    body = jb.decode(jb.UnlockBatchRequestBody, req.body)
+    body = required_body(jb.UnlockBatchRequestBody, req.body)
+    problem = validate_group(body.consumer_group)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     ctl.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
     return req.response()
 

@@ -15,6 +15,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from rmqcli.broker.bodies import required_body
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -232,9 +233,9 @@ def register_broker(ns: NameServer, req: RemotingCommand, conn: Connection) -> R
     wrapper = jb.TopicConfigSerializeWrapper()
     if req.body:
         if req.version >= 37:  # V3_0_11: RegisterBrokerBody with filter servers
-            wrapper = jb.decode(jb.RegisterBrokerBody, req.body).topic_config_serialize_wrapper
+            wrapper = required_body(jb.RegisterBrokerBody, req.body).topic_config_serialize_wrapper
         else:
-            wrapper = jb.decode(jb.TopicConfigSerializeWrapper, req.body)
+            wrapper = required_body(jb.TopicConfigSerializeWrapper, req.body)
     master = ns.register(h, wrapper, conn)
     master_ha = ns.live[master].ha_server_addr if master and master in ns.live else None
     body = b""
@@ -346,7 +347,7 @@ def delete_topic(ns: NameServer, req: RemotingCommand, conn: Connection) -> Repl
 
 def query_data_version(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.QueryDataVersionRequestHeader)
-    version = jb.decode(jb.DataVersion, req.body) if req.body else jb.DataVersion()
+    version = required_body(jb.DataVersion, req.body) if req.body else jb.DataVersion()
     live = ns.live.get(h.broker_addr)
     changed = live is None or (live.data_version.counter, live.data_version.timestamp) != (
         version.counter,

@@ -1,7 +1,8 @@
 """PULL_MESSAGE (11): ``PullMessageProcessor``, ``DefaultMessageStore.getMessage``,
 ``PullRequestHoldService`` (PROTOCOL.md B.7).
 
-``parse`` checks the request (group, topic, permission, queue id, subscription: from the request
+``parse`` checks the request (the group's and topic's names as ``rmqcli.broker.names`` does, which
+4.9.8 does not; group, topic, permission, queue id, subscription: from the request
 when the SUBSCRIPTION flag is set, else the one the group's heartbeat registered); ``get_message``
 maps the queue state to FOUND / NO_MATCHED_MESSAGE / OFFSET_* as the store does; a
 ``PULL_NOT_FOUND`` with the SUSPEND flag is held (long polling) until a message arrives in the
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.state import is_readable, tag_codes
+from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
@@ -86,6 +87,9 @@ def parse(ctl: BrokerController, req: RemotingCommand) -> PullRequest:
     h = req.header(hd.PullMessageRequestHeader)
     if not is_readable(ctl.config.broker_permission):
         raise PullError(RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] pulling message is forbidden")
+    problem = validate_group(h.consumer_group) or validate_topic(h.topic)
+    if problem:  # 4.9.8 checks neither; the group would be created, ``topic@group`` committed
+        raise PullError(RS.SYSTEM_ERROR, problem)
     group = ctl.groups.find(h.consumer_group)
     if group is None:
         raise PullError(

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
 from rmqcli.broker.msgext import inner_from_record, serialise
+from rmqcli.broker.names import is_directory_name
 from rmqcli.store.commitlog import Record
 from rmqcli.store.writer_messages import InnerMessage
 
@@ -114,6 +115,11 @@ class ScheduleService:
                     inner = delivered_message(rec) if rec is not None else None
                 except ValueError:  # REAL_QID not a number: Java retries it forever; skipped here
                     log.error("scheduled record at %d has a bad REAL_QID; skipped", unit.physical_offset)
+                    inner = None
+                if inner is not None and inner.topic and not is_directory_name(inner.topic):
+                    log.error(
+                        "scheduled record at %d names no topic directory; skipped", unit.physical_offset
+                    )
                     inner = None
                 if inner is not None:
                     if inner.topic and inner.topic != TRANS_HALF_TOPIC:

@@ -2,9 +2,10 @@
 (PROTOCOL.md B.3, B.6).
 
 ``parse`` turns a request into a ``Message`` or ``BatchMessage`` after the broker's checks
-(``AbstractSendMessageProcessor.msgCheck``: broker and topic permission, topic name, auto-creation
-from ``TBW102``, queue id); ``apply`` stores it and answers ``msgId, queueId, queueOffset`` plus the
-``MSG_REGION``/``TRACE_ON`` ext fields, after the group commit under SYNC_FLUSH.
+(``AbstractSendMessageProcessor.msgCheck``: broker and topic permission, the topic's name as
+``rmqcli.broker.names`` checks it, auto-creation from ``TBW102``, queue id; the group of a
+``%RETRY%`` topic is checked too); ``apply`` stores it and answers ``msgId, queueId, queueOffset``
+plus the ``MSG_REGION``/``TRACE_ON`` ext fields, after the group commit under SYNC_FLUSH.
 
 A batch is recognised by code 320 or by the header's ``batch``/``m`` flag. C++ clients (and so the
 Python ``rocketmq`` 0.4.4 package) write that flag as ``"1"``; a Java broker reads it as false and
@@ -32,6 +33,7 @@ from rmqcli.broker.state import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_PREFIX,
     is_writable,
+    validate_group,
     validate_topic,
 )
 from rmqcli.broker.transaction import is_transactional, prepare
@@ -140,6 +142,10 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
         raise SendError(RS.SYSTEM_ERROR, problem)
     if h.topic in NOT_ALLOWED_SEND_TOPICS:
         raise SendError(RS.NO_PERMISSION, f"Sending message to topic[{h.topic}] is forbidden.")
+    if h.topic.startswith(RETRY_PREFIX):  # its group is looked up (and auto-created) below
+        problem = validate_group(h.topic[len(RETRY_PREFIX) :])
+        if problem:
+            raise SendError(RS.SYSTEM_ERROR, problem)
     topic = ctl.topics.get(h.topic)
     if topic is None and h.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
         topic = ctl.topics.create_system(h.topic, 1)

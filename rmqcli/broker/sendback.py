@@ -7,6 +7,11 @@ consumer asked for level 0; the store then parks it in ``SCHEDULE_TOPIC_XXXX`` u
 delay has passed (``rmqcli.broker.schedule`` delivers it). Once ``reconsumeTimes`` reaches the
 maximum (the header's ``maxReconsumeTimes`` for clients of V3_4_9 or later, else the group's
 ``retryMaxTimes``), or when the level is negative, it goes to ``%DLQ%<group>`` instead, undelayed.
+
+The group must pass ``validate_group`` and its retry topic ``validate_topic`` (SYSTEM_ERROR with
+the check's remark otherwise): 4.9.8 checks neither, and a group like ``x/../..`` would name consume
+queue directories outside the store; a group past 120 characters makes a retry topic no CommitLog
+record can hold, which a 4.9.8 broker refuses only at the store (SYSTEM_ERROR ``MESSAGE_ILLEGAL``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,14 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, inner_from_record
-from rmqcli.broker.state import DLQ_PREFIX, PERM_READ_WRITE, RETRY_PREFIX, is_writable
+from rmqcli.broker.state import (
+    DLQ_PREFIX,
+    PERM_READ_WRITE,
+    RETRY_PREFIX,
+    is_writable,
+    validate_group,
+    validate_topic,
+)
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
@@ -52,6 +64,11 @@ def send_back_message(rec: Record, new_topic: str, queue_id: int, delay_level: i
 
 def consumer_send_msg_back(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.ConsumerSendMsgBackRequestHeader)
+    # 4.9.8 checks neither name; the group names a config and the retry and DLQ topics, whose
+    # consume queues are directories: both are refused before anything is created
+    problem = validate_group(h.group) or validate_topic(RETRY_PREFIX + h.group)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     group = ctl.groups.find(h.group)
     if group is None:
         return req.response(
@@ -67,6 +84,8 @@ def consumer_send_msg_back(ctl: BrokerController, req: RemotingCommand, conn: Co
     new_topic = RETRY_PREFIX + h.group
     queue_id = random.randrange(99999999) % retry_queue_nums
     topic = ctl.topics.create_system(new_topic, retry_queue_nums, PERM_READ_WRITE)
+    if topic is None:
+        return req.response(RS.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
     if not is_writable(topic["perm"]):
         return req.response(RS.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
     rec = ctl.store.look_message(h.offset)
@@ -79,7 +98,8 @@ def consumer_send_msg_back(ctl: BrokerController, req: RemotingCommand, conn: Co
     if rec.reconsume_times >= max_times or delay_level < 0:
         new_topic = DLQ_PREFIX + h.group
         queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
-        ctl.topics.create_system(new_topic, DLQ_NUMS_PER_GROUP, PERM_READ_WRITE)
+        if ctl.topics.create_system(new_topic, DLQ_NUMS_PER_GROUP, PERM_READ_WRITE) is None:
+            return req.response(RS.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
         delay_level = 0
     elif delay_level == 0:
         delay_level = 3 + rec.reconsume_times

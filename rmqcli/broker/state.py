@@ -9,14 +9,20 @@ the ``StoreWriter``'s config state, so ``config/topics.json``, ``subscriptionGro
 
 from __future__ import annotations
 
-import functools
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from formats.commitlog import tags_code
 from rmqcli.broker.connection import Connection
+from rmqcli.broker.names import (  # noqa: F401 - the names' checks, also importable from here
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_PREFIX,
+    TOPIC_MAX_LENGTH,
+    validate_group,
+    validate_topic,
+)
 from rmqcli.remoting import json_body as jb
 from rmqcli.store.writer import StoreWriter
 from rmqcli.store.writer_config import subscription_group_config
@@ -28,15 +34,6 @@ PERM_READ_WRITE = PERM_READ | PERM_WRITE
 DEFAULT_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-TOPIC_MAX_LENGTH = 127
-TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (4.9.x)
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-     "rmq_sys_REPLY_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", SELF_TEST_TOPIC, OFFSET_MOVED_EVENT}
-)  # fmt: skip
 CLIENT_EXPIRED_SECONDS = 120.0
 LOCK_LEASE_SECONDS = 60.0  # rebalanceLockMaxLiveTime
 
@@ -47,18 +44,6 @@ def is_writable(perm: int) -> bool:
 
 def is_readable(perm: int) -> bool:
     return bool(perm & PERM_READ)
-
-
-@functools.lru_cache(maxsize=4096)  # the same few topics are sent to over and over
-def validate_topic(topic: str) -> str | None:
-    """``TopicValidator.validateTopic``: None when valid, else the remark."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not TOPIC_RE.match(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return "The specified topic is longer than topic max length."
-    return None
 
 
 class TopicConfigManager:
@@ -108,17 +93,22 @@ class TopicConfigManager:
         current = self.get(topic)
         if current is not None:
             return current
+        if validate_topic(topic):  # never a config, queue directory or record for such a name
+            return None
         default = self.get(default_topic)
         if default is None or not default["perm"] & PERM_INHERIT:
             return None
         nums = max(1, min(default_queue_nums, default["writeQueueNums"]))
         return self.put(topic, nums, nums, default["perm"] & ~PERM_INHERIT, topic_sys_flag=0)
 
-    def create_system(self, topic: str, queue_nums: int, perm: int = PERM_READ_WRITE) -> dict:
-        """``createTopicInSendMessageBackMethod``: retry / DLQ topics."""
+    def create_system(self, topic: str, queue_nums: int, perm: int = PERM_READ_WRITE) -> dict | None:
+        """``createTopicInSendMessageBackMethod``: retry / DLQ topics; None for a name that fails
+        ``validate_topic`` (a 4.9.8 broker creates the config, then its store refuses the message)."""
         current = self.get(topic)
         if current is not None:
             return current
+        if validate_topic(topic):
+            return None
         return self.put(topic, queue_nums, queue_nums, perm)
 
     def wrapper(self) -> jb.TopicConfigSerializeWrapper:
@@ -139,9 +129,10 @@ class SubscriptionGroupManager:
         self.on_change = on_change
 
     def find(self, group: str) -> dict | None:
-        """``findSubscriptionGroupConfig``: created with defaults when ``autoCreateSubscriptionGroup``."""
+        """``findSubscriptionGroupConfig``: created with defaults when ``autoCreateSubscriptionGroup``
+        and the name passes ``validate_group`` (as RocketMQ 5's ``findSubscriptionGroupConfig``)."""
         config = self.writer.config.groups.get(group)
-        if config is None and self.auto_create:
+        if config is None and self.auto_create and validate_group(group) is None:
             config = subscription_group_config(group)
             self.writer.config.groups[group] = config
             self.writer.config.groups_version.bump(self.writer.clock())

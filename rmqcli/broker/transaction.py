@@ -14,6 +14,10 @@ with ``TRANSACTION_CHECK_TIMES`` incremented and its producer group is asked for
 (CHECK_TRANSACTION_STATE, oneway, the encoded message as body); after ``transactionCheckMax``
 checks it is moved to ``TRANS_CHECK_MAX_TIME_TOPIC``. Both queue offsets are kept in
 consumerOffset.json as the Java broker keeps them.
+
+END_TRANSACTION's producer group must pass ``validate_group``, and a COMMIT stores nothing unless
+the record's ``REAL_TOPIC`` passes ``validate_topic`` and ``REAL_QID`` is a queue number
+(SYSTEM_ERROR otherwise; 4.9.8 checks none of these).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from rmqcli.broker.msgext import (
     inner_from_record,
     serialise,
 )
-from rmqcli.broker.state import PERM_READ_WRITE
+from rmqcli.broker.state import PERM_READ_WRITE, validate_group, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
@@ -187,11 +191,27 @@ def put_op(ctl: BrokerController, half: Record) -> None:
     ctl.store.put_inner(op_message(half.queue_offset, half.queue_id, host, int(time.time() * 1000)))
 
 
+def real_queue_problem(half: Record) -> str | None:
+    """Why the record's ``REAL_TOPIC``/``REAL_QID`` cannot take the committed message. 4.9.8 checks
+    neither (nor that the record is a half message), so any stored message whose sender put its
+    own ``REAL_TOPIC`` in the properties could be committed to a topic named like a path."""
+    problem = validate_topic(half.properties.get(fmt.PROPERTY_REAL_TOPIC))
+    if problem:
+        return problem
+    text = half.properties.get(fmt.PROPERTY_REAL_QID, "0")
+    if not (text.isascii() and text.isdigit()) or int(text) > 0x7FFFFFFF:
+        return f"REAL_QID[{text}] is not a queue number"
+    return None
+
+
 def end_transaction(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     """END_TRANSACTION: COMMIT or ROLLBACK a half message; anything else gets no answer."""
     h = req.header(hd.EndTransactionRequestHeader)
     if h.commit_or_rollback not in (COMMIT, ROLLBACK):
         return None
+    problem = validate_group(h.producer_group)
+    if problem:
+        return req.response(RS.SYSTEM_ERROR, problem)
     half = ctl.store.look_message(h.commit_log_offset)
     if half is None:
         return req.response(RS.SYSTEM_ERROR, "Find prepared transaction message failed")
@@ -202,6 +222,9 @@ def end_transaction(ctl: BrokerController, req: RemotingCommand, conn: Connectio
     if half.physical_offset != h.commit_log_offset:
         return req.response(RS.SYSTEM_ERROR, "The commit log offset wrong")
     if h.commit_or_rollback == COMMIT:
+        problem = real_queue_problem(half)
+        if problem:
+            return req.response(RS.SYSTEM_ERROR, problem)
         ctl.store.put_inner(committed_message(half))
     put_op(ctl, half)
     return req.response()

@@ -1,0 +1,64 @@
+"""Request bodies a processor reads at once (HEART_BEAT, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ, ...).
+
+A 4.9.8 processor decodes such a body with ``RemotingSerializable.decode`` and dereferences it: a
+missing body (``new String(null)``), a ``null`` one, or a ``null`` where the bean has an object, a
+list or a string, ends in a ``NullPointerException`` that ``NettyRemotingAbstract`` answers with
+SYSTEM_ERROR. ``required_body`` raises ``BodyError`` for each of these, which the connection
+answers with SYSTEM_ERROR and the error's message, without logging a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, TypeVar
+
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.json_body import BodyError
+
+T = TypeVar("T")
+
+
+def _json_name(field: dataclasses.Field) -> str:
+    name = field.metadata.get("json")
+    if name:
+        return name
+    head, *rest = field.name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _optional(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _no_nulls(value: Any, where: str) -> None:
+    """BodyError for the first ``null`` in a place the bean does not declare optional."""
+    hints = typing.get_type_hints(type(value))
+    for field in dataclasses.fields(value):
+        item = getattr(value, field.name)
+        path = f"{where}.{_json_name(field)}"
+        if item is None:
+            if not _optional(hints[field.name]):
+                raise BodyError(f"{path} is null")
+        elif isinstance(item, list | dict):
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, element in pairs:
+                if element is None:
+                    raise BodyError(f"{path}[{key!r}] is null")
+                if dataclasses.is_dataclass(element):
+                    _no_nulls(element, f"{path}[{key!r}]")
+        elif dataclasses.is_dataclass(item):
+            _no_nulls(item, path)
+
+
+def required_body(cls: type[T], body: bytes) -> T:
+    """The body as ``cls``; BodyError when it is missing, ``null``, or holds a ``null`` the bean
+    cannot take (see the module's docstring)."""
+    if not body:
+        raise BodyError(f"{cls.__name__} body is missing")
+    value = jb.decode(cls, body)
+    if value is None:
+        raise BodyError(f"{cls.__name__} body is null")
+    _no_nulls(value, cls.__name__)
+    return value

@@ -1,0 +1,116 @@
+"""Topic and group names as RocketMQ 4.9.8 checks them: the one place the broker validates a name.
+
+Topics follow ``org.apache.rocketmq.common.topic.TopicValidator`` (``validateTopic``: blank, then the
+characters ``^[%|a-zA-Z0-9_-]+$``, then at most 127 characters; ``SYSTEM_TOPIC_SET`` and
+``NOT_ALLOWED_SEND_TOPIC_SET``). The 4.9.8 broker checks no group name; its clients do
+(``org.apache.rocketmq.client.Validators.checkGroup``: blank, at most 255 characters, the same
+characters), and ``validate_group`` applies that check, with its messages, wherever this broker
+would persist a group name or store under it. A valid name is a single path component: neither
+``/``, ``.`` nor anything outside ASCII letters, digits and ``%|_-``.
+
+The checks take the whole name (``fullmatch``: ``"Evil\\n"`` is illegal) and return the remark, or
+None when the name is valid.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+VALID_CHARS = "^[%|a-zA-Z0-9_-]+$"  # TopicValidator.VALID_PATTERN_STR, as the remarks quote it
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
+TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
+GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
+RETRY_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
+DLQ_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+# TopicValidator.SYSTEM_TOPIC_SET (the broker adds its cluster and broker names, see ``system_topics``)
+SYSTEM_TOPICS = (
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+)  # fmt: skip
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"}
+)  # fmt: skip
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"  # MixAll.REPLY_TOPIC_POSTFIX
+_NOT_WHITESPACE = frozenset("\u00a0\u2007\u202f")  # non-breaking spaces: not Character.isWhitespace
+
+
+def _java_whitespace(ch: str) -> bool:
+    """``Character.isWhitespace``."""
+    if ch in "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f":
+        return True
+    return unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in _NOT_WHITESPACE
+
+
+def is_blank(text: str | None) -> bool:
+    """``UtilAll.isBlank``: None, empty, or whitespace only."""
+    return not text or all(_java_whitespace(ch) for ch in text)
+
+
+def _java_length(text: str) -> int:
+    """``String.length()``: UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def is_legal(name: str) -> bool:
+    """Not ``TopicValidator.isTopicOrGroupIllegal`` (an empty name is legal there, as in Java)."""
+    return not name or _VALID.fullmatch(name) is not None
+
+
+@functools.lru_cache(maxsize=4096)  # the same few topics are sent to over and over
+def validate_topic(topic: str | None) -> str | None:
+    """``TopicValidator.validateTopic`` (its answer is SYSTEM_ERROR with this remark)."""
+    if topic is None or is_blank(topic):
+        return "The specified topic is blank."
+    if not is_legal(topic):
+        return f"The specified topic contains illegal characters, allowing only {VALID_CHARS}"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def validate_group(group: str | None) -> str | None:
+    """``Validators.checkGroup`` of the 4.9.8 client, its messages as remarks."""
+    if group is None or is_blank(group):
+        return "the specified group is blank"
+    if _java_length(group) > GROUP_MAX_LENGTH:
+        return f"the specified group is longer than group max length {GROUP_MAX_LENGTH}."
+    if not is_legal(group):
+        return f"the specified group[{group}] contains illegal characters, allowing only {VALID_CHARS}"
+    return None
+
+
+def validate_subscription_topic(topic: str | None) -> str | None:
+    """``validate_topic`` for a topic a consumer subscribes to: its own ``%RETRY%<group>`` may be
+    as long as the prefix and a 255-character group (``validate_group``)."""
+    if topic is None or is_blank(topic):
+        return "The specified topic is blank."
+    if not is_legal(topic):
+        return f"The specified topic contains illegal characters, allowing only {VALID_CHARS}"
+    limit = len(RETRY_PREFIX) + GROUP_MAX_LENGTH if topic.startswith(RETRY_PREFIX) else TOPIC_MAX_LENGTH
+    if len(topic) > limit:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+def is_directory_name(name: str) -> bool:
+    """Whether ``name`` is one directory name of its own (what a consume queue's topic must be): not
+    empty, ``.`` or ``..``, no separator, no NUL. Weaker than the checks above, for names read back
+    from a store, which a 4.9.8 broker may have written without them."""
+    return name not in ("", ".", "..") and not any(ch in name for ch in ("/", "\\", "\0"))
+
+
+def is_system_topic(topic: str, extra: tuple[str, ...] = ()) -> bool:
+    """``TopicValidator.isSystemTopic``; ``extra``: the names a broker adds to the set at start."""
+    return topic in SYSTEM_TOPICS or topic in extra or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def broker_system_topics(cluster_name: str, broker_name: str) -> tuple[str, ...]:
+    """What ``TopicConfigManager``'s constructor adds to ``SYSTEM_TOPIC_SET``: the cluster name, the
+    broker name and ``<cluster>_REPLY_TOPIC``."""
+    return (cluster_name, broker_name, f"{cluster_name}_{REPLY_TOPIC_POSTFIX}")
