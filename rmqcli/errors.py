@@ -35,6 +35,19 @@ class CorruptDataError(RmqError):
         super().__init__(where + message)
 
 
+class UnsafeNameError(CorruptDataError):
+    """A name (a topic read from a CommitLog record, a request, an option) that cannot name a
+    directory inside the store: it would lead out of it, or the filesystem would refuse it."""
+
+    def __init__(self, name: str, reason: str, path: str | None = None, offset: int | None = None):
+        self.name = name
+        self.reason = reason
+        super().__init__(f"topic {name!r} cannot name a consume-queue directory: {reason}", path, offset)
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return type(self), (self.name, self.reason, self.path, self.offset)
+
+
 class NetworkError(RmqError):
     """An unreachable host, a broken connection, a timeout."""
 

@@ -47,6 +47,7 @@ def dump_cq(
     """
     from rmqcli.ops.dump import cq_unit_fields, queue_of_cq_file
     from rmqcli.store.consumequeue import read_cq_file
+    from rmqcli.store.naming import consume_queue_dir, topic_dir_problem
 
     renderer = Renderer(resolve_format(output, json_))
     if not path.exists():
@@ -59,8 +60,11 @@ def dump_cq(
     else:
         if topic is None or queue is None:
             raise UsageError("dump-cq on a store needs --topic and --queue")
+        problem = topic_dir_problem(topic)
+        if problem is not None:
+            raise UsageError(f"--topic {topic!r}: {problem}; no consume queue can have that name")
         store = open_store(path, config)
-        if not (store.consumequeue_dir / topic / str(queue)).is_dir():
+        if not consume_queue_dir(store.root, topic, queue).is_dir():
             raise NotFoundError(f"{path}: no consume queue {topic}:{queue}")
         cq = store.consume_queue(topic, queue)
         rows = (cq_unit_fields(u, topic, queue) for u in cq.units(from_offset or 0, count))

@@ -144,7 +144,14 @@ def stats(
     json_: JsonOpt = False,
 ) -> None:
     from rmqcli.cli.render import camel_dict, human_time
-    from rmqcli.cli.stats import FILE_COLUMNS, QUEUE_COLUMNS, TOPIC_COLUMNS
+    from rmqcli.cli.stats import (
+        FILE_COLUMNS,
+        QUEUE_COLUMNS,
+        TOPIC_COLUMNS,
+        UNSAFE_COLUMNS,
+        unsafe_section,
+        warn_unsafe,
+    )
     from rmqcli.pipeline.session import spark_session
     from rmqcli.pipeline.stats import pipeline_stats, write_parquet
     from rmqcli.pipeline.tasks import check_stores
@@ -168,8 +175,10 @@ def stats(
                     "tags": r.tags,
                     "properties": r.properties,
                     "sizes": r.sizes,
+                    "unsafeTopics": doc["unsafeTopics"],
                 }
             )
+            warn_unsafe(doc["unsafeTopics"], doc["store"])
         if parquet is not None:
             write_parquet(session, docs, parquet)
     fmt = resolve_format(output, json_)
@@ -184,6 +193,8 @@ def stats(
     def rows(name: str) -> list[dict[str, Any]]:
         return [{"store": d["store"]["store"], **row} for d in docs for row in d[name]]
 
+    unsafe = rows("unsafeTopics")
+    show_unsafe = bool(unsafe) or fmt is not OutputFormat.table
     renderer.sections(
         [
             Section(
@@ -209,6 +220,7 @@ def stats(
                 title="Properties",
             ),
             Section("files", "files", rows=rows("files"), columns=[store_col, *FILE_COLUMNS], title="Files"),
+            *([unsafe_section(unsafe, [store_col, *UNSAFE_COLUMNS])] if show_unsafe else []),
         ]
     )
 

@@ -17,6 +17,7 @@ from rmqcli.cli.render import (
     human_time,
     progress,
     resolve_format,
+    warn,
 )
 
 TOPIC_COLUMNS = [
@@ -39,6 +40,12 @@ QUEUE_COLUMNS = [
     Column("firstStoreTimestamp", "FirstStored", show=human_time),
     Column("lastStoreTimestamp", "LastStored", show=human_time),
 ]
+UNSAFE_COLUMNS = [
+    Column("topic", "Topic"),
+    Column("queues", "Queues", justify="right"),
+    Column("messages", "Messages", justify="right"),
+    Column("reason", "Reason", wrap=True),
+]
 FILE_COLUMNS = [
     Column("kind", "Kind"),
     Column("count", "Files", justify="right"),
@@ -55,6 +62,9 @@ def stats(
     """Store statistics: per topic and per queue the message count, queue offsets (in the CommitLog
     and in the consume queue), bytes and first/last store time; the CommitLog's min and max
     physical offsets; and the count and size of the store's files by kind.
+
+    Topics whose name cannot be a consume-queue directory (`..`, a `/`, a NUL, more than 255
+    bytes) are listed under "unsafeTopics" and warned about on stderr: no queue is written for them.
     """
     from rmqcli.ops.stats import store_stats
 
@@ -67,12 +77,31 @@ def stats(
     commitlog = dict(result["commitlog"])
     for name in ("firstStoreTimestamp", "lastStoreTimestamp"):
         commitlog[name + "Human"] = human_time(commitlog[name])
-    Renderer(resolve_format(output, json_)).sections(
-        [
-            Section("store", "store", item={"store": result["store"]}),
-            Section("commitlog", "commitlog", item=commitlog, title="CommitLog"),
-            Section("topics", "topic", rows=result["topics"], columns=TOPIC_COLUMNS, title="Topics"),
-            Section("queues", "queue", rows=result["queues"], columns=QUEUE_COLUMNS, title="Queues"),
-            Section("files", "files", rows=result["files"], columns=FILE_COLUMNS, title="Files"),
-        ]
-    )
+    fmt = resolve_format(output, json_)
+    warn_unsafe(result["unsafeTopics"])
+    sections = [
+        Section("store", "store", item={"store": result["store"]}),
+        Section("commitlog", "commitlog", item=commitlog, title="CommitLog"),
+        Section("topics", "topic", rows=result["topics"], columns=TOPIC_COLUMNS, title="Topics"),
+        Section("queues", "queue", rows=result["queues"], columns=QUEUE_COLUMNS, title="Queues"),
+        Section("files", "files", rows=result["files"], columns=FILE_COLUMNS, title="Files"),
+    ]
+    if result["unsafeTopics"] or fmt is not OutputFormat.table:
+        sections.append(unsafe_section(result["unsafeTopics"]))
+    Renderer(fmt).sections(sections)
+
+
+def unsafe_section(rows: list[dict], columns: list[Column] | None = None) -> Section:
+    """The topics that can have no consume queue (``rmqcli.ops.stats.UnsafeTopicStats``)."""
+    title = "Topics that cannot name a consume-queue directory (no queue is written)"
+    return Section("unsafeTopics", "unsafeTopic", rows=rows, columns=columns or UNSAFE_COLUMNS, title=title)
+
+
+def warn_unsafe(rows: list[dict], store: str | None = None) -> None:
+    """One warning line on stderr per topic of ``rows``."""
+    where = f"{store}: " if store else ""
+    for row in rows:
+        warn(
+            f"{where}{row['messages']} record(s) of topic {row['topic']!r} go to no consume queue: "
+            f"{row['reason']}"
+        )

@@ -11,7 +11,10 @@ Where the result can differ from the files a broker wrote, by design:
   a rebuild is reproducible (the entries and headers are the broker's);
 - a queue whose oldest records were deleted with their CommitLog files: the broker's first
   consume-queue file still holds units for them; a rebuild cannot, and writes the filler units
-  a broker writes for a queue that starts past its file's first unit (``fillPreBlank``).
+  a broker writes for a queue that starts past its file's first unit (``fillPreBlank``);
+- a record whose topic cannot name a directory under ``consumequeue/`` (``..``, a ``/``, ...): a
+  broker would write its queue outside the store; a rebuild writes none and notes the records
+  in the plan (``rmqcli.ops.unsafe_topics``).
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from pathlib import Path
 
 from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.errors import UsageError
+from rmqcli.ops import unsafe_topics
 from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.dispatch import Dispatcher
+from rmqcli.store.dispatch import Dispatcher, UnsafeTopic
 from rmqcli.store.fastdispatch import FastDispatcher, dispatch_commitlog
-from rmqcli.store.naming import index_file_name
+from rmqcli.store.naming import index_file_name, topic_dir, topic_dir_problem
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
@@ -49,6 +53,7 @@ class RebuildResult:
     index_entries: int = 0
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     replaced: list[str] = field(default_factory=list)  # store-relative dirs swapped in
+    unsafe: dict[str, UnsafeTopic] = field(default_factory=dict)  # topics whose records got no queue
 
     def to_dict(self) -> dict:
         return {
@@ -80,10 +85,7 @@ def stage_rebuild(
     ``from_offset``: keep units and index files below it and dispatch from there on.
     ``until``: dispatch only records that start before it (a CommitLog about to be cut there).
     """
-    if topic is not None and index:
-        raise UsageError("--topic rebuilds consume queues only (the index is shared by all topics); add --cq")
-    if not consume_queues and not index:
-        raise UsageError("nothing to rebuild: give --cq and/or --index")
+    check_options(consume_queues, index, topic)
     settings = store.effective_settings()
     staged = staging_dir(store.root, STAGING_NAME)
     start = store.commitlog.min_offset
@@ -106,8 +108,27 @@ def stage_rebuild(
         old.master_flushed_offset,
         old.confirm_phy_offset,
     )
-    plan_steps(store, result, consume_queues, index, topic)
+    finish_plan(store, result, consume_queues, index, topic)
     return result
+
+
+def check_options(consume_queues: bool, index: bool, topic: str | None) -> None:
+    """The option checks of a rebuild (``rmq rebuild``, ``rmq pipeline rebuild``)."""
+    if topic is not None and index:
+        raise UsageError("--topic rebuilds consume queues only (the index is shared by all topics); add --cq")
+    if not consume_queues and not index:
+        raise UsageError("nothing to rebuild: give --cq and/or --index")
+    problem = topic_dir_problem(topic) if topic is not None else None
+    if problem is not None:
+        raise UsageError(f"--topic {topic!r}: {problem}; no consume queue can have that name")
+
+
+def finish_plan(
+    store: Store, result: RebuildResult, consume_queues: bool, index: bool, topic: str | None
+) -> None:
+    """The plan's steps, and its notes on records that went to no queue."""
+    plan_steps(store, result, consume_queues, index, topic)
+    unsafe_topics.report(result.plan, store, result.unsafe)
 
 
 def _dispatch_in_bulk(
@@ -141,6 +162,7 @@ def _dispatch_in_bulk(
     result.units = dispatcher.units
     result.index_files = len(dispatcher.index_files)
     result.index_entries = dispatcher.index_entries
+    result.unsafe = dispatcher.unsafe
     return dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp
 
 
@@ -173,6 +195,7 @@ def _dispatch_each(
     result.units = sum(cq.max_offset - cq.min_logic_offset // CQ_UNIT_SIZE for cq in dispatcher.cqs.values())
     result.index_files = len(dispatcher.index.files)
     result.index_entries = sum(max(f.index_count - 1, 0) for f in dispatcher.index.files)
+    result.unsafe = dispatcher.unsafe
     dispatcher.close()
     return dispatcher.logics_msg_timestamp, dispatcher.index.completed_end_timestamp
 
@@ -210,8 +233,8 @@ def _seed_from_existing(
     """``--from``: keep what lies before ``from_offset`` and return where dispatch restarts."""
     start = from_offset
     if consume_queues:
-        source = store.consumequeue_dir / topic if topic else store.consumequeue_dir
-        target = staged / CONSUMEQUEUE_DIR / topic if topic else staged / CONSUMEQUEUE_DIR
+        source = topic_dir(store.root, topic) if topic else store.consumequeue_dir
+        target = topic_dir(staged, topic) if topic else staged / CONSUMEQUEUE_DIR
         if source.is_dir():
             shutil.copytree(source, target)
     if index and store.index_dir.is_dir():

@@ -18,7 +18,10 @@
 Where the broker leaves stale bytes after the new end of a file, ``rmq`` zeroes them (and backs
 them up first). Index files a recovery creates are named after the store time of the first
 record they index instead of the wall clock, so a recovery is reproducible. Config files the
-broker rewrites when it starts serving are not touched.
+broker rewrites when it starts serving are not touched. A record whose topic cannot name a
+directory under ``consumequeue/`` goes to no queue (a broker would write it outside the store);
+the records of such topics that recovery walks or dispatches are noted in the plan
+(``rmqcli.ops.unsafe_topics``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
+from rmqcli.ops import unsafe_topics
 from rmqcli.ops.rebuild import rebuild_namer
 from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
@@ -36,7 +40,7 @@ from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
-from rmqcli.store.dispatch import Dispatcher
+from rmqcli.store.dispatch import Dispatcher, UnsafeTopic, note_unsafe
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
@@ -64,6 +68,7 @@ class RecoverResult:
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     actions: list[tuple[str, str, int]] = field(default_factory=list)  # (action, plan path, size)
     fills: list[Fill] = field(default_factory=list)  # --salvage: regions replaced by tombstones
+    unsafe: dict[str, UnsafeTopic] = field(default_factory=dict)  # topics whose records got no queue
 
     def to_dict(self) -> dict:
         return {
@@ -247,7 +252,11 @@ def stage_recover(
         dispatcher.dispatch_record(rec)
         count[0] += 1
 
-    stop = walk(store, start, check, dispatch if abnormal and not fills else None, salvager, fills)
+    def note(rec: Record) -> None:  # a walk that does not dispatch still notes unsafe topics
+        if fmt.is_dispatched_to_queue(rec.sys_flag):
+            note_unsafe(dispatcher.unsafe, rec.topic, rec.physical_offset, [rec.queue_id])
+
+    stop = walk(store, start, check, dispatch if abnormal and not fills else note, salvager, fills)
     previous_end = store.commitlog.max_offset()
     end = stop.end
     _plan_commitlog(store, end, actions, notes, stop)
@@ -282,6 +291,7 @@ def stage_recover(
     result.checkpoint = checkpoint
     result.actions = actions
     result.fills = sorted(fills.values(), key=lambda f: f.position)
+    result.unsafe = dict(dispatcher.unsafe)
     for fill in result.fills:
         notes.append(
             f"--salvage: {fill.mf.name} at {fill.file_position}: {fill.reason}; a broker's recovery would "
@@ -293,6 +303,7 @@ def stage_recover(
             )
         )
     _plan_staged(store, result)
+    unsafe_topics.report(plan, store, result.unsafe)
     return result
 
 

@@ -201,6 +201,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     roots: list[Path] = field(default_factory=list)  # directories outside the store the steps may name
     backup: Path | None = None  # set once applied, where the change kept its backup
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # records left out (``ops.unsafe_topics``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -211,6 +212,7 @@ class Plan:
                 for s in self.steps
             ],
             "notes": list(self.notes),
+            "skipped": list(self.skipped),
             "bytesRemoved": sum(s.bytes_removed for s in self.steps),
         }
 

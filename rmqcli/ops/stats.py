@@ -1,4 +1,8 @@
-"""Store statistics from one header-only CommitLog scan plus the consume queues' own bounds."""
+"""Store statistics from one header-only CommitLog scan plus the consume queues' own bounds.
+
+Topics of the CommitLog that cannot name a consume-queue directory (``naming.topic_dir_problem``:
+``..``, a ``/``, ...) are listed in ``unsafe_topics``: no queue is ever written for them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmqcli.store import Store
+from rmqcli.store.naming import topic_dir_problem
 from rmqcli.store.store import (
     ABORT_FILE,
     CHECKPOINT_FILE,
@@ -69,12 +74,23 @@ class FileGroupStats:
 
 
 @dataclass
+class UnsafeTopicStats:
+    """A topic whose records go to no consume queue: its name cannot be a directory there."""
+
+    topic: str
+    reason: str
+    queues: int
+    messages: int
+
+
+@dataclass
 class StoreStats:
     store: str
     commitlog: CommitLogStats
     topics: list[TopicStats] = field(default_factory=list)
     queues: list[QueueStats] = field(default_factory=list)
     files: list[FileGroupStats] = field(default_factory=list)
+    unsafe_topics: list[UnsafeTopicStats] = field(default_factory=list)
 
 
 def earliest(a: int | None, b: int) -> int:
@@ -114,12 +130,18 @@ def finish_stats(store: Store, queues: dict[tuple[str, int], QueueStats]) -> Sto
         q.cq_min_offset = cq.min_offset(cl_min)
         q.cq_max_offset = cq.max_offset
     ordered = [queues[k] for k in sorted(queues)]
+    topics = topic_totals(ordered)
     return StoreStats(
         store=str(store.root),
         commitlog=CommitLogStats(len(cl.files), cl_min, cl.max_offset(), records, total_bytes, first, last),
-        topics=topic_totals(ordered),
+        topics=topics,
         queues=ordered,
         files=file_groups(store.root),
+        unsafe_topics=[
+            UnsafeTopicStats(t.topic, reason, t.queues, t.messages)
+            for t in topics
+            if (reason := topic_dir_problem(t.topic)) is not None
+        ],
     )
 
 

@@ -26,7 +26,7 @@ from rmqcli.store import headerscan, propscan
 from rmqcli.store.commitlog import RecordError, classify_tail, decode_record, resync
 from rmqcli.store.headerscan import HeaderBatch
 from rmqcli.store.mapped import MappedFile
-from rmqcli.store.naming import offset_to_name
+from rmqcli.store.naming import offset_to_name, topic_dir_problem
 
 _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
@@ -205,6 +205,7 @@ class CommitLogVerifier:
                 int(file_pos[i]),
                 "topic is not valid UTF-8 (the broker decodes it with replacement characters)",
             )
+        self._unsafe_topics(mf, batch, file_pos)
         local_ids = np.array([self.parts.topic_id(t) for t in batch.topics], dtype=np.int64)
         tags, key_rec, key_hash = self._properties(mf, batch, file_pos)
         offset = self.parts.count
@@ -224,6 +225,25 @@ class CommitLogVerifier:
         info.records += n
         if info.first_store_timestamp is None:
             info.first_store_timestamp = int(batch.store_timestamp[0])
+
+    def _unsafe_topics(self, mf: MappedFile, batch: HeaderBatch, file_pos: np.ndarray) -> None:
+        """Records a broker would dispatch to a queue whose directory its topic cannot name
+        (``naming.topic_dir_problem``): ``..``, a ``/``, a NUL... lead outside the store or fail."""
+        reasons = {i: topic_dir_problem(t) for i, t in enumerate(batch.topics)}
+        bad = [i for i, r in reasons.items() if r is not None]
+        if not bad:
+            return
+        tran = batch.sys_flag & fmt.TRANSACTION_MASK
+        queued = (tran == fmt.TransactionType.NOT_TYPE) | (tran == fmt.TransactionType.COMMIT)
+        for i in np.flatnonzero(queued & np.isin(batch.topic_index, bad)).tolist():
+            t = int(batch.topic_index[i])
+            self.p.error(
+                "unsafe-topic",
+                mf.path,
+                int(file_pos[i]),
+                f"topic {batch.topics[t]!r} cannot name a consume-queue directory: {reasons[t]}; the "
+                "record is in no consume queue (a broker would put its queue outside consumequeue/ or fail)",
+            )
 
     def _crc(self, mf: MappedFile, buf, batch: HeaderBatch, file_pos: np.ndarray) -> None:
         """``UtilAll.crc32`` of every non-empty body against BODYCRC (``checkCRCOnRecover``)."""

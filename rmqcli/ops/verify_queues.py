@@ -17,7 +17,7 @@ from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE, is_ex
 from rmqcli.ops.verify_commitlog import RecordTable
 from rmqcli.ops.verify_common import Collector
 from rmqcli.store.consumequeue import ConsumeQueue
-from rmqcli.store.naming import offset_to_name
+from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
 
 LMQ_PREFIX = "%LMQ%"
 _UNIT = np.dtype(CQ_UNIT_DTYPE)
@@ -274,11 +274,17 @@ def check_coverage(
     if not len(missing):
         return
     by_queue = {(q.topic, q.queue_id): q for q in queues}
-    topic_of = np.array([t.startswith(LMQ_PREFIX) for t in table.topics], dtype=bool)
-    missing = missing[~topic_of[table.topic_id[missing]]]
+    # LMQ queues are not the record's own; a topic that cannot name a directory has no queue
+    # (reported as unsafe-topic by the CommitLog scan)
+    no_queue = np.array(
+        [t.startswith(LMQ_PREFIX) or not is_safe_topic_dir(t) for t in table.topics], dtype=bool
+    )
+    missing = missing[~no_queue[table.topic_id[missing]]]
     if topic is not None and topic in table.topics:
         missing = missing[table.topic_id[missing] == table.topics.index(topic)]
     elif topic is not None:
+        return
+    if not len(missing):
         return
     key = table.topic_id[missing] * (1 << 32) + (table.queue_id[missing] & 0xFFFFFFFF)
     order = np.lexsort((table.queue_offset[missing], key))
@@ -293,7 +299,7 @@ def check_coverage(
         lo, hi = int(table.queue_offset[recs[0]]), int(table.queue_offset[recs[-1]])
         late = bool(np.all(table.position[recs] >= redispatch_from))
         severity = "warning" if late else "error"
-        qdir = root / "consumequeue" / t / str(qid)
+        qdir = consume_queue_dir(root, t, qid)
         q = by_queue.get((t, qid))
         what = (
             f"{len(recs)} record(s) of {t}:{qid} (queue offsets {lo}..{hi}, first at CommitLog "

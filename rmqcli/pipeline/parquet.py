@@ -4,8 +4,11 @@ A task turns its CommitLog file into rows and writes them to ``OUT/topic=<t>/sto
 file per partition directory and task, without the partition columns (they are in the path, as
 Spark writes them). Partition values are escaped as Spark's ``ExternalCatalogUtils.escapePathName``
 escapes them (``%XX`` for a few ASCII characters; other characters are kept), so Spark and pyarrow
-read the dataset back with the same topic names. All the work of a task happens in its Python
-worker (the JVM only schedules), which is what lets an export scale with the cores.
+read the dataset back with the same topic names. Beyond Spark, NUL is escaped too (``%00``, which
+both unescape), and a partition directory name longer than a file name may be is refused with an
+error naming the record: a directory name made from a topic never fails or leads elsewhere. All
+the work of a task happens in its Python worker (the JVM only schedules), which is what lets an
+export scale with the cores.
 
 A file is written under a hidden name (``.`` prefix: readers skip it) and renamed when complete;
 its final name depends only on the task and the partition, so a retried task replaces what an
@@ -19,11 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rmqcli.errors import CorruptDataError
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, arrow_schema
+from rmqcli.store.naming import NAME_MAX
 
 BATCH_ROWS = 4096
-# org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils.charToEscape (Unix)
-_ESCAPE = {chr(c) for c in range(0x01, 0x20)} | set("\"#%'*/:=?\\\x7f{[]^")
+# org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils.charToEscape (Unix), and NUL
+_ESCAPE = {chr(c) for c in range(0x00, 0x20)} | set("\"#%'*/:=?\\\x7f{[]^")
 SUCCESS = "_SUCCESS"
 
 
@@ -33,7 +38,19 @@ def escape_path_name(value: str) -> str:
 
 
 def partition_dir(row: dict[str, Any]) -> str:
-    return "/".join(f"{name}={escape_path_name(str(row[name]))}" for name in PARTITION_COLUMNS)
+    """``topic=<t>/storeDate=<d>`` of a row; ``CorruptDataError`` (naming the record) for a part
+    longer than a file name may be."""
+    parts = [f"{name}={escape_path_name(str(row[name]))}" for name in PARTITION_COLUMNS]
+    for part in parts:
+        size = len(part.encode("utf-8", "surrogatepass"))
+        if size > NAME_MAX:
+            raise CorruptDataError(
+                f"topic {row['topic']!r}: its partition directory name would be {size} bytes, more than "
+                f"a file name's {NAME_MAX}",
+                row.get("file"),
+                row.get("filePos"),
+            )
+    return "/".join(parts)
 
 
 def file_schema(body: ExportBody):  # type: ignore[no-untyped-def]

@@ -19,7 +19,6 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from rmqcli.errors import UsageError
 from rmqcli.ops import rebuild as ops
 from rmqcli.ops.safety import Plan, ensure_unlocked, finish_interrupted, remove_staging, staging_dir
 from rmqcli.pipeline.tasks import FileTask, file_tasks, open_store
@@ -47,12 +46,7 @@ def scan_task(task: FileTask):  # type: ignore[no-untyped-def]
             mf.close()
 
 
-def check_options(consume_queues: bool, index: bool, topic: str | None) -> None:
-    """The option checks of ``stage_rebuild``, before any Spark work."""
-    if topic is not None and index:
-        raise UsageError("--topic rebuilds consume queues only (the index is shared by all topics); add --cq")
-    if not consume_queues and not index:
-        raise UsageError("nothing to rebuild: give --cq and/or --index")
+check_options = ops.check_options  # the option checks of ``stage_rebuild``, before any Spark work
 
 
 def stage_from_scans(
@@ -94,6 +88,7 @@ def stage_from_scans(
     result.units = dispatcher.units
     result.index_files = len(dispatcher.index_files)
     result.index_entries = dispatcher.index_entries
+    result.unsafe = dispatcher.unsafe
     result.checkpoint = Checkpoint(
         old.physic_msg_timestamp,
         dispatcher.logics_msg_timestamp if consume_queues and topic is None else old.logics_msg_timestamp,
@@ -101,7 +96,7 @@ def stage_from_scans(
         old.master_flushed_offset,
         old.confirm_phy_offset,
     )
-    ops.plan_steps(store, result, consume_queues, index, topic)
+    ops.finish_plan(store, result, consume_queues, index, topic)
     return result
 
 

@@ -202,7 +202,7 @@ def pipeline_stats(
     return [finish(ref, [p for p in parts if p.store == ref.index], config) for ref in stores]
 
 
-PARQUET_SECTIONS = ("topics", "queues", "files", "tags", "properties", "sizes")
+PARQUET_SECTIONS = ("topics", "queues", "files", "tags", "properties", "sizes", "unsafeTopics")
 
 
 def write_parquet(session, docs: list[dict[str, Any]], out: str) -> None:  # type: ignore[no-untyped-def]

@@ -4,19 +4,69 @@
 (NOT and COMMIT transaction types only; the tags code of a delay record is its delivery time)
 then ``CommitLogDispatcherBuildIndex`` (every type but ROLLBACK; UNIQ_KEY then each KEYS token).
 Used by the store writer (right after each append) and by offline rebuild and recovery.
+
+A record whose topic cannot name a directory under ``consumequeue/`` (``naming.topic_dir_problem``:
+``..``, a ``/``, a NUL, ...) goes to no consume queue: a broker would create its queue outside the
+store or fail. It is indexed as any other (the index holds no name as a path) and counted in
+``unsafe``, per topic, for the caller to report.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import commitlog as fmt
 from rmqcli.store.commitlog import Record
+from rmqcli.store.naming import CONSUMEQUEUE_DIR, consume_queue_dir, topic_dir_problem
 from rmqcli.store.settings import StoreSettings
-from rmqcli.store.store import CONSUMEQUEUE_DIR, INDEX_DIR
+from rmqcli.store.store import INDEX_DIR
 from rmqcli.store.writer_cq import ConsumeQueueWriter
 from rmqcli.store.writer_index import IndexNamer, IndexWriter
 from rmqcli.store.writer_messages import INDEXED_TRANSACTION_TYPES, QUEUED_TRANSACTION_TYPES
+
+
+@dataclass
+class UnsafeTopic:
+    """The records of one topic that went to no consume queue: its name cannot be a directory there."""
+
+    topic: str
+    reason: str  # ``naming.topic_dir_problem``
+    records: int = 0
+    first_offset: int = -1  # CommitLog offset of the first such record
+    last_offset: int = -1  # ... and of the last one
+    queue_ids: set[int] = field(default_factory=set)
+
+    def add(self, first: int, last: int, count: int, queue_ids: list[int]) -> None:
+        """``count`` records from CommitLog offset ``first`` to ``last``; records dispatched again
+        (at or before the last one counted, as a recovery's reput may) are not counted twice."""
+        if last <= self.last_offset:
+            return
+        if self.records == 0:
+            self.first_offset = first
+        self.records += count
+        self.last_offset = last
+        self.queue_ids.update(queue_ids)
+
+
+def note_unsafe(
+    unsafe: dict[str, UnsafeTopic],
+    topic: str,
+    first: int,
+    queue_ids: list[int],
+    count: int = 1,
+    last: int = -1,
+) -> bool:
+    """Count ``count`` records of ``topic`` (CommitLog offsets ``first`` .. ``last``, in order) when
+    the topic cannot name a queue directory; returns whether it cannot."""
+    entry = unsafe.get(topic)
+    if entry is None:
+        reason = topic_dir_problem(topic)
+        if reason is None:
+            return False
+        entry = unsafe[topic] = UnsafeTopic(topic, reason)
+    entry.add(first, max(first, last), count, queue_ids)
+    return True
 
 
 class Dispatcher:
@@ -39,6 +89,7 @@ class Dispatcher:
         self.build_index = index and settings.message_index_enable
         self.topic = topic
         self.cqs: dict[tuple[str, int], ConsumeQueueWriter] = {}
+        self.unsafe: dict[str, UnsafeTopic] = {}  # topics whose records went to no queue
         self.index = IndexWriter(
             self.root / INDEX_DIR, settings.max_hash_slot_num, settings.max_index_num, index_namer
         )
@@ -48,7 +99,7 @@ class Dispatcher:
         key = (topic, queue_id)
         cq = self.cqs.get(key)
         if cq is None:
-            directory = self.root / CONSUMEQUEUE_DIR / topic / str(queue_id)
+            directory = consume_queue_dir(self.root, topic, queue_id)  # UnsafeNameError
             cq = self.cqs[key] = ConsumeQueueWriter(directory, self.settings.mapped_file_size_consume_queue)
         return cq
 
@@ -77,15 +128,20 @@ class Dispatcher:
         store_ts: int,
         props: dict[str, str],
     ) -> bool:
-        """Dispatch one record; True when its type puts it in a consume queue."""
+        """Dispatch one record; True when it went to a consume queue (its type puts it in one and
+        its topic can name one)."""
         if self.topic is not None and topic != self.topic:
             return False
         tran = sys_flag & fmt.TRANSACTION_MASK
         queued = tran in QUEUED_TRANSACTION_TYPES
         if queued and self.build_queues:
-            tags = fmt.dispatch_tags_code(topic, props, store_ts, self.delay_millis)
-            self.queue(topic, queue_id).put(physical, size, tags, queue_offset)
-            self.logics_msg_timestamp = store_ts
+            cq = self.cqs.get((topic, queue_id))
+            if cq is None and note_unsafe(self.unsafe, topic, physical, [queue_id]):
+                queued = False
+            else:
+                tags = fmt.dispatch_tags_code(topic, props, store_ts, self.delay_millis)
+                (cq or self.queue(topic, queue_id)).put(physical, size, tags, queue_offset)
+                self.logics_msg_timestamp = store_ts
         if self.build_index and tran in INDEXED_TRANSACTION_TYPES:
             self.index.build_index(
                 topic,

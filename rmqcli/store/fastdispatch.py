@@ -16,6 +16,9 @@ the same bytes from the arrays of a ``propscan.Scan``:
   so the first entry of a later file is time-diffed against that seed (``IndexFile.putKey``).
   Slot chains link each entry to the previous one of its slot in the same file.
 
+Records whose topic cannot name a consume-queue directory (``naming.topic_dir_problem``) are
+dropped from the queue rows before grouping and counted in ``unsafe``, as ``Dispatcher`` does.
+
 Each file is written with ``pwrite`` from numpy buffers into a sparse file of its full size.
 """
 
@@ -34,9 +37,10 @@ from formats.derive import field_offsets, flat_fields
 from rmqcli.errors import CorruptDataError
 from rmqcli.store import propscan
 from rmqcli.store.commitlog import CommitLog
-from rmqcli.store.naming import offset_to_name
+from rmqcli.store.dispatch import UnsafeTopic, note_unsafe
+from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
 from rmqcli.store.settings import StoreSettings
-from rmqcli.store.store import CONSUMEQUEUE_DIR, INDEX_DIR
+from rmqcli.store.store import INDEX_DIR
 from rmqcli.store.writer_cq import cq_file_size
 from rmqcli.store.writer_index import IndexNamer
 from rmqcli.store.writer_messages import INDEXED_TRANSACTION_TYPES, QUEUED_TRANSACTION_TYPES
@@ -263,6 +267,7 @@ class FastDispatcher:
     index_files: list[str] = field(default_factory=list)
     index_entries: int = 0
     records: int = 0
+    unsafe: dict[str, UnsafeTopic] = field(default_factory=dict)  # topics whose records went to no queue
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -296,12 +301,32 @@ class FastDispatcher:
         if self.consume_queues:
             queued = _keep(rows, np.isin(tran, list(QUEUED_TRANSACTION_TYPES)))
             if len(queued):
+                queued = self._drop_unsafe(scan, queued)
+            if len(queued):
                 self._queue_units(scan, queued)
         if self.build_index:
             indexed = _keep(rows, np.isin(tran, list(INDEXED_TRANSACTION_TYPES)))
             if len(indexed):
                 self._index_keys(scan, indexed)
         return count
+
+    def _drop_unsafe(self, scan: propscan.Scan, rows: np.ndarray) -> np.ndarray:
+        """``rows`` without the records whose topic cannot name a queue directory (counted)."""
+        h = scan.headers
+        bad = [i for i, t in enumerate(h.topics) if not is_safe_topic_dir(t)]
+        if not bad:
+            return rows
+        topic_index = h.topic_index[rows]
+        drop = np.isin(topic_index, bad)
+        if not drop.any():
+            return rows
+        for t in bad:
+            hit = rows[topic_index == t]
+            if len(hit):
+                at = scan.physical[hit]
+                queue_ids = np.unique(h.queue_id[hit]).tolist()
+                note_unsafe(self.unsafe, h.topics[t], int(at[0]), queue_ids, len(hit), int(at[-1]))
+        return rows[~drop]
 
     def _queue_units(self, scan: propscan.Scan, rows: np.ndarray) -> None:
         h = scan.headers
@@ -332,7 +357,7 @@ class FastDispatcher:
             key = (h.topics[int(topic_index[idx[0]])], int(queue_id[idx[0]]))
             q = self.queues.get(key)
             if q is None:
-                directory = self.root / CONSUMEQUEUE_DIR / key[0] / str(key[1])
+                directory = consume_queue_dir(self.root, *key)  # topics checked by _drop_unsafe
                 q = self.queues[key] = _Queue(directory, self.cq_size)
             q.put(physical[idx], size[idx], codes[idx], queue_offset[idx])
 

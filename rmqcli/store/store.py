@@ -15,10 +15,10 @@ from rmqcli.store.commitlog import CommitLog
 from rmqcli.store.consumequeue import ConsumeQueue
 from rmqcli.store.index import IndexService
 from rmqcli.store.mapped import MappedFileQueue
+from rmqcli.store.naming import CONSUMEQUEUE_DIR, consume_queue_dir, is_safe_topic_dir, topic_dir
 from rmqcli.store.settings import StoreSettings, load_broker_conf
 
 COMMITLOG_DIR = "commitlog"
-CONSUMEQUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
 CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
@@ -100,10 +100,16 @@ class Store:
         return sorted(p.name for p in self.consumequeue_dir.iterdir() if p.is_dir())
 
     def queue_ids(self, topic: str | None = None) -> list[tuple[str, int]]:
-        """(topic, queueId) of every consume-queue directory; non-numeric queue dirs are ignored."""
+        """(topic, queueId) of every consume-queue directory; non-numeric queue dirs are ignored.
+
+        A ``topic`` that cannot name a directory in ``consumequeue/`` (``naming.topic_dir_problem``)
+        has no queue there: none is looked for outside it.
+        """
         result = []
+        if topic and not is_safe_topic_dir(topic):
+            return []
         for t in [topic] if topic else self.topics():
-            tdir = self.consumequeue_dir / t
+            tdir = topic_dir(self.root, t)
             if not tdir.is_dir():
                 continue
             for q in tdir.iterdir():
@@ -115,7 +121,7 @@ class Store:
         key = (topic, queue_id)
         cache = self.__dict__.setdefault("_cqs", {})
         if key not in cache:
-            directory = self.consumequeue_dir / topic / str(queue_id)
+            directory = consume_queue_dir(self.root, topic, queue_id)  # UnsafeNameError
             size = self._explicit_size("mapped_file_size_consume_queue")
             cache[key] = ConsumeQueue(topic, queue_id, directory, size)
         return cache[key]
