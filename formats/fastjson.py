@@ -13,6 +13,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+MAX_DEPTH = 64
+"""Deepest nesting of objects and arrays that ``loads`` returns (rmq's own limit): the code that
+walks a parsed value (``dumps``, the beans) recurses once per level, as does the dialect parser."""
+
 
 class ObjectKey(tuple):
     """A map key that is itself a JSON object (e.g. a ``MessageQueue``); hashable, ordered."""
@@ -44,19 +48,68 @@ def parse_int(token: str) -> int | str:
     return int(token)
 
 
+class NestingError(ValueError):
+    """JSON nested deeper than the limit."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"nested more than {limit} levels deep")
+        self.limit = limit
+
+
+def value_depth(value: Any, limit: int | None = None) -> int:
+    """How deeply dicts, lists and tuples nest in a parsed value (a scalar is 0, ``[[]]`` is 2),
+    level by level without recursion; stops at ``limit + 1`` when given."""
+    depth = 0
+    level = [value] if type(value) in _CONTAINERS else []
+    while level:
+        depth += 1
+        if limit is not None and depth > limit:
+            return depth
+        below: list[Any] = []
+        for item in level:
+            kind = type(item)
+            if kind is dict:
+                below += [v for v in item.values() if type(v) in _CONTAINERS]
+                below += [k for k in item if type(k) in _CONTAINERS]  # the dialect's object keys
+            elif kind is ObjectKey:
+                below += [v for _, v in item if type(v) in _CONTAINERS]
+            else:
+                below += [v for v in item if type(v) in _CONTAINERS]
+        level = below
+    return depth
+
+
+def check_depth(value: Any, text: str | bytes, limit: int = MAX_DEPTH) -> None:
+    """Raise ``NestingError`` when ``value``, parsed from ``text``, nests deeper than ``limit``;
+    text with at most ``limit`` opening brackets cannot, and is passed after two counts."""
+    if isinstance(text, str):
+        opened = text.count("{") + text.count("[")
+    else:
+        opened = text.count(b"{") + text.count(b"[")
+    if opened > limit and value_depth(value, limit) > limit:
+        raise NestingError(limit)
+
+
 _BARE = re.compile(r"[A-Za-z_$][\w$]*")
 _decoder = json.JSONDecoder()
 
 
-def loads(text: str | bytes) -> Any:
-    """Parse strict JSON or fastjson's dialect."""
+def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse strict JSON or fastjson's dialect. Text nested deeper than ``max_depth`` raises
+    ``NestingError`` (a ``ValueError``): json's C parser stops near the recursion limit (its own
+    guard), what it returns is measured without recursion, and the dialect parser counts levels."""
     if isinstance(text, bytes | bytearray | memoryview):
         text = bytes(text).decode("utf-8")
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError:
         pass
-    parser = _Parser(text)
+    except RecursionError:
+        raise NestingError(max_depth) from None
+    else:
+        check_depth(value, text, max_depth)
+        return value
+    parser = _Parser(text, max_depth)
     value = parser.value()
     parser.skip_ws()
     if parser.pos != len(text):
@@ -64,10 +117,21 @@ def loads(text: str | bytes) -> Any:
     return value
 
 
+_CONTAINERS = frozenset((dict, list, tuple, ObjectKey))
+
+
 class _Parser:
-    def __init__(self, text: str):
+    def __init__(self, text: str, max_depth: int = MAX_DEPTH):
         self.text = text
         self.pos = 0
+        self.max_depth = max_depth
+        self.depth = 0  # objects and arrays open
+
+    def enter(self, ch: str) -> None:
+        self.expect(ch)
+        self.depth += 1
+        if self.depth > self.max_depth:
+            raise NestingError(self.max_depth)
 
     def skip_ws(self) -> None:
         self.pos = _WS.match(self.text, self.pos).end()
@@ -116,36 +180,45 @@ class _Parser:
         return self.value()
 
     def object(self) -> dict[Any, Any]:
-        self.expect("{")
+        self.enter("{")
         result: dict[Any, Any] = {}
         if self.peek() == "}":
             self.pos += 1
+            self.depth -= 1
             return result
         while True:
+            start = self.pos
             key = self.key()
             self.expect(":")
-            result[key] = self.value()
+            try:
+                result[key] = self.value()
+            except TypeError:  # an object or array key holding objects or arrays
+                raise FastjsonDecodeError("a map key nests an object or array", start) from None
             ch = self.peek()
             self.pos += 1
             if ch == "}":
+                self.depth -= 1
                 return result
             if ch != ",":
                 raise FastjsonDecodeError("expected ',' or '}'", self.pos - 1)
             if self.peek() == "}":  # tolerate a trailing comma
                 self.pos += 1
+                self.depth -= 1
                 return result
 
     def array(self) -> list[Any]:
-        self.expect("[")
+        self.enter("[")
         result: list[Any] = []
         if self.peek() == "]":
             self.pos += 1
+            self.depth -= 1
             return result
         while True:
             result.append(self.value())
             ch = self.peek()
             self.pos += 1
             if ch == "]":
+                self.depth -= 1
                 return result
             if ch != ",":
                 raise FastjsonDecodeError("expected ',' or ']'", self.pos - 1)

@@ -219,7 +219,10 @@ def _json_language(value: Any) -> int:
             return _LANGUAGE_BY_NAME[value]
         except KeyError:
             if value.strip().lstrip("-").isdigit():
-                return _json_language(int(value))
+                try:
+                    return _json_language(int(value))  # an ordinal as text
+                except ValueError:  # digits int() does not read ("²") or too many of them
+                    pass
             return LanguageCode.OTHER
     if isinstance(value, int) and not isinstance(value, bool):
         try:
@@ -263,6 +266,12 @@ def _orjson_object(raw: bytes) -> dict[str, Any] | None:
     return obj
 
 
+MAX_HEADER_DEPTH = fastjson.MAX_DEPTH
+"""A JSON header nested deeper than this (the header object is level 1) is refused (rmq's own
+limit): its values are written back as text by recursive code (``ext_value``)."""
+_TOO_DEEP = f"JSON header nested more than {MAX_HEADER_DEPTH} levels deep"
+
+
 def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     """The fields of a JSON header; lenient like fastjson (A.3: C++, ali-ons and Java forms)."""
     raw = bytes(data)
@@ -274,11 +283,18 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError):
         standard = False
         try:
-            obj = fastjson.loads(raw)
+            obj = fastjson.loads(raw, max_depth=MAX_HEADER_DEPTH)
+        except fastjson.NestingError:
+            raise ProtocolError(_TOO_DEEP) from None
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise ProtocolError(f"JSON header does not parse: {exc}") from None
-    except RecursionError:
-        raise ProtocolError("JSON header nests too deeply") from None
+    except RecursionError:  # json's own guard, far below a stack overflow
+        raise ProtocolError(_TOO_DEEP) from None
+    if standard:
+        try:
+            fastjson.check_depth(obj, raw, MAX_HEADER_DEPTH)  # two counts for a usual header
+        except fastjson.NestingError:
+            raise ProtocolError(_TOO_DEEP) from None
     if not isinstance(obj, dict):
         raise ProtocolError("JSON header is not an object")
     ext_raw = obj.get("extFields")
@@ -290,9 +306,9 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
             if type(value) is str and type(key) is str:  # the common case
                 ext[key] = value
             elif value is not None:
-                ext[str(key) if not isinstance(key, fastjson.ObjectKey) else fastjson.dumps(key)] = ext_value(
-                    value
-                )
+                # the dialect's keys as text, as a Map<String, String> gets them: JSON for an object
+                name = ext_value(key.as_dict() if isinstance(key, fastjson.ObjectKey) else key)
+                ext[name] = ext_value(value)
     elif ext_raw is not None:
         raise ProtocolError("JSON header: extFields is not an object")
     remark = obj.get("remark")
@@ -462,8 +478,13 @@ class FrameDecoder:
 
     @property
     def pending(self) -> int:
-        """Bytes received that do not yet form a whole frame."""
+        """Bytes received that do not yet form a whole frame (only those: nothing is allocated
+        for the rest of a frame before its bytes arrive)."""
         return len(self._buffer)
+
+    def clear(self) -> None:
+        """Forget a partly received frame and free its buffer."""
+        self._buffer = bytearray()
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         buffer = self._buffer
