@@ -11,6 +11,15 @@ Back-pressure: the write buffer has a high-water mark; above it the connection s
 frames it has and stops reading from its socket, so a client that does not read its answers cannot
 make the server buffer without limit (one answer larger than the hard cap drops it). Connections
 idle for ``idle_seconds`` are closed (``serverChannelMaxIdleTimeSeconds``).
+
+Limits shared by the servers of one process (``ServerLimits``, rmq's own; RocketMQ has none):
+the bytes held in partly received frames (256 MiB) and the open connections (10,000). A connection
+whose partial frame would take the total over its budget is dropped: pausing it would hold its bytes
+and, with every holder paused, no frame could complete; dropped, its memory is freed at once and a
+RocketMQ client reconnects and resends. A connection beyond the cap is closed as it is accepted.
+Each limit logs one line when it is hit, then at most one a minute. Lines about a client's bad
+requests (undecodable frames, failing handlers) are limited to ``BAD_REQUEST_LINES`` a minute per
+connection and ``SERVER_BAD_REQUEST_LINES`` a minute in all; the last one admitted says so.
 """
 
 from __future__ import annotations
@@ -39,6 +48,11 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_HARD_CAP = 64 * 1024 * 1024
 IDLE_SECONDS = 120.0
 MAX_INFLIGHT = 4096  # requests being answered asynchronously (held pulls) per connection
+MAX_PENDING_FRAME_BYTES = 256 * 1024 * 1024  # all connections' partly received frames
+MAX_CONNECTIONS = 10_000
+LOG_WINDOW = 60.0  # seconds
+BAD_REQUEST_LINES = 10  # per connection and window
+SERVER_BAD_REQUEST_LINES = 100  # all connections, per window
 
 _opaques = itertools.count(1)
 
@@ -55,6 +69,55 @@ def not_supported(request: RemotingCommand) -> RemotingCommand:
     )
 
 
+class LogLimiter:
+    """At most ``lines`` log lines per ``window`` seconds; the lines held back are counted."""
+
+    __slots__ = ("lines", "window", "what", "_start", "_used", "held")
+
+    def __init__(self, lines: int, what: str, window: float = LOG_WINDOW):
+        self.lines = lines
+        self.window = window
+        self.what = what  # "about this client": names the lines held back
+        self._start = -window
+        self._used = 0
+        self.held = 0
+
+    def admit(self) -> str | None:
+        """``None`` to hold a line back; else a suffix for it: empty, how many lines were held
+        back before it, or, on the window's last line, that the next ones will be."""
+        now = time.monotonic()
+        suffix = ""
+        if now - self._start >= self.window:
+            if self.held:
+                suffix = f" ({self.held} more lines {self.what} were held back)"
+            self._start, self._used, self.held = now, 0, 0
+        if self._used >= self.lines:
+            self.held += 1
+            return None
+        self._used += 1
+        if self._used == self.lines:
+            suffix += f"; further lines {self.what} held back for {self.window:.0f} s"
+        return suffix
+
+
+class ServerLimits:
+    """The budget of partly received frames and the connection cap, shared by a process's servers."""
+
+    def __init__(
+        self,
+        max_pending_bytes: int = MAX_PENDING_FRAME_BYTES,
+        max_connections: int = MAX_CONNECTIONS,
+        bad_request_lines: int = SERVER_BAD_REQUEST_LINES,
+    ):
+        self.max_pending_bytes = max_pending_bytes
+        self.max_connections = max_connections
+        self.pending_bytes = 0  # held in the decoders of all connections
+        self.connections = 0  # open, counted ones
+        self.budget_log = LogLimiter(1, "about the budget of partly received frames")
+        self.cap_log = LogLimiter(1, "about refused connections")
+        self.bad_requests = LogLimiter(bad_request_lines, "about bad requests")
+
+
 class Connection(asyncio.Protocol):
     """One client socket of a ``Server``."""
 
@@ -69,6 +132,9 @@ class Connection(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}  # per-connection state of the processors (client ids)
         self.backlog: deque[bytes] = deque()  # frames received, not yet handled (back-pressure)
         self.paused = False
+        self.held = 0  # bytes of a partial frame counted in the server's budget
+        self.counted = False  # counted in the server's open connections
+        self.log_limit = LogLimiter(BAD_REQUEST_LINES, "about this client")
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -78,17 +144,77 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
+        limits = self.server.limits
+        if limits.connections >= limits.max_connections:
+            suffix = limits.cap_log.admit()
+            if suffix is not None:
+                log.warning(
+                    "%s: refused a connection from %s: %d connections are open, the limit "
+                    "(--max-connections, rmqMaxConnections)%s",
+                    self.server.name,
+                    self.address,
+                    limits.connections,
+                    suffix,
+                )
+            self.abort()
+            return
+        limits.connections += 1
+        self.counted = True
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        decoder = self.decoder
         try:
-            self.backlog.extend(self.decoder.feed(data))
+            frames = decoder.feed(data)
         except ProtocolError as exc:
-            log.warning("%s: %s; closing", self.address, exc)
+            self.log_bad(logging.WARNING, "%s; closing", exc)
             self.abort()
             return
+        if decoder.pending != self.held and not self._hold_pending():
+            return
+        self.backlog.extend(frames)
         self._drain()
+
+    def _hold_pending(self) -> bool:
+        """Count this connection's partial frame in the server's budget; False when that takes
+        the budget over its limit and the connection was dropped for it."""
+        limits = self.server.limits
+        pending = self.decoder.pending
+        grew = pending > self.held
+        limits.pending_bytes += pending - self.held
+        self.held = pending
+        if not grew or limits.pending_bytes <= limits.max_pending_bytes:
+            return True
+        suffix = limits.budget_log.admit()
+        if suffix is not None:
+            log.warning(
+                "%s: dropped %s: partly received frames would hold %d bytes, more than the budget of "
+                "%d (--max-buffered-bytes, rmqMaxPendingFrameBytes)%s",
+                self.server.name,
+                self.address,
+                limits.pending_bytes,
+                limits.max_pending_bytes,
+                suffix,
+            )
+        self.abort()
+        return False
+
+    def _release_pending(self) -> None:
+        self.decoder.clear()
+        self.server.limits.pending_bytes -= self.held
+        self.held = 0
+
+    def log_bad(self, level: int, message: str, *args: Any, exc_info: Any = None) -> None:
+        """A line about a bad request of this client, within the per-connection and the server's
+        rates (see the module's docstring); ``message`` is prefixed with the client's address."""
+        suffix = self.log_limit.admit()
+        if suffix is None:
+            return
+        shared = self.server.limits.bad_requests.admit()
+        if shared is None:
+            return
+        log.log(level, "%s: " + message + "%s", self.address, *args, suffix + shared, exc_info=exc_info)
 
     def _drain(self) -> None:
         """Handle the frames received, stopping while the write buffer is above its high-water mark.
@@ -114,13 +240,17 @@ class Connection(asyncio.Protocol):
                 try:
                     command = decode(frame)
                 except ProtocolError as exc:
-                    log.warning("%s: undecodable frame (%s); closing", self.address, exc)
+                    self.log_bad(logging.WARNING, "undecodable frame (%s); closing", exc)
                     self.abort()
                     return
                 if command.flag & FLAG_RESPONSE:
                     self.server.on_response(command, self)
                     continue
                 self._handle(command)
+        except Exception as exc:  # a bug met by a frame: one line for it, not asyncio's fatal error
+            trace = _traceback(exc)
+            self.log_bad(logging.ERROR, "a frame failed (%s); closing", _summary(exc), exc_info=trace)
+            self.abort()
         finally:
             if settle is not None:
                 settle()
@@ -139,6 +269,10 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.backlog.clear()
+        self._release_pending()
+        if self.counted:
+            self.counted = False
+            self.server.limits.connections -= 1
         self.server.connections.discard(self)
         for task in list(self.tasks):
             task.cancel()
@@ -153,7 +287,7 @@ class Connection(asyncio.Protocol):
         try:
             reply = self.server.dispatch(request, self)
         except Exception as exc:
-            self.reply(request, _error_response(request, exc))
+            self.reply(request, self._error_response(request, exc))
             return
         if reply is None or type(reply) is RemotingCommand:  # the usual, synchronous answer
             self.reply(request, reply)
@@ -179,8 +313,24 @@ class Connection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            reply = _error_response(request, exc)
+            reply = self._error_response(request, exc)
         self.reply(request, reply)
+
+    def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        """``SYSTEM_ERROR`` with the exception's summary (``RemotingHelper.exceptionSimpleDesc``);
+        an unexpected exception is logged, within this client's rate."""
+        if isinstance(exc, HeaderError | BodyError):
+            remark = str(exc)
+        else:
+            self.log_bad(
+                logging.ERROR,
+                "processing %s failed (%s)",
+                request.describe(),
+                _summary(exc),
+                exc_info=_traceback(exc),
+            )
+            remark = f"{type(exc).__name__}: {exc}"
+        return request.response(ResponseCode.SYSTEM_ERROR, remark)
 
     def reply(self, request: RemotingCommand, response: Reply) -> None:
         """Write ``response`` unless the request was oneway (A.6) or there is nothing to say."""
@@ -234,6 +384,8 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.abort()
         self.closed = True
+        self.backlog.clear()
+        self._release_pending()  # at once: connection_lost comes a loop turn later
 
 
 def close_awaitable(value: Any) -> None:
@@ -241,14 +393,14 @@ def close_awaitable(value: Any) -> None:
         value.close()
 
 
-def _error_response(request: RemotingCommand, exc: Exception) -> RemotingCommand:
-    """``SYSTEM_ERROR`` with the exception's summary (``RemotingHelper.exceptionSimpleDesc``)."""
-    if isinstance(exc, HeaderError | BodyError):
-        remark = str(exc)
-    else:
-        log.exception("processing %s failed", request.describe())
-        remark = f"{type(exc).__name__}: {exc}"
-    return request.response(ResponseCode.SYSTEM_ERROR, remark)
+def _summary(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _traceback(exc: BaseException) -> BaseException | None:
+    """The traceback a log line carries for ``exc``: none for a ``RecursionError`` (a thousand
+    frames, one line each)."""
+    return None if isinstance(exc, RecursionError) else exc
 
 
 class Server:
@@ -263,8 +415,12 @@ class Server:
         write_high_water: int = WRITE_HIGH_WATER,
         write_hard_cap: int = WRITE_HARD_CAP,
         idle_seconds: float = IDLE_SECONDS,
+        limits: ServerLimits | None = None,
     ):
+        """``limits``: shared with the process's other servers (``rmq serve`` passes one); by
+        default, the defaults for this server alone."""
         self.name = name
+        self.limits = limits if limits is not None else ServerLimits()
         self.dispatch = dispatch
         self.max_frame_length = max_frame_length
         self.write_high_water = write_high_water

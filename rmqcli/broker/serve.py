@@ -5,19 +5,26 @@ a live process holds; finish or roll back an interrupted ``rmq`` change; run the
 (``rmqcli.ops.recover``: abnormal when ``abort`` exists) and apply it; open a ``StoreWriter`` (it
 takes the lock and creates ``abort``); listen; register with the name servers. SIGTERM/SIGINT stop
 it cleanly: unregister, flush, persist the config files, remove ``abort``, release the lock.
+
+The NameServer and the Broker share one ``ServerLimits`` (``rmqcli.broker.connection``): the bytes
+of partly received frames and the open connections, set by ``--max-buffered-bytes`` and
+``--max-connections`` or by broker.conf's ``rmqMaxPendingFrameBytes`` and ``rmqMaxConnections``
+(rmq's own keys; a RocketMQ broker ignores them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import signal
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rmqcli.broker.config import BrokerConfig
-from rmqcli.broker.connection import Server
+from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.namesrv import NameServer
 from rmqcli.errors import UsageError
@@ -46,6 +53,90 @@ class ServeOptions:
     namesrv_port: int = 9876
     run_namesrv: bool = True
     namesrv_addrs: tuple[str, ...] = ()
+    max_pending_bytes: int = MAX_PENDING_FRAME_BYTES
+    max_connections: int = MAX_CONNECTIONS
+
+
+PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
+CONNECTIONS_KEY = "rmqMaxConnections"
+
+
+def serve_limits(
+    props: Mapping[str, str], max_pending_bytes: int | None, max_connections: int | None
+) -> tuple[int, int]:
+    """The frame budget and the connection cap: the flags, else broker.conf's keys, else the
+    defaults (256 MiB, 10,000). Each must be a positive integer."""
+    chosen = []
+    for flag, key, value, default in (
+        ("--max-buffered-bytes", PENDING_BYTES_KEY, max_pending_bytes, MAX_PENDING_FRAME_BYTES),
+        ("--max-connections", CONNECTIONS_KEY, max_connections, MAX_CONNECTIONS),
+    ):
+        where = flag
+        if value is None and key in props:
+            where = f"broker.conf: {key}"
+            try:
+                value = int(props[key].strip())
+            except ValueError:
+                raise UsageError(f"{where}={props[key]!r} is not a number") from None
+        if value is None:
+            value = default
+        if value <= 0:
+            raise UsageError(f"{where}: must be above 0, not {value}")
+        chosen.append(value)
+    return chosen[0], chosen[1]
+
+
+def acl_enabled(config: BrokerConfig, props: Mapping[str, str]) -> bool:
+    """``aclEnable`` of broker.conf (``BrokerConfig.aclEnable``, default false)."""
+    value = getattr(config, "acl_enable", None)
+    if value is not None:
+        return bool(value)
+    return props.get("aclEnable", "false").strip().lower() == "true"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` reaches only this machine (every address it names is loopback)."""
+    host = host.strip().strip("[]")
+    if host in ("", "0.0.0.0", "::", "*"):
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    addresses = {info[4][0].split("%")[0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def exposure_warning(listen: str, acl: bool) -> str | None:
+    """The one line ``rmq serve`` prints when it listens beyond loopback without ACL."""
+    if acl or is_loopback(listen):
+        return None
+    return (
+        f"rmq serve: warning: listening on {listen or '*'} without aclEnable=true: "
+        "anyone who can connect may delete topics and data"
+    )
+
+
+def raise_open_file_limit(connections: int) -> None:
+    """Lift the soft limit of open files toward the hard one, so that the connection cap, not the
+    system, is what refuses clients (the store's files and the listeners take some too)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = connections + 1024
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError):
+            log.info("cannot raise the open-file limit from %d to %d", soft, want)
 
 
 @dataclass
@@ -129,18 +220,20 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     ns_task: asyncio.Task[None] | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    limits = ServerLimits(opts.max_pending_bytes, opts.max_connections)
+    raise_open_file_limit(opts.max_connections)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
         if opts.run_namesrv:
             namesrv = NameServer()
-            ns_server = Server("namesrv", namesrv.handle)
+            ns_server = Server("namesrv", namesrv.handle, limits=limits)
             ns_server.close_callbacks.append(namesrv.on_close)
             servers.append(ns_server)
             await ns_server.start(opts.listen, opts.namesrv_port)
             ns_task = loop.create_task(namesrv.scan_expired())
         controller = BrokerController(config, writer, namesrv_addrs(opts))
-        broker_server = Server("broker", controller.dispatch)
+        broker_server = Server("broker", controller.dispatch, limits=limits)
         broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
         controller.defer_dispatch = True
         if controller.send_lane is not None:

@@ -44,6 +44,22 @@ def serve(
             help="NameServer address(es) to register with, `;`-separated (default: the embedded one).",
         ),
     ] = None,
+    max_buffered_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-buffered-bytes",
+            help="Bytes all partly received frames may hold; a client taking them past it is "
+            "dropped (default: rmqMaxPendingFrameBytes of broker.conf, rmq's own key, else 268435456).",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            help="Open connections; more are closed at once "
+            "(default: rmqMaxConnections of broker.conf, rmq's own key, else 10000).",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log connections and warnings.")] = False,
     acl: Annotated[
         Path | None,
@@ -73,8 +89,9 @@ def serve(
     from dataclasses import replace
 
     from rmqcli.broker.config import load_broker_config
-    from rmqcli.broker.serve import ServeOptions, new_event_loop
+    from rmqcli.broker.serve import ServeOptions, acl_enabled, exposure_warning, new_event_loop, serve_limits
     from rmqcli.broker.serve import serve as run
+    from rmqcli.store.settings import read_properties
 
     if config is not None and not config.is_file():
         raise NotFoundError(f"{config}: no such broker.conf")
@@ -94,6 +111,11 @@ def serve(
         broker_config = replace(broker_config, acl_file=str(acl.absolute()))
     if port is not None:
         broker_config = replace(broker_config, listen_port=port)
+    props = read_properties(config) if config is not None else {}
+    pending_budget, connection_cap = serve_limits(props, max_buffered_bytes, max_connections)
+    exposed = exposure_warning(listen, acl_enabled(broker_config, props))
+    if exposed:
+        typer.echo(exposed, err=True)
     addrs = tuple(a.strip() for a in (namesrv or "").split(";") if a.strip())
     if no_namesrv and not addrs and not broker_config.namesrv_addr:
         typer.echo(
@@ -106,6 +128,8 @@ def serve(
         namesrv_port=namesrv_port,
         run_namesrv=not no_namesrv,
         namesrv_addrs=addrs,
+        max_pending_bytes=pending_budget,
+        max_connections=connection_cap,
     )
 
     def announce(line: str) -> None:
