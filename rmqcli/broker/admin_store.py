@@ -24,19 +24,19 @@ import logging
 import os
 import shutil
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
 from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.names import SYSTEM_TOPICS, is_directory_name
+from rmqcli.broker.names import SYSTEM_TOPICS
+from rmqcli.errors import UnsafeNameError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.store import CONSUMEQUEUE_DIR
+from rmqcli.store.naming import topic_dir
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController
@@ -114,18 +114,10 @@ def all_delay_offsets(ctl: BrokerController, req: RemotingCommand, conn: Connect
 
 
 # --- clean-ups ---------------------------------------------------------------------------------
-def topic_directory(root: Path, topic: str) -> Path | None:
-    """``root/consumequeue/<topic>``, or None when ``topic`` is no single directory name there (empty,
-    ``.``, ``..``, a separator or NUL in it): such a path would lie outside ``consumequeue/``."""
-    if not is_directory_name(topic):
-        return None
-    return root / CONSUMEQUEUE_DIR / topic
-
-
 def destroy_queues(ctl: BrokerController, keys: list[tuple[str, int]]) -> None:
     """``ConsumeQueue.destroy`` + ``removeQueueFromTopicQueueTable``: files gone, the next message
     of the queue gets offset 0; empty topic directories go too. A topic that names no directory of
-    its own under ``consumequeue/`` (``topic_directory``) has no files to remove."""
+    its own under ``consumequeue/`` (``rmqcli.store.naming.topic_dir``) has no files to remove."""
     writer = ctl.writer
     topics = set()
     for key in keys:
@@ -133,11 +125,10 @@ def destroy_queues(ctl: BrokerController, keys: list[tuple[str, int]]) -> None:
         if cq is not None:
             cq.close()
         writer.queue_offsets.pop(key, None)
-        directory = topic_directory(writer.root, key[0])
-        if directory is None:
-            log.warning(
-                "queue %d of topic %r names no directory under the store; no files removed", key[1], key[0]
-            )
+        try:
+            directory = topic_dir(writer.root, key[0])
+        except UnsafeNameError as exc:
+            log.warning("queue %d: %s; no files removed", key[1], exc)
             continue
         shutil.rmtree(directory / str(int(key[1])), ignore_errors=True)
         topics.add(directory)

@@ -98,13 +98,6 @@ def validate_subscription_topic(topic: str | None) -> str | None:
     return None
 
 
-def is_directory_name(name: str) -> bool:
-    """Whether ``name`` is one directory name of its own (what a consume queue's topic must be): not
-    empty, ``.`` or ``..``, no separator, no NUL. Weaker than the checks above, for names read back
-    from a store, which a 4.9.8 broker may have written without them."""
-    return name not in ("", ".", "..") and not any(ch in name for ch in ("/", "\\", "\0"))
-
-
 def is_system_topic(topic: str, extra: tuple[str, ...] = ()) -> bool:
     """``TopicValidator.isSystemTopic``; ``extra``: the names a broker adds to the set at start."""
     return topic in SYSTEM_TOPICS or topic in extra or topic.startswith(SYSTEM_TOPIC_PREFIX)

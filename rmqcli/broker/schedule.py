@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
 from rmqcli.broker.msgext import inner_from_record, serialise
-from rmqcli.broker.names import is_directory_name
 from rmqcli.store.commitlog import Record
+from rmqcli.store.naming import is_safe_topic_dir
 from rmqcli.store.writer_messages import InnerMessage
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class ScheduleService:
                 except ValueError:  # REAL_QID not a number: Java retries it forever; skipped here
                     log.error("scheduled record at %d has a bad REAL_QID; skipped", unit.physical_offset)
                     inner = None
-                if inner is not None and inner.topic and not is_directory_name(inner.topic):
+                if inner is not None and inner.topic and not is_safe_topic_dir(inner.topic):
                     log.error(
                         "scheduled record at %d names no topic directory; skipped", unit.physical_offset
                     )
