@@ -247,20 +247,25 @@ def _loads(raw: bytes) -> Any:
 
 
 _PLAIN_EXT = frozenset((str, int))
+_FLAT_TOP = frozenset((str, int, bool, type(None), dict))  # dict: extFields only
 
 
 def _orjson_object(raw: bytes) -> dict[str, Any] | None:
     """The header object as orjson reads it (in a third of json's time), or ``None`` where json
     must read it: orjson refuses what json accepts (NaN, lone surrogates, a BOM) and reads an
     integer above 64 bits as a float, so a float, or an ``extFields`` value other than a string or
-    an integer, sends the header to json."""
+    an integer, sends the header to json. So does any other object or array: what this returns
+    nests two levels at most, and needs no depth check."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if type(obj) is not dict or float in map(type, obj.values()):
+    if type(obj) is not dict:
         return None
+    kinds = list(map(type, obj.values()))
     ext = obj.get("extFields")
+    if not set(kinds) <= _FLAT_TOP or kinds.count(dict) != (type(ext) is dict):
+        return None
     if type(ext) is dict and not set(map(type, ext.values())) <= _PLAIN_EXT:
         return None
     return obj
@@ -277,6 +282,7 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
     raw = bytes(data)
     standard = True
     obj = _orjson_object(raw)
+    flat = obj is not None
     try:
         if obj is None:
             obj = _loads(raw)  # keys are str; values str, int, ... (fastjson's forms go below)
@@ -290,9 +296,9 @@ def decode_json_header(data: bytes | memoryview) -> dict[str, Any]:
             raise ProtocolError(f"JSON header does not parse: {exc}") from None
     except RecursionError:  # json's own guard, far below a stack overflow
         raise ProtocolError(_TOO_DEEP) from None
-    if standard:
+    if standard and not flat:
         try:
-            fastjson.check_depth(obj, raw, MAX_HEADER_DEPTH)  # two counts for a usual header
+            fastjson.check_depth(obj, raw, MAX_HEADER_DEPTH)
         except fastjson.NestingError:
             raise ProtocolError(_TOO_DEEP) from None
     if not isinstance(obj, dict):
