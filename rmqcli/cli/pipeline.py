@@ -175,9 +175,10 @@ def stats(
                     "tags": r.tags,
                     "properties": r.properties,
                     "sizes": r.sizes,
-                    "unsafeTopics": doc["unsafeTopics"],
                 }
             )
+            if doc["unsafeTopics"]:  # as in rmq stats: only when there are any
+                docs[-1]["unsafeTopics"] = doc["unsafeTopics"]
             warn_unsafe(doc["unsafeTopics"], doc["store"])
         if parquet is not None:
             write_parquet(session, docs, parquet)
@@ -191,10 +192,9 @@ def stats(
     store_col = Column("store", "Store")
 
     def rows(name: str) -> list[dict[str, Any]]:
-        return [{"store": d["store"]["store"], **row} for d in docs for row in d[name]]
+        return [{"store": d["store"]["store"], **row} for d in docs for row in d.get(name, ())]
 
     unsafe = rows("unsafeTopics")
-    show_unsafe = bool(unsafe) or fmt is not OutputFormat.table
     renderer.sections(
         [
             Section(
@@ -220,7 +220,7 @@ def stats(
                 title="Properties",
             ),
             Section("files", "files", rows=rows("files"), columns=[store_col, *FILE_COLUMNS], title="Files"),
-            *([unsafe_section(unsafe, [store_col, *UNSAFE_COLUMNS])] if show_unsafe else []),
+            *([unsafe_section(unsafe, [store_col, *UNSAFE_COLUMNS])] if unsafe else []),
         ]
     )
 

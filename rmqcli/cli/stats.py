@@ -64,7 +64,8 @@ def stats(
     physical offsets; and the count and size of the store's files by kind.
 
     Topics whose name cannot be a consume-queue directory (`..`, a `/`, a NUL, more than 255
-    bytes) are listed under "unsafeTopics" and warned about on stderr: no queue is written for them.
+    bytes) are warned about on stderr and listed in a section "unsafeTopics" (only when there are
+    any): no queue is written for them.
     """
     from rmqcli.ops.stats import store_stats
 
@@ -86,7 +87,7 @@ def stats(
         Section("queues", "queue", rows=result["queues"], columns=QUEUE_COLUMNS, title="Queues"),
         Section("files", "files", rows=result["files"], columns=FILE_COLUMNS, title="Files"),
     ]
-    if result["unsafeTopics"] or fmt is not OutputFormat.table:
+    if result["unsafeTopics"]:
         sections.append(unsafe_section(result["unsafeTopics"]))
     Renderer(fmt).sections(sections)
 

@@ -213,7 +213,7 @@ def write_parquet(session, docs: list[dict[str, Any]], out: str) -> None:  # typ
 
     with jobs(session, "write the statistics as Parquet"):
         for name in PARQUET_SECTIONS:
-            rows = [{"store": d["store"]["store"], **row} for d in docs for row in d[name]]
+            rows = [{"store": d["store"]["store"], **row} for d in docs for row in d.get(name, ())]
             if not rows:
                 continue
             lines = session.sparkContext.parallelize([json.dumps(r) for r in rows], 1)
