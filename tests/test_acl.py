@@ -302,3 +302,27 @@ def test_acl_enable_without_a_file_is_a_usage_error(tmp_path: Path) -> None:
     bad.write_text("accounts:\n  - accessKey: short\n    secretKey: s\n")
     result = rmq("serve", str(tmp_path / "store"), "--config", str(conf), "--acl", str(bad), "--no-namesrv")
     assert result.returncode == 2 and "cannot be null and length should longer than 6" in result.stderr
+
+
+def test_namesrv_writes_need_an_admin_account(acl_server: tuple[ServeProcess, Path]) -> None:
+    server, _ = acl_server
+    kv = [
+        "updateKvConfig",
+        "-n",
+        server.namesrv,
+        "-s",
+        "ORDER_TOPIC_CONFIG",
+        "-k",
+        "AclKv",
+        "-v",
+        "broker-a:4",
+    ]
+    unsigned = rmq(*kv)
+    assert unsigned.returncode == 6 and "NO_PERMISSION(16)" in unsigned.stderr, unsigned.stderr
+    user = rmq(*kv, "--access-key", "RocketMQ", "--secret-key", "12345678")
+    assert user.returncode == 6 and "Need admin permission for request code=100" in user.stderr
+    admin = rmq(*kv, "--access-key", "rocketmq2", "--secret-key", "12345678")
+    assert admin.returncode == 0, admin.stderr
+    wipe = rmq("wipeWritePerm", "-n", server.namesrv, "-b", "broker-a")
+    assert wipe.returncode != 0 and "No accessKey is configured" in (wipe.stdout + wipe.stderr)
+    assert rmq("topicList", "-n", server.namesrv).returncode == 0  # reads and registrations stay open

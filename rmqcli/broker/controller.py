@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from formats.commitlog import SCHEDULE_TOPIC
 from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
-from rmqcli.broker.acl.setup import open_acl
+from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.messagestore import MessageStore
@@ -84,7 +84,13 @@ class Stats:
 class BrokerController:
     """One broker over one open store."""
 
-    def __init__(self, config: BrokerConfig, writer: StoreWriter, namesrv_addrs: list[str]):
+    def __init__(
+        self,
+        config: BrokerConfig,
+        writer: StoreWriter,
+        namesrv_addrs: list[str],
+        acl: BrokerAcl | None = None,
+    ):
         self.config = config
         self.writer = writer
         self.namesrv_addrs = namesrv_addrs
@@ -101,7 +107,9 @@ class BrokerController:
         self.store.listeners.append(self.holds.arrived)
         self.handlers: dict[int, Handler] = {}
         self.defer_dispatch = False  # True when the server runs store.catch_up after each read
-        self.acl = open_acl(config) if config.acl_enable else None  # every request is checked
+        if acl is None and config.acl_enable:
+            acl = open_acl(config)
+        self.acl = acl  # every request is checked
         # regular sends answered from their frames; with ACL every request goes through dispatch
         self.send_lane: SendLane | None = SendLane(self) if self.acl is None else None
         self.schedule = ScheduleService(self)

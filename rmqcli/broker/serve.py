@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rmqcli.broker.acl.setup import guard_namesrv, open_acl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.broker.controller import BrokerController
@@ -198,6 +199,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     config = effective_config(opts)
     if not 0 < config.listen_port < 65536:
         raise UsageError(f"bad broker port {config.listen_port}")
+    acl = open_acl(config) if config.acl_enable else None  # a file that does not load stops us here
     recovered = recover_store(opts.store, config)
     if recovered.steps:
         announce(
@@ -227,12 +229,13 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     try:
         if opts.run_namesrv:
             namesrv = NameServer()
-            ns_server = Server("namesrv", namesrv.handle, limits=limits)
+            ns_handle = namesrv.handle if acl is None else guard_namesrv(namesrv.handle, acl)
+            ns_server = Server("namesrv", ns_handle, limits=limits)
             ns_server.close_callbacks.append(namesrv.on_close)
             servers.append(ns_server)
             await ns_server.start(opts.listen, opts.namesrv_port)
             ns_task = loop.create_task(namesrv.scan_expired())
-        controller = BrokerController(config, writer, namesrv_addrs(opts))
+        controller = BrokerController(config, writer, namesrv_addrs(opts), acl=acl)
         broker_server = Server("broker", controller.dispatch, limits=limits)
         broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
         controller.defer_dispatch = True

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmqcli.broker.acl.addresses import AclConfigError
+from rmqcli.broker.acl.permissions import NAMESRV_ADMIN_CODES
 from rmqcli.broker.acl.plainacl import ACL_DIR, DEFAULT_FILE, WATCH_SECONDS, PlainAclFiles
 from rmqcli.broker.acl.validator import PlainAccessValidator
 from rmqcli.errors import UsageError
@@ -35,6 +37,21 @@ class BrokerAcl:
 
     def refusal(self, request: RemotingCommand, host: str) -> RemotingCommand | None:
         return self.validator.refusal(request, plain_host(host))
+
+
+def guard_namesrv(handle: Callable[..., Any], acl: BrokerAcl) -> Callable[..., Any]:
+    """The embedded NameServer's dispatch with its write requests (``NAMESRV_ADMIN_CODES``) kept
+    for admin accounts. 4.9.8's NameServer checks nothing; brokers register unsigned, so
+    REGISTER_BROKER and route queries stay open."""
+
+    def guarded(request: RemotingCommand, connection: Any) -> Any:
+        if request.code in NAMESRV_ADMIN_CODES:
+            refusal = acl.refusal(request, connection.peer[0])
+            if refusal is not None:
+                return refusal
+        return handle(request, connection)
+
+    return guarded
 
 
 def plain_host(host: str) -> str:
