@@ -8,7 +8,9 @@ then disk) and come back to the driver store by store, in file order, where the 
 the store's staging directory (a store with a corrupt record is left to ``stage_rebuild`` itself,
 on the driver); the plan and its application are ``rmq rebuild``'s
 (``rmqcli.ops.rebuild``, ``rmqcli.ops.safety``): plan unless ``--yes``, lock check, backup,
-journal, rename into place, fsync. The files are byte for byte ``rmq rebuild``'s.
+journal, rename into place, fsync. The files are byte for byte ``rmq rebuild``'s, and records
+whose topic cannot name a consume-queue directory go to no queue and are noted in each store's
+plan, as there (``rmqcli.ops.unsafe_topics``).
 
 Writing needs the driver to see each store as a local (or shared, mounted) directory.
 """
