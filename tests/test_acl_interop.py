@@ -18,12 +18,14 @@ from 127.0.0.2 (a source address the real clients cannot choose). As 4.9.8, an a
 list passes without a valid signature (and without permission checks); an address in the global
 white list passes without any keys.
 
-Against the real 4.9.8 broker with ``aclEnable=true`` and its stock ``conf/plain_acl.yml`` (the
-kit's, read-only: ``RocketMQ``/``12345678`` is no admin, ``topicB=PUB|SUB``, ``topicC=SUB``,
+Against the real 4.9.8 broker with ``aclEnable=true`` and its stock ``conf/plain_acl.yml`` (a
+byte-for-byte copy of the kit's under a ``rocketmq.home.dir`` of our own, see ``stock_copy``:
+``RocketMQ``/``12345678`` is no admin, ``topicB=PUB|SUB``, ``topicC=SUB``,
 ``groupA=DENY``; ``rocketmq2``/``12345678`` is admin, and its white list ``192.168.1.*`` only lets
 it in unsigned from there, so from 127.0.0.1 a signed request of it is checked and passes), ``rmq``
-signs its admin commands and sends: the real broker accepts them, so our signatures are Java's
-byte for byte. The real broker refuses with SYSTEM_ERROR (1), not 16: 4.9.8's ACL hook throws
+signs its admin commands, sends, pulls and ACL commands (updateAclConfig, updateGlobalWhiteAddr,
+clusterAclConfigVersion, deleteAclConfig): the real broker accepts them, so our signatures are
+Java's byte for byte. The real broker refuses with SYSTEM_ERROR (1), not 16: 4.9.8's ACL hook throws
 and the remoting layer answers ``RemotingHelper.exceptionSimpleDesc``, the same ``AclException``
 text followed by ", " and the throwing stack frame. ``rmq serve`` over the same stock file gives
 the same verdict and text for the same requests.
@@ -604,15 +606,32 @@ class Jvm:
             self.proc.wait(10)
 
 
+STOCK_ACL = KIT / "conf" / "plain_acl.yml"
+
+
+def stock_copy(home: Path) -> Path:
+    """``home/conf``: the kit's conf files, byte for byte. The brokers here read their ACL file
+    from such a copy, never from the kit: 4.9.8 rewrites its ACL file on an update request (even
+    from an account that is no admin), and file modes do not stop a process running as root."""
+    shutil.copytree(KIT / "conf", home / "conf")
+    acl_file = home / "conf" / "plain_acl.yml"
+    assert acl_file.read_bytes() == STOCK_ACL.read_bytes()
+    assert "accessKey: RocketMQ" in acl_file.read_text()
+    return acl_file
+
+
 @pytest.fixture(scope="module")
-def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """The real NameServer and Broker (``aclEnable=true``, the kit's stock ``conf/plain_acl.yml``);
-    topicB and topicC created by the admin account. Yields (namesrv, broker) addresses."""
+def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """The real NameServer and Broker (``aclEnable=true``, ``rocketmq.home.dir`` a copy of the kit's
+    conf: the stock ``plain_acl.yml``); topicB and topicC created by the admin account. Yields the
+    namesrv and broker addresses and the broker's ACL file."""
     if not HAVE_JAVA:
         pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
     tmp = tmp_path_factory.mktemp("real-acl")
+    acl_file = stock_copy(tmp / "home")
     env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
     env["ORACLE_STATE_DIR"] = str(tmp / "state")
+    env["JAVA_OPT_EXT"] = f"-Drocketmq.home.dir={tmp / 'home'}"  # after the launcher's: it wins
     ns_port, port = free_port(), _broker_port()
     ns = f"127.0.0.1:{ns_port}"
     conf = tmp / "broker.conf"
@@ -633,7 +652,7 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         for topic in ("topicB", "topicC"):
             made = rmq("updateTopic", "-b", addr, "-t", topic, "-r", "4", "-w", "4", *keys(STOCK_ADMIN))
             assert made.returncode == 0, made.stdout + made.stderr
-        yield ns, addr
+        yield ns, addr, acl_file
     finally:
         broker.terminate()
         namesrv.terminate()
@@ -649,9 +668,8 @@ def real_refusal(answer: RemotingCommand, message: str) -> bool:
 
 
 @needs_java
-def test_rmq_commands_sign_for_the_real_broker(real_broker: tuple[str, str]) -> None:
-    ns, broker = real_broker
-    assert "accessKey: RocketMQ" in (KIT / "conf" / "plain_acl.yml").read_text()  # the stock file
+def test_rmq_commands_sign_for_the_real_broker(real_broker: tuple[str, str, Path]) -> None:
+    ns, broker, acl_file = real_broker
     sent = rmq("sendMessage", "-n", ns, "-t", "topicB", "-p", "stock-body é中", "-k", "clé", "-c", "tagB",
                "--json", *keys(STOCK_USER))  # fmt: skip
     assert sent.returncode == 0, sent.stderr
@@ -681,7 +699,8 @@ def test_rmq_commands_sign_for_the_real_broker(real_broker: tuple[str, str]) -> 
     # the ACL version request, read from the real broker
     versions = rmq("clusterAclConfigVersion", "-b", broker, "--json", *keys(STOCK_ADMIN))
     assert versions.returncode == 0, versions.stderr
-    assert json.loads(versions.stdout)["versions"][0]["aclFilePath"] == str(KIT / "conf" / "plain_acl.yml")
+    assert json.loads(versions.stdout)["versions"][0]["aclFilePath"] == str(acl_file)
+    assert acl_file.read_bytes() == STOCK_ACL.read_bytes()  # read, never written
 
 
 def parity_cases() -> list[tuple[str, RemotingCommand, str | None]]:
@@ -731,12 +750,13 @@ def parity_cases() -> list[tuple[str, RemotingCommand, str | None]]:
 
 @needs_java
 def test_rmq_serve_and_the_real_broker_agree_on_the_stock_file(
-    real_broker: tuple[str, str], tmp_path: Path
+    real_broker: tuple[str, str, Path], tmp_path: Path
 ) -> None:
     """The same requests to both, over the same stock plain_acl.yml: the same verdicts and texts
     (the real broker: SYSTEM_ERROR and a stack frame after the text; rmq serve: NO_PERMISSION)."""
-    _, real = real_broker
-    server = start_serve(tmp_path / "store", KIT / "conf" / "plain_acl.yml")
+    _, real, _ = real_broker
+    acl_file = stock_copy(tmp_path / "home")
+    server = start_serve(tmp_path / "store", acl_file)
     try:
         for topic in ("topicB", "topicC"):
             made = rmq(
@@ -753,3 +773,40 @@ def test_rmq_serve_and_the_real_broker_agree_on_the_stock_file(
                 assert is_refusal(ours, message), (name, ours.code, ours.remark)
     finally:
         server.kill()
+    assert acl_file.read_bytes() == STOCK_ACL.read_bytes()  # read, never written
+
+
+@needs_java
+def test_rmq_acl_commands_against_the_real_broker(real_broker: tuple[str, str, Path]) -> None:
+    """updateAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr and deleteAclConfig as the
+    real broker takes them (its copy of the stock file changes: this test comes last)."""
+    ns, broker, acl_file = real_broker
+    admin = keys(STOCK_ADMIN)
+    made = rmq("updateAclConfig", "-b", broker, "-a", "rmqMade01", "-s", "rmqSecret01",
+               "-t", "topicB=PUB,topicC=SUB", "-g", "groupM=SUB", "-i", "DENY", "-u", "SUB",
+               "-w", "127.0.0.9", "-m", "false", *admin)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == f"create or update plain access config to {broker} success.\n"
+    data = yaml.safe_load(acl_file.read_text())
+    account = next(a for a in data["accounts"] if a["accessKey"] == "rmqMade01")
+    assert account["secretKey"] == "rmqSecret01" and account["whiteRemoteAddress"] == "127.0.0.9"
+    assert account["topicPerms"] == ["topicB=PUB", "topicC=SUB"] and account["groupPerms"] == ["groupM=SUB"]
+    assert account["defaultTopicPerm"] == "DENY" and account["admin"] is False
+    made_keys = keys(Credentials("rmqMade01", "rmqSecret01"))
+    sent = rmq("sendMessage", "-n", ns, "-t", "topicB", "-p", "by-a-new-account", *made_keys)
+    assert sent.returncode == 0 and "SEND_OK" in sent.stdout, sent.stderr  # its secret, checked by Java
+    white = rmq("updateGlobalWhiteAddr", "-b", broker, "-g", "10.10.103.*,127.0.0.5", *admin)
+    assert white.returncode == 0, white.stderr
+    data = yaml.safe_load(acl_file.read_text())
+    assert data["globalWhiteRemoteAddresses"] == ["10.10.103.*", "127.0.0.5"]
+    versions = rmq("clusterAclConfigVersion", "-b", broker, "--json", *admin)
+    assert json.loads(versions.stdout)["versions"][0]["counter"] == data["dataVersion"][0]["counter"] == 2
+    gone = rmq("deleteAclConfig", "-b", broker, "-a", "rmqMade01", *admin)
+    assert gone.returncode == 0 and "account's accesskey is:rmqMade01" in gone.stdout, gone.stderr
+    again = rmq("deleteAclConfig", "-b", broker, "-a", "rmqMade01", *admin)
+    assert again.returncode == 6 and (
+        "DELETE_ACL_CONFIG_FAILED(210): The accesskey[rmqMade01] corresponding to accessConfig has been "
+        "deleted failed." in again.stderr
+    ), again.stderr
+    refused = rmq("sendMessage", "-n", ns, "-t", "topicB", "-p", "x", *made_keys)
+    assert refused.returncode == 6 and f"{PREFIX}No acl config for rmqMade01, org.apache." in refused.stderr
