@@ -29,10 +29,15 @@ StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directo
 
 
 def _store(path: Path) -> Path:
+    """``path`` when it is a store: a ``commitlog/`` directory or ``rmq``'s backups at its root."""
+    from rmqcli.store.store import has_store_layout, not_a_store
+
     if not path.exists():
         raise NotFoundError(f"{path}: no such store directory")
     if not path.is_dir():
         raise UsageError(f"{path}: expected a store directory, not a file")
+    if not has_store_layout(path):
+        raise NotFoundError(not_a_store(path))
     return path
 
 

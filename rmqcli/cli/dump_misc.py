@@ -107,10 +107,7 @@ def dump_config(
     """
     from rmqcli.ops.dump import config_dump
 
-    require_path(path)
-    config_dir = path / "config" if (path / "config").is_dir() else path
-    if not config_dir.is_dir():
-        raise NotFoundError(f"{path}: no config directory")
+    config_dir = _config_dir(path)
     kinds = [kind.value] if kind else [k.value for k in ConfigKind]
     dumps = [config_dump(config_dir, k) for k in kinds]
     for d in dumps:
@@ -123,3 +120,26 @@ def dump_config(
     renderer.sections(
         [Section(d.kind, SINGULAR[d.kind], rows=d.rows, columns=CONFIG_COLUMNS[d.kind]) for d in dumps]
     )
+
+
+def _config_dir(path: Path) -> Path:
+    """The config directory ``path`` names: a store's ``config/``, or a directory holding the files.
+
+    A store without ``config/`` has empty configuration (the broker starts with none); a directory
+    that is neither a store nor holds a config file is not found.
+    """
+    from rmqcli.store.configfiles import CONFIG_FILES
+    from rmqcli.store.store import CONFIG_DIR, has_store_layout, not_a_store
+
+    require_path(path)
+    if not path.is_dir():
+        raise NotFoundError(f"{path}: not a directory (dump-config takes a store or its config directory)")
+    if (path / CONFIG_DIR).is_dir():
+        return path / CONFIG_DIR
+    names = list(CONFIG_FILES.values())
+    if any((path / n).exists() or (path / (n + ".bak")).exists() for n in names):
+        return path
+    if has_store_layout(path):
+        warn(f"{path}: no {CONFIG_DIR}/ directory: the broker starts with empty configuration")
+        return path / CONFIG_DIR
+    raise NotFoundError(not_a_store(path))

@@ -24,6 +24,19 @@ CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
 LOCK_FILE = "lock"
+BACKUP_DIR = ".rmq-backup"  # rmqcli.ops.safety keeps its backups here
+
+
+def not_a_store(root: Path, commitlog_dirs: tuple[str, ...] = ()) -> str:
+    """The one message for a directory that is no RocketMQ store (it has no CommitLog directory)."""
+    where = ", ".join(commitlog_dirs) if commitlog_dirs else f"{COMMITLOG_DIR}/"
+    return f"{root}: not a RocketMQ store (no {where})"
+
+
+def has_store_layout(root: Path) -> bool:
+    """Whether ``root`` holds a ``commitlog/`` directory or the backups of ``rmq`` (a store whose
+    CommitLog a broker.conf puts elsewhere still has its backups at its root)."""
+    return (root / COMMITLOG_DIR).is_dir() or (root / BACKUP_DIR).is_dir()
 
 
 class Store:
@@ -37,9 +50,20 @@ class Store:
 
     @classmethod
     def open(cls, root: Path | str, config: Path | None = None) -> Store:
+        """An existing store: ``NotFoundError`` when ``root`` has no CommitLog directory.
+
+        ``rmq serve`` creates stores: it builds ``Store(root, settings)`` itself.
+        """
         root = Path(root)
         settings = load_broker_conf(config) if config else StoreSettings()
-        return cls(root, settings)
+        store = cls(root, settings)
+        store.require_commitlog()
+        return store
+
+    def require_commitlog(self) -> None:
+        """``NotFoundError`` unless a CommitLog directory exists: without one, no RocketMQ store."""
+        if not any(d.is_dir() for d in self.commitlog_dirs):
+            raise NotFoundError(not_a_store(self.root, self.settings.store_path_commitlog))
 
     # --- paths --------------------------------------------------------------------------------
     @property
