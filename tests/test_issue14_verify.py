@@ -82,3 +82,50 @@ def test_a_store_and_its_config_directory_still_dump(tmp_path, capsys) -> None:
     assert any(t["topicName"] == "TopicA" for t in json.loads(capsys.readouterr().out))
     assert invoke(["backups", str(store), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+# --- (b) file sizes: from --config, else from the store's own files --------------------------------
+@pytest.mark.parametrize("cut", [5915, 5900, 5980, 20])
+def test_a_consume_queue_file_of_the_wrong_size_is_an_error(cut, tmp_path) -> None:
+    """The queue's only file, cut: its size no longer matches the other queues' 6,000-byte files,
+    and ``MappedFileQueue.load`` refuses a file whose length is not mappedFileSizeConsumeQueue."""
+    store = _copy(BASIC, tmp_path / "store")
+    victim = store / "consumequeue" / "TopicB" / "0" / "00000000000000000000"
+    os.truncate(victim, cut)
+    report = _verify(store)
+    assert not report.clean
+    (bad,) = _problems(report, "cq-file-size")
+    assert bad.file == "consumequeue/TopicB/0/00000000000000000000" and bad.severity == "error"
+    assert f"file is {cut} bytes, expected 6000" in bad.message
+    (geo,) = _problems(report, "geometry")
+    assert geo.severity == "warning" and "mappedFileSizeConsumeQueue=6000" in geo.message
+    assert f"1 of {cut} bytes" in geo.message and "--config" in geo.message
+    # with the broker's own broker.conf the same file is refused, and nothing is assumed
+    with_conf = _verify(store, BASIC_CONF)
+    assert [p.file for p in _problems(with_conf, "cq-file-size")] == [bad.file]
+    assert not _problems(with_conf, "geometry")
+
+
+def test_the_commitlog_file_of_the_wrong_size_is_the_one_blamed(tmp_path) -> None:
+    """A 2 MiB file among 1 MiB files named 1 MiB apart: the names give the size, so the big file
+    is wrong, not the three others (a broker with mappedFileSizeCommitLog=1048576 refuses it)."""
+    store = _copy(REAL_ROOT / "crash-1" / "store-raw", tmp_path / "store")
+    last = sorted((store / "commitlog").iterdir())[-1]
+    os.truncate(last, 2 * 1024 * 1024)
+    report = _verify(store)
+    assert [p.file for p in _problems(report, "commitlog-file-size")] == [f"commitlog/{last.name}"]
+    (geo,) = _problems(report, "geometry")
+    assert "mappedFileSizeCommitLog=1048576" in geo.message and "1 of 2097152 bytes" in geo.message
+
+
+def test_default_sizes_assumed_are_named(tmp_path) -> None:
+    """No consume-queue and no index file, no --config: the sizes a repair would write them with are
+    RocketMQ's defaults, and verify says so."""
+    store = _copy(BASIC, tmp_path / "store")
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "index")
+    (geo,) = _problems(_verify(store), "geometry")
+    assert "mappedFileSizeConsumeQueue=6000000" in geo.message
+    assert "maxHashSlotNum=5000000 maxIndexNum=20000000" in geo.message and "--config" in geo.message
+    assert not _problems(_verify(store, BASIC_CONF), "geometry")
+    assert not _problems(_verify(_copy(BASIC, tmp_path / "clean")), "geometry")

@@ -30,6 +30,7 @@ from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, hi
 from rmqcli.store import Store
 from rmqcli.store import configfiles as cfg
 from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.store import Geometry
 
 __all__ = ["ERROR", "WARNING", "KindCount", "Problem", "VerifyReport", "verify_store"]
 
@@ -60,14 +61,12 @@ def verify_store(
     """
     root = store.root
     p = Collector(root, max_problems)
-    settings = store.settings
+    geometry = store.geometry()
+    settings = geometry.settings
     commitlog = store.commitlog
     cl_min = commitlog.min_offset
-    cq_size = (
-        settings.mapped_file_size_consume_queue
-        if "mapped_file_size_consume_queue" in settings.explicit
-        else None
-    )
+    _check_geometry(store, p, geometry)
+    cq_size = settings.mapped_file_size_consume_queue
     if topic is None:
         every = queues = load_queues(store, p, cq_size)
     else:
@@ -75,7 +74,7 @@ def verify_store(
         queues = load_queues(store, p, cq_size, topic)
     table = CommitLogVerifier(
         commitlog.files,
-        commitlog.file_size,
+        settings.mapped_file_size_commitlog,
         p,
         crc=crc,
         delay_millis=fmt.parse_delay_levels(settings.message_delay_level),
@@ -99,7 +98,7 @@ def verify_store(
             "a broker is running on this store (its lock is held): files may change while being read",
         )
     redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)
-    cq_file_size = cq_size or max((q.cq.queue.file_size for q in every), default=0)
+    cq_file_size = cq_size
     covered, units = check_units(queues, table, p, cl_min, cq_file_size)
     check_coverage(
         queues,
@@ -112,8 +111,10 @@ def verify_store(
         file_size=cq_file_size,
         topic=topic,
     )
-    slots = settings.max_hash_slot_num if "max_hash_slot_num" in settings.explicit else None
-    num = settings.max_index_num if "max_index_num" in settings.explicit else None
+    index_geometry = next(c for c in geometry.choices if c.kind == "index")
+    known = index_geometry.source != "default"
+    slots = settings.max_hash_slot_num if known else None
+    num = settings.max_index_num if known else None
     index_files = open_files(store.index_dir, p, slots, num)
     try:
         entries = check_index(
@@ -143,6 +144,42 @@ def verify_store(
         index_entries=entries,
     )
     return p.fill(report)
+
+
+# --- file sizes ----------------------------------------------------------------------------------
+_GEOMETRY_DIRS = {"CommitLog": "commitlog", "consume-queue": "consumequeue", "index": "index"}
+
+
+def _check_geometry(store: Store, p: Collector, geometry: Geometry) -> None:
+    """Without a broker.conf the sizes come from the store's own files (``Store.geometry``): say
+    which size was assumed when those files disagree, or when a default had to be assumed."""
+    for choice in geometry.choices:
+        if choice.source == "config" or not choice.disagree:
+            continue
+        sizes = ", ".join(
+            f"{n} of {size} bytes" for size, n in sorted(choice.sizes.items(), key=lambda i: -i[1])
+        )
+        assumed = (
+            f"assumed {choice.describe()}, the most common size that fits the file names"
+            if choice.source == "files"
+            else f"none fits; assumed RocketMQ's default {choice.describe()}"
+        )
+        p.warning(
+            "geometry",
+            store.root / _GEOMETRY_DIRS[choice.kind],
+            None,
+            f"{choice.kind} files have different sizes ({sizes}): {assumed}; --config broker.conf gives "
+            "the broker's sizes",
+        )
+    note = geometry.note()
+    if note is not None and _default_matters(store, geometry):
+        p.warning("geometry", store.root, None, note)
+
+
+def _default_matters(store: Store, geometry: Geometry) -> bool:
+    """A default size is worth naming when the store has data that files of that size would hold
+    (a CommitLog with records but no consume queue or index file, which a repair would create)."""
+    return bool(store.commitlog.files) and any(c.kind != "CommitLog" for c in geometry.assumed())
 
 
 # --- where the broker would dispatch from --------------------------------------------------------

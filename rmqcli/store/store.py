@@ -5,18 +5,26 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+from formats import indexfile
+from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.errors import NotFoundError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
 from rmqcli.store.commitlog import CommitLog
 from rmqcli.store.consumequeue import ConsumeQueue
 from rmqcli.store.index import IndexService
 from rmqcli.store.mapped import MappedFileQueue
-from rmqcli.store.naming import CONSUMEQUEUE_DIR, consume_queue_dir, is_safe_topic_dir, topic_dir
-from rmqcli.store.settings import StoreSettings, load_broker_conf
+from rmqcli.store.naming import (
+    CONSUMEQUEUE_DIR,
+    consume_queue_dir,
+    is_index_name,
+    is_safe_topic_dir,
+    topic_dir,
+)
+from rmqcli.store.settings import PROPERTY_NAMES, StoreSettings, load_broker_conf
 
 COMMITLOG_DIR = "commitlog"
 INDEX_DIR = "index"
@@ -39,6 +47,99 @@ def has_store_layout(root: Path) -> bool:
     return (root / COMMITLOG_DIR).is_dir() or (root / BACKUP_DIR).is_dir()
 
 
+@dataclass(frozen=True)
+class SizeChoice:
+    """One file size of a store's geometry: its value(s), where it came from, and the sizes the
+    store's files of that kind have (size -> number of files)."""
+
+    kind: str  # "CommitLog", "consume-queue", "index"
+    values: dict[str, int]  # StoreSettings field -> value
+    source: str  # "config" | "files" | "default"
+    sizes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def disagree(self) -> bool:
+        """The files of this kind do not all have one size (or none fits a valid geometry)."""
+        return len(self.sizes) > 1 or (self.source == "default" and bool(self.sizes))
+
+    def describe(self) -> str:
+        return " ".join(f"{_JAVA_NAMES[k]}={v}" for k, v in self.values.items())
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """``Store.geometry``: the effective settings and how each file size was chosen."""
+
+    settings: StoreSettings
+    choices: list[SizeChoice]
+    configured: bool  # a broker.conf was given: its defaults are the broker's own
+
+    def assumed(self) -> list[SizeChoice]:
+        """Sizes that are RocketMQ defaults only because neither a broker.conf nor a file gave them."""
+        return [c for c in self.choices if c.source == "default" and not self.configured]
+
+    def note(self) -> str | None:
+        """One line naming the default sizes assumed (``None`` when there are none)."""
+        assumed = self.assumed()
+        if not assumed:
+            return None
+        kinds = " or ".join(f"{c.kind} file" for c in assumed)
+        return (
+            f"assumed RocketMQ's default {', '.join(c.describe() for c in assumed)} (no broker.conf, and no "
+            f"{kinds} to take the size from); --config broker.conf gives the broker's sizes"
+        )
+
+
+_JAVA_NAMES = {v: k for k, v in PROPERTY_NAMES.items()}
+
+
+def infer_size(files: list[tuple[int, int]], unit: int = 1) -> tuple[int | None, dict[int, int]]:
+    """The size a queue of fixed-size files was written with, from (start offset, size) of its files.
+
+    RocketMQ names each file by its start offset, a multiple of the size, and refuses to load a
+    file of another size (``MappedFileQueue.load``). The size kept is a non-zero one that divides
+    every start offset, a multiple of ``unit`` (consume queues: 20 bytes), the most common; ties go to
+    the larger. Returns it (``None`` when no file has a usable size) and the count of each size.
+    """
+    counts: dict[int, int] = {}
+    for _start, size in files:
+        counts[size] = counts.get(size, 0) + 1
+
+    def rank(size: int) -> tuple[bool, bool, int, int]:
+        fits = all(start % size == 0 for start, _ in files)
+        return fits, size % unit == 0, counts[size], size
+
+    usable = [size for size in counts if size > 0]
+    return (max(usable, key=rank) if usable else None), counts
+
+
+def _choose(
+    name: str, settings: StoreSettings, files: list[tuple[int, int]], explicit: frozenset[str], unit: int = 1
+) -> SizeChoice:
+    kind = "CommitLog" if name == "mapped_file_size_commitlog" else "consume-queue"
+    size, counts = infer_size(files, unit)
+    if name in explicit:
+        return SizeChoice(kind, {name: getattr(settings, name)}, "config", counts)
+    if size is None:
+        return SizeChoice(kind, {name: getattr(settings, name)}, "default", counts)
+    return SizeChoice(kind, {name: size}, "files", counts)
+
+
+def _choose_index(settings: StoreSettings, sizes: list[int], explicit: frozenset[str]) -> SizeChoice:
+    """Index geometry: a file's size gives its slots and entries only with the default 1:4 ratio."""
+    current = {"max_hash_slot_num": settings.max_hash_slot_num, "max_index_num": settings.max_index_num}
+    counts: dict[int, int] = {}
+    for size in sizes:
+        counts[size] = counts.get(size, 0) + 1
+    if explicit & set(current):
+        return SizeChoice("index", current, "config", counts)
+    fitting = [size for size in counts if indexfile.geometry_from_size(size) is not None]
+    if not fitting:
+        return SizeChoice("index", current, "default", counts)
+    slots, num = indexfile.geometry_from_size(max(fitting, key=lambda n: (counts[n], n)))  # type: ignore[misc]
+    return SizeChoice("index", {"max_hash_slot_num": slots, "max_index_num": num}, "files", counts)
+
+
 class Store:
     """A broker's store directory, read-only."""
 
@@ -46,6 +147,7 @@ class Store:
         self.root = Path(root)
         if not self.root.is_dir():
             raise NotFoundError(f"{self.root}: no such store directory")
+        self.configured = settings is not None  # settings given (a broker.conf): defaults are the broker's
         self.settings = settings or StoreSettings()
 
     @classmethod
@@ -55,7 +157,7 @@ class Store:
         ``rmq serve`` creates stores: it builds ``Store(root, settings)`` itself.
         """
         root = Path(root)
-        settings = load_broker_conf(config) if config else StoreSettings()
+        settings = load_broker_conf(config) if config else None
         store = cls(root, settings)
         store.require_commitlog()
         return store
@@ -107,16 +209,31 @@ class Store:
 
     def effective_settings(self) -> StoreSettings:
         """Settings with the file sizes this store's files show, where not given explicitly."""
+        return self.geometry().settings
+
+    def geometry(self) -> Geometry:
+        """The file sizes of this store: from the settings where given, else from its own files
+        (``infer_size``), else RocketMQ's defaults; with the sizes each kind of file has."""
+        explicit = self.settings.explicit
+        cl_files = [(f.from_offset, f.size) for f in self.commitlog.files]
+        cqs = [self.consume_queue(t, q) for t, q in self.queue_ids()]
+        cq_files = [(f.from_offset, f.size) for cq in cqs for f in cq.files]
+        index_sizes = self._index_sizes()
+        choices = [
+            _choose("mapped_file_size_commitlog", self.settings, cl_files, explicit),
+            _choose("mapped_file_size_consume_queue", self.settings, cq_files, explicit, unit=CQ_UNIT_SIZE),
+            _choose_index(self.settings, index_sizes, explicit),
+        ]
         changes: dict[str, int] = {}
-        if "mapped_file_size_commitlog" not in self.settings.explicit and self.commitlog.file_size:
-            changes["mapped_file_size_commitlog"] = self.commitlog.file_size
-        if "max_hash_slot_num" not in self.settings.explicit and self.index.files:
-            changes["max_hash_slot_num"] = self.index.files[0].hash_slot_num
-            changes["max_index_num"] = self.index.files[0].index_num
-        cq_sizes = {f.size for t, q in self.queue_ids() for f in self.consume_queue(t, q).files}
-        if "mapped_file_size_consume_queue" not in self.settings.explicit and cq_sizes:
-            changes["mapped_file_size_consume_queue"] = max(cq_sizes)
-        return replace(self.settings, **changes)
+        for c in choices:
+            if c.source == "files":
+                changes.update(c.values)
+        return Geometry(replace(self.settings, **changes), choices, self.configured)
+
+    def _index_sizes(self) -> list[int]:
+        if not self.index_dir.is_dir():
+            return []
+        return [p.stat().st_size for p in self.index_dir.iterdir() if is_index_name(p.name) and p.is_file()]
 
     def topics(self) -> list[str]:
         if not self.consumequeue_dir.is_dir():
