@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import signal
 import socket
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.namesrv import NameServer
-from rmqcli.errors import UsageError
+from rmqcli.errors import NetworkError, UsageError
 from rmqcli.store.writer_messages import Host
 
 log = logging.getLogger(__name__)
@@ -191,8 +192,20 @@ def namesrv_addrs(opts: ServeOptions) -> list[str]:
     return []
 
 
+async def listen(server: Server, host: str, port: int) -> None:
+    """``server.start``; a port in use (or any refusal to bind) is a ``NetworkError`` naming the
+    server and the address, as ``NettyRemotingServer.start`` fails with a ``BindException``."""
+    try:
+        await server.start(host, port)
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise NetworkError(f"{server.name}: cannot listen on {where}: {reason}") from None
+
+
 async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> None:
-    """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way."""
+    """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way. A
+    server that cannot listen stops it before it announces itself, and without a "stopped" line."""
     from rmqcli.store import Store
     from rmqcli.store.writer import StoreWriter
 
@@ -221,6 +234,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     namesrv: NameServer | None = None
     ns_task: asyncio.Task[None] | None = None
     stop = asyncio.Event()
+    started = False
     loop = asyncio.get_running_loop()
     limits = ServerLimits(opts.max_pending_bytes, opts.max_connections)
     raise_open_file_limit(opts.max_connections)
@@ -233,7 +247,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             ns_server = Server("namesrv", ns_handle, limits=limits)
             ns_server.close_callbacks.append(namesrv.on_close)
             servers.append(ns_server)
-            await ns_server.start(opts.listen, opts.namesrv_port)
+            await listen(ns_server, opts.listen, opts.namesrv_port)
             ns_task = loop.create_task(namesrv.scan_expired())
         controller = BrokerController(config, writer, namesrv_addrs(opts), acl=acl)
         broker_server = Server("broker", controller.dispatch, limits=limits)
@@ -243,7 +257,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             broker_server.frame_handler = controller.send_lane.handle
         broker_server.close_callbacks.append(controller.on_close)
         servers.append(broker_server)
-        await broker_server.start(opts.listen, config.listen_port)
+        await listen(broker_server, opts.listen, config.listen_port)
         controller.start()
         parts = []
         if opts.run_namesrv:
@@ -253,6 +267,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             f"on {opts.listen}:{config.listen_port}, address {controller.addr}, {config.flush_disk_type}"
         )
         announce("rmq serve: " + "; ".join(parts) + f"; store {opts.store}")
+        started = True
         await stop.wait()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -268,4 +283,5 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             ns_task.cancel()
         for server in servers:
             await server.close()
-        announce("rmq serve: stopped; store flushed and closed")
+        if started:
+            announce("rmq serve: stopped; store flushed and closed")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.errors import NotFoundError, UsageError
+from rmqcli.errors import NotFoundError, RmqError, UsageError
 
 
 def serve(
@@ -139,5 +139,6 @@ def serve(
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(run(options, announce))
-    except OSError as exc:
-        raise UsageError(f"cannot listen: {exc.strerror or exc}") from None
+    except OSError as exc:  # the listeners' own failures are NetworkErrors (exit 5) already
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise RmqError(f"{where}{exc.strerror or exc}") from None

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 5.0
 READ_CHUNK = 256 * 1024
+HEAD_BYTES = 32  # how much of a non-RocketMQ answer an error quotes
 
 RequestHandler = Callable[
     ["RemotingCommand", str], "Awaitable[RemotingCommand | None] | RemotingCommand | None"
@@ -54,6 +55,30 @@ def _os_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
     return str(exc) or type(exc).__name__
+
+
+def _frame_shaped(head: bytes) -> bool:
+    """Whether ``head`` can begin a remoting frame (A.1): a length word of at least 4, then a
+    serialize type JSON or ROCKETMQ and a header length within the frame."""
+    from formats import remoting as fmt
+
+    if len(head) < fmt.FRAME_PREFIX_STRUCT.size:
+        return False
+    length, word = fmt.FRAME_PREFIX_STRUCT.unpack_from(head)
+    return (
+        length >= 4
+        and fmt.serialize_type_of(word) in tuple(fmt.SerializeType)
+        and fmt.header_length_of(word) <= length - 4
+    )
+
+
+def _preview(data: bytes) -> str:
+    """The first bytes of an answer, as text when they are printable ASCII (``'HTTP/1.1 400 Bad'``),
+    else as hex."""
+    text = data.split(b"\r")[0].split(b"\n")[0]
+    if len(text) >= 4 and all(32 <= b < 127 for b in text):
+        return repr(text.decode("ascii"))
+    return f"bytes {data[:16].hex(' ')}"
 
 
 def expect(response: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
@@ -97,13 +122,19 @@ class _Connection:
         from rmqcli.remoting.codec import FrameDecoder, ProtocolError, decode
 
         decoder = FrameDecoder()
+        head: bytes | None = b""  # the first bytes the peer sent, until a whole command was decoded
         try:
             while True:
                 data = await self.reader.read(READ_CHUNK)
                 if not data:
+                    if head and not _frame_shaped(head):  # some bytes, never a command
+                        raise ProtocolError("connection closed within its first answer")
                     raise NetworkError(f"{self.addr}: connection closed by peer")
+                if head is not None and len(head) < HEAD_BYTES:
+                    head += data[: HEAD_BYTES - len(head)]
                 for frame in decoder.feed(data):
                     command = decode(frame)
+                    head = None
                     if command.is_response:
                         future = self.pending.pop(command.opaque, None)
                         if future is not None and not future.done():
@@ -113,7 +144,12 @@ class _Connection:
                         self.tasks.add(task)
                         task.add_done_callback(self.tasks.discard)
         except ProtocolError as exc:
-            self._fail(ProtocolError(f"{self.addr}: {exc}"))
+            if head is not None and not _frame_shaped(head):  # say what the peer is not
+                self._fail(
+                    ProtocolError(f"not a RocketMQ server at {self.addr}: it answered {_preview(head)}")
+                )
+            else:
+                self._fail(ProtocolError(f"{self.addr}: {exc}"))
         except NetworkError as exc:
             self._fail(exc)
         except OSError as exc:
