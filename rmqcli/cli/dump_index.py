@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -9,15 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store, parse_time
-from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, human_time, resolve_format
+from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, human_time, resolve_format, warn
 from rmqcli.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.ops.dump import IndexLookup
     from rmqcli.store.commitlog import CommitLog
-    from rmqcli.store.index import IndexFile
+    from rmqcli.store.index import IndexFile, IndexService
 
 JAVA_LONG_MAX = 2**63 - 1
+BROKER_MAX = 64  # MessageStoreConfig.maxMsgsNumBatch, IndexService.queryOffset's cap
 
 HEADER_COLUMNS = [
     Column("file", "File"),
@@ -65,8 +67,14 @@ def dump_index(
         typer.Option("--end", help="Only entries stored at or before TIME (epoch ms or ISO-8601)."),
     ] = None,
     max_num: Annotated[
-        int, typer.Option("--max", min=1, help="Lookup result cap (the broker caps it at 64).")
-    ] = 64,
+        int,
+        typer.Option(
+            "--max",
+            min=1,
+            help="Show at most N entries of the lookup. A broker's queryMessage stops at 64 "
+            "(maxMsgsNumBatch); rmq reads on, and says when there are more than N or than 64.",
+        ),
+    ] = BROKER_MAX,
     headers_only: Annotated[bool, typer.Option("--headers-only", help="Show only the file headers.")] = False,
     config: ConfigOpt = None,
     output: OutputOpt = OutputFormat.table,
@@ -76,9 +84,11 @@ def dump_index(
     physical offsets IndexService.queryOffset returns and the records found there. Index entries
     compare only a hash, so the records are checked against the key: "count" is what the index
     returns, "matched" how many records really carry the key (the rest are hash collisions).
+    The lookup walks the hash chains as the broker does, newest first, but past the broker's 64
+    (up to --max); a key no record carries is "not found" (exit 3).
     """
     from rmqcli.ops.dump import index_entries, index_header_fields, index_lookup
-    from rmqcli.store.index import IndexService, open_index_file
+    from rmqcli.store.index import open_index_file
 
     if (key is None) != (topic is None):
         raise UsageError("--key and --topic go together")
@@ -93,7 +103,6 @@ def dump_index(
         settings = _settings(config)
         f = open_index_file(path, *settings)
         files: list[IndexFile] = [f]
-        index: IndexService | IndexFile = f
         root = path.parent.parent
         if (root / "commitlog").is_dir():
             commitlog = open_store(root, config).commitlog
@@ -101,20 +110,32 @@ def dump_index(
         store = open_store(path, config)
         if not store.index_dir.is_dir():
             raise NotFoundError(f"{path}: no index directory")
-        index = store.index
-        files = index.files
+        files = store.index.files
         commitlog = store.commitlog
     sections = [
         Section("files", "file", rows=[index_header_fields(f) for f in files], columns=HEADER_COLUMNS)
     ]
-    if key is not None and topic is not None:
-        found = index_lookup(index, topic, key, commitlog, begin=lo, end=hi, max_num=max_num)
-        sections.append(Section("query", "query", item=_query_item(found)))
-        sections.append(Section("hits", "hit", rows=list(_hit_rows(found)), columns=HIT_COLUMNS))
-    elif not headers_only:
-        rows = (e for f in files for e in index_entries(f, lo, hi))
-        sections.append(Section("entries", "entry", rows=rows, columns=ENTRY_COLUMNS))
+    if key is None or topic is None:
+        if not headers_only:
+            rows = (e for f in files for e in index_entries(f, lo, hi))
+            sections.append(Section("entries", "entry", rows=rows, columns=ENTRY_COLUMNS))
+        Renderer(resolve_format(output, json_)).sections(sections)
+        return
+    found = index_lookup(uncapped_index(files), topic, key, commitlog, begin=lo, end=hi, max_num=max_num + 1)
+    more = found.count > max_num  # an entry past --max: the lookup was cut
+    del found.phy_offsets[max_num:], found.hits[max_num:]
+    sections.append(Section("query", "query", item=_query_item(found, max_num, more)))
+    sections.append(Section("hits", "hit", rows=list(_hit_rows(found)), columns=HIT_COLUMNS))
     Renderer(resolve_format(output, json_)).sections(sections)
+    if more:
+        warn(f"--max {max_num} reached: more index entries carry the hash of {found.index_key} (raise --max)")
+    if found.count > BROKER_MAX:
+        warn(
+            f"a broker's queryMessage returns only the newest {BROKER_MAX} of these entries "
+            "(maxMsgsNumBatch); the rest are read here from the hash chains"
+        )
+    if found.count == 0 or found.matched == 0:
+        raise NotFoundError(f"{path}: {_not_found(found)}")
 
 
 def _settings(config: Path | None) -> tuple[int | None, int | None]:
@@ -128,7 +149,41 @@ def _settings(config: Path | None) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _query_item(found: IndexLookup) -> dict[str, Any]:
+def uncapped_index(files: list[IndexFile]) -> IndexService:
+    """``IndexService.queryOffset`` over ``files`` (newest file first, the same walk and stops)
+    without its ``maxMsgsNumBatch`` cap: an offline reader can follow a chain to its end."""
+    from formats.indexfile import index_key
+    from rmqcli.store.index import IndexService
+
+    class AllChainEntries(IndexService):
+        def __init__(self, opened: list[IndexFile]):  # opened already: no super().__init__
+            self.files = opened
+
+        def query(
+            self, topic: str, key: str, max_num: int = BROKER_MAX, begin: int = 0, end: int = JAVA_LONG_MAX
+        ) -> list[int]:
+            found: list[int] = []
+            full_key = index_key(topic, key)
+            for f in reversed(self.files):
+                if f.is_time_matched(begin, end):
+                    f.select(full_key, max_num, begin, end, found)
+                if f.header.begin_timestamp < begin or len(found) >= max_num:
+                    break
+            return found
+
+    return AllChainEntries(files)
+
+
+def _not_found(found: IndexLookup) -> str:
+    what = f"key {found.key} of topic {found.topic} not found"
+    if found.count == 0:
+        return f"{what} in the index"
+    statuses = Counter(h.status for h in found.hits)
+    parts = [f"{n} {kind}" for kind, n in sorted(statuses.items())]
+    return f"{what}: the {found.count} index entries with its hash are " + ", ".join(parts)
+
+
+def _query_item(found: IndexLookup, max_num: int, more: bool) -> dict[str, Any]:
     return {
         "topic": found.topic,
         "key": found.key,
@@ -137,6 +192,9 @@ def _query_item(found: IndexLookup) -> dict[str, Any]:
         "slot": found.slot,
         "count": found.count,
         "matched": found.matched,
+        "max": max_num,
+        "more": more,
+        "brokerCount": min(found.count, BROKER_MAX),
         "phyOffsets": found.phy_offsets,
     }
 

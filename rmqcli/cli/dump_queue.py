@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store
 from rmqcli.cli.render import Column, OutputFormat, Renderer, resolve_format
-from rmqcli.errors import NotFoundError, UsageError
+from rmqcli.errors import NotFoundError, RmqError, UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.store import Store
 
 COLUMNS = [
     Column("queueOffset", "QueueOffset", justify="right"),
@@ -65,7 +68,38 @@ def dump_cq(
             raise UsageError(f"--topic {topic!r}: {problem}; no consume queue can have that name")
         store = open_store(path, config)
         if not consume_queue_dir(store.root, topic, queue).is_dir():
-            raise NotFoundError(f"{path}: no consume queue {topic}:{queue}")
+            raise NotFoundError(f"{path}: {_missing_queue(store, topic, queue)}")
         cq = store.consume_queue(topic, queue)
         rows = (cq_unit_fields(u, topic, queue) for u in cq.units(from_offset or 0, count))
     renderer.rows(rows, COLUMNS)
+
+
+def _missing_queue(store: Store, topic: str, queue: int) -> str:
+    """The one line for a queue without a directory: the queue, or the whole topic, not found,
+    with what the store does know of the topic (its queue directories, its topics.json entry)."""
+    from rmqcli.store.configfiles import topic_configs
+
+    queues = [q for _, q in store.queue_ids(topic)]
+    if queues:
+        return f"consume queue {topic}:{queue} not found (topic {topic} has queues {_ranges(queues)})"
+    try:
+        entry = topic_configs(store.config_dir).get(topic)
+    except RmqError:  # a missing or damaged topics.json says nothing about the topic
+        entry = None
+    if entry is not None:
+        return (
+            f"consume queue {topic}:{queue} not found (topic {topic} is in config/topics.json, "
+            f"readQueueNums {entry.get('readQueueNums', '?')}, but has no consume queue on disk)"
+        )
+    return f"topic {topic} not found (no consume queue of it, and no entry in config/topics.json)"
+
+
+def _ranges(ids: list[int]) -> str:
+    """``0-3, 7``: sorted queue ids as runs."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
