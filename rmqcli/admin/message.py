@@ -382,17 +382,60 @@ def _view(session: AdminSession, msg: Message, index: int = 0, tracks: bool = Tr
     return view
 
 
-def view_message(session: AdminSession, msg_id: str) -> Message:
-    """VIEW_MESSAGE_BY_ID (33) to the store host encoded in the offset message id (C.4.6)."""
+# --- queryMsgById: an offset message id, or a unique key ----------------------------------------
+QUERY_CHUNK = 256  # QUERY_MESSAGE requests in flight at once when every topic is searched
+COPY_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_")  # topics that hold copies of messages
+
+
+def decode_offset_id(msg_id: str) -> tuple[str, int] | None:
+    """``MessageDecoder.decodeMessageId``: (``host:port``, CommitLog offset), or None when the id
+    cannot be an offset message id (not 32 or 56 hex digits, or a port outside 1-65535)."""
     from formats.commitlog import decode_offset_msg_id
-    from rmqcli.remoting.codes import RequestCode
     from rmqcli.store.commitlog import format_host
 
     try:
-        address, port, offset = decode_offset_msg_id(msg_id.strip())
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    addr = format_host(address, port)
+        address, port, offset = decode_offset_msg_id(msg_id)
+    except ValueError:
+        return None
+    if not 0 < port < 65536 or offset < 0:
+        return None
+    return format_host(address, port), offset
+
+
+def _addr_key(addr: str) -> tuple[str, int] | None:
+    """An address compared by value: ``127.0.0.1:10911``, ``[::1]:10911`` and ``0:0:…:1:10911``."""
+    import ipaddress
+
+    from rmqcli.remoting.client import parse_address
+
+    try:
+        host, port = parse_address(addr)
+    except UsageError:
+        return None
+    try:
+        host = str(ipaddress.ip_address(host))
+    except ValueError:
+        host = host.lower()
+    return host, port
+
+
+def listed_broker_addr(session: AdminSession, addr: str, broker_addr: str | None = None) -> str | None:
+    """``addr`` as the NameServer lists it (any broker of any cluster, masters and slaves), or
+    ``broker_addr`` (``-b``) when it names the same address; None when neither does."""
+    key = _addr_key(addr)
+    if broker_addr is not None and _addr_key(broker_addr) == key:
+        return broker_addr.strip()
+    for data in session.cluster_info().broker_addr_table.values():
+        for listed in data.broker_addrs.values():
+            if _addr_key(listed) == key:
+                return listed
+    return None
+
+
+def view_message(session: AdminSession, addr: str, offset: int) -> Message:
+    """VIEW_MESSAGE_BY_ID (33): the record at CommitLog ``offset`` of the broker at ``addr`` (C.4.6)."""
+    from rmqcli.remoting.codes import RequestCode
+
     response = session.call(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
     messages = decode_messages(response.body)
     if not messages:
@@ -400,9 +443,120 @@ def view_message(session: AdminSession, msg_id: str) -> Message:
     return messages[0]
 
 
-def query_msg_by_id(session: AdminSession, msg_ids: str) -> list[MessageView]:
+def find_by_id(
+    session: AdminSession, msg_id: str, topic: str | None = None, broker_addr: str | None = None
+) -> Message:
+    """The message of ``msg_id``, either form (``DefaultMQAdminExtImpl.viewMessage(topic, msgId)``).
+
+    An offset message id is read with VIEW_MESSAGE_BY_ID, but only from an address the NameServer
+    lists, or ``broker_addr``: the two forms have the same length, and a unique key decoded as an
+    offset id names an address that was never a broker's (its producer's IP and pid). Anything
+    else is a unique key (the client's msgId, ``UNIQ_KEY``), looked up with QUERY_MESSAGE as
+    ``queryMsgByUniqueKey`` does: on the masters of ``topic``'s route, or without a topic for every
+    topic the NameServer lists on every master of its clusters; ``broker_addr`` narrows either to
+    that broker. The earliest stored match wins, one in the message's own topic before a copy in
+    a retry, dead-letter, delay or system topic.
+    """
+    msg_id = msg_id.strip()
+    decoded = decode_offset_id(msg_id)
+    if decoded is not None:
+        addr = listed_broker_addr(session, decoded[0], broker_addr)
+        if addr is not None:
+            return view_message(session, addr, decoded[1])
+    found = find_by_unique_key(session, msg_id, topic, broker_addr)
+    if found:
+        return found[0]
+    where = f"no message of topic {topic}" if topic else "no message of any topic the NameServer lists"
+    if broker_addr:
+        where += f" on {broker_addr.strip()}"
+    points = ""
+    if decoded is not None:
+        points = (
+            f" (as an offset message id it would name {decoded[0]}, which the NameServer does not list;"
+            " -b names a broker to trust)"
+        )
+    raise NotFoundError(f"message {msg_id} not found: {where} has it as its unique key{points}")
+
+
+def find_by_unique_key(
+    session: AdminSession, key: str, topic: str | None = None, broker_addr: str | None = None
+) -> list[Message]:
+    """Messages whose ``UNIQ_KEY`` is ``key``, earliest first (those of copy topics last): QUERY_MESSAGE
+    with ``_UNIQUE_KEY_QUERY`` for ``topic`` (every topic when None) on its brokers (``broker_addr``
+    only, when given). A broker that fails without any match found raises its error."""
+    from rmqcli.remoting.codes import RequestCode, ResponseCode
+
+    if topic:
+        topics = [topic.strip()]
+        if broker_addr:
+            addrs = [broker_addr.strip()]
+        else:
+            route = session.route(topics[0])
+            addrs = [a for a in (master_addr(d.broker_addrs) for d in route.broker_datas) if a]
+    else:
+        from rmqcli.admin.topic import topic_list
+
+        topics = topic_list(session).topics
+        if broker_addr:
+            addrs = [broker_addr.strip()]
+        else:
+            table = session.cluster_info().broker_addr_table
+            addrs = sorted({a for a in (master_addr(d.broker_addrs) for d in table.values()) if a})
+    calls = [
+        (addr, RequestCode.QUERY_MESSAGE, _query_header(t, key, 32, 0, (1 << 63) - 1, True), b"")
+        for t in topics
+        for addr in addrs
+    ]
+    found: list[Message] = []
+    error: Exception | None = None
+    for i in range(0, len(calls), QUERY_CHUNK):
+        chunk = calls[i : i + QUERY_CHUNK]
+        for (addr, *_), response in zip(chunk, session.call_many(chunk), strict=True):
+            if isinstance(response, NetworkError):
+                error = error or response
+            elif response.code == ResponseCode.SUCCESS:
+                found.extend(m for m in decode_messages(response.body) if m.msg_id == key)
+            elif response.code != ResponseCode.QUERY_NOT_FOUND:
+                from rmqcli.remoting.client import expect
+
+                try:
+                    expect(response, addr)
+                except BrokerError as exc:
+                    error = error or exc
+    if not found and error is not None:
+        raise error
+    from formats.commitlog import SCHEDULE_TOPIC
+
+    found.sort(
+        key=lambda m: (
+            m.topic.startswith(COPY_TOPIC_PREFIXES) or m.topic == SCHEDULE_TOPIC,
+            m.store_timestamp,
+        )
+    )
+    return found
+
+
+def query_msg_by_id(
+    session: AdminSession, msg_ids: str, topic: str | None = None, broker_addr: str | None = None
+) -> list[MessageView]:
     """``queryMsgById -i id[,id…]``: each message with its body file and consumer tracks."""
-    return [_view(session, view_message(session, m)) for m in msg_ids.split(",") if m.strip()]
+    return [
+        _view(session, find_by_id(session, m, topic, broker_addr)) for m in msg_ids.split(",") if m.strip()
+    ]
+
+
+def _query_header(topic: str, key: str, max_num: int, begin: int, end: int, unique: bool) -> dict[str, Any]:
+    """QueryMessageRequestHeader, with ``_UNIQUE_KEY_QUERY`` for a unique key (B.3)."""
+    header: dict[str, Any] = {
+        "topic": topic,
+        "key": key,
+        "maxNum": max_num,
+        "beginTimestamp": begin,
+        "endTimestamp": end,
+    }
+    if unique:
+        header["_UNIQUE_KEY_QUERY"] = "true"
+    return header
 
 
 def query_message(
@@ -417,15 +571,7 @@ def query_message(
     addrs = [a for a in (master_addr(d.broker_addrs) for d in route.broker_datas) if a]
     if not addrs:
         raise BrokerError(f"TOPIC_NOT_EXIST(17): The topic[{topic}] not matched route info")
-    header: dict[str, Any] = {
-        "topic": topic,
-        "key": key,
-        "maxNum": max_num,
-        "beginTimestamp": begin,
-        "endTimestamp": end,
-    }
-    if unique:
-        header["_UNIQUE_KEY_QUERY"] = "true"
+    header = _query_header(topic, key, max_num, begin, end, unique)
     results = session.call_many([(a, RequestCode.QUERY_MESSAGE, header, b"") for a in addrs])
     found: list[Message] = []
     last_error: Exception | None = None

@@ -67,17 +67,45 @@ def query_msg_by_id(
     ] = None,
     send_message: Annotated[str | None, typer.Option("--sendMessage", "-s", help="resend message")] = None,
     unit_name: Annotated[str | None, typer.Option("--unitName", "-u", help="unit name")] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            help="rmq's addition: the topic of a unique-key id (the client's msgId), whose brokers "
+            "are asked; without it every topic the NameServer lists is searched on every master",
+        ),
+    ] = None,
+    broker_addr: Annotated[
+        str | None,
+        typer.Option(
+            "--brokerAddr",
+            "-b",
+            help="rmq's addition: a broker (host:port) to trust besides those the NameServer lists, "
+            "and the only one asked for a unique-key id",
+        ),
+    ] = None,
     namesrv: NamesrvOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Query Message by Id"""
+    """Query Message by Id
+
+    An id is an offset message id (store host, port and CommitLog offset: the broker's
+    offsetMsgId) when the address it encodes is a broker the NameServer lists, or -b; it is then
+    read from that broker. Any other id is a unique key (the msgId a client's send returns), looked
+    up as queryMsgByUniqueKey does: in -t's brokers, else in every topic. rmq never connects to an
+    address decoded from an id that neither the NameServer nor -b names (4.9.8's mqadmin does).
+    """
     from rmqcli.admin import message as ops
     from rmqcli.cli import admin_format_messages as fmt
+    from rmqcli.remoting.client import parse_address
 
     if consumer_group or client_id or send_message:
         raise UsageError("-g/-d (push to a client) and -s (resend) are not supported; query with -i only")
+    if broker_addr is not None:
+        parse_address(broker_addr)  # a malformed -b is a usage error before any connection
     with session(namesrv) as s:
-        views = ops.query_msg_by_id(s, msg_id)
+        views = ops.query_msg_by_id(s, msg_id, topic, broker_addr)
     emit_json([_view(v) for v in views]) if json_out else write("".join(fmt.message_view(v) for v in views))
 
 
