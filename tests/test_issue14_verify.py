@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,31 @@ def test_default_sizes_assumed_are_named(tmp_path) -> None:
     assert "maxHashSlotNum=5000000 maxIndexNum=20000000" in geo.message and "--config" in geo.message
     assert not _problems(_verify(store, BASIC_CONF), "geometry")
     assert not _problems(_verify(_copy(BASIC, tmp_path / "clean")), "geometry")
+
+
+# --- (c) a change rmq left unfinished ---------------------------------------------------------------
+def _killed_recover(store: Path) -> None:
+    """Run the real ``rmq recover --yes`` and SIGKILL it at its first crash point (a journalled step
+    is done, the change is not committed), as ``kill -9`` would."""
+    from rmqcli.ops.safety_journal import CRASH_ENV
+
+    env = dict(os.environ, **{CRASH_ENV: "1"})
+    argv = [sys.executable, "-m", "rmqcli.cli.main", "recover", str(store), "--yes"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+
+def test_verify_reports_a_change_killed_half_way(tmp_path, capsys) -> None:
+    store = _copy(REAL_ROOT / "crash-1" / "store-raw", tmp_path / "store")
+    _killed_recover(store)
+    assert invoke(["verify", str(store), "--json"]) == 4
+    data = json.loads(capsys.readouterr().out)
+    (bad,) = [p for p in data["problems"] if p["kind"] == "unfinished-change"]
+    assert bad["severity"] == "error" and bad["file"].startswith(".rmq-backup/")
+    assert "was interrupted" in bad["message"] and "rmq backups" in bad["message"]
+    assert f"recover {store} --yes" in bad["message"] and "restore-backup" in bad["message"]
+    # re-running the command rolls the change back, then does it: nothing is left unfinished
+    assert invoke(["recover", str(store), "--yes"]) == 0
+    capsys.readouterr()
+    report = _verify(store)
+    assert not _problems(report, "unfinished-change") and report.clean

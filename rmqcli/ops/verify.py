@@ -14,6 +14,9 @@ and ``rmq rebuild`` (``headerscan``, ``propscan``).
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -131,6 +134,7 @@ def verify_store(
         for f in index_files:
             f.close()
     _check_configs(store.config_dir, p)
+    _check_changes(store, p)
     _check_offsets(store, p, every, cl_min, topic)
     report = VerifyReport(
         store=str(root),
@@ -246,6 +250,60 @@ def _check_checkpoint(store: Store, p: Collector, table: RecordTable) -> Checkpo
                 "the CommitLog does not hold (lost or truncated data, or a checkpoint from another store)",
             )
     return ckpt
+
+
+# --- changes rmq left unfinished -----------------------------------------------------------------
+def _check_changes(store: Store, p: Collector) -> None:
+    """A change of ``rmq`` (recover, truncate, ...) killed before it committed leaves the store half
+    changed: its journal in ``.rmq-backup`` says what to roll back (``rmqcli.ops.safety``). The next
+    change on the store rolls it back first; until then a broker must not start on it."""
+    from rmqcli.ops.safety import list_backups
+    from rmqcli.ops.safety_journal import BACKUP_DIR, LOCK_NAME, MANIFEST, UNFINISHED
+
+    try:
+        backups = list_backups(store.root)
+    except CorruptDataError as exc:
+        p.error("unfinished-change", store.root / BACKUP_DIR, None, f"{exc}: see `rmq backups`")
+        return
+    unfinished = [b for b in backups if b["state"] in UNFINISHED]
+    if not unfinished:
+        return
+    running = _change_running(store.root / BACKUP_DIR / LOCK_NAME)
+    for b in unfinished:
+        ts = b["timestamp"]
+        command = "rmq " + shlex.join(b["argv"]) if b["argv"] else f"rmq {b['command']}"
+        where = Path(b["path"]) / MANIFEST
+        if running:
+            p.warning(
+                "change-running",
+                where,
+                None,
+                f"`{command}` ({ts}) is changing this store now: files may change while being read",
+            )
+            continue
+        p.error(
+            "unfinished-change",
+            where,
+            None,
+            f"`{command}` ({ts}) was interrupted ({b['state']}): the store is half changed and a broker "
+            f"must not start on it; re-run `{command}` (it rolls the change back first) or roll it back "
+            f"with `rmq restore-backup {store.root} {ts} --yes`; `rmq backups` lists it",
+        )
+
+
+def _change_running(lock: Path) -> bool:
+    """Whether an ``rmq`` command holds the store's change lock (``flock``) at this moment."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock taken just now
+    return False
 
 
 # --- config files --------------------------------------------------------------------------------
