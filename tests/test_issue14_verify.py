@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from formats import commitlog as fmt
 from rmqcli.cli.main import invoke
 from rmqcli.ops.verify import VerifyReport, verify_store
 from rmqcli.store import Store
@@ -160,3 +161,69 @@ def test_verify_reports_a_change_killed_half_way(tmp_path, capsys) -> None:
     capsys.readouterr()
     report = _verify(store)
     assert not _problems(report, "unfinished-change") and report.clean
+
+
+# --- (d) records the index does not cover -----------------------------------------------------------
+def _keyed_records(before: int | None = None, after: int | None = None) -> int:
+    """Records of basic-1 (as its broker's dump lists them) with a key ``buildIndex`` indexes."""
+    from tests.realfixtures import variants
+
+    (variant,) = [v for v in variants() if v.id == "basic-1/store"]
+    rollback = int(fmt.TransactionType.ROLLBACK)
+    return sum(
+        1
+        for r in variant.records
+        if (r["properties"].get(fmt.PROPERTY_UNIQ_KEY) or r["properties"].get(fmt.PROPERTY_KEYS))
+        and (r["sysFlag"] & fmt.TRANSACTION_MASK) != rollback
+        and (before is None or r["position"] < before)
+        and (after is None or r["position"] > after)
+    )
+
+
+def _index_files(store: Path) -> list[Path]:
+    return sorted((store / "index").iterdir())
+
+
+def test_records_before_the_first_index_file_are_counted(tmp_path) -> None:
+    """A broker that crashed deletes its newest index files on start and re-indexes only from where
+    its recovery starts: with one index file per store, the records before it are never indexed."""
+    from rmqcli.store.index import IndexFile
+
+    store = _copy(BASIC, tmp_path / "store")
+    first, second = _index_files(store)[:2]
+    begin = IndexFile(second).header.begin_phy_offset
+    first.unlink()
+    (warn,) = _problems(_verify(store), "index-uncovered")
+    assert warn.severity == "warning" and warn.file == "commitlog/00000000000000000000"
+    assert f"does not cover {_keyed_records(before=begin)} record(s)" in warn.message
+    assert f"before the first index file's beginPhyOffset {begin}" in warn.message
+    assert "`rmq rebuild --index`" in warn.message
+
+
+def test_records_after_the_last_index_file_are_counted(tmp_path) -> None:
+    """The consume queues are complete, so a starting broker dispatches nothing again: the records
+    after the last index file stay unindexed (not "indexed when dispatched")."""
+    from rmqcli.store.index import IndexFile
+
+    store = _copy(BASIC, tmp_path / "store")
+    *_, before_last, last = _index_files(store)
+    end = IndexFile(before_last).header.end_phy_offset
+    last.unlink()
+    report = _verify(store)
+    assert not _problems(report, "index-behind")
+    (warn,) = _problems(report, "index-uncovered")
+    assert f"does not cover {_keyed_records(after=end)} record(s)" in warn.message
+    assert f"after the last index file's endPhyOffset {end}" in warn.message
+
+
+def test_no_index_file_at_all(tmp_path) -> None:
+    store = _copy(BASIC, tmp_path / "store")
+    for f in _index_files(store):
+        f.unlink()
+    (warn,) = _problems(_verify(store), "index-uncovered")
+    assert f"no index file: the index does not cover {_keyed_records()} record(s)" in warn.message
+    # after an unclean shutdown the broker re-indexes from where its recovery starts: all of it here
+    crashed = _copy(REAL_ROOT / "crash-1" / "store-raw", tmp_path / "crashed")
+    for f in _index_files(crashed):
+        f.unlink()
+    assert not _problems(_verify(crashed), "index-uncovered")

@@ -129,6 +129,7 @@ def verify_store(
             index_msg_timestamp=checkpoint.index_msg_timestamp if checkpoint else 0,
             topic=topic,
             index_enabled=settings.message_index_enable,
+            redispatch_from=redispatch,
         )
     finally:
         for f in index_files:

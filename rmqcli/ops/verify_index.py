@@ -78,8 +78,13 @@ def check_index(
     index_msg_timestamp: int,
     topic: str | None = None,
     index_enabled: bool = True,
+    redispatch_from: int | None = None,
 ) -> int:
-    """Check every index file; returns the number of entries checked."""
+    """Check every index file; returns the number of entries checked.
+
+    ``redispatch_from``: where a broker starting on this store dispatches from (the consume queues'
+    end, or after an unclean shutdown where its recovery starts), indexing what follows.
+    """
     keys = _Keys(table)
     found = np.zeros(len(table.key_record), dtype=bool)  # keys seen in some index file
     checked = 0
@@ -149,8 +154,9 @@ def check_index(
             found[run : run + n] = True  # every entry is the next key of the records, in order
         else:
             _check_entries(p, path, table, keys, found, phy, key_hash, cl_min, f.hash_slot_num)
-    if index_enabled and files:
-        _coverage(files, table, p, found, cl_min=cl_min, abort=abort, topic=topic)
+    if index_enabled:
+        reindex_from = table.valid_end if redispatch_from is None else redispatch_from
+        _coverage(files, table, p, found, cl_min=cl_min, abort=abort, topic=topic, reindex_from=reindex_from)
     return checked
 
 
@@ -355,25 +361,37 @@ def _coverage(
     cl_min: int,
     abort: bool,
     topic: str | None,
+    reindex_from: int,
 ) -> None:
     """Every key the broker would index (``buildIndex``) must be in some index file.
 
     Checked for records from the first index file's beginPhyOffset (older files are deleted
     with the CommitLog, ``deleteExpiredFile``) to the last file's endPhyOffset; records after
-    that are indexed when the broker dispatches them.
+    that are indexed when the broker dispatches them (from ``reindex_from`` on). Records outside
+    the index files' range and before ``reindex_from`` are never indexed again by a broker (an
+    unclean start deletes the index files written after the checkpoint, ``IndexService.load``, and
+    re-indexes only from where its recovery starts): they are counted as not covered (a warning).
     """
-    begin = max(files[0].header.begin_phy_offset, cl_min)
-    end = max(f.header.end_phy_offset for f in files)
     rec = table.key_record
     sys_flag = table.sys_flag[rec]
     indexed = (sys_flag & cl_fmt.TRANSACTION_MASK) != cl_fmt.TransactionType.ROLLBACK  # is_indexed
     pos = table.position[rec]
-    want = indexed & (pos >= begin)
+    indexed &= pos >= cl_min
     if topic is not None:
         tid = table.topics.index(topic) if topic in table.topics else -1
-        want &= table.topic_id[rec] == tid
-    later = want & (pos > end)
-    want &= pos <= end
+        indexed &= table.topic_id[rec] == tid
+    lost = indexed & ~found & (pos < reindex_from)  # a broker never indexes these again
+    if not files:
+        _uncovered(table, p, rec[lost], "no index file: the index does not cover {what}")
+        return
+    begin = max(files[0].header.begin_phy_offset, cl_min)
+    end = max(f.header.end_phy_offset for f in files)
+    where = f"before the first index file's beginPhyOffset {begin}"
+    _uncovered(table, p, rec[lost & (pos < begin)], "the index does not cover {what} " + where)
+    where = f"after the last index file's endPhyOffset {end} (a broker dispatches from {reindex_from} on)"
+    _uncovered(table, p, rec[lost & (pos > end)], "the index does not cover {what} " + where)
+    later = indexed & (pos > end) & (pos >= reindex_from)
+    want = indexed & (pos >= begin) & (pos <= end)
     missing = np.flatnonzero(want & ~found)
     if later.any():
         late = np.sort(rec[later])
@@ -402,8 +420,29 @@ def _coverage(
             path,
             at,
             f"{keys} key(s) of {len(run)} record(s) from CommitLog offset {int(table.position[first])} to "
-            f"{int(table.position[run[-1]])} are in no index file: queries by key do not find them",
+            f"{int(table.position[run[-1]])} are in no index file: queries by key do not find them; "
+            "`rmq rebuild --index` indexes them",
         )
+
+
+def _uncovered(table: RecordTable, p: Collector, key_rows: np.ndarray, head: str) -> None:
+    """One warning counting keys (and their records) no index file holds and no broker indexes again."""
+    if not len(key_rows):
+        return
+    recs = np.unique(key_rows)
+    first, last = int(recs[0]), int(recs[-1])
+    path, at = _record_place(table, first)
+    what = (
+        f"{len(recs)} record(s) ({len(key_rows)} key(s), CommitLog offsets {int(table.position[first])} to "
+        f"{int(table.position[last])})"
+    )
+    p.warning(
+        "index-uncovered",
+        path,
+        at,
+        f"{head.format(what=what)}: queries by key do not find them and a broker does not index them "
+        "again; `rmq rebuild --index` indexes them",
+    )
 
 
 def _record_place(table: RecordTable, row: int) -> tuple[Path | str, int]:
