@@ -60,11 +60,19 @@ class BrokerError(RmqError):
     exit_code = 6
 
 
+class BrokerNotFoundError(BrokerError):
+    """A broker or name server answered that the topic, group or message asked for does not
+    exist (TOPIC_NOT_EXIST, QUERY_NOT_FOUND, SUBSCRIPTION_GROUP_NOT_EXIST, NO_MESSAGE): exit 3,
+    as every "not found" of rmq."""
+
+    exit_code = 3
+
+
 EXIT_CODES = {
     0: "success",
     1: "unexpected error",
     2: "usage error (wrong flags or arguments)",
-    3: "not found (store, file, topic, queue, key)",
+    3: "not found (store, file, topic, queue, key; also a broker's TOPIC_NOT_EXIST, QUERY_NOT_FOUND, ...)",
     4: "corrupt data (the message names the file and byte offset)",
     5: "network error (unreachable host, timeout)",
     6: "broker error (the broker's response code and remark)",

@@ -199,7 +199,7 @@ def test_delete_topic_reaches_masters_and_every_namesrv() -> None:
             assert server.codes(b.addr) == [215] and "Gone" not in b.topics
         assert "Gone" not in rmq("topicList", "-n", n).splitlines()
         code, err = rmq_fail("topicRoute", "-n", n, "-t", "Gone")
-        assert code == 6 and "TOPIC_NOT_EXIST(17)" in err and "No topic route info" in err
+        assert code == 3 and "TOPIC_NOT_EXIST(17)" in err and "No topic route info" in err
 
 
 def test_topic_list_cluster_mode(server: AdminServer) -> None:
@@ -485,7 +485,7 @@ def test_subprocesses(server: AdminServer) -> None:
     assert proc.stderr == f"rmq: error: 127.0.0.1:{port}: connection refused\n"
     proc = run("topicRoute", "-n", n, "-t", "Missing")
     assert (
-        proc.returncode == 6
+        proc.returncode == 3
         and proc.stderr.startswith("rmq: error: ")
         and "TOPIC_NOT_EXIST(17)" in proc.stderr
     )
@@ -509,7 +509,7 @@ def test_topic_status_matches_capture(path: Path) -> None:
         with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
             code, err = rmq_fail("topicStatus", "-n", server.namesrv, "-t", topic)
             assert (
-                code == 6
+                code == 3
                 and f"TOPIC_NOT_EXIST(17): No topic route info in name server for the topic: {topic}" in err
             )
         return

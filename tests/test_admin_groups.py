@@ -136,7 +136,7 @@ def test_consumer_progress_format_and_errors(single: AdminServer) -> None:
     assert out.endswith("\nConsume TPS: 1.50\nDiff Total: 6\n")
     assert json.loads(rmq("consumerProgress", "-n", n, "-g", "G", "--json"))["diffTotal"] == 6
     code, err = rmq_fail("consumerProgress", "-n", n, "-g", "Missing")
-    assert code == 6 and "TOPIC_NOT_EXIST(17)" in err and "%RETRY%Missing" in err
+    assert code == 3 and "TOPIC_NOT_EXIST(17)" in err and "%RETRY%Missing" in err
     single.create_topic(broker, "%RETRY%Idle", 1, 1)
     code, err = rmq_fail("consumerProgress", "-n", n, "-g", "Idle")
     assert code == 6 and "CONSUMER_NOT_ONLINE(206): Not found the consumer group consume stats" in err
@@ -277,7 +277,7 @@ def test_reset_offset_online_and_offline_fallback(single: AdminServer) -> None:
     code, err = rmq_fail("resetOffsetByTime", "-n", n, "-g", "G", "-t", "T", "-s", "yesterday")
     assert code == 2
     code, err = rmq_fail("resetOffsetByTime", "-n", n, "-g", "G", "-t", "NoSuch", "-s", "now")
-    assert code == 6 and "TOPIC_NOT_EXIST" in err
+    assert code == 3 and "TOPIC_NOT_EXIST" in err
 
 
 def test_clone_group_offset_stats_and_broker_consume_stats(single: AdminServer) -> None:
@@ -367,4 +367,4 @@ def test_network_errors_and_subprocess(single: AdminServer) -> None:
         [sys.executable, "-m", "rmqcli.cli.main", "consumerProgress", "-g", "S"],
         capture_output=True, text=True, env=env, timeout=30,
     )  # fmt: skip
-    assert proc.returncode == 6 and proc.stdout == "" and proc.stderr.startswith("rmq: error: ")
+    assert proc.returncode == 3 and proc.stdout == "" and proc.stderr.startswith("rmq: error: ")

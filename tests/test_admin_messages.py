@@ -105,7 +105,7 @@ def test_query_by_key_unique_key_and_id(single: AdminServer) -> None:
     )
     assert rmq("queryMsgByKey", "-n", n, "-t", "T", "-k", "other").count("\n") == 2
     code, err = rmq_fail("queryMsgByKey", "-n", n, "-t", "T", "-k", "none")
-    assert code == 6 and "QUERY_NOT_FOUND(22): can not find message, maybe time range not correct" in err
+    assert code == 3 and "QUERY_NOT_FOUND(22): can not find message, maybe time range not correct" in err
     text = rmq("queryMsgByUniqueKey", "-n", n, "-t", "T", "-i", second)
     lines = text.split("\n")
     assert lines[0] == f"{'Topic:':<20} T" and lines[1] == f"{'Tags:':<20} [TagB]"
@@ -266,4 +266,4 @@ def test_send_then_print_in_subprocesses(single: AdminServer) -> None:
     proc = subprocess.run(
         [*cmd, "printMsg", "-t", "Missing"], capture_output=True, text=True, env=env, timeout=30
     )
-    assert proc.returncode == 6 and "TOPIC_NOT_EXIST(17)" in proc.stderr and proc.stderr.count("\n") == 1
+    assert proc.returncode == 3 and "TOPIC_NOT_EXIST(17)" in proc.stderr and proc.stderr.count("\n") == 1

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqcli.admin.beans import DEFAULT_TOPIC, TOOLS_CONSUMER, hash_order
 from rmqcli.admin.session import AdminSession, master_addr
-from rmqcli.errors import BrokerError, NetworkError, NotFoundError, UsageError
+from rmqcli.errors import BrokerError, BrokerNotFoundError, NetworkError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.remoting.json_body import MessageQueue, QueryConsumeQueueResponseBody, TopicRouteData
@@ -593,7 +593,7 @@ def query_message(
     if not found:
         if last_error is not None:
             raise last_error
-        raise BrokerError("NO_MESSAGE(208): query message by key finished, but no message.")
+        raise BrokerNotFoundError("NO_MESSAGE(208): query message by key finished, but no message.")
     return found
 
 

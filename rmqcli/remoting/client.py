@@ -15,7 +15,7 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from rmqcli.errors import BrokerError, NetworkError, UsageError
+from rmqcli.errors import BrokerError, BrokerNotFoundError, NetworkError, UsageError
 
 if TYPE_CHECKING:
     import asyncio
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from rmqcli.remoting.codec import RemotingCommand
 
 DEFAULT_TIMEOUT = 5.0
+# TOPIC_NOT_EXIST, QUERY_NOT_FOUND, SUBSCRIPTION_GROUP_NOT_EXIST, NO_MESSAGE: exit 3 like every "not found"
+NOT_FOUND_CODES = frozenset({17, 22, 26, 208})
 READ_CHUNK = 256 * 1024
 HEAD_BYTES = 32  # how much of a non-RocketMQ answer an error quotes
 
@@ -87,7 +89,8 @@ def expect(response: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
     if response.code in (ok or (0,)):
         return response
     remark = f": {response.remark.strip()}" if response.remark and response.remark.strip() else ""
-    raise BrokerError(f"{addr}: {response.describe()}{remark}")
+    error = BrokerNotFoundError if response.code in NOT_FOUND_CODES else BrokerError
+    raise error(f"{addr}: {response.describe()}{remark}")
 
 
 class _Connection:
