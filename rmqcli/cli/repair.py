@@ -85,8 +85,8 @@ def recover(
         bool,
         typer.Option(
             "--salvage",
-            help="Unlike the broker: replace each invalid record by tombstone records of the same "
-            "length and keep the valid records after it.",
+            help="Unlike the broker: check every CommitLog file, replace each invalid record by "
+            "tombstone records of the same length and keep the valid records after it.",
         ),
     ] = False,
     config: ConfigOpt = None,
@@ -106,11 +106,15 @@ def recover(
 
     Like the broker, recovery discards everything after the first invalid record; every removed
     byte is backed up under STORE/.rmq-backup/ (see `rmq backups`, `rmq restore-backup`). Unlike
-    the broker, rmq zeroes the stale bytes after the new end of a file. Without --yes nothing
-    changes.
+    the broker, rmq zeroes the stale bytes after the new end of a file, and replaces an index file
+    of the wrong size (which a broker extends with zeros, losing its entries) by re-indexing from
+    where the index files before it end. Without --yes nothing changes. Sizes not given with
+    --config are read off the store's files; a default assumed for want of files is noted.
 
-    --salvage is a divergence from the broker: an invalid record that valid records follow is
-    overwritten by tombstones, valid records of exactly its length, and the walk goes on. A
+    --salvage is a divergence from the broker: every CommitLog file is checked, including those
+    before the file where recovery starts (a broker serves their records as they are, a bad body
+    included), and an invalid record that valid records follow is overwritten by tombstones, valid
+    records of exactly its length, and the walk goes on. A
     tombstone keeps the topic, queue id and queue offset of the record it replaces (read from its
     header, or from the consume-queue units that pointed at it), the properties that still decode
     except TAGS, and adds RMQ_SALVAGED=<reason>; its body is spaces. It takes the record's place
@@ -147,6 +151,13 @@ def truncate(
         str | None,
         typer.Option("--time", help="Cut at the first record stored after TIME (epoch ms or ISO-8601)."),
     ] = None,
+    clamp_offsets: Annotated[
+        bool,
+        typer.Option(
+            "--clamp-offsets",
+            help="Set committed consumer and delay offsets that lie past a queue's new end to that end.",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
@@ -158,6 +169,12 @@ def truncate(
     Later CommitLog files are deleted and the rest of the cut file is zeroed; units at or past the
     cut are removed from the consume queues; index files reaching the cut are rebuilt from the
     records before it. Every removed byte is backed up. Without --yes nothing changes.
+
+    The plan lists the committed offsets (config/consumerOffset.json, config/delayOffset.json)
+    that lie past a queue's new end: a group would skip the messages later sent to that queue up
+    to its offset. --clamp-offsets sets each to its queue's end (the files are backed up). A store
+    already cut there (no record at or after --offset, none stored after --time) needs nothing:
+    the command says so and exits 0, so it can be re-run until it succeeds.
     """
     from rmqcli.ops import rebuild
     from rmqcli.ops import truncate as ops
@@ -169,7 +186,7 @@ def truncate(
         confirm(dry_run, yes),
         force_unlocked,
         json_,
-        lambda s: ops.stage_truncate(s, offset=offset, time_ms=when),
+        lambda s: ops.stage_truncate(s, offset=offset, time_ms=when, clamp_offsets=clamp_offsets),
         ops.apply_truncate,
         lambda r: rebuild.discard(r.staged),
         rebuild.STAGING_NAME,

@@ -20,11 +20,13 @@ Where the result can differ from the files a broker wrote, by design:
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from formats import indexfile
 from formats.consumequeue import CQ_UNIT_SIZE
-from rmqcli.errors import UsageError
+from rmqcli.errors import CorruptDataError, UsageError
 from rmqcli.ops import unsafe_topics
 from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
@@ -32,12 +34,34 @@ from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.dispatch import Dispatcher, UnsafeTopic
 from rmqcli.store.fastdispatch import FastDispatcher, dispatch_commitlog
-from rmqcli.store.naming import index_file_name, topic_dir, topic_dir_problem
-from rmqcli.store.settings import StoreSettings
+from rmqcli.store.index import IndexFile
+from rmqcli.store.naming import index_file_name, is_index_name, topic_dir, topic_dir_problem
+from rmqcli.store.settings import DEFAULT_COMMITLOG_FILE_SIZE, StoreSettings
 from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 
 STAGING_NAME = "rebuild"
+
+
+@dataclass
+class IndexScan:
+    """The store's index files in name order (the order ``IndexService.load`` reads them), each
+    sound (an ``IndexFile``) or damaged (why), and the geometry read off them or given."""
+
+    entries: list[tuple[Path, IndexFile | None, str | None]] = field(default_factory=list)
+    geometry: tuple[int, int] | None = None  # (maxHashSlotNum, maxIndexNum); None: no file, none given
+
+    @property
+    def files(self) -> list[IndexFile]:
+        return [f for _, f, _ in self.entries if f is not None]
+
+    @property
+    def damaged(self) -> list[tuple[Path, str]]:
+        return [(p, why) for p, f, why in self.entries if f is None and why is not None]
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
 
 
 @dataclass
@@ -54,6 +78,7 @@ class RebuildResult:
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     replaced: list[str] = field(default_factory=list)  # store-relative dirs swapped in
     unsafe: dict[str, UnsafeTopic] = field(default_factory=dict)  # topics whose records got no queue
+    index_scan: IndexScan = field(default_factory=IndexScan)  # the store's index files, as found
 
     def to_dict(self) -> dict:
         return {
@@ -64,6 +89,87 @@ class RebuildResult:
             "indexEntries": self.index_entries,
             "plan": self.plan.to_dict(),
         }
+
+
+def scan_index(store: Store) -> IndexScan:
+    """Open the index files a repair may keep; a file whose size is not the geometry's is damaged.
+
+    ``IndexService.load`` (4.9.8) maps every file READ_WRITE at the configured size: a short file is
+    extended with zeros (its entries past the cut are lost), a long one is read in part; the broker
+    starts either way. A repair replaces such a file instead (``rmq recover``, ``rmq rebuild``). The
+    geometry is the broker.conf's when given, else the size most files share (``CorruptDataError``
+    when that size has no 1:4 geometry, or when every file disagrees with the given one alike).
+    """
+    directory = store.index_dir
+    names = sorted(p.name for p in directory.iterdir() if is_index_name(p.name)) if directory.is_dir() else []
+    paths = [directory / n for n in names if (directory / n).is_file()]
+    sizes = {p: p.stat().st_size for p in paths}
+    scan = IndexScan(geometry=_index_geometry(store.settings, sizes))
+    if scan.geometry is None:
+        return scan
+    expected = indexfile.file_size(*scan.geometry)
+    slots, num = scan.geometry
+    for path in paths:
+        size = sizes[path]
+        if size == expected:
+            scan.entries.append((path, IndexFile(path, slots, num), None))
+            continue
+        lost = "its entries past that size are lost" if size < expected else f"it reads only {expected} bytes"
+        scan.entries.append(
+            (
+                path,
+                None,
+                f"index file {path.name} is {size} bytes, not the {expected} of {slots} slots and {num} "
+                f"entries: damaged (a broker maps it at {expected} bytes; {lost})",
+            )
+        )
+    return scan
+
+
+def _index_geometry(settings: StoreSettings, sizes: dict[Path, int]) -> tuple[int, int] | None:
+    """(slots, entries) of the store's index files: the given ones, else read off the usual size."""
+    given = {"max_hash_slot_num", "max_index_num"} & settings.explicit
+    counts = Counter(sizes.values())
+    if given:
+        geometry = (settings.max_hash_slot_num, settings.max_index_num)
+        expected = indexfile.file_size(*geometry)
+        if len(counts) == 1 and expected not in counts and sum(counts.values()) > 1:
+            (size,) = counts
+            raise CorruptDataError(
+                f"every index file is {size} bytes; {geometry[0]} slots and {geometry[1]} entries "
+                f"(maxHashSlotNum/maxIndexNum) need {expected}: is --config the broker.conf of this store?",
+                str(next(iter(sizes))),
+            )
+        return geometry
+    if not counts:
+        return None
+    usual = max(counts, key=lambda n: (counts[n], indexfile.geometry_from_size(n) is not None, n))
+    geometry = indexfile.geometry_from_size(usual)
+    if geometry is None:
+        path = next(p for p, n in sizes.items() if n == usual)
+        raise CorruptDataError(
+            f"a {usual}-byte index file does not have the default 1:4 slots to entries; if the broker "
+            "used other maxHashSlotNum/maxIndexNum, pass them with --config",
+            str(path),
+        )
+    return geometry
+
+
+def repair_settings(store: Store, scan: IndexScan) -> StoreSettings:
+    """``Store.effective_settings`` for a repair: the index geometry is ``scan``'s, which tolerates
+    damaged index files (``Store.index`` refuses them)."""
+    if not scan.damaged:
+        return store.effective_settings()
+    settings = store.settings
+    changes: dict[str, int] = {}
+    if "mapped_file_size_commitlog" not in settings.explicit and store.commitlog.file_size:
+        changes["mapped_file_size_commitlog"] = store.commitlog.file_size
+    if scan.geometry is not None and not {"max_hash_slot_num", "max_index_num"} & settings.explicit:
+        changes["max_hash_slot_num"], changes["max_index_num"] = scan.geometry
+    cq_sizes = {f.size for t, q in store.queue_ids() for f in store.consume_queue(t, q).files}
+    if "mapped_file_size_consume_queue" not in settings.explicit and cq_sizes:
+        changes["mapped_file_size_consume_queue"] = max(cq_sizes)
+    return replace(settings, **changes)
 
 
 def rebuild_namer(store_timestamp: int) -> str:
@@ -86,11 +192,15 @@ def stage_rebuild(
     ``until``: dispatch only records that start before it (a CommitLog about to be cut there).
     """
     check_options(consume_queues, index, topic)
-    settings = store.effective_settings()
+    scan = scan_index(store)
+    settings = repair_settings(store, scan)
     staged = staging_dir(store.root, STAGING_NAME)
     start = store.commitlog.min_offset
-    notes = size_notes(store, settings, consume_queues, index)
+    notes = size_notes(store, settings, consume_queues, index, scan)
+    if index:
+        notes += [f"{why}; the index is rebuilt" for _, why in scan.damaged]
     result = RebuildResult(Plan("rebuild", store.root, [], notes), staged)
+    result.index_scan = scan
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     seeded = from_offset is not None and from_offset > start
     bulk = not seeded and until is None and FastDispatcher.supports(settings)
@@ -109,6 +219,7 @@ def stage_rebuild(
         old.confirm_phy_offset,
     )
     finish_plan(store, result, consume_queues, index, topic)
+    scan.close()
     return result
 
 
@@ -183,7 +294,9 @@ def _dispatch_each(
         staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
     )
     if from_offset is not None and from_offset > start:
-        start = _seed_from_existing(store, staged, dispatcher, from_offset, consume_queues, index, topic)
+        start = _seed_from_existing(
+            store, staged, dispatcher, from_offset, consume_queues, index, topic, result.index_scan
+        )
     files = store.commitlog.files
     end = until if until is not None else (files[-1].from_offset + files[-1].size if files else 0)
     for rec in reput_records(store, start, end, {}, result.plan.notes):
@@ -200,24 +313,44 @@ def _dispatch_each(
     return dispatcher.logics_msg_timestamp, dispatcher.index.completed_end_timestamp
 
 
-def size_notes(store: Store, settings, consume_queues: bool, index: bool) -> list[str]:
-    """Say where a file size was not given and could not be read off existing files."""
+def size_notes(
+    store: Store, settings: StoreSettings, consume_queues: bool, index: bool, scan: IndexScan | None = None
+) -> list[str]:
+    """Say which file sizes are defaults: not given (--config) and not read off the store's files.
+
+    A CommitLog of other than 1 GiB files says the broker had a broker.conf: the note says so.
+    """
     notes = []
     explicit = settings.explicit
+    commitlog_size = store.commitlog.file_size
+    hint = (
+        f"the CommitLog files are {commitlog_size} bytes, not the default {DEFAULT_COMMITLOG_FILE_SIZE}: "
+        "the broker that wrote them had a broker.conf; give it with --config"
+        if "mapped_file_size_commitlog" not in explicit
+        and commitlog_size
+        and commitlog_size != DEFAULT_COMMITLOG_FILE_SIZE
+        else ""
+    )
     if (
         consume_queues
         and "mapped_file_size_consume_queue" not in explicit
         and not any(store.consume_queue(t, q).files for t, q in store.queue_ids())
     ):
         notes.append(
-            f"consume-queue files of {settings.mapped_file_size_consume_queue} bytes (the default: there "
-            "are no consume-queue files to read the size from; pass --config for another size)"
+            f"consume-queue files of {settings.mapped_file_size_consume_queue} bytes assumed (the default "
+            "mappedFileSizeConsumeQueue: there are no consume-queue files to read the size from; pass "
+            "--config for another size)"
         )
-    if index and "max_hash_slot_num" not in explicit and not store.index.files:
+    sound = (scan if scan is not None else scan_index(store)).files
+    if index and not {"max_hash_slot_num", "max_index_num"} & explicit and not sound:
+        size = indexfile.file_size(settings.max_hash_slot_num, settings.max_index_num)
         notes.append(
-            f"index files of {settings.max_hash_slot_num} slots and {settings.max_index_num} entries (the "
-            "default: there are no index files to read it from; pass --config for another geometry)"
+            f"index files of {settings.max_hash_slot_num} slots and {settings.max_index_num} entries "
+            f"({size} bytes, sparse) assumed (the default maxHashSlotNum/maxIndexNum: there are no index "
+            "files to read it from; pass --config for another geometry)"
         )
+    if notes and hint:
+        notes.append(hint)
     return notes
 
 
@@ -229,8 +362,12 @@ def _seed_from_existing(
     consume_queues: bool,
     index: bool,
     topic: str | None,
+    index_scan: IndexScan,
 ) -> int:
-    """``--from``: keep what lies before ``from_offset`` and return where dispatch restarts."""
+    """``--from``: keep what lies before ``from_offset`` and return where dispatch restarts.
+
+    Index files are kept in name order up to the first that reaches ``from_offset`` or is damaged.
+    """
     start = from_offset
     if consume_queues:
         source = topic_dir(store.root, topic) if topic else store.consumequeue_dir
@@ -239,11 +376,16 @@ def _seed_from_existing(
             shutil.copytree(source, target)
     if index and store.index_dir.is_dir():
         (staged / INDEX_DIR).mkdir(parents=True, exist_ok=True)
-        for f in store.index.files:
-            if f.header.end_phy_offset < from_offset:
+        kept_end = store.commitlog.min_offset  # where the index files kept so far end
+        for _, f, _ in index_scan.entries:
+            if f is not None and f.header.end_phy_offset < from_offset:
                 shutil.copy2(f.path, staged / INDEX_DIR / f.name)
-            else:
-                start = min(start, max(f.header.begin_phy_offset, store.commitlog.min_offset))
+                kept_end = f.header.end_phy_offset
+                continue
+            # this file and every later one are re-indexed; a damaged one from where the last kept ends
+            begin = f.header.begin_phy_offset if f is not None else kept_end
+            start = min(start, max(begin, store.commitlog.min_offset))
+            break
     dispatcher.load()
     for cq in dispatcher.cqs.values():
         for path in cq.truncate_dirty(from_offset):
@@ -269,7 +411,7 @@ def plan_steps(
     if index and not same_tree(store.index_dir, result.staged / INDEX_DIR):
         detail = (
             f"{result.index_files} index files, {result.index_entries} entries rebuilt "
-            f"(replacing {len(store.index.files)} files)"
+            f"(replacing {len(result.index_scan.entries)} files)"
         )
         steps.append(PlanStep("replace-dir", INDEX_DIR, detail))
         result.replaced.append(INDEX_DIR)

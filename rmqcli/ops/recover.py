@@ -4,7 +4,9 @@
 
 1. ``lastExitOK = !exists(abort)``; ``--normal``/``--abnormal`` override it.
 2. Index files: after an abnormal exit, every file whose ``endTimestamp`` is newer than the
-   checkpoint's ``indexMsgTimestamp`` is deleted (``IndexService.load``).
+   checkpoint's ``indexMsgTimestamp`` is deleted (``IndexService.load``). A file of the wrong size,
+   which the broker maps at the right size (zero-extended, its entries past the cut lost), is
+   replaced with every later one by re-indexing (``rebuild.scan_index``).
 3. Consume queues: ``ConsumeQueue.recover`` finds each queue's valid end; later files go.
 4. CommitLog: normal recovery walks from the third-last file, abnormal recovery from the last file
    whose first record was stored before the checkpoint's minimum timestamp (file 0 if none),
@@ -15,13 +17,15 @@
 6. Reput: records after the furthest consume-queue unit are dispatched.
 7. The checkpoint's logics/index timestamps follow the dispatch; ``abort`` is removed.
 
-Where the broker leaves stale bytes after the new end of a file, ``rmq`` zeroes them (and backs
-them up first). Index files a recovery creates are named after the store time of the first
-record they index instead of the wall clock, so a recovery is reproducible. Config files the
-broker rewrites when it starts serving are not touched. A record whose topic cannot name a
-directory under ``consumequeue/`` goes to no queue (a broker would write it outside the store);
-the records of such topics that recovery walks or dispatches are noted in the plan
-(``rmqcli.ops.unsafe_topics``).
+With ``salvage`` every CommitLog file is checked, also those before the start file, whose bad
+records a broker serves as they are (``salvage_before``). Where the broker leaves stale bytes
+after the new end of a file, ``rmq`` zeroes them (and backs them up first). Index files a
+recovery creates are named after the store time of the first record they index instead of the
+wall clock, so a recovery is reproducible. Config files the broker rewrites when it starts
+serving are not touched. A record whose topic cannot name a directory under ``consumequeue/``
+goes to no queue (a broker would write it outside the store); the records of such topics that
+recovery walks or dispatches are noted in the plan (``rmqcli.ops.unsafe_topics``). Sizes not
+given are read off the store's files; the plan notes a default assumed for want of files.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
 from rmqcli.ops import unsafe_topics
-from rmqcli.ops.rebuild import rebuild_namer
+from rmqcli.ops.rebuild import IndexScan, rebuild_namer, repair_settings, scan_index, size_notes
 from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
@@ -157,14 +161,7 @@ def walk(
                 break  # next file
             if tail in ("zeros", "end"):
                 return WalkEnd(mf.from_offset + pos, f"end of data in {mf.name} at {pos}")
-            problem = None
-            try:
-                rec = decode_record(buf, pos, limit, str(mf.path), mf.from_offset)
-            except RecordError as exc:
-                problem = str(exc)
-            else:
-                if check_crc and rec.body_length > 0 and fmt.body_crc(rec.stored_body) != rec.body_crc:
-                    problem = "body CRC mismatch"
+            rec, problem = _check(mf, buf, pos, limit, check_crc)
             if problem is not None:
                 fill = _salvage(salvager, fills, mf, buf, pos, limit, problem)
                 if fill is None:
@@ -181,6 +178,52 @@ def walk(
             pos += rec.total_size
     last = files[-1]
     return WalkEnd(last.from_offset + last.size, "the last file is full")
+
+
+def _check(mf: MappedFile, buf, pos: int, limit: int, check_crc: bool) -> tuple[Record | None, str | None]:
+    """The record at ``pos`` and why recovery rejects it (None: valid), as ``checkMessageAndReturnSize``."""
+    try:
+        rec = decode_record(buf, pos, limit, str(mf.path), mf.from_offset)
+    except RecordError as exc:
+        return None, str(exc)
+    if check_crc and rec.body_length > 0 and fmt.body_crc(rec.stored_body) != rec.body_crc:
+        return rec, "body CRC mismatch"
+    return rec, None
+
+
+def salvage_before(
+    store: Store,
+    start_index: int,
+    check_crc: bool,
+    salvager: Salvager,
+    fills: dict[int, Fill],
+    notes: list[str],
+) -> None:
+    """``--salvage`` in the files before the one recovery starts from, which a broker never checks.
+
+    A broker serves their records as they are (a bad body included: the reput reads no CRC). Each
+    bad record found there that can be salvaged gets its ``Fill``; one that cannot is noted and
+    left as it is, and the file's walk goes on in the next file (the CommitLog is not cut there).
+    """
+    for mf in store.commitlog.files[:start_index]:
+        buf = mf.map()
+        limit = len(buf)
+        pos = 0
+        while classify_tail(buf, pos, limit)[0] == "garbage":
+            rec, problem = _check(mf, buf, pos, limit, check_crc)
+            if problem is None:
+                pos += rec.total_size
+                continue
+            fill = _salvage(salvager, fills, mf, buf, pos, limit, problem)
+            if fill is None:
+                notes.append(
+                    f"--salvage: {mf.name} at {pos}: {problem}; no tombstones fit there: left as it is "
+                    "(a broker's recovery does not check this file and serves it as it is)"
+                )
+                break
+            if fill.ends_file:
+                break
+            pos += fill.length
 
 
 def _salvage(
@@ -212,8 +255,18 @@ def stage_recover(
     one (``rmqcli.ops.salvage``); the queues with units pointing at them are re-dispatched from there.
     """
     abnormal = store.abort_exists if mode is None else mode == "abnormal"
+    scan = scan_index(store)
+    try:
+        return _stage_recover(store, scan, abnormal, check_crc, salvage)
+    finally:
+        scan.close()
+
+
+def _stage_recover(
+    store: Store, scan: IndexScan, abnormal: bool, check_crc: bool | None, salvage: bool
+) -> RecoverResult:
     mode_name = "abnormal" if abnormal else "normal"
-    settings = store.effective_settings()
+    settings = repair_settings(store, scan)
     check = settings.check_crc_on_recover if check_crc is None else check_crc
     sizes = {f.size for f in store.commitlog.files}
     if len(sizes) > 1 or (sizes and sizes != {settings.mapped_file_size_commitlog}):
@@ -229,13 +282,14 @@ def stage_recover(
     start = start_file_index(store, abnormal)
     fills: dict[int, Fill] = {}
     salvager = Salvager(store, check) if salvage else None
-    if salvager is not None:
-        walk(store, start, check, None, salvager, fills)  # find the fills before anything is dispatched
+    if salvager is not None:  # find the fills before anything is dispatched
+        salvage_before(store, start, check, salvager, fills, notes)
+        walk(store, start, check, None, salvager, fills)
 
     # 2. index files (IndexService.load) and 3. consume queues, in a staged copy
     if store.consumequeue_dir.is_dir():
         shutil.copytree(store.consumequeue_dir, staged / CONSUMEQUEUE_DIR)
-    reindex_from = _stage_index(store, staged, abnormal, cp, min(fills, default=None), notes)
+    reindex_from = _stage_index(store, scan, staged, abnormal, cp, min(fills, default=None), notes)
     dispatcher = Dispatcher(staged, settings, rebuild_namer)
     dispatcher.load()
     loaded_index_ts = dispatcher.index.completed_end_timestamp
@@ -256,7 +310,8 @@ def stage_recover(
         if fmt.is_dispatched_to_queue(rec.sys_flag):
             note_unsafe(dispatcher.unsafe, rec.topic, rec.physical_offset, [rec.queue_id])
 
-    stop = walk(store, start, check, dispatch if abnormal and not fills else note, salvager, fills)
+    in_walk = abnormal and not fills and reindex_from is None  # else the reput below dispatches, in order
+    stop = walk(store, start, check, dispatch if in_walk else note, salvager, fills)
     previous_end = store.commitlog.max_offset()
     end = stop.end
     _plan_commitlog(store, end, actions, notes, stop)
@@ -267,10 +322,13 @@ def stage_recover(
             for path in cq.truncate_dirty(end):
                 path.unlink()
     reput_from = max(dispatcher.max_physic_offset, store.commitlog.min_offset, 0)
-    if fills:  # in order from the first record a queue or index file lacks (duplicates are skipped)
+    if not in_walk and (fills or reindex_from is not None):
+        # in order from the first record a queue or index file lacks (duplicates are skipped)
         walked_from = store.commitlog.files[start].from_offset if abnormal else reput_from
         salvaged = [f.position for f in fills.values() if f.queues]
-        reput_from = min([reput_from, walked_from, *salvaged, *([reindex_from] if reindex_from else [])])
+        reput_from = min(
+            [reput_from, walked_from, *salvaged, *([reindex_from] if reindex_from is not None else [])]
+        )
     for rec in reput_records(store, reput_from, end, fills, notes):
         if rec.physical_offset >= reput_from:
             dispatch(rec)
@@ -292,10 +350,17 @@ def stage_recover(
     result.actions = actions
     result.fills = sorted(fills.values(), key=lambda f: f.position)
     result.unsafe = dict(dispatcher.unsafe)
+    checked_from = store.commitlog.files[start].from_offset if store.commitlog.files else 0
     for fill in result.fills:
+        broker = (
+            "a broker's recovery would end the CommitLog there"
+            if fill.position >= checked_from
+            else f"a broker's recovery checks only from {store.commitlog.files[start].name} on and serves "
+            "this record as it is"
+        )
         notes.append(
-            f"--salvage: {fill.mf.name} at {fill.file_position}: {fill.reason}; a broker's recovery would "
-            f"end the CommitLog there. The {fill.length} bytes are backed up and "
+            f"--salvage: {fill.mf.name} at {fill.file_position}: {fill.reason}; {broker}. The {fill.length} "
+            "bytes are backed up and "
             + (
                 "replaced by a BLANK record ending the file"
                 if fill.ends_file
@@ -303,28 +368,49 @@ def stage_recover(
             )
         )
     _plan_staged(store, result)
+    swapped = {step.path for step in plan.steps if step.action == "replace-dir"}
+    notes += size_notes(store, settings, CONSUMEQUEUE_DIR in swapped, INDEX_DIR in swapped, scan)
     unsafe_topics.report(plan, store, result.unsafe)
     return result
 
 
 def _stage_index(
-    store: Store, staged: Path, abnormal: bool, cp: Checkpoint, first_fill: int | None, notes: list[str]
+    store: Store,
+    scan: IndexScan,
+    staged: Path,
+    abnormal: bool,
+    cp: Checkpoint,
+    first_fill: int | None,
+    notes: list[str],
 ) -> int | None:
     """Copy the index files a recovery keeps into ``staged``; returns where re-indexing must start
-    for the salvaged records (None: nowhere).
+    for the salvaged records or a damaged index file (None: nowhere).
 
     After an abnormal exit ``IndexService.load`` deletes every file whose ``endTimestamp`` is newer
     than the checkpoint's ``indexMsgTimestamp``. With salvaged records, the first file holding an
     entry at or after the first of them goes too, with every later one, and is rebuilt from its
-    first entry's offset: its entries may name keys a tombstone no longer carries.
+    first entry's offset: its entries may name keys a tombstone no longer carries. A damaged index
+    file (``rebuild.scan_index``: a size the geometry does not give, which a broker zero-extends or
+    reads in part) goes with every later one, rebuilt from where the last file kept ends.
     """
     (staged / INDEX_DIR).mkdir()
     reindex_from: int | None = None
-    for f in store.index.files:
+    kept_end = store.commitlog.min_offset
+    why_rebuilt = "indexes salvaged records"
+    for _, f, damage in scan.entries:
+        if f is None:
+            if reindex_from is None:
+                reindex_from = max(kept_end, store.commitlog.min_offset)
+                why_rebuilt = "follows a damaged index file"
+            notes.append(
+                f"{damage}: it is backed up and replaced; the index is rebuilt from CommitLog offset "
+                f"{reindex_from}"
+            )
+            continue
         if reindex_from is None and first_fill is not None and f.header.end_phy_offset >= first_fill:
             reindex_from = max(f.header.begin_phy_offset, store.commitlog.min_offset)
         if reindex_from is not None:
-            notes.append(f"index file {f.name} indexes salvaged records: it is rebuilt")
+            notes.append(f"index file {f.name} {why_rebuilt}: it is rebuilt")
         elif abnormal and f.header.end_timestamp > cp.index_msg_timestamp:
             notes.append(
                 f"index file {f.name} ends after the checkpoint's indexMsgTimestamp: the broker deletes "
@@ -332,6 +418,7 @@ def _stage_index(
             )
         else:
             shutil.copy2(f.path, staged / INDEX_DIR / f.name)
+            kept_end = f.header.end_phy_offset
     return reindex_from
 
 

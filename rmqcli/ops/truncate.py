@@ -6,39 +6,82 @@ the file holding it keeps its size (``rmq`` zeroes the bytes after the cut, the 
 leave them). Consume-queue units at or past the cut go (``truncateDirtyLogicFiles``); index files
 that reach the cut are rebuilt from the records before it; the checkpoint's timestamps are capped
 at the last record kept.
+
+Committed offsets. A consumer offset (``config/consumerOffset.json``) or a delay-level offset
+(``config/delayOffset.json``, queue ``level-1`` of ``SCHEDULE_TOPIC_XXXX``) past a queue's new end
+is listed in the plan; ``clamp_offsets`` sets it to that end (the file is backed up and replaced).
+A 4.9.8 broker moves such a consumer offset to the end only when the group pulls while the queue
+is still shorter (``OFFSET_OVERFLOW_BADLY``, ``PULL_OFFSET_MOVED``); once new messages reach past
+it, the group skips those below it. Its schedule service moves a delay offset past the end to the
+end ("schedule CQ offset invalid").
+
+A store already cut there (no record at or after ``--offset``, none stored after ``--time``) has
+converged: the plan is empty, or holds only the offsets to clamp, so a re-run exits 0.
 """
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmqcli.errors import NotFoundError, UsageError
-from rmqcli.ops.rebuild import RebuildResult, stage_rebuild
-from rmqcli.ops.safety import Change, PlanStep, outside_roots, plan_path
+from formats import commitlog as cfmt
+from formats import fastjson
+from rmqcli.errors import CorruptDataError, UnsafeNameError, UsageError
+from rmqcli.ops.rebuild import STAGING_NAME, RebuildResult, stage_rebuild
+from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.commitlog import Record
-from rmqcli.store.store import CHECKPOINT_FILE
+from rmqcli.store.configfiles import DELAY, OFFSETS, load_config, parse_consumer_offsets, parse_delay_offsets
+from rmqcli.store.consumequeue import ConsumeQueue
+from rmqcli.store.naming import CONSUMEQUEUE_DIR, consume_queue_dir
+from rmqcli.store.store import CHECKPOINT_FILE, CONFIG_DIR
+
+LISTED = 20  # offsets named one by one in the plan; the rest are counted
+
+
+@dataclass
+class PastEnd:
+    """A committed offset that lies past its queue's end."""
+
+    file: str  # store-relative config file
+    owner: str  # ``topic@group``, or ``delay level N``
+    topic: str
+    queue_id: int
+    offset: int
+    end: int  # the queue's (new) maxOffset
 
 
 @dataclass
 class TruncateResult:
-    cut: int
+    cut: int | None  # None: nothing left to cut (the store is already cut there)
     records_removed: int
     staged: RebuildResult
+    past_end: list[PastEnd] = field(default_factory=list)
+    configs: dict[str, bytes] = field(default_factory=dict)  # --clamp-offsets: new config files
 
     @property
     def plan(self):
         return self.staged.plan
 
     def to_dict(self) -> dict:
-        return {"cut": self.cut, "recordsRemoved": self.records_removed, "plan": self.plan.to_dict()}
+        return {
+            "cut": self.cut,
+            "recordsRemoved": self.records_removed,
+            "offsetsPastEnd": [
+                {"file": p.file, "owner": p.owner, "queueId": p.queue_id, "offset": p.offset, "end": p.end}
+                for p in self.past_end
+            ],
+            "plan": self.plan.to_dict(),
+        }
 
 
-def find_cut(store: Store, *, offset: int | None = None, time_ms: int | None = None) -> tuple[int, int]:
-    """(cut offset, store timestamp of the last record kept) for ``--offset`` or ``--time``."""
+def find_cut(
+    store: Store, *, offset: int | None = None, time_ms: int | None = None
+) -> tuple[int | None, int]:
+    """(cut offset, store timestamp of the last record kept) for ``--offset`` or ``--time``; the cut
+    is None when no record lies at or after that point (already cut, or never reached)."""
     if (offset is None) == (time_ms is None):
         raise UsageError("give exactly one of --offset and --time")
     last_kept_ts = 0
@@ -50,11 +93,36 @@ def find_cut(store: Store, *, offset: int | None = None, time_ms: int | None = N
         ):
             return rec.position, last_kept_ts
         last_kept_ts = rec.store_timestamp
-    raise NotFoundError("no record at or after that point: nothing to cut")
+    return None, last_kept_ts
 
 
-def stage_truncate(store: Store, *, offset: int | None = None, time_ms: int | None = None) -> TruncateResult:
+def stage_truncate(
+    store: Store, *, offset: int | None = None, time_ms: int | None = None, clamp_offsets: bool = False
+) -> TruncateResult:
     cut, last_ts = find_cut(store, offset=offset, time_ms=time_ms)
+    if cut is None:
+        result = _converged(store, offset, time_ms)
+    else:
+        result = _stage_cut(store, cut, last_ts)
+    cq_root = result.staged.staged if (result.staged.staged / CONSUMEQUEUE_DIR).is_dir() else store.root
+    _plan_offsets(store, result, cq_root, clamp_offsets)
+    return result
+
+
+def _converged(store: Store, offset: int | None, time_ms: int | None) -> TruncateResult:
+    """The plan of a truncate with nothing left to cut: no CommitLog step."""
+    end = store.commitlog.max_offset()
+    where = (
+        f"no record starts at or after --offset {offset}"
+        if offset is not None
+        else (f"no record was stored after --time {time_ms}")
+    )
+    note = f"already cut: {where}; the CommitLog ends at offset {end}"
+    staged = RebuildResult(Plan("truncate", store.root, [], [note]), staging_dir(store.root, STAGING_NAME))
+    return TruncateResult(None, 0, staged)
+
+
+def _stage_cut(store: Store, cut: int, last_ts: int) -> TruncateResult:
     removed = sum(1 for r in store.commitlog.records(cut, skip_corrupt=True) if isinstance(r, Record))
     staged = stage_rebuild(store, from_offset=cut, until=cut)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
@@ -87,6 +155,100 @@ def stage_truncate(store: Store, *, offset: int | None = None, time_ms: int | No
     return TruncateResult(cut, removed, staged)
 
 
+def offsets_past_end(store: Store, cq_root: Path) -> tuple[list[PastEnd], dict[str, dict], list[str]]:
+    """Committed consumer and delay offsets past the ends of the queues under ``cq_root``.
+
+    Returns them, the loaded config documents by store-relative path, and notes on files that
+    cannot be read (their offsets are not checked).
+    """
+    given = store.settings
+    size = (
+        given.mapped_file_size_consume_queue if "mapped_file_size_consume_queue" in given.explicit else None
+    )
+    ends: dict[tuple[str, int], int] = {}
+
+    def end_of(topic: str, queue_id: int) -> int:
+        if (topic, queue_id) not in ends:
+            try:
+                directory = consume_queue_dir(cq_root, topic, queue_id)
+            except UnsafeNameError:  # a name that cannot be a queue directory has no queue
+                ends[(topic, queue_id)] = 0
+            else:
+                cq = ConsumeQueue(topic, queue_id, directory, size)
+                ends[(topic, queue_id)] = cq.max_offset
+                cq.close()
+        return ends[(topic, queue_id)]
+
+    found: list[PastEnd] = []
+    docs: dict[str, dict] = {}
+    notes: list[str] = []
+    for name in (OFFSETS, DELAY):
+        rel = f"{CONFIG_DIR}/{name}"
+        try:
+            loaded = load_config(store.config_dir, name)
+            if name == OFFSETS:
+                committed = [
+                    (f"{topic}@{group}", topic, q, off)
+                    for (topic, group), queues in parse_consumer_offsets(loaded.data, rel).items()
+                    for q, off in queues.items()
+                ]
+            else:
+                committed = [
+                    (f"delay level {level}", cfmt.SCHEDULE_TOPIC, level - 1, off)
+                    for level, off in parse_delay_offsets(loaded.data, rel).items()
+                ]
+        except CorruptDataError as exc:
+            notes.append(f"{rel} cannot be read ({exc}): its offsets are not checked")
+            continue
+        if loaded.source is not None:
+            docs[rel] = loaded.data
+        for owner, topic, queue_id, off in committed:
+            if off > (end := end_of(topic, queue_id)):
+                found.append(PastEnd(rel, owner, topic, queue_id, off, end))
+    return found, docs, notes
+
+
+def _plan_offsets(store: Store, result: TruncateResult, cq_root: Path, clamp: bool) -> None:
+    """List the committed offsets past the queue ends; with ``clamp``, plan their clamping."""
+    found, docs, notes = offsets_past_end(store, cq_root)
+    plan = result.plan
+    plan.notes += notes
+    result.past_end = found
+    if not found:
+        return
+    for p in found[:LISTED]:
+        plan.notes.append(
+            f"{p.file}: {p.owner}, {p.topic} queue {p.queue_id}: offset {p.offset} lies past the queue's "
+            f"end {p.end}" + ("; clamped to it" if clamp else "")
+        )
+    if len(found) > LISTED:
+        plan.notes.append(f"... and {len(found) - LISTED} more committed offset(s) past their queue's end")
+    if not clamp:
+        plan.notes.append(
+            "a group would skip the messages later sent to such a queue up to its offset (a broker moves "
+            "the offset to the end only when the group pulls while the queue is still shorter): re-run "
+            "with --clamp-offsets to set each to its queue's end (the files are backed up)"
+        )
+        return
+    for rel, data in docs.items():
+        hits = [p for p in found if p.file == rel]
+        if not hits:
+            continue
+        table = data["offsetTable"]
+        for p in hits:
+            if rel.endswith(OFFSETS):
+                queues = next(v for k, v in table.items() if str(k) == p.owner)
+                key = next(k for k in queues if int(k) == p.queue_id)
+                queues[key] = p.end
+            else:
+                key = next(k for k in table if int(k) == p.queue_id + 1)
+                table[key] = p.end
+        result.configs[rel] = fastjson.dumps(data, pretty=True).encode("utf-8")
+        plan.steps.append(
+            PlanStep("replace", rel, f"{len(hits)} committed offset(s) clamped to their queue's end")
+        )
+
+
 def apply_truncate(
     store_root: Path, result: TruncateResult, argv: list[str] | None = None, *, force_unlocked: bool = False
 ) -> Path:
@@ -102,6 +264,8 @@ def apply_truncate(
                 change.truncate_file(step.path, size - step.bytes_removed, keep_size=True)
             elif step.action == "replace-dir":
                 change.replace_dir(step.path, staged.staged / step.path)
+            elif step.action == "replace" and step.path in result.configs:
+                change.replace_file(step.path, result.configs[step.path])
             elif step.action == "replace":
                 change.replace_file(step.path, staged.checkpoint.to_bytes())
         backup = change.commit()
