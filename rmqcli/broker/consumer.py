@@ -91,7 +91,8 @@ def offset_problem(group: str, topic: str) -> str | None:
 
 def query_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     """``queryConsumerOffset``: the committed offset; without one, 0 when the queue still starts at
-    offset 0 and holds it, else QUERY_NOT_FOUND (E.7)."""
+    offset 0 (also when it is empty or unknown: ``checkInDiskByConsumeOffset`` finds no unit there,
+    and the real 4.9.8 broker answers 0), else QUERY_NOT_FOUND (E.7)."""
     h = req.header(hd.QueryConsumerOffsetRequestHeader)
     problem = offset_problem(h.consumer_group, h.topic)
     if problem:
@@ -100,8 +101,7 @@ def query_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
     if offset >= 0:
         return req.response(header=hd.QueryConsumerOffsetResponseHeader(offset=offset))
     low = ctl.store.min_offset(h.topic, h.queue_id)
-    has_first = ctl.store.max_offset(h.topic, h.queue_id) > 0
-    if low <= 0 and has_first and h.set_zero_if_not_found is not False:
+    if low <= 0 and h.set_zero_if_not_found is not False:
         return req.response(header=hd.QueryConsumerOffsetResponseHeader(offset=0))
     return req.response(RS.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
