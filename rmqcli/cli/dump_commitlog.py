@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,10 +19,20 @@ from rmqcli.cli.common import (
     open_store,
     parse_time,
 )
-from rmqcli.cli.render import Column, OutputFormat, Renderer, human_time, progress, resolve_format, warn
-from rmqcli.errors import NotFoundError
+from rmqcli.cli.render import (
+    Column,
+    OutputFormat,
+    Renderer,
+    human_time,
+    plain,
+    progress,
+    resolve_format,
+    warn,
+)
+from rmqcli.errors import CorruptDataError, NotFoundError
 
 if TYPE_CHECKING:
+    from rmqcli.store import Store
     from rmqcli.store.commitlog import CommitLog
 
 PROGRESS_STEP = 1 << 20
@@ -33,10 +44,43 @@ COLUMNS = [
     Column("queueOffset", "QueueOffset", justify="right"),
     Column("storeTimestamp", "StoreTime", show=human_time),
     Column("totalSize", "Size", justify="right"),
+    Column(
+        "crcOk",
+        "Body CRC matches",
+        show=lambda ok: plain(ok).upper() if ok is False else plain(ok),
+        alert=lambda ok: ok is False,
+    ),  # fmt: skip
     Column("tags", "Tags"),
     Column("keys", "Keys", wrap=True),
     Column("offsetMsgId", "MsgId"),
 ]
+
+
+@dataclass
+class Problems:
+    """What a dump met that is not a sound record: skipped stretches and records whose body CRC
+    does not match (the first of them names the file and byte offset of the final error)."""
+
+    skipped: int = 0
+    bad_crc: int = 0
+    first: tuple[str, int] | None = None
+
+    def add(self, path: str, file_pos: int, *, crc: bool = False) -> None:
+        if crc:
+            self.bad_crc += 1
+        else:
+            self.skipped += 1
+        if self.first is None:
+            self.first = (path, file_pos)
+
+    def error(self) -> CorruptDataError | None:
+        if self.first is None:
+            return None
+        parts = [f"{self.skipped} corrupt stretch(es) skipped"] if self.skipped else []
+        parts += [f"{self.bad_crc} record(s) whose body CRC does not match"] if self.bad_crc else []
+        return CorruptDataError(
+            f"{' and '.join(parts)}, the first here (each is warned about above)", *self.first
+        )
 
 
 def dump_commitlog(
@@ -68,7 +112,11 @@ def dump_commitlog(
         bool, typer.Option("--properties", help="Add the raw properties string (and a table column).")
     ] = False,
     skip_corrupt: Annotated[
-        bool, typer.Option("--skip-corrupt", help="Report corrupt stretches and go on instead of stopping.")
+        bool,
+        typer.Option(
+            "--skip-corrupt",
+            help="Report corrupt stretches and go on instead of stopping (the exit code stays 4).",
+        ),
     ] = False,
     config: ConfigOpt = None,
     output: OutputOpt = OutputFormat.table,
@@ -76,17 +124,28 @@ def dump_commitlog(
 ) -> None:
     """Dump CommitLog records: header fields, decoded properties, message id and body.
 
-    A corrupt record stops the dump with an error naming its file and byte offset (exit code 4);
-    with --skip-corrupt it is reported on stderr (and as a row of kind "corrupt" in JSON) and skipped.
+    A corrupt record stops the dump with an error naming its file and byte offset (exit code 4),
+    and so do zeros inside a file with valid records after them, a file that ends in zeros
+    without a BLANK record before a later file's records, and a file shorter than the distance to
+    the next one (an empty file): the error says what was left unread. With --skip-corrupt each is
+    reported on stderr (and as a row of kind "corrupt" in JSON), the dump goes on at the next
+    valid record, and the exit code is still 4. A record whose body CRC does not match is shown
+    with crcOk false (FALSE in the table), warned about, and makes the exit code 4.
+
+    --topic, --queue or --key naming something the store does not have exits 3 ("... not found");
+    a topic or queue with a consume-queue directory or an entry in topics.json is found even with
+    no records. --from, --count, --since and --until select a range: an empty one exits 0.
     """
     from formats.commitlog import parse_delay_levels
-    from rmqcli.ops.records import BodyMode, RecordFilter, filtered
+    from rmqcli.ops.records import BodyMode, NameHits, RecordFilter, filtered
 
     fmt = resolve_format(output, json_)
     flt = RecordFilter(topic, queue, key, parse_time(since, "--since"), parse_time(until, "--until"))
-    commitlog, delay_spec = _open(path, config)
+    commitlog, store = _open(path, config)
+    delay_spec = store.settings.message_delay_level if store is not None else None
     delay = parse_delay_levels(delay_spec) if delay_spec else None
-    items = filtered(commitlog.records(from_offset, skip_corrupt=skip_corrupt), flt, count)
+    hits = NameHits()
+    items = filtered(commitlog.records(from_offset, skip_corrupt=skip_corrupt), flt, count, hits)
     mode = BodyMode(body.value)
     columns = list(COLUMNS)
     if properties:
@@ -94,14 +153,24 @@ def dump_commitlog(
     if mode is not BodyMode.none:
         columns.append(Column("bodySha256" if mode is BodyMode.sha256 else "body", "Body", wrap=True))
     renderer = Renderer(fmt)
+    problems = Problems()
     start = max(from_offset or 0, commitlog.min_offset)
     end = commitlog.files[-1].from_offset + commitlog.files[-1].size if commitlog.files else 0
     with progress(end - start, "records", enabled=not renderer.tty) as update:
 
         def rows() -> Iterator[dict[str, Any]]:
-            yield from _rows(items, mode, raw, properties, delay, fmt, lambda pos: update(pos - start))
+            yield from _rows(
+                items, mode, raw, properties, delay, fmt, lambda pos: update(pos - start), problems
+            )
 
         renderer.rows(rows(), columns)
+    error = problems.error()
+    if error is not None:
+        raise error
+    if flt.by_name and count != 0:
+        missing = hits.missing(flt, *_known_names(store))
+        if missing is not None:
+            raise NotFoundError(missing)
 
 
 def _rows(
@@ -112,6 +181,7 @@ def _rows(
     delay: list[int] | None,
     fmt: OutputFormat,
     update: Callable[[int], None],
+    problems: Problems,
 ) -> Iterator[dict[str, Any]]:
     from rmqcli.ops.records import corruption_fields, record_fields
     from rmqcli.store.commitlog import Corruption
@@ -120,17 +190,41 @@ def _rows(
     for item in items:
         if isinstance(item, Corruption):
             warn(f"{item.file} at byte {item.file_position}: {item.reason}; skipped {item.length} bytes")
+            problems.add(item.file, item.file_position)
             if fmt is not OutputFormat.table:
                 yield corruption_fields(item)
             continue
         if item.position >= next_report:
             update(item.position)
             next_report = item.position + PROGRESS_STEP
-        yield record_fields(item, body=mode, raw=raw, properties_raw=properties, delay_millis=delay)
+        row = record_fields(item, body=mode, raw=raw, properties_raw=properties, delay_millis=delay)
+        if not row["crcOk"]:
+            warn(
+                f"{item.file} at byte {item.file_position}: body CRC {row['computedBodyCRC']} != stored "
+                f"BODYCRC {item.body_crc}: the body is damaged"
+            )
+            problems.add(item.file, item.file_position, crc=True)
+        yield row
 
 
-def _open(path: Path, config: Path | None) -> tuple[CommitLog, str | None]:
-    """The CommitLog ``path`` names and the delay levels in force (``None``: the defaults)."""
+def _known_names(store: Store | None) -> tuple[set[str], set[tuple[str, int]]]:
+    """The topics and (topic, queueId) a store has without a record: consume-queue directories
+    and ``topics.json`` (a single file or a bare CommitLog directory has none)."""
+    if store is None:
+        return set(), set()
+    from rmqcli.store.configfiles import topic_configs
+
+    queues = set(store.queue_ids())
+    topics = {t for t, _ in queues} | set(store.topics())
+    try:
+        topics |= set(topic_configs(store.config_dir))
+    except CorruptDataError:
+        pass  # an unreadable topics.json: ``dump-config`` and ``verify`` report it
+    return topics, queues
+
+
+def _open(path: Path, config: Path | None) -> tuple[CommitLog, Store | None]:
+    """The CommitLog ``path`` names and its store (``None`` for a file or a bare directory)."""
     from rmqcli.ops.records import commitlog_dir, single_file_commitlog
 
     if not path.exists():
@@ -143,4 +237,4 @@ def _open(path: Path, config: Path | None) -> tuple[CommitLog, str | None]:
     store = open_store(path, config)
     if not any(d.is_dir() for d in store.commitlog_dirs):
         raise NotFoundError(f"{path}: no commitlog directory (not a RocketMQ store?)")
-    return store.commitlog, store.settings.message_delay_level
+    return store.commitlog, store

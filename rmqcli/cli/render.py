@@ -16,6 +16,8 @@ from enum import StrEnum
 from typing import Any, TextIO
 
 TABLE_BATCH = 1000
+_MIN_CUT = 4  # a cut column keeps at least this many characters (three and an ellipsis)
+_ALERT = "bold red"
 
 
 class OutputFormat(StrEnum):
@@ -32,19 +34,28 @@ def resolve_format(output: OutputFormat, json_flag: bool) -> OutputFormat:
 
 @dataclass(frozen=True)
 class Column:
-    """A table column: the row key, its heading, and how to show a value (default ``str``)."""
+    """A table column: the row key, a description, and how to show a value (default ``str``).
+
+    The key names the column everywhere: in a table on a terminal, in the tab-separated text of a
+    pipe and in JSON, so a column has one name. ``header`` describes it for readers of the code.
+    ``alert``: a value for which it is true is drawn in bold red on a terminal (a bad CRC).
+    """
 
     key: str
-    header: str
+    header: str = ""
     show: Callable[[Any], str] | None = None
     justify: str = "left"
     wrap: bool = False  # long free text (properties, bodies) wraps; ids and numbers do not
+    alert: Callable[[Any], bool] | None = None
 
     def text(self, row: Mapping[str, Any]) -> str:
         value = row.get(self.key)
         if self.show is not None:
             return self.show(value)
         return plain(value)
+
+    def alerted(self, row: Mapping[str, Any]) -> bool:
+        return self.alert is not None and bool(self.alert(row.get(self.key)))
 
 
 @dataclass
@@ -210,30 +221,75 @@ class Renderer:
                 self.out.write("\t".join(_tsv_cell(c.text(row)) for c in columns) + "\n")
             return
         from rich import box
+        from rich.cells import cell_len
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         console = Console(file=self.out, highlight=False, soft_wrap=False)
         for n, batch in enumerate(_batches(rows, TABLE_BATCH)):
             if n and not batch:
                 break
+            cells = [[c.text(row) for c in columns] for row in batch]
             table = Table(
-                title=title if n == 0 else None,
+                title=Text(title) if title and n == 0 else None,
                 show_header=n == 0,
                 box=box.SIMPLE_HEAD,
                 title_justify="left",
             )
-            for c in columns:
+            natural = [
+                max([cell_len(c.key)] + [max(map(cell_len, r[i].splitlines() or [""])) for r in cells])
+                for i, c in enumerate(columns)
+            ]
+            # borders and the padding of one space either side of every cell
+            room = console.width - (2 + max(len(columns) - 1, 0)) - 2 * len(columns)
+            widths = fit_widths(natural, room)
+            for c, width, full in zip(columns, widths, natural, strict=True):
+                # a cell cut to fit the terminal ends in an ellipsis; free text wraps instead
                 table.add_column(
-                    c.header,
+                    Text(c.key),
                     justify=c.justify,  # type: ignore[arg-type]
-                    overflow="fold",
+                    overflow="fold" if c.wrap else "ellipsis",
                     no_wrap=not c.wrap,
-                    min_width=len(c.header) if not c.wrap else None,
+                    width=width if width < full else None,
                 )
-            for row in batch:
-                table.add_row(*(c.text(row) for c in columns))
+            for row, texts in zip(batch, cells, strict=True):
+                # Text, not markup: a topic or key such as "[/b]" is shown as it is
+                table.add_row(
+                    *(
+                        Text(t, style=_ALERT if c.alerted(row) else "")
+                        for c, t in zip(columns, texts, strict=True)
+                    )
+                )
             console.print(table)
+
+
+def fit_widths(natural: list[int], room: int) -> list[int]:
+    """Column widths within ``room`` characters: the widest columns are narrowed first, to one
+    common width, so narrow columns (numbers, flags) keep all of their text; no column gets less
+    than ``_MIN_CUT`` characters (a table that still does not fit runs past the terminal's edge).
+    """
+    if sum(natural) <= room or not natural:
+        return list(natural)
+    floor = [min(w, _MIN_CUT) for w in natural]
+    if sum(floor) >= room:
+        return floor
+    lo, hi = _MIN_CUT, max(natural)  # the largest common width that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(w, mid) for w in natural) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    widths = [min(w, lo) for w in natural]
+    spare = room - sum(widths)
+    for i, w in enumerate(natural):  # the characters left over go to the cut columns, in order
+        if spare <= 0:
+            break
+        if w > widths[i]:
+            widths[i] += 1
+            spare -= 1
+    return widths
 
 
 def _pairs(item: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

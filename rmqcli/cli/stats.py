@@ -19,6 +19,7 @@ from rmqcli.cli.render import (
     resolve_format,
     warn,
 )
+from rmqcli.errors import CorruptDataError
 
 TOPIC_COLUMNS = [
     Column("topic", "Topic"),
@@ -53,8 +54,24 @@ FILE_COLUMNS = [
 ]
 
 
+CORRUPT_COLUMNS = [
+    Column("problem", "Problem"),
+    Column("file", "File"),
+    Column("filePos", "Byte", justify="right"),
+    Column("length", "Bytes skipped", justify="right"),
+    Column("reason", "Reason", wrap=True),
+]
+
+
 def stats(
     path: Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")],
+    skip_corrupt: Annotated[
+        bool,
+        typer.Option(
+            "--skip-corrupt",
+            help="Report corrupt stretches and count the records after them (the exit code stays 4).",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     output: OutputOpt = OutputFormat.table,
     json_: JsonOpt = False,
@@ -66,15 +83,32 @@ def stats(
     Topics whose name cannot be a consume-queue directory (`..`, a `/`, a NUL, more than 255
     bytes) are warned about on stderr and listed in a section "unsafeTopics" (only when there are
     any): no queue is written for them.
+
+    A corrupt record, zeros inside a CommitLog file with valid records after them, or a file that
+    ends short of the next one (an empty file, a lost BLANK record) stops the count with an error
+    naming the file and byte offset (exit code 4). With --skip-corrupt each is warned about on
+    stderr and listed in a section "corrupt", the count goes on at the next valid record (as
+    verify reads), and the exit code is still 4.
     """
+    from rmqcli.ops.records import corruption_fields
     from rmqcli.ops.stats import store_stats
+    from rmqcli.store.commitlog import Corruption
 
     store = open_store(path, config)
     files = store.commitlog.files
     total = files[-1].from_offset + files[-1].size - files[0].from_offset if files else 0
     base = files[0].from_offset if files else 0
+    skipped: list[Corruption] = []
+
+    def skip(problem: Corruption) -> None:
+        where = f"{problem.file} at byte {problem.file_position}"
+        warn(f"{where}: {problem.reason}; skipped {problem.length} bytes")
+        skipped.append(problem)
+
     with progress(total, "scanning") as update:
-        result = camel_dict(store_stats(store, lambda pos: update(pos - base)))
+        result = camel_dict(
+            store_stats(store, lambda pos: update(pos - base), skip if skip_corrupt else None)
+        )
     commitlog = dict(result["commitlog"])
     for name in ("firstStoreTimestamp", "lastStoreTimestamp"):
         commitlog[name + "Human"] = human_time(commitlog[name])
@@ -89,7 +123,18 @@ def stats(
     ]
     if result["unsafeTopics"]:
         sections.append(unsafe_section(result["unsafeTopics"]))
+    if skipped:
+        rows = [{k: v for k, v in corruption_fields(c).items() if k != "kind"} for c in skipped]
+        title = "Corrupt stretches skipped (the records after them are counted)"
+        sections.append(Section("corrupt", "corrupt", rows=rows, columns=CORRUPT_COLUMNS, title=title))
     Renderer(fmt).sections(sections)
+    if skipped:
+        first = skipped[0]
+        raise CorruptDataError(
+            f"{len(skipped)} corrupt stretch(es) skipped, the first here (each is warned about above)",
+            first.file,
+            first.file_position,
+        )
 
 
 def unsafe_section(rows: list[dict], columns: list[Column] | None = None) -> Section:

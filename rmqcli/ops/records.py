@@ -127,9 +127,11 @@ def _compression_name(sys_flag: int) -> str:
 
 
 def corruption_fields(c: Corruption) -> dict[str, Any]:
-    """A skipped stretch of bytes, as a dump row of kind ``corrupt``."""
+    """A skipped stretch of bytes, as a dump row of kind ``corrupt`` (``problem``: what it is,
+    ``Corruption.kind``)."""
     return {
         "kind": "corrupt",
+        "problem": c.kind,
         "file": Path(c.file).name,
         "filePos": c.file_position,
         "position": c.position,
@@ -161,6 +163,50 @@ class RecordFilter:
             return False
         return True
 
+    @property
+    def by_name(self) -> bool:
+        """Whether records are selected by a name (topic, queue, key), not only by a range."""
+        return self.topic is not None or self.queue_id is not None or self.key is not None
+
+
+@dataclass
+class NameHits:
+    """How many records each named part of a selection matched, whatever the time range: tells
+    "not found" (exit 3) from "nothing in the range" (exit 0)."""
+
+    topic: int = 0  # records of the topic (all records when no --topic)
+    queue: int = 0  # ... and of the queue
+    key: int = 0  # ... and with the key
+
+    def count(self, rec: Record, flt: RecordFilter) -> None:
+        if flt.topic is not None and rec.topic != flt.topic:
+            return
+        self.topic += 1
+        if flt.queue_id is not None and rec.queue_id != flt.queue_id:
+            return
+        self.queue += 1
+        if flt.key is None or has_key(rec, flt.key):
+            self.key += 1
+
+    def missing(self, flt: RecordFilter, topics: set[str], queues: set[tuple[str, int]]) -> str | None:
+        """The named part no record matched, as "<what> not found" (``None``: all were found).
+
+        ``topics``, ``queues``: those the store knows without a record (consume-queue directories,
+        ``topics.json``): a topic or queue of the store that has no record in the CommitLog is
+        found, and selects nothing.
+        """
+        if flt.topic is not None and not self.topic and flt.topic not in topics:
+            return f"topic {flt.topic!r} not found"
+        of_topic = f" of topic {flt.topic!r}" if flt.topic is not None else ""
+        if flt.queue_id is not None and not self.queue:
+            known = {q for t, q in queues if flt.topic is None or t == flt.topic}
+            if flt.queue_id not in known:
+                return f"queue {flt.queue_id}{of_topic} not found"
+        if flt.key is not None and not self.key:
+            in_queue = f" in queue {flt.queue_id}" if flt.queue_id is not None else ""
+            return f"key {flt.key!r}{in_queue}{of_topic} not found"
+        return None
+
 
 def has_key(rec: Record, key: str) -> bool:
     """Whether ``key`` is one of the record's KEYS or its UNIQ_KEY (what the index holds)."""
@@ -168,9 +214,13 @@ def has_key(rec: Record, key: str) -> bool:
 
 
 def filtered(
-    items: Iterator[Record | Corruption], flt: RecordFilter, count: int | None = None
+    items: Iterator[Record | Corruption],
+    flt: RecordFilter,
+    count: int | None = None,
+    hits: NameHits | None = None,
 ) -> Iterator[Record | Corruption]:
-    """Records passing ``flt`` (and every ``Corruption``), at most ``count`` records."""
+    """Records passing ``flt`` (and every ``Corruption``), at most ``count`` records; ``hits``
+    counts the records each named part of ``flt`` matched."""
     left = count
     if left is not None and left <= 0:
         return
@@ -178,6 +228,8 @@ def filtered(
         if isinstance(item, Corruption):
             yield item
             continue
+        if hits is not None:
+            hits.count(item, flt)
         if flt.matches(item):
             yield item
             if left is not None:

@@ -24,6 +24,7 @@ from rmqcli.store.store import (
 )
 
 if TYPE_CHECKING:
+    from rmqcli.store.commitlog import Corruption
     from rmqcli.store.headerscan import HeaderBatch
 
 
@@ -101,10 +102,19 @@ def latest(a: int | None, b: int) -> int:
     return b if a is None or b > a else a
 
 
-def store_stats(store: Store, progress: Callable[[int], None] | None = None) -> StoreStats:
-    """Count every record per topic and queue; ``progress`` gets the physical offset reached."""
+def store_stats(
+    store: Store,
+    progress: Callable[[int], None] | None = None,
+    on_corrupt: Callable[[Corruption], None] | None = None,
+) -> StoreStats:
+    """Count every record per topic and queue; ``progress`` gets the physical offset reached.
+
+    What stops the scan short of records on disk (a corrupt record, zeros with records after
+    them, a file cut short: ``CommitLog.header_batches``) raises ``CorruptDataError``; with
+    ``on_corrupt`` it is passed there and the records after it are counted too.
+    """
     queues: dict[tuple[str, int], QueueStats] = {}
-    for batch in store.commitlog.header_batches(hints=store.record_offsets()):
+    for batch in store.commitlog.header_batches(hints=store.record_offsets(), on_corrupt=on_corrupt):
         add_batch(queues, batch)
         if progress is not None:
             progress(int(batch.position[-1]))

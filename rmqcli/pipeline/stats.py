@@ -28,9 +28,16 @@ _NAME = re.compile(
 
 @dataclass
 class FilePartial:
-    """What one CommitLog file contributes to its store's statistics."""
+    """What one CommitLog file contributes to its store's statistics, and how its data ends (the
+    driver checks the files against each other as ``CommitLog.header_batches`` does)."""
 
     store: int
+    path: str = ""
+    from_offset: int = 0
+    size: int = 0
+    records: int = 0
+    data_end: int = 0
+    zero_tail: bool = False  # the data ends in zeros before the file's end (no BLANK record)
     queues: dict[tuple[str, int], QueueStats] = field(default_factory=dict)
     tags: dict[str, Counter] = field(default_factory=dict)  # topic -> tag (None: no TAGS) -> records
     properties: dict[str, Counter] = field(default_factory=dict)  # topic -> property name -> records
@@ -91,25 +98,51 @@ def _histograms_slow(partial: FilePartial, task: FileTask) -> None:
 def file_partial(task: FileTask) -> FilePartial:
     """The statistics of one CommitLog file (on an executor)."""
     from rmqcli.store import propscan
+    from rmqcli.store.commitlog import stop_at
 
-    partial = FilePartial(task.store.index)
+    partial = FilePartial(task.store.index, task.path, task.from_offset, task.size)
     mf = task.commitlog().files[0]
-    scan = propscan.scan_file(mf.map(whole=True), 0, mf.from_offset, None, names=(fmt.PROPERTY_TAGS,))
+    buf = mf.map(whole=True)
+    scan = propscan.scan_file(buf, 0, mf.from_offset, None, names=(fmt.PROPERTY_TAGS,))
     if scan is not None:
-        if len(scan):
-            add_batch(partial.queues, scan.headers)
-            _histograms(partial, scan)
-        mf.close()
-        return partial
+        stop = stop_at(mf, buf, scan.headers.end, len(buf))
+        if stop.problem is None:  # no zeros with records after them: the file is read
+            if len(scan):
+                add_batch(partial.queues, scan.headers)
+                _histograms(partial, scan)
+            partial.records = len(scan)
+            partial.data_end, partial.zero_tail = scan.headers.end, stop.zero_tail
+            mf.close()
+            return partial
     mf.close()
     commitlog = task.commitlog()  # the header scan ``rmq stats`` runs: same numbers, same errors
     try:
         for batch in commitlog.header_batches():
             add_batch(partial.queues, batch)
+            partial.records += len(batch)
+        end = commitlog.file_end(commitlog.files[0])
+        partial.data_end, partial.zero_tail = end.data_end, end.tail == "zeros"
     finally:
         commitlog.close()
     _histograms_slow(partial, task)
     return partial
+
+
+def check_file_chain(parts: list[FilePartial]) -> None:
+    """What ``rmq stats`` reports between files (``commitlog.FileChain``): a file that ends in
+    zeros without a BLANK record, or short of the next file, before a later file's records."""
+    from rmqcli.store.commitlog import FileChain
+    from rmqcli.store.mapped import MappedFile
+
+    chain = FileChain()
+    for part in sorted(parts, key=lambda p: p.from_offset):
+        mf = MappedFile(Path(part.path), part.from_offset, part.size)
+        chain.start(mf)
+        if part.records:
+            problem = chain.take()
+            if problem is not None:
+                raise FileChain.error(problem, mf)
+        chain.end(mf, part.data_end, part.zero_tail)
 
 
 def percentiles(sizes: Counter) -> dict[str, Any]:
@@ -149,6 +182,7 @@ def finish(ref: StoreRef, parts: list[FilePartial], config: Path | None) -> Pipe
     tags: dict[str, Counter] = {}
     props: dict[str, Counter] = {}
     sizes: dict[str, Counter] = {}
+    check_file_chain(parts)
     for part in parts:
         for key, q in part.queues.items():
             merge_queue(queues.setdefault(key, QueueStats(*key)), q)

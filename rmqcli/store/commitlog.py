@@ -3,16 +3,28 @@
 Record layout and validation: FORMATS.md §1.2 and §1.14 (``CommitLog.checkMessageAndReturnSize``).
 A BLANK record or a zero tail ends a file (§1.10); records never straddle files. Properties and
 bodies are decoded only when asked for.
+
+Every scan (``records``, ``headers``, ``header_batches``) reports what stops it short of records
+that are on disk, as ``verify`` does (``rmqcli.ops.verify_commitlog``): a record that fails the
+checks, zeros inside a file with valid records after them (``zero-hole``: a recovering broker
+stops at the zeros and abandons what follows), and, once a later file holds a record, a file
+whose data ends in zeros without a BLANK record (``missing-blank``) or that is shorter than the
+distance to the next file (``missing-bytes``, e.g. an empty file). Each is a ``CorruptDataError``
+naming the file and byte offset, or with ``skip_corrupt`` / ``on_corrupt`` a ``Corruption``
+after which the scan goes on at the next valid record.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import ipaddress
+import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from formats import commitlog as fmt
@@ -164,13 +176,23 @@ class Header(NamedTuple):
 
 @dataclass(slots=True)
 class Corruption:
-    """A stretch of a file that is not a valid record (reported by ``--skip-corrupt`` scans)."""
+    """A stretch of a file that is not a valid record (reported by ``--skip-corrupt`` scans).
+
+    ``kind``: "corrupt" (bytes that are no record), "zero-hole" (zeros, then valid records),
+    "missing-blank" (a file's data ends in zeros without a BLANK record, and a later file holds
+    records), "missing-bytes" (bytes between two files that no file holds).
+    """
 
     file: str
     position: int
     length: int
     reason: str
     file_position: int = 0
+    kind: str = "corrupt"
+
+    def error(self, not_read: str) -> CorruptDataError:
+        """The one-line error of a scan that stops here; ``not_read`` says what it left unread."""
+        return CorruptDataError(f"{self.reason}; {not_read}", self.file, self.file_position)
 
 
 @dataclass(slots=True)
@@ -380,34 +402,46 @@ class CommitLog:
     ) -> Iterator[Record | Corruption]:
         """Every record from the first at or after ``from_offset``, in file order.
 
-        A corrupt record raises ``CorruptDataError`` naming the file and offset; with
-        ``skip_corrupt`` a ``Corruption`` is yielded instead and the scan resumes at the next
-        position that holds a valid record whose PHYSICALOFFSET field matches its position.
+        What stops the scan short of records on disk (see the module docstring) raises
+        ``CorruptDataError`` naming the file and offset; with ``skip_corrupt`` a ``Corruption``
+        is yielded instead and the scan resumes at the next position that holds a valid record
+        whose PHYSICALOFFSET field matches its position.
         """
         index, pos = self._start(from_offset)
+        chain = FileChain()
         for mf in self.files[index:]:
-            yield from self._file_records(mf, pos, skip_corrupt)
+            chain.start(mf)
+            yield from self._file_records(mf, pos, skip_corrupt, chain)
             pos = 0
 
-    def _file_records(self, mf: MappedFile, pos: int, skip_corrupt: bool) -> Iterator[Record | Corruption]:
+    def _file_records(
+        self, mf: MappedFile, pos: int, skip_corrupt: bool, chain: FileChain
+    ) -> Iterator[Record | Corruption]:
         buf = mf.map()
         limit = len(buf)
         name = str(mf.path)
-        while pos < limit:
-            tail, _ = classify_tail(buf, pos, limit)
-            if tail in ("blank", "zeros"):
-                return
-            try:
-                rec = decode_record(buf, pos, limit, name, mf.from_offset)
-            except RecordError as exc:
+        while True:
+            while pos < limit and classify_tail(buf, pos, limit)[0] == "garbage":
+                try:
+                    rec = decode_record(buf, pos, limit, name, mf.from_offset)
+                except RecordError:
+                    break
+                earlier = chain.take()
+                if earlier is not None:
+                    if not skip_corrupt:
+                        raise FileChain.error(earlier, mf)
+                    yield earlier
+                yield rec
+                pos += rec.total_size
+            stop = stop_at(mf, buf, pos, limit)
+            if stop.problem is not None:
                 if not skip_corrupt:
-                    raise CorruptDataError(str(exc), name, pos) from None
-                nxt = resync(buf, pos + 1, limit, mf.from_offset)
-                yield Corruption(name, mf.from_offset + pos, nxt - pos, str(exc), pos)
-                pos = nxt
-                continue
-            yield rec
-            pos += rec.total_size
+                    raise _stop_error(stop.problem, buf, mf)
+                yield stop.problem
+            if stop.resume is None:
+                chain.end(mf, pos, stop.zero_tail)
+                return
+            pos = stop.resume
 
     def read(self, offset: int) -> Record:
         """The record at physical ``offset``."""
@@ -422,13 +456,29 @@ class CommitLog:
     def headers(self, from_offset: int | None = None) -> Iterator[Header]:
         """A fast scan that reads only what ``stats`` needs; stops at corruption like ``records``."""
         index, pos = self._start(from_offset)
+        chain = FileChain()
         for mf in self.files[index:]:
-            yield from self._file_headers(mf, pos)
+            chain.start(mf)
+            buf = mf.map()
+            limit = len(buf)
+            while True:
+                run, pos = self._header_run(mf, buf, pos, limit)
+                if run:
+                    earlier = chain.take()
+                    if earlier is not None:
+                        raise FileChain.error(earlier, mf)
+                yield from run
+                stop = stop_at(mf, buf, pos, limit)
+                if stop.problem is not None:
+                    raise _stop_error(stop.problem, buf, mf)
+                if stop.resume is None:
+                    chain.end(mf, pos, stop.zero_tail)
+                    break
+                pos = stop.resume
             pos = 0
 
-    def _file_headers(self, mf: MappedFile, pos: int) -> Iterator[Header]:
-        buf = mf.map()
-        limit = len(buf)
+    def _header_run(self, mf: MappedFile, buf, pos: int, limit: int) -> tuple[list[Header], int]:
+        """The headers of the valid records from ``pos`` and where they stop (``stop_at`` says why)."""
         base = mf.from_offset
         unpack_prefix = fmt.PREFIX_STRUCT.unpack_from
         unpack_i32 = _INT32.unpack_from
@@ -444,6 +494,8 @@ class CommitLog:
         prefix_size = fmt.PREFIX_SIZE
         tail_fixed = fmt.STORE_TIMESTAMP_STRUCT.size + fmt.AFTER_STORE_HOST_STRUCT.size
         body_back = _BODY_LENGTH_BACK
+        run: list[Header] = []
+        append = run.append
         while pos + prefix_size <= limit:  # a shorter tail can only be a BLANK or zeros
             total, magic, _, queue_id, _, queue_offset, _, sys_flag, _ = unpack_prefix(buf, pos)
             if magic == v1:
@@ -451,7 +503,7 @@ class CommitLog:
             elif magic == v2:
                 tl_size = tl_v2
             else:
-                break  # BLANK, zeros or corruption: ``_check_stop`` decides
+                break  # BLANK, zeros or corruption: ``stop_at`` decides
             if total > limit - pos or total < _MIN_RECORD_SIZE:
                 break
             born_len, store_len = host_lengths[sys_flag & host_mask]
@@ -479,37 +531,55 @@ class CommitLog:
                     topic = topics[raw_topic] = raw_topic.decode("utf-8")
                 except UnicodeDecodeError:
                     break
-            yield Header(base + pos, total, queue_id, queue_offset, sys_flag, store_ts, topic)
+            append(Header(base + pos, total, queue_id, queue_offset, sys_flag, store_ts, topic))
             pos += total
-        self._check_stop(mf, buf, pos, limit)
+        return run, pos
 
-    def header_batches(self, from_offset: int | None = None, hints=None) -> Iterator[HeaderBatch]:
-        """The header-only scan as one ``HeaderBatch`` of arrays per file (vectorised when possible).
+    def header_batches(
+        self,
+        from_offset: int | None = None,
+        hints=None,
+        *,
+        on_corrupt: Callable[[Corruption], None] | None = None,
+    ) -> Iterator[HeaderBatch]:
+        """The header-only scan as ``HeaderBatch``es of arrays, one per run of valid records
+        (a whole file when it is clean; vectorised when possible).
 
         ``hints``: a sorted numpy array of offsets where records start (``Store.record_offsets``).
+        What stops the scan short of records on disk raises ``CorruptDataError``; with
+        ``on_corrupt`` it is passed there instead and the scan goes on at the next valid record.
         """
         from rmqcli.store import headerscan
 
-        index, pos = self._start(from_offset)
-        for mf in self.files[index:]:
-            buf = mf.map(whole=True)
-            batch = headerscan.scan_file(buf, pos, mf.from_offset, hints)
-            if batch is None:
-                headers = list(self._file_headers(mf, pos))
-                end = headers[-1].position + headers[-1].total_size - mf.from_offset if headers else pos
-                batch = headerscan.batch_from_headers(headers, end)
-            if len(batch):
-                yield batch
-            pos = 0
+        def report(problem: Corruption, error: CorruptDataError) -> None:
+            if on_corrupt is None:
+                raise error
+            on_corrupt(problem)
 
-    def _check_stop(self, mf: MappedFile, buf, pos: int, limit: int) -> None:
-        tail, _ = classify_tail(buf, pos, limit)
-        if tail in ("garbage",):
-            try:
-                decode_record(buf, pos, limit)
-            except RecordError as exc:
-                raise CorruptDataError(str(exc), str(mf.path), pos) from None
-            raise CorruptDataError("record rejected by the header scan", str(mf.path), pos)
+        index, pos = self._start(from_offset)
+        chain = FileChain()
+        for mf in self.files[index:]:
+            chain.start(mf)
+            buf = mf.map(whole=True)
+            limit = len(buf)
+            while True:
+                batch = headerscan.scan_file(buf, pos, mf.from_offset, hints)
+                if batch is None:
+                    run, end = self._header_run(mf, buf, pos, limit)
+                    batch = headerscan.batch_from_headers(run, end)
+                if len(batch):
+                    earlier = chain.take()
+                    if earlier is not None:
+                        report(earlier, FileChain.error(earlier, mf))
+                    yield batch
+                stop = stop_at(mf, buf, batch.end, limit)
+                if stop.problem is not None:
+                    report(stop.problem, _stop_error(stop.problem, buf, mf))
+                if stop.resume is None:
+                    chain.end(mf, batch.end, stop.zero_tail)
+                    break
+                pos = stop.resume
+            pos = 0
 
     # --- file ends ----------------------------------------------------------------------------
     def file_end(self, mf: MappedFile) -> FileEnd:
@@ -556,3 +626,161 @@ def resync(buf, start: int, limit: int, file_from: int) -> int:
         except RecordError:
             pass
         pos = candidate + 1
+
+
+_HOLE_CHUNK = 1 << 24  # zeros are checked this many bytes at a time
+
+
+def data_regions(path: Path | None, start: int, limit: int) -> list[tuple[int, int]]:
+    """The stretches of ``[start, limit)`` of the file at ``path`` that may hold non-zero bytes.
+
+    A CommitLog file is created sparse (``RandomAccessFile.setLength``), so what follows the last
+    record is mostly a hole: ``SEEK_DATA``/``SEEK_HOLE`` skip it without reading a page. The whole
+    range when the filesystem cannot tell (or ``path`` is no local file).
+    """
+    whole = [(start, limit)] if start < limit else []
+    if path is None or not hasattr(os, "SEEK_DATA"):
+        return whole
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return whole
+    regions = []
+    try:
+        pos = start
+        while pos < limit:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # a hole up to the end of the file
+                    break
+                return whole
+            if data >= limit:
+                break
+            pos = min(os.lseek(fd, data, os.SEEK_HOLE), limit)
+            regions.append((data, pos))
+    finally:
+        os.close(fd)
+    return regions
+
+
+def first_nonzero(buf, start: int, limit: int, path: Path | None = None) -> int | None:
+    """The position of the first non-zero byte of ``buf[start:limit]`` (``None``: all zeros);
+    ``path``: the file ``buf`` maps, whose holes are skipped (``data_regions``)."""
+    import numpy as np
+
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    for lo, hi in data_regions(path, start, limit):
+        pos = lo
+        while pos < hi:
+            chunk = arr[pos : min(pos + _HOLE_CHUNK, hi)]
+            if chunk.any():
+                return pos + int(np.argmax(chunk != 0))
+            pos += len(chunk)
+    return None
+
+
+def hole_end(buf, pos: int, limit: int, file_from: int, path: Path | None = None) -> int | None:
+    """Where valid records resume after the zeros at ``pos`` (``None``: none follow in the file).
+
+    The search ``verify`` makes (``zero-hole``): the first non-zero byte, then ``resync`` from one
+    smallest record before it (a TOTALSIZE begins with zero bytes).
+    """
+    q = first_nonzero(buf, pos, limit, path)
+    if q is None:
+        return None
+    nxt = resync(buf, max(q - _MIN_RECORD_SIZE, pos), limit, file_from)
+    return nxt if nxt < limit else None
+
+
+class Stop(NamedTuple):
+    """What ends a run of valid records in a file."""
+
+    problem: Corruption | None  # None: a BLANK record, the file's end, or zeros to the end
+    resume: int | None  # where valid records resume in the file (None: the file is done)
+    zero_tail: bool  # the data ends in zeros before the end of the file (no BLANK record)
+
+
+def stop_at(mf: MappedFile, buf, pos: int, limit: int) -> Stop:
+    """Why a run of valid records stops at ``pos`` of ``mf`` and where records resume."""
+    tail, _ = classify_tail(buf, pos, limit)
+    if tail in ("blank", "end"):
+        return Stop(None, None, False)
+    name = str(mf.path)
+    if tail == "zeros":
+        nxt = hole_end(buf, pos, limit, mf.from_offset, mf.path)
+        if nxt is None:
+            return Stop(None, None, True)
+        reason = f"zeros from here to byte {nxt}, then valid records again (recovery stops at the zeros)"
+        return Stop(Corruption(name, mf.from_offset + pos, nxt - pos, reason, pos, "zero-hole"), nxt, False)
+    try:
+        decode_record(buf, pos, limit)
+        reason = "record rejected by the header scan"
+    except RecordError as exc:
+        reason = str(exc)
+    nxt = resync(buf, pos + 1, limit, mf.from_offset)
+    problem = Corruption(name, mf.from_offset + pos, nxt - pos, reason, pos)
+    return Stop(problem, nxt if nxt < limit else None, False)
+
+
+def _stop_error(problem: Corruption, buf, mf: MappedFile) -> CorruptDataError:
+    """The error of a scan that stops at ``problem`` inside ``mf`` (a hole names what it left)."""
+    if problem.kind != "zero-hole":
+        return CorruptDataError(problem.reason, problem.file, problem.file_position)
+    from rmqcli.store import headerscan
+
+    resume = problem.file_position + problem.length
+    after = headerscan.scan_records(buf, resume, mf.from_offset)
+    return problem.error(
+        f"{len(after)} record(s) ({after.end - resume} bytes) after the hole in this file, and the files "
+        "after it, were not read (--skip-corrupt reads past the hole)"
+    )
+
+
+class FileChain:
+    """Problems between files: kept when a file ends short, reported when a later record is read.
+
+    A file whose data ends in zeros must end in a BLANK record once the CommitLog has moved on to
+    the next file (``CommitLog.doAppend``; FORMATS.md §1.10), and each file must reach the next
+    one's start (``MappedFileQueue.load`` refuses a file of the wrong size).
+    """
+
+    def __init__(self) -> None:
+        self.pending: Corruption | None = None
+        self.prev: MappedFile | None = None
+
+    def start(self, mf: MappedFile) -> None:
+        prev = self.prev
+        if prev is None or self.pending is not None:
+            return
+        end = prev.from_offset + prev.size
+        if end < mf.from_offset:
+            reason = (
+                f"file is {prev.size} bytes, but the next file ({mf.name}) starts at {mf.from_offset}: "
+                f"{mf.from_offset - end} bytes of the CommitLog are missing here (the broker refuses "
+                "to load a file of the wrong size)"
+            )
+            self.pending = Corruption(
+                str(prev.path), end, mf.from_offset - end, reason, prev.size, "missing-bytes"
+            )
+
+    def end(self, mf: MappedFile, data_end: int, zero_tail: bool) -> None:
+        if zero_tail and self.pending is None:
+            reason = (
+                "data ends here in zeros without a BLANK record, yet a later file holds records: the end "
+                "of this file was lost (recovery would truncate the CommitLog here)"
+            )
+            self.pending = Corruption(
+                str(mf.path), mf.from_offset + data_end, mf.size - data_end, reason, data_end, "missing-blank"
+            )
+        self.prev = mf
+
+    def take(self) -> Corruption | None:
+        """The problem to report before the record just read (once)."""
+        problem, self.pending = self.pending, None
+        return problem
+
+    @staticmethod
+    def error(problem: Corruption, mf: MappedFile) -> CorruptDataError:
+        """The error of a scan that stops at ``problem`` on reaching the records of ``mf``."""
+        return problem.error(f"the records after it (from {mf.name}) were not read")

@@ -129,6 +129,9 @@ def gather(arr: np.ndarray, positions: np.ndarray, dtype: str) -> np.ndarray:
     fancy index reads them all.
     """
     width = np.dtype(dtype).itemsize
+    if len(arr) < width:  # an empty file: nothing can be read (nor asked for)
+        assert not len(positions)
+        return np.zeros(0, dtype=dtype[1:])
     view = np.ndarray(shape=(len(arr) - width + 1,), dtype=dtype, buffer=arr, strides=(1,))
     return view[positions].astype(dtype[1:])
 
@@ -162,8 +165,11 @@ def block_gather(arr: np.ndarray, positions: np.ndarray, width: int) -> np.ndarr
 def walk(buf, start: int, limit: int, until: int | None = None) -> list[int] | None:
     """Record starts found by hopping over TOTALSIZE fields (validated afterwards, in bulk).
 
-    With ``until``, the hop must land exactly on it (``None`` when it does not).
+    With ``until``, the hop must land exactly on it (``None`` when it does not). A ``start``
+    outside the file (the hop of a negative TOTALSIZE, e.g. INT32_MIN) walks nothing.
     """
+    if start < 0:
+        return None if until is not None else []
     starts: list[int] = []
     append = starts.append
     unpack = _SIZE.unpack_from
