@@ -227,3 +227,45 @@ def test_no_index_file_at_all(tmp_path) -> None:
     for f in _index_files(crashed):
         f.unlink()
     assert not _problems(_verify(crashed), "index-uncovered")
+
+
+# --- (e) records of a deleted topic -----------------------------------------------------------------
+def _delete_topic(store: Path, topic: str) -> None:
+    """What ``deleteTopic`` does to a stopped broker's files: the topic leaves topics.json
+    (``TopicConfigManager.deleteTopicConfig`` persists it: the previous version becomes the .bak)
+    and ``cleanUnusedTopic`` destroys its consume queues; its records stay in the CommitLog."""
+    from rmqcli.store import configfiles as cfg
+
+    config = store / "config"
+    data = cfg.load_config(config, cfg.TOPICS).data
+    del data["topicConfigTable"][topic]
+    cfg.write_config(config, cfg.TOPICS, data)
+    shutil.rmtree(store / "consumequeue" / topic)
+
+
+def test_records_of_a_deleted_topic_are_a_warning(tmp_path, capsys) -> None:
+    store = _copy(BASIC, tmp_path / "store")
+    _delete_topic(store, "TopicB")
+    assert invoke(["verify", str(store), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert not [p for p in data["problems"] if p["severity"] == "error"]
+    (warn,) = [p for p in data["problems"] if p["kind"] == "deleted-topic"]
+    assert warn["file"] == "consumequeue/TopicB" and "TopicB is not in config/topics.json" in warn["message"]
+    from tests.realfixtures import variants
+
+    (variant,) = [v for v in variants() if v.id == "basic-1/store"]
+    dispatched = (fmt.TransactionType.NOT_TYPE, fmt.TransactionType.COMMIT)
+    queued = [r for r in variant.records if r["topic"] == "TopicB" and r["sysFlag"] & 0xC in dispatched]
+    assert f"{len(queued)} record(s) of topic TopicB (8 queue(s)" in warn["message"]
+
+
+def test_a_configured_topic_without_its_queues_is_still_an_error(tmp_path) -> None:
+    """Only topics.json tells a deleted topic from lost queues: with the topic still configured, and
+    for the topics whose queues cleanUnusedTopic keeps although they are not configured."""
+    store = _copy(BASIC, tmp_path / "store")
+    shutil.rmtree(store / "consumequeue" / "TopicB")
+    shutil.rmtree(store / "consumequeue" / "RMQ_SYS_TRANS_OP_HALF_TOPIC")
+    report = _verify(store)
+    assert not _problems(report, "deleted-topic")
+    lost = {p.file.split("/")[1] for p in _problems(report, "missing-queue") if p.severity == "error"}
+    assert lost == {"TopicB", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}

@@ -113,6 +113,7 @@ def verify_store(
         redispatch_from=redispatch,
         file_size=cq_file_size,
         topic=topic,
+        configured=_configured_topics(store),
     )
     index_geometry = next(c for c in geometry.choices if c.kind == "index")
     known = index_geometry.source != "default"
@@ -216,6 +217,18 @@ def _redispatch_from(
             start = info.mapped.from_offset
             break
     return min(reput, start)
+
+
+def _configured_topics(store: Store) -> set[str] | None:
+    """Topics in config/topics.json (or its .bak); ``None`` when neither loads or there is none."""
+    try:
+        loaded = cfg.load_config(store.config_dir, cfg.TOPICS)
+    except CorruptDataError:
+        return None  # reported by _check_configs
+    table = loaded.data.get("topicConfigTable")
+    if loaded.source is None or not isinstance(table, dict):
+        return None
+    return set(table)
 
 
 # --- checkpoint ----------------------------------------------------------------------------------

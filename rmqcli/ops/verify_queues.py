@@ -20,6 +20,9 @@ from rmqcli.store.consumequeue import ConsumeQueue
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
 
 LMQ_PREFIX = "%LMQ%"
+OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+# topics whose queues ``DefaultMessageStore.cleanUnusedTopic`` keeps although topics.json lacks them
+KEPT_UNCONFIGURED = (fmt.SCHEDULE_TOPIC, OP_HALF_TOPIC)
 _UNIT = np.dtype(CQ_UNIT_DTYPE)
 _EXT_MAX = -(2**31) - 1
 assert is_ext_address(_EXT_MAX)
@@ -259,12 +262,15 @@ def check_coverage(
     redispatch_from: int,
     file_size: int,
     topic: str | None = None,
+    configured: set[str] | None = None,
 ) -> None:
     """Every dispatchable record must be in its queue at its queue offset.
 
     Records at or after ``redispatch_from`` are dispatched by the broker when it starts (reput
     from the consume queues' max physical offset, or abnormal recovery), so their absence is only
-    a warning.
+    a warning. So is the absence of the records of a topic not in topics.json (``configured``,
+    ``None`` when unknown): ``deleteTopic`` removes the topic's config and, through
+    ``cleanUnusedTopic``, its consume queues, and leaves its records in the CommitLog.
     """
     trans = table.sys_flag & fmt.TRANSACTION_MASK
     want = (trans == fmt.TransactionType.NOT_TYPE) | (trans == fmt.TransactionType.COMMIT)
@@ -289,6 +295,15 @@ def check_coverage(
     key = table.topic_id[missing] * (1 << 32) + (table.queue_id[missing] & 0xFFFFFFFF)
     order = np.lexsort((table.queue_offset[missing], key))
     missing, key = missing[order], key[order]
+    if configured is not None:
+        gone = np.array(
+            [t not in configured and t not in KEPT_UNCONFIGURED for t in table.topics], dtype=bool
+        )
+        dropped = gone[table.topic_id[missing]]
+        _unconfigured(p, table, missing[dropped], root)
+        missing, key = missing[~dropped], key[~dropped]
+        if not len(missing):
+            return
     qoff = table.queue_offset[missing]
     brk = np.flatnonzero((key[1:] != key[:-1]) | (qoff[1:] != qoff[:-1] + 1)) + 1
     for run in np.split(np.arange(len(missing)), brk):
@@ -317,4 +332,20 @@ def check_coverage(
             qdir / name,
             unit_at % file_size if file_size else unit_at,
             f"{what} have no unit in the consume queue{tail}",
+        )
+
+
+def _unconfigured(p: Collector, table: RecordTable, rows: np.ndarray, root) -> None:
+    """One warning per topic absent from topics.json whose records are in no consume queue."""
+    for tid in np.unique(table.topic_id[rows]).tolist():
+        recs = rows[table.topic_id[rows] == tid]
+        t = table.topics[int(tid)]
+        queues = len(np.unique(table.queue_id[recs]))
+        p.warning(
+            "deleted-topic",
+            consume_queue_dir(root, t, int(table.queue_id[recs[0]])).parent,
+            None,
+            f"{len(recs)} record(s) of topic {t} ({queues} queue(s), first at CommitLog "
+            f"{int(table.position[recs[0]])}) are in no consume queue, and {t} is not in config/topics.json: "
+            "a deleted topic, whose records a broker leaves in the CommitLog until they expire",
         )
