@@ -269,3 +269,57 @@ def test_a_configured_topic_without_its_queues_is_still_an_error(tmp_path) -> No
     assert not _problems(report, "deleted-topic")
     lost = {p.file.split("/")[1] for p in _problems(report, "missing-queue") if p.severity == "error"}
     assert lost == {"TopicB", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+
+
+# --- (f) a store written with other delay levels ------------------------------------------------------
+CUSTOM_LEVELS = "1s 7s 1m 2h"  # level 2 is 7 s (default 5 s), level 3 one minute (default 10 s)
+
+
+def _delayed_store(root: Path, levels: str) -> Path:
+    """A store written with ``messageDelayLevel=levels``: delayed sends of levels 1 to 3, each put
+    in ``SCHEDULE_TOPIC_XXXX`` queue level-1 with its delivery time as the unit's tagsCode."""
+    from rmqcli.store.settings import StoreSettings
+    from rmqcli.store.writer import StoreWriter
+    from rmqcli.store.writer_messages import Message
+
+    settings = StoreSettings(
+        mapped_file_size_commitlog=64 * 1024,
+        mapped_file_size_consume_queue=600,
+        max_hash_slot_num=64,
+        max_index_num=256,
+        message_delay_level=levels,
+        explicit=frozenset({"mapped_file_size_commitlog", "mapped_file_size_consume_queue"}),
+    )
+    now = [1_700_000_000_000]
+
+    def clock() -> int:
+        now[0] += 7
+        return now[0]
+
+    writer = StoreWriter(root, settings, clock=clock)
+    for i in range(12):
+        props = {fmt.PROPERTY_DELAY: str(1 + i % 3), fmt.PROPERTY_KEYS: f"k{i}", fmt.PROPERTY_TAGS: "T"}
+        writer.append(Message("TopicA", i % 4, f"delayed {i}".encode(), props, born_timestamp=clock()))
+    writer.close()
+    return root
+
+
+def test_unknown_delay_levels_are_a_warning_saying_why(tmp_path, capsys) -> None:
+    store = _delayed_store(tmp_path / "store", CUSTOM_LEVELS)
+    assert invoke(["verify", str(store), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert not [p for p in data["problems"] if p["severity"] == "error"]
+    warns = {p["file"]: p["message"] for p in data["problems"] if p["kind"] == "cq-delay-levels"}
+    assert set(warns) == {f"consumequeue/SCHEDULE_TOPIC_XXXX/{q}/00000000000000000000" for q in (1, 2)}
+    level2 = warns["consumequeue/SCHEDULE_TOPIC_XXXX/1/00000000000000000000"]
+    assert "4 unit(s) of delay level 2" in level2 and "store time + 7000 ms" in level2
+    assert "default messageDelayLevel gives 5000 ms" in level2 and "--config" in level2
+    # given the broker's levels there is nothing to warn about; given other levels it is an error
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"messageDelayLevel={CUSTOM_LEVELS}\n")
+    assert _verify(store, conf).problems == []
+    conf.write_text("messageDelayLevel=1s 5s 10s\n")
+    wrong = _verify(store, conf)
+    assert _kinds(wrong) == {("cq-tags-mismatch", "error"): 8}
+    conf.write_text("mappedFileSizeCommitLog=65536\n")  # a broker.conf without levels: the defaults
+    assert _kinds(_verify(store, conf)) == {("cq-tags-mismatch", "error"): 8}

@@ -102,7 +102,8 @@ def verify_store(
         )
     redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)
     cq_file_size = cq_size
-    covered, units = check_units(queues, table, p, cl_min, cq_file_size)
+    levels_known = store.configured or "message_delay_level" in settings.explicit
+    covered, units = check_units(queues, table, p, cl_min, cq_file_size, levels_known)
     check_coverage(
         queues,
         table,

@@ -162,8 +162,15 @@ def check_units(
     p: Collector,
     cl_min: int,
     file_size: int | None,
+    delay_levels_known: bool = True,
 ) -> tuple[np.ndarray, int]:
-    """Join each unit with its record; returns (records covered by a correct unit, units checked)."""
+    """Join each unit with its record; returns (records covered by a correct unit, units checked).
+
+    ``delay_levels_known``: the broker's messageDelayLevel was given. The tagsCode of a
+    ``SCHEDULE_TOPIC_XXXX`` unit is its delivery time, store time plus the delay of its level
+    (``ScheduleMessageService.computeDeliverTimestamp``); with the levels unknown, a unit that
+    disagrees with the default levels is a warning (one per queue), not an error.
+    """
     covered = np.zeros(len(table), dtype=bool)
     topic_ids = {t: i for i, t in enumerate(table.topics)}
     checked = 0
@@ -195,6 +202,9 @@ def check_units(
             (trans == fmt.TransactionType.PREPARED) | (trans == fmt.TransactionType.ROLLBACK)
         )
         covered[r[good & ~wrong_qoff & ~not_dispatched]] = True
+        if q.topic == fmt.SCHEDULE_TOPIC and not delay_levels_known and wrong_tags.any():
+            _unknown_levels(p, q, table, live, r, wrong_tags)
+            wrong_tags = np.zeros_like(wrong_tags)
 
         _report_units(
             p,
@@ -213,6 +223,28 @@ def check_units(
             },
         )
     return covered, checked
+
+
+def _unknown_levels(
+    p: Collector, q: QueueUnits, table: RecordTable, live: np.ndarray, rec: np.ndarray, wrong: np.ndarray
+) -> None:
+    """One warning for the delayed units whose delivery time the default delay levels do not give."""
+    rows = np.flatnonzero(wrong)
+    delays = np.unique(q.tags[live[rows]] - table.store_timestamp[rec[rows]])
+    level = q.queue_id + 1
+    default = fmt.DEFAULT_DELAY_MILLIS
+    expected = f"{default[level - 1]} ms" if 0 < level <= len(default) else "none (no such default level)"
+    shown = ", ".join(f"{int(d)} ms" for d in delays[:3]) + (", ..." if len(delays) > 3 else "")
+    j = int(live[rows[0]])
+    mf = q.cq.files[int(q.file_no[j])]
+    p.warning(
+        "cq-delay-levels",
+        mf.path,
+        int(q.index[j]) * CQ_UNIT_SIZE - mf.from_offset,
+        f"{len(rows)} unit(s) of delay level {level} have a tagsCode (delivery time) of store time + "
+        f"{shown}, the default messageDelayLevel gives {expected}: the broker was configured with other "
+        "delay levels, unknown without --config; pass its broker.conf to check them",
+    )
 
 
 def _unit_message(kind: str, q: QueueUnits, j: int, table: RecordTable, r: int) -> str:
