@@ -323,3 +323,37 @@ def test_unknown_delay_levels_are_a_warning_saying_why(tmp_path, capsys) -> None
     assert _kinds(wrong) == {("cq-tags-mismatch", "error"): 8}
     conf.write_text("mappedFileSizeCommitLog=65536\n")  # a broker.conf without levels: the defaults
     assert _kinds(_verify(store, conf)) == {("cq-tags-mismatch", "error"): 8}
+
+
+# --- CRC errors: what a recovering broker does with them ----------------------------------------------
+def _flip_body_byte(store: Path, file_no: int) -> tuple[str, int]:
+    """Flip the first body byte of the first record with a body in the ``file_no``-th CommitLog file;
+    returns (file, record position in the file)."""
+    from tests.realfixtures import variants
+
+    (variant,) = [v for v in variants() if v.id == "basic-1/store"]
+    name = sorted(p.name for p in (store / "commitlog").iterdir())[file_no]
+    rec = next(r for r in variant.records if r["file"] == name and r["bodyLength"] > 0)
+    path = store / "commitlog" / name
+    data = bytearray(path.read_bytes())
+    data[rec["filePos"] + rec["bodyOffsetInRecord"]] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return f"commitlog/{name}", rec["filePos"]
+
+
+def test_a_crc_error_before_the_files_recovery_reads_is_served(tmp_path) -> None:
+    """After a clean shutdown ``recoverNormally`` reads the last three of the five files: a bad body
+    in the second is served as it is, not a place where recovery stops."""
+    store = _copy(BASIC, tmp_path / "store")
+    early = _flip_body_byte(store, 1)
+    late = _flip_body_byte(store, 3)
+    found = {(p.file, p.offset): p.message for p in _problems(_verify(store), "crc-mismatch")}
+    assert set(found) == {early, late}
+    assert "recovery does not re-check this file: it serves this record with its bad body" in found[early]
+    assert "`rmq recover --salvage --yes` tombstones it" in found[early]
+    assert "stops here" not in found[early]
+    assert "recovery (checkCRCOnRecover) stops here" in found[late]
+    conf = tmp_path / "broker.conf"
+    conf.write_text("checkCRCOnRecover=false\n")
+    unchecked = _problems(_verify(store, conf), "crc-mismatch")
+    assert len(unchecked) == 2 and all("recovery checks no CRC" in p.message for p in unchecked)

@@ -83,6 +83,7 @@ def verify_store(
         delay_millis=fmt.parse_delay_levels(settings.message_delay_level),
         hints=hints(every),
         progress=progress,
+        recheck_from=_recheck_from(store, settings.check_crc_on_recover),
     ).scan()
     checkpoint = _check_checkpoint(store, p, table)
     abort = store.abort_exists
@@ -190,6 +191,23 @@ def _default_matters(store: Store, geometry: Geometry) -> bool:
 
 
 # --- where the broker would dispatch from --------------------------------------------------------
+def _recheck_from(store: Store, check_crc: bool) -> int | None:
+    """First CommitLog offset a starting broker's recovery reads (and CRC-checks, unless
+    ``checkCRCOnRecover=false``: ``None``): the third-last file after a clean shutdown, the file
+    ``isMappedFileMatchedRecover`` picks after an unclean one. Bodies before it are served unchecked."""
+    from rmqcli.ops.recover import start_file_index
+
+    files = store.commitlog.files
+    if not check_crc:
+        return None
+    if not files:
+        return 0
+    try:
+        return files[start_file_index(store, store.abort_exists)].from_offset
+    except CorruptDataError:  # an unreadable checkpoint: recovery starts at the first file
+        return files[0].from_offset
+
+
 def _redispatch_from(
     queues: list[QueueUnits],
     table: RecordTable,

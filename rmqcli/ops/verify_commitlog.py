@@ -110,6 +110,7 @@ class CommitLogVerifier:
         delay_millis: list[int] | None = None,
         hints: np.ndarray | None = None,
         progress: Callable[[int], None] | None = None,
+        recheck_from: int | None = 0,
     ):
         self.files = files
         self.file_size = file_size
@@ -118,6 +119,7 @@ class CommitLogVerifier:
         self.delay_millis = delay_millis or fmt.DEFAULT_DELAY_MILLIS
         self.hints = hints
         self.progress = progress
+        self.recheck_from = recheck_from  # where recovery starts re-checking CRCs (None: never)
         self.parts = _Parts()
         self.crc_checked = 0
 
@@ -264,12 +266,20 @@ class CommitLogVerifier:
         stored = batch.body_crc[has_body]
         self.crc_checked += len(bs)
         for i in np.flatnonzero((got & _CRC_MASK) != stored).tolist():
+            at = int(file_pos[has_body[i]])
+            if self.recheck_from is not None and mf.from_offset + at >= self.recheck_from:
+                fate = "recovery (checkCRCOnRecover) stops here and truncates the CommitLog"
+            else:
+                why = "does not re-check this file" if self.recheck_from is not None else "checks no CRC"
+                fate = (
+                    f"the broker's recovery {why}: it serves this record with its bad body; "
+                    "`rmq recover --salvage --yes` tombstones it"
+                )
             self.p.error(
                 "crc-mismatch",
                 mf.path,
-                int(file_pos[has_body[i]]),
-                f"body CRC {int(got[i]) & _CRC_MASK} != stored BODYCRC {int(stored[i])}: "
-                "recovery (checkCRCOnRecover) stops here",
+                at,
+                f"body CRC {int(got[i]) & _CRC_MASK} != stored BODYCRC {int(stored[i])}: {fate}",
             )
 
     def _properties(
