@@ -60,12 +60,14 @@ def verify(
     """Verify a store offline: every CommitLog record (magic, lengths, body CRC, PHYSICALOFFSET,
     file ends), every consume-queue unit against its record and every dispatchable record against
     its queue, every index entry and hash chain and every key the broker would index, the
-    checkpoint, abort and lock files, and the config JSON files.
+    checkpoint, abort and lock files, the config JSON files, and changes of rmq left unfinished.
 
     Problems are grouped by kind and name their file (relative to the store) and byte offset.
     Errors are what the broker would reject, lose or never find; warnings are states it handles by
-    itself (an unclean shutdown, records not dispatched yet, stale bytes). Exit status 0 when there
-    is no error, 4 when there is one.
+    itself (an unclean shutdown, records not dispatched yet, stale bytes, a deleted topic's
+    records). Without --config the file sizes are those of the store's own files (a warning names
+    any size assumed) and the delay levels RocketMQ's defaults. Exit status 0 when there is no
+    error, 3 when STORE is not a store (no commitlog/), 4 when there is an error.
     """
     from rmqcli.ops.verify import verify_store
 
