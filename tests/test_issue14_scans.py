@@ -95,12 +95,24 @@ def test_empty_commitlog_file_in_the_middle(store):
     assert [c["problem"] for c in doc["corrupt"]] == ["missing-bytes"]
 
 
-def test_empty_store_file_alone_is_not_an_error(store):
-    """A 0-byte file after the last record (a file being created) leaves no record unread."""
+@pytest.mark.parametrize("which", ["new-file-after-the-last", "last-file-emptied"])
+def test_empty_last_file_is_reported_after_the_records(store, which):
+    """``MappedFileQueue.load`` refuses a file of another size (a broker that died while creating
+    it leaves one of 0 bytes): the records before it are read, then it is reported."""
     last = sorted((store / "commitlog").iterdir())[-1]
-    (last.parent / f"{int(last.name) + last.stat().st_size:020d}").write_bytes(b"")
-    assert rmq("stats", str(store)).returncode == 0
-    assert rmq("dump-commitlog", str(store), "--output", "jsonl").returncode == 0
+    if which == "new-file-after-the-last":
+        empty = last.parent / f"{int(last.name) + last.stat().st_size:020d}"
+        kept = len(records())
+    else:
+        empty = last
+        kept = sum(r["file"] != last.name for r in records())
+    empty.write_bytes(b"")
+    proc = rmq("stats", str(store))
+    assert proc.returncode == 4
+    assert f"{empty} at byte 0: file is 0 bytes, 1048576 expected" in one_line_error(proc)
+    proc = rmq("dump-commitlog", str(store), "--output", "jsonl")
+    assert proc.returncode == 4 and f"{empty} at byte 0: file is 0 bytes" in one_line_error(proc)
+    assert len(proc.stdout.splitlines()) == kept
 
 
 # --- (b) TOTALSIZE = INT32_MIN ---------------------------------------------------------------------

@@ -237,13 +237,12 @@ class Renderer:
                 box=box.SIMPLE_HEAD,
                 title_justify="left",
             )
-            natural = [
-                max([cell_len(c.key)] + [max(map(cell_len, r[i].splitlines() or [""])) for r in cells])
-                for i, c in enumerate(columns)
-            ]
+            content = [max((max(map(cell_len, r[i].splitlines() or [""])) for r in cells), default=0)
+                       for i in range(len(columns))]  # fmt: skip
+            natural = [max(cell_len(c.key), w) for c, w in zip(columns, content, strict=True)]
             # borders and the padding of one space either side of every cell
             room = console.width - (2 + max(len(columns) - 1, 0)) - 2 * len(columns)
-            widths = fit_widths(natural, room)
+            widths = fit_widths(natural, room, content)
             for c, width, full in zip(columns, widths, natural, strict=True):
                 # a cell cut to fit the terminal ends in an ellipsis; free text wraps instead
                 table.add_column(
@@ -264,24 +263,31 @@ class Renderer:
             console.print(table)
 
 
-def fit_widths(natural: list[int], room: int) -> list[int]:
-    """Column widths within ``room`` characters: the widest columns are narrowed first, to one
-    common width, so narrow columns (numbers, flags) keep all of their text; no column gets less
-    than ``_MIN_CUT`` characters (a table that still does not fit runs past the terminal's edge).
+def fit_widths(natural: list[int], room: int, content: list[int] | None = None) -> list[int]:
+    """Column widths within ``room`` characters (``natural``: what each column needs whole).
+
+    First only headings are cut, down to their column's ``content`` (the widest cell); then the
+    widest columns are narrowed first, to one common width, so narrow columns (numbers, flags)
+    keep all of their text. No column gets less than ``_MIN_CUT`` characters (a table that still
+    does not fit runs past the terminal's edge).
     """
     if sum(natural) <= room or not natural:
         return list(natural)
-    floor = [min(w, _MIN_CUT) for w in natural]
-    if sum(floor) >= room:
-        return floor
-    lo, hi = _MIN_CUT, max(natural)  # the largest common width that fits
+    content = natural if content is None else content
+    least = [min(w, _MIN_CUT) for w in natural]
+    for floor in ([max(c, f) for c, f in zip(content, least, strict=True)], least):
+        if sum(floor) <= room:
+            break
+    else:
+        return least
+    lo, hi = 0, max(natural)  # the largest common width that fits
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if sum(min(w, mid) for w in natural) <= room:
+        if sum(max(f, min(w, mid)) for w, f in zip(natural, floor, strict=True)) <= room:
             lo = mid
         else:
             hi = mid - 1
-    widths = [min(w, lo) for w in natural]
+    widths = [max(f, min(w, lo)) for w, f in zip(natural, floor, strict=True)]
     spare = room - sum(widths)
     for i, w in enumerate(natural):  # the characters left over go to the cut columns, in order
         if spare <= 0:

@@ -129,20 +129,24 @@ def file_partial(task: FileTask) -> FilePartial:
 
 
 def check_file_chain(parts: list[FilePartial]) -> None:
-    """What ``rmq stats`` reports between files (``commitlog.FileChain``): a file that ends in
-    zeros without a BLANK record, or short of the next file, before a later file's records."""
+    """What ``rmq stats`` reports between files (``commitlog.FileChain``): a file shorter than the
+    others, or one that ends in zeros without a BLANK record (or short of the next file) before a
+    later file's records."""
     from rmqcli.store.commitlog import FileChain
     from rmqcli.store.mapped import MappedFile
 
-    chain = FileChain()
-    for part in sorted(parts, key=lambda p: p.from_offset):
-        mf = MappedFile(Path(part.path), part.from_offset, part.size)
+    ordered = sorted(parts, key=lambda p: p.from_offset)
+    files = [MappedFile(Path(p.path), p.from_offset, p.size) for p in ordered]
+    chain = FileChain(files)
+    for mf, part in zip(files, ordered, strict=True):
         chain.start(mf)
         if part.records:
             problem = chain.take()
             if problem is not None:
                 raise FileChain.error(problem, mf)
-        chain.end(mf, part.data_end, part.zero_tail)
+        short = chain.end(mf, part.data_end, part.zero_tail)
+        if short is not None:
+            raise chain.end_error(short, mf)
 
 
 def percentiles(sizes: Counter) -> dict[str, Any]:

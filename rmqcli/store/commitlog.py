@@ -408,7 +408,7 @@ class CommitLog:
         whose PHYSICALOFFSET field matches its position.
         """
         index, pos = self._start(from_offset)
-        chain = FileChain()
+        chain = FileChain(self.files)
         for mf in self.files[index:]:
             chain.start(mf)
             yield from self._file_records(mf, pos, skip_corrupt, chain)
@@ -439,7 +439,11 @@ class CommitLog:
                     raise _stop_error(stop.problem, buf, mf)
                 yield stop.problem
             if stop.resume is None:
-                chain.end(mf, pos, stop.zero_tail)
+                short = chain.end(mf, pos, stop.zero_tail)
+                if short is not None:
+                    if not skip_corrupt:
+                        raise chain.end_error(short, mf)
+                    yield short
                 return
             pos = stop.resume
 
@@ -456,7 +460,7 @@ class CommitLog:
     def headers(self, from_offset: int | None = None) -> Iterator[Header]:
         """A fast scan that reads only what ``stats`` needs; stops at corruption like ``records``."""
         index, pos = self._start(from_offset)
-        chain = FileChain()
+        chain = FileChain(self.files)
         for mf in self.files[index:]:
             chain.start(mf)
             buf = mf.map()
@@ -472,7 +476,9 @@ class CommitLog:
                 if stop.problem is not None:
                     raise _stop_error(stop.problem, buf, mf)
                 if stop.resume is None:
-                    chain.end(mf, pos, stop.zero_tail)
+                    short = chain.end(mf, pos, stop.zero_tail)
+                    if short is not None:
+                        raise chain.end_error(short, mf)
                     break
                 pos = stop.resume
             pos = 0
@@ -557,7 +563,7 @@ class CommitLog:
             on_corrupt(problem)
 
         index, pos = self._start(from_offset)
-        chain = FileChain()
+        chain = FileChain(self.files)
         for mf in self.files[index:]:
             chain.start(mf)
             buf = mf.map(whole=True)
@@ -576,7 +582,9 @@ class CommitLog:
                 if stop.problem is not None:
                     report(stop.problem, _stop_error(stop.problem, buf, mf))
                 if stop.resume is None:
-                    chain.end(mf, batch.end, stop.zero_tail)
+                    short = chain.end(mf, batch.end, stop.zero_tail)
+                    if short is not None:
+                        report(short, chain.end_error(short, mf))
                     break
                 pos = stop.resume
             pos = 0
@@ -738,33 +746,45 @@ def _stop_error(problem: Corruption, buf, mf: MappedFile) -> CorruptDataError:
 
 
 class FileChain:
-    """Problems between files: kept when a file ends short, reported when a later record is read.
+    """Problems between files: a file shorter than the others is reported where its data ends;
+    the others are kept when a file ends short of the next and reported when a later record is read.
 
-    A file whose data ends in zeros must end in a BLANK record once the CommitLog has moved on to
-    the next file (``CommitLog.doAppend``; FORMATS.md §1.10), and each file must reach the next
-    one's start (``MappedFileQueue.load`` refuses a file of the wrong size).
+    Every file must be as large as the others (``MappedFileQueue.load`` refuses a file of another
+    size) and reach the next one's start; a file whose data ends in zeros must end in a BLANK
+    record once the CommitLog has moved on to the next file (``CommitLog.doAppend``; FORMATS.md
+    §1.10).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, files: list[MappedFile]) -> None:
+        self.size = max((f.size for f in files), default=0)
+        self.last = files[-1] if files else None
         self.pending: Corruption | None = None
         self.prev: MappedFile | None = None
 
     def start(self, mf: MappedFile) -> None:
         prev = self.prev
-        if prev is None or self.pending is not None:
+        if prev is None or self.pending is not None or prev.size < self.size:
             return
         end = prev.from_offset + prev.size
         if end < mf.from_offset:
             reason = (
-                f"file is {prev.size} bytes, but the next file ({mf.name}) starts at {mf.from_offset}: "
-                f"{mf.from_offset - end} bytes of the CommitLog are missing here (the broker refuses "
-                "to load a file of the wrong size)"
+                f"no file holds the {mf.from_offset - end} bytes from here to the next file "
+                f"({mf.name}): the records there are missing"
             )
             self.pending = Corruption(
                 str(prev.path), end, mf.from_offset - end, reason, prev.size, "missing-bytes"
             )
 
-    def end(self, mf: MappedFile, data_end: int, zero_tail: bool) -> None:
+    def end(self, mf: MappedFile, data_end: int, zero_tail: bool) -> Corruption | None:
+        """Note how ``mf``'s data ends; a file shorter than the others is returned as a problem."""
+        self.prev = mf
+        if mf.size < self.size:
+            lost = self.size - mf.size
+            reason = (
+                f"file is {mf.size} bytes, {self.size} expected (the size of the other files): its last "
+                f"{lost} bytes are missing (the broker refuses to load a file of the wrong size)"
+            )
+            return Corruption(str(mf.path), mf.from_offset + mf.size, lost, reason, mf.size, "missing-bytes")
         if zero_tail and self.pending is None:
             reason = (
                 "data ends here in zeros without a BLANK record, yet a later file holds records: the end "
@@ -773,7 +793,7 @@ class FileChain:
             self.pending = Corruption(
                 str(mf.path), mf.from_offset + data_end, mf.size - data_end, reason, data_end, "missing-blank"
             )
-        self.prev = mf
+        return None
 
     def take(self) -> Corruption | None:
         """The problem to report before the record just read (once)."""
@@ -784,3 +804,9 @@ class FileChain:
     def error(problem: Corruption, mf: MappedFile) -> CorruptDataError:
         """The error of a scan that stops at ``problem`` on reaching the records of ``mf``."""
         return problem.error(f"the records after it (from {mf.name}) were not read")
+
+    def end_error(self, problem: Corruption, mf: MappedFile) -> CorruptDataError:
+        """The error of a scan that stops at the end of ``mf`` (a file shorter than the others)."""
+        if self.last is None or mf.from_offset >= self.last.from_offset:
+            return CorruptDataError(problem.reason, problem.file, problem.file_position)
+        return problem.error("the files after it were not read")
