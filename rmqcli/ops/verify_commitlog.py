@@ -23,7 +23,7 @@ from isal.isal_zlib import crc32
 from formats import commitlog as fmt
 from rmqcli.ops.verify_common import Collector
 from rmqcli.store import headerscan, propscan
-from rmqcli.store.commitlog import RecordError, classify_tail, decode_record, resync
+from rmqcli.store.commitlog import RecordError, classify_tail, decode_record, first_nonzero, resync
 from rmqcli.store.headerscan import HeaderBatch
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import offset_to_name, topic_dir_problem
@@ -361,10 +361,9 @@ class CommitLogVerifier:
             return limit
         if tail == "garbage":
             return self._report_bad(info, buf, end, limit)
-        rest = arr[end:]
-        if not rest.any():
+        q = first_nonzero(buf, end, limit, mf.path)  # the search the other scans make (holes skipped)
+        if q is None:
             return limit
-        q = end + int(np.argmax(rest != 0))
         nxt = resync(buf, max(q - _MIN_RECORD, end), limit, mf.from_offset)
         if nxt < limit:
             self.p.error(
