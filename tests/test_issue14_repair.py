@@ -318,3 +318,14 @@ def test_salvage_in_the_first_index_files_range_reindexes_from_offset_0(tmp_path
                 assert store.index.query(topic, key), (kind, topic, key)
     finally:
         store.close()
+
+
+def test_truncate_at_the_first_record_empties_the_queues_and_index(tmp_path):
+    """A cut before every record leaves no unit and no index entry: empty directories are swapped in."""
+    root = _copy(tmp_path, source=REAL_ROOT / "expired" / "store")
+    proc = rmq("truncate", str(root), "--offset", "0", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert not [p for p in (root / "consumequeue").rglob("*") if p.is_file()]
+    assert not list((root / "index").iterdir())
+    _verify_ok(root)
+    _nothing_to_do("truncate", str(root), "--offset", "0", "--yes")

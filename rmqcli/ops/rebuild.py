@@ -408,6 +408,7 @@ def plan_steps(
             )
             steps.append(PlanStep("replace-dir", rel, detail))
             result.replaced.append(rel)
+            (result.staged / rel).mkdir(parents=True, exist_ok=True)  # nothing dispatched: an empty dir
     if index and not same_tree(store.index_dir, result.staged / INDEX_DIR):
         detail = (
             f"{result.index_files} index files, {result.index_entries} entries rebuilt "
@@ -415,6 +416,7 @@ def plan_steps(
         )
         steps.append(PlanStep("replace-dir", INDEX_DIR, detail))
         result.replaced.append(INDEX_DIR)
+        (result.staged / INDEX_DIR).mkdir(parents=True, exist_ok=True)
     old = store.checkpoint_path.read_bytes() if store.checkpoint_path.exists() else b""
     if old != result.checkpoint.to_bytes():
         detail = (

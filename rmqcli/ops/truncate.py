@@ -112,11 +112,10 @@ def stage_truncate(
 def _converged(store: Store, offset: int | None, time_ms: int | None) -> TruncateResult:
     """The plan of a truncate with nothing left to cut: no CommitLog step."""
     end = store.commitlog.max_offset()
-    where = (
-        f"no record starts at or after --offset {offset}"
-        if offset is not None
-        else (f"no record was stored after --time {time_ms}")
-    )
+    if offset is not None:
+        where = f"no record starts at or after --offset {offset}"
+    else:
+        where = f"no record was stored after --time {time_ms} (epoch ms)"
     note = f"already cut: {where}; the CommitLog ends at offset {end}"
     staged = RebuildResult(Plan("truncate", store.root, [], [note]), staging_dir(store.root, STAGING_NAME))
     return TruncateResult(None, 0, staged)
