@@ -279,3 +279,17 @@ def test_query_msg_by_id_tells_offset_ids_from_unique_keys(tmp_path: Path) -> No
         finally:
             trap.close()
         assert server.stop() == 0
+
+
+def test_serve_on_a_new_directory_leaves_a_store_verify_accepts(tmp_path: Path) -> None:
+    """The broker creates commitlog/ and consumequeue/ at start (``ensureDirOK``): a store that
+    has not had a message yet is still a store."""
+    server = ServeProcess(tmp_path / "fresh").start()
+    try:
+        assert (tmp_path / "fresh" / "commitlog").is_dir() and (tmp_path / "fresh" / "consumequeue").is_dir()
+        proc = subprocess.run(
+            [*RMQ, "verify", str(tmp_path / "fresh")], cwd=ROOT, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        server.stop()

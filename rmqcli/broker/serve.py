@@ -220,6 +220,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         )
     store = Store(opts.store, config.store)
     try:
+        for directory in (*store.commitlog_dirs, store.consumequeue_dir):  # DefaultMessageStore: ensureDirOK
+            directory.mkdir(parents=True, exist_ok=True)
         settings = store.effective_settings()
     finally:
         store.close()
