@@ -177,7 +177,7 @@ def test_corrupt_record_stops_with_file_and_offset(store_copy: Path) -> None:
     assert len(proc.stdout.splitlines()) == 7  # the records before it were printed
 
     proc = rmq("dump-commitlog", str(store_copy), "--output", "jsonl", "--skip-corrupt")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == CorruptDataError.exit_code, proc.stderr  # all read, and still corrupt
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     corrupt = [r for r in rows if r.get("kind") == "corrupt"]
     assert len(corrupt) == 1 and corrupt[0]["position"] == victim["position"]
