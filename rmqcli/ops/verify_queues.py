@@ -185,6 +185,9 @@ def check_units(
         past = off + size > table.valid_end
         rec = table.locate(off)
         bad_offset = (rec < 0) & ~past
+        if not len(table):  # no record at all (e.g. an empty CommitLog): every unit points at nothing
+            _report_units(p, q, table, live, rec, {"cq-past-end": past, "cq-bad-offset": bad_offset})
+            continue
         r = np.maximum(rec, 0)
         found = rec >= 0
         wrong_size = found & (table.total_size[r] != size)

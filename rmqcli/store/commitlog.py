@@ -778,6 +778,12 @@ class FileChain:
     def end(self, mf: MappedFile, data_end: int, zero_tail: bool) -> Corruption | None:
         """Note how ``mf``'s data ends; a file shorter than the others is returned as a problem."""
         self.prev = mf
+        if mf.size == 0 == self.size:  # no file to compare with: still, a broker creates them full size
+            reason = (
+                "file is empty (0 bytes): a broker creates every CommitLog file at its full size, so the "
+                "records it held are missing (the broker refuses to load a file of the wrong size)"
+            )
+            return Corruption(str(mf.path), mf.from_offset, 0, reason, 0, "missing-bytes")
         if mf.size < self.size:
             lost = self.size - mf.size
             reason = (
