@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,12 +18,6 @@ from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, co
 from rmqcli.cli.render import OutputFormat, Renderer, resolve_format
 
 StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")]
-
-
-class RecoverMode(StrEnum):
-    auto = "auto"
-    normal = "normal"
-    abnormal = "abnormal"
 
 
 def _run(

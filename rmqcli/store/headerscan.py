@@ -2,7 +2,7 @@
 
 Decoding every header in a Python loop tops out well below a million records per second, so the
 scan hops from record to record over the TOTALSIZE fields (or over the consume queues' record
-positions, ``chain_from_hints``), then reads two blocks per record with one fancy index each: the
+positions, ``_starts_and_heads``), then reads two blocks per record with one fancy index each: the
 fixed header (fields 1-15, as wide as with IPv4 hosts, read again wider only for IPv6 hosts) and
 the tail after the body (topic length, topic, properties length and, when asked for, the
 properties, whose lengths are then read from that block). With hints, the header block read at
@@ -195,9 +195,9 @@ def _hints_in(hints: np.ndarray, start: int, limit: int) -> np.ndarray:
 
 
 def _link_pieces(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray) -> list | None:
-    """``chain_from_hints`` once the TOTALSIZE hop ``nxt`` of every candidate is known: the chain
-    in order, as ``(a, b)`` for the run ``cand[a:b]`` and lists of the starts walked between runs
-    (``None``: the hints do not link up)."""
+    """The chain of records from ``start`` once the TOTALSIZE hop ``nxt`` of every hinted candidate
+    ``cand`` is known, in order, as ``(a, b)`` for the run ``cand[a:b]`` and lists of the starts
+    walked between runs (``None``: the hints do not link up)."""
     pieces: list = []
     head = walk(buf, start, limit, until=int(cand[0]))
     if head is None:
@@ -216,45 +216,11 @@ def _link_pieces(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray)
     return pieces
 
 
-def _link(buf, start: int, limit: int, cand: np.ndarray, nxt: np.ndarray) -> np.ndarray | None:
-    """The record starts of ``_link_pieces`` (``cand`` itself when the hints are the whole chain)."""
-    pieces = _link_pieces(buf, start, limit, cand, nxt)
-    if pieces is None:
-        return None
-    if len(pieces) == 3 and not pieces[0] and not pieces[2]:
-        return cand
-    runs = [cand[p[0] : p[1]] if isinstance(p, tuple) else np.asarray(p, dtype=np.int64) for p in pieces]
-    return np.concatenate(runs)
-
-
-def chain_from_hints(buf, start: int, limit: int, hints: np.ndarray) -> np.ndarray | None:
-    """Record starts from known record positions (the consume queues'), hopping only over gaps.
-
-    The result is exactly what ``walk`` from ``start`` would find: consecutive hints must be
-    linked by their TOTALSIZE fields, and gaps (records no queue points at) are walked.
-    """
-    cand = _hints_in(hints, start, limit)
-    if len(cand) == 0:
-        return None
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    return _link(buf, start, limit, cand, cand + gather(arr, cand, ">i4").astype(np.int64))
-
-
-def record_starts(buf, start: int, base: int, hints: np.ndarray | None) -> np.ndarray:
-    """File positions of the chain of records from ``start`` (``hints``: global record offsets)."""
-    limit = len(buf)
-    starts = None
-    if hints is not None and len(hints):
-        starts = chain_from_hints(buf, start, limit, hints - base)
-    if starts is None:
-        starts = np.array(walk(buf, start, limit), dtype=np.int64)
-    return starts
-
-
 def _starts_and_heads(buf, arr: np.ndarray, start: int, base: int, hints: np.ndarray | None):
-    """``record_starts`` and the header block of those records.
+    """File positions of the chain of records from ``start`` and the header block of those records.
 
-    With hints, the header block is read once at the hinted positions and their TOTALSIZE
+    The starts are exactly what ``walk`` from ``start`` would find. With hints (the consume queues'
+    record positions), the header block is read once at the hinted positions and their TOTALSIZE
     fields link the chain; only the records walked between hints (no queue points at them)
     are read on their own.
     """
