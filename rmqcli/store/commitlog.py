@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
+from rmqcli.store.filetail import classify_tail
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 
 if TYPE_CHECKING:
@@ -330,21 +331,6 @@ def broker_read_length(buf, pos: int, limit: int) -> int | None:
     if p + _PROPS_LEN.size + max(props_len, 0) > limit:
         return None
     return fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
-
-
-def classify_tail(buf, pos: int, limit: int) -> tuple[str, int | None]:
-    """What ends a file's data at ``pos``: a BLANK record, zeros, nothing, or something else."""
-    if pos >= limit:
-        return "end", None
-    if pos + _SIZE_MAGIC.size <= limit:
-        total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
-        if magic == fmt.BLANK_MAGIC:
-            return "blank", total
-        if total == 0 and magic == 0:
-            return "zeros", None
-    elif not any(buf[pos:limit]):
-        return "zeros", None
-    return "garbage", None
 
 
 class CommitLog:

@@ -26,7 +26,7 @@ import numpy as np
 
 from formats import commitlog as fmt
 from formats.derive import field_offsets, flat_fields
-from rmqcli.store.commitlog import classify_tail
+from rmqcli.store.filetail import classify_tail
 
 _SIZE = fmt.TOTAL_SIZE_STRUCT
 assert fmt.PREFIX_OFFSETS["total_size"] == 0
