@@ -17,6 +17,7 @@ from isal.isal_zlib import crc32 as isal_crc32
 
 from formats.derive import compile_struct, field_offsets
 from formats.javahash import hashmap_order, string_hash
+from formats.names import SCHEDULE_TOPIC  # declared with the other system topics
 
 # --- magic codes (FORMATS.md §1.3) -------------------------------------------------------------
 MAGIC_V1 = -626843481  # 0xDAA320A7: 1-byte topic length
@@ -293,7 +294,6 @@ def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
 
 
 # --- tags code (FORMATS.md §2.2) -----------------------------------------------------------------
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 

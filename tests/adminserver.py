@@ -17,6 +17,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from formats.names import (
+    DEFAULT_TOPIC,
+    OFFSET_MOVED_EVENT,
+    ORDER_TOPIC_CONFIG,
+    PERM_INHERIT,
+    PERM_READ_WRITE,
+    PERM_WRITE,
+    RETRY_PREFIX,
+    SELF_TEST_TOPIC,
+)
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import FrameDecoder, RemotingCommand, decode, encode
@@ -24,7 +34,6 @@ from rmqcli.remoting.codes import ResponseCode as RS
 
 TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
-PERM_WRITE = 2
 
 
 def default_runtime(version: str = "V4_9_7") -> dict[str, str]:
@@ -131,15 +140,14 @@ class AdminServer:
             for b in self.brokers:
                 if b.broker_id == 0:
                     for topic, queues in (
-                        ("TBW102", 8),
-                        ("SELF_TEST_TOPIC", 1),
+                        (DEFAULT_TOPIC, 8),
+                        (SELF_TEST_TOPIC, 1),
                         (b.cluster, 16),
                         (b.name, 1),
-                        ("OFFSET_MOVED_EVENT", 1),
+                        (OFFSET_MOVED_EVENT, 1),
                     ):
-                        self.create_topic(
-                            b, topic, queues, queues, 7 if topic in ("TBW102", b.cluster, b.name) else 6
-                        )
+                        inherit = PERM_INHERIT if topic in (DEFAULT_TOPIC, b.cluster, b.name) else 0
+                        self.create_topic(b, topic, queues, queues, PERM_READ_WRITE | inherit)
 
     # --- lifecycle ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -191,7 +199,13 @@ class AdminServer:
 
     # --- state helpers (also used by tests to stage data) ------------------------------------
     def create_topic(
-        self, broker: Broker, topic: str, read: int = 8, write: int = 8, perm: int = 6, **kw: Any
+        self,
+        broker: Broker,
+        topic: str,
+        read: int = 8,
+        write: int = 8,
+        perm: int = PERM_READ_WRITE,
+        **kw: Any,
     ) -> None:
         broker.topics[topic] = jb.TopicConfig(
             topic_name=topic, read_queue_nums=read, write_queue_nums=write, perm=perm, **kw
@@ -293,7 +307,7 @@ class AdminServer:
             addrs = {b.broker_id: b.addr for b in self.brokers if b.name == name}
             cluster = next(b.cluster for b in self.brokers if b.name == name)
             datas.append(jb.BrokerData(broker_addrs=addrs, broker_name=name, cluster=cluster))
-        order = self.kv.get("ORDER_TOPIC_CONFIG", {}).get(topic)
+        order = self.kv.get(ORDER_TOPIC_CONFIG, {}).get(topic)
         return jb.TopicRouteData(
             broker_datas=datas, queue_datas=list(queues.values()), order_topic_conf=order
         )
@@ -541,10 +555,10 @@ class AdminServer:
         config = broker.topics.get(h.topic)
         if config is None:
             default = broker.topics.get(h.default_topic)
-            if default is None or not default.perm & 1:
+            if default is None or not default.perm & PERM_INHERIT:
                 return req.response(RS.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
             nums = min(h.default_topic_queue_nums, default.write_queue_nums)
-            self.create_topic(broker, h.topic, nums, nums, default.perm & ~1)
+            self.create_topic(broker, h.topic, nums, nums, default.perm & ~PERM_INHERIT)
             config = broker.topics[h.topic]
         if not config.perm & PERM_WRITE:
             return req.response(RS.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden")
@@ -802,8 +816,8 @@ class AdminServer:
         )
         for b in brokers or [b for b in self.brokers if b.broker_id == 0]:
             b.online.setdefault(group, {})[client_id] = OnlineConsumer(conn, data, running_info)
-            if f"%RETRY%{group}" not in b.topics:
-                self.create_topic(b, f"%RETRY%{group}", 1, 1, 6)
+            if RETRY_PREFIX + group not in b.topics:
+                self.create_topic(b, RETRY_PREFIX + group, 1, 1, PERM_READ_WRITE)
 
     def _broker_203(self, req: RemotingCommand, broker: Broker) -> RemotingCommand:
         h = req.header(hd.GetConsumerConnectionListRequestHeader)

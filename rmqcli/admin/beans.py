@@ -14,12 +14,6 @@ from rmqcli.remoting.json_body import (
     prop,
 )
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-TOOLS_CONSUMER = "TOOLS_CONSUMER"
-CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"
-DEFAULT_TOPIC = "TBW102"
-
 
 @bean
 class ProcessQueueInfo:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from rmqcli.admin.beans import DLQ_PREFIX, RETRY_PREFIX, hash_order, mq_key
+from formats.names import DLQ_PREFIX, RETRY_PREFIX
+from rmqcli.admin.beans import hash_order, mq_key
 from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.errors import BrokerError, NetworkError, UsageError
 from rmqcli.remoting.codes import version_desc

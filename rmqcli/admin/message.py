@@ -15,14 +15,24 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rmqcli.admin.beans import DEFAULT_TOPIC, TOOLS_CONSUMER, hash_order
+from formats.names import (
+    CLIENT_INNER_PRODUCER,
+    DEFAULT_TOPIC,
+    DLQ_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_PREFIX,
+    RMQ_SYS_PREFIX,
+    SCHEDULE_TOPIC,
+    TOOLS_CONSUMER,
+)
+from rmqcli.admin.beans import hash_order
 from rmqcli.admin.session import AdminSession, master_addr
 from rmqcli.errors import BrokerError, BrokerNotFoundError, NetworkError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.remoting.json_body import MessageQueue, QueryConsumeQueueResponseBody, TopicRouteData
 
-PERM_WRITE, PERM_READ = 2, 4
 COMPRESS_OVER = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5
 ZLIB_COMPRESSION_FLAG = 3 << 8  # CompressionType.ZLIB in sysFlag bits 8-10 (B.6)
@@ -384,7 +394,7 @@ def _view(session: AdminSession, msg: Message, index: int = 0, tracks: bool = Tr
 
 # --- queryMsgById: an offset message id, or a unique key ----------------------------------------
 QUERY_CHUNK = 256  # QUERY_MESSAGE requests in flight at once when every topic is searched
-COPY_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_")  # topics that hold copies of messages
+COPY_TOPIC_PREFIXES = (RETRY_PREFIX, DLQ_PREFIX, RMQ_SYS_PREFIX)  # topics that hold copies of messages
 
 
 def decode_offset_id(msg_id: str) -> tuple[str, int] | None:
@@ -525,8 +535,6 @@ def find_by_unique_key(
                     error = error or exc
     if not found and error is not None:
         raise error
-    from formats.commitlog import SCHEDULE_TOPIC
-
     found.sort(
         key=lambda m: (
             m.topic.startswith(COPY_TOPIC_PREFIXES) or m.topic == SCHEDULE_TOPIC,
@@ -1002,7 +1010,7 @@ class Producer:
             client_id=self.client_id,
             producer_data_set=[
                 jb.ProducerData(group_name=self.group),
-                jb.ProducerData(group_name="CLIENT_INNER_PRODUCER"),
+                jb.ProducerData(group_name=CLIENT_INNER_PRODUCER),
             ],
         )
         self.session.call(addr, RequestCode.HEART_BEAT, body=jb.encode(data))

@@ -6,17 +6,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from formats.names import (
+    DEFAULT_TOPIC,
+    DLQ_PREFIX,
+    ORDER_TOPIC_CONFIG,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_READ_WRITE,
+    PERM_WRITE,
+    RETRY_PREFIX,
+)
 from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.remoting.json_body import TopicRouteData
 
-DEFAULT_TOPIC = "TBW102"
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-PERM_INHERIT, PERM_WRITE, PERM_READ = 1, 2, 4
 SYSFLAG_UNIT, SYSFLAG_UNIT_SUB = 1, 2
 
 
@@ -36,7 +41,7 @@ class TopicSettings:
     topic_name: str
     read_queue_nums: int = 8
     write_queue_nums: int = 8
-    perm: int = 6
+    perm: int = PERM_READ_WRITE
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
@@ -106,7 +111,7 @@ def update_topic(
     cluster: str | None = None,
     read_queue_nums: int = 8,
     write_queue_nums: int = 8,
-    perm: int = 6,
+    perm: int = PERM_READ_WRITE,
     order: bool = False,
     unit: bool = False,
     has_unit_sub: bool = False,

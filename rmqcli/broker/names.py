@@ -18,24 +18,19 @@ import functools
 import re
 import unicodedata
 
+from formats.names import (  # noqa: F401 - the names checked here, also importable from here
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    REPLY_TOPIC_POSTFIX,
+    RETRY_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+)
+
 VALID_CHARS = "^[%|a-zA-Z0-9_-]+$"  # TopicValidator.VALID_PATTERN_STR, as the remarks quote it
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
 TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
 GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
-RETRY_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
-DLQ_PREFIX = "%DLQ%"  # MixAll.DLQ_GROUP_TOPIC_PREFIX
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-# TopicValidator.SYSTEM_TOPIC_SET (the broker adds its cluster and broker names, see ``system_topics``)
-SYSTEM_TOPICS = (
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-)  # fmt: skip
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"}
-)  # fmt: skip
-REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"  # MixAll.REPLY_TOPIC_POSTFIX
 _NOT_WHITESPACE = frozenset("\u00a0\u2007\u202f")  # non-breaking spaces: not Character.isWhitespace
 
 

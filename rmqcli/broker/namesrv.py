@@ -15,6 +15,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from formats.names import ORDER_TOPIC_CONFIG, PERM_WRITE
 from rmqcli.broker.bodies import required_body
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.remoting import headers as hd
@@ -28,9 +29,6 @@ log = logging.getLogger(__name__)
 BROKER_EXPIRED_SECONDS = 120.0  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 SCAN_SECONDS = 10.0
 STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-PERM_WRITE = 2
-PERM_READ = 4
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 PATH_KEYS = ("kvConfigPath", "configStorePath")  # UPDATE_NAMESRV_CONFIG refuses these (4.9.7)
 

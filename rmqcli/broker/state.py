@@ -14,6 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from formats.commitlog import tags_code
+from formats.names import (  # noqa: F401 - also importable from here
+    DEFAULT_TOPIC,
+    OFFSET_MOVED_EVENT,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_READ_WRITE,
+    PERM_WRITE,
+    SELF_TEST_TOPIC,
+)
 from rmqcli.broker.connection import Connection
 from rmqcli.broker.names import (  # noqa: F401 - the names' checks, also importable from here
     DLQ_PREFIX,
@@ -27,13 +36,6 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.store.writer import StoreWriter
 from rmqcli.store.writer_config import subscription_group_config
 
-PERM_INHERIT = 1
-PERM_WRITE = 2
-PERM_READ = 4
-PERM_READ_WRITE = PERM_READ | PERM_WRITE
-DEFAULT_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 CLIENT_EXPIRED_SECONDS = 120.0
 LOCK_LEASE_SECONDS = 60.0  # rebalanceLockMaxLiveTime
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from formats import commitlog as fmt
+from formats.names import PERM_READ_WRITE, SCHEDULE_TOPIC
 from rmqcli.store.configfiles import DELAY, OFFSETS, SUBSCRIPTIONS, TOPICS, load_config, write_config
 
-PERM_READ_WRITE = 6  # PermName.PERM_READ | PermName.PERM_WRITE
 DEFAULT_QUEUE_NUMS = 4  # what a producer asks for when a topic is auto-created
 SINGLE_TAG = "SINGLE_TAG"
 
@@ -75,7 +74,7 @@ class BrokerConfigState:
         current = self.topics.get(name)
         if current is not None and current["writeQueueNums"] > queue_id:
             return
-        wanted = delay_levels if name == fmt.SCHEDULE_TOPIC else DEFAULT_QUEUE_NUMS
+        wanted = delay_levels if name == SCHEDULE_TOPIC else DEFAULT_QUEUE_NUMS
         nums = max(queue_id + 1, wanted if current is None else current["writeQueueNums"])
         self.set_topic(name, nums, clock(), order=bool(current and current["order"]))
 
