@@ -13,7 +13,7 @@ from formats.names import DLQ_PREFIX, RETRY_PREFIX
 from rmqcli.admin.beans import hash_order, mq_key
 from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.errors import BrokerError, NetworkError, UsageError
-from rmqcli.remoting.codes import version_desc
+from rmqcli.remoting.codes import ResponseCode, version_desc
 
 if TYPE_CHECKING:
     from rmqcli.admin.beans import ConsumerRunningInfo
@@ -23,12 +23,12 @@ if TYPE_CHECKING:
         SubscriptionGroupConfig,
     )
 
-CONSUMER_NOT_ONLINE = 206
+_NOT_ONLINE = f"{ResponseCode.CONSUMER_NOT_ONLINE.name}({int(ResponseCode.CONSUMER_NOT_ONLINE)})"
 NO_CONSUME_STATS = (
-    "CONSUMER_NOT_ONLINE(206): Not found the consumer group consume stats, because return offset table "
+    f"{_NOT_ONLINE}: Not found the consumer group consume stats, because return offset table "
     "is empty, maybe the consumer not consume any message"
 )
-NO_CONNECTION = "CONSUMER_NOT_ONLINE(206): Not found the consumer group connection"
+NO_CONNECTION = f"{_NOT_ONLINE}: Not found the consumer group connection"
 
 
 class ConsumerNotOnline(BrokerError):
@@ -578,7 +578,7 @@ def reset_offset_by_time(
 
             request.language = LanguageCode.CPP
         response = session.client.invoke(addr, request, session.timeout)
-        if response.code == CONSUMER_NOT_ONLINE:
+        if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
             result.offline = True
             result.rollback = reset_offset_old(session, group, topic, timestamp, force)
             return result

@@ -29,6 +29,7 @@ from formats.names import (
 from rmqcli.admin.beans import hash_order
 from rmqcli.admin.session import AdminSession, master_addr
 from rmqcli.errors import BrokerError, BrokerNotFoundError, NetworkError, NotFoundError, UsageError
+from rmqcli.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
     from rmqcli.remoting.json_body import MessageQueue, QueryConsumeQueueResponseBody, TopicRouteData
@@ -38,8 +39,22 @@ COMPRESS_LEVEL = 5
 ZLIB_COMPRESSION_FLAG = 3 << 8  # CompressionType.ZLIB in sysFlag bits 8-10 (B.6)
 PULL_BATCH = 32
 BROKER_SUSPEND_MAX_MILLIS = 20000  # DefaultMQPullConsumer.brokerSuspendMaxTimeMillis
-RETRY_CODES = frozenset({1, 14, 16, 17, 204, 205})  # DefaultMQProducer retryResponseCodes (B.6)
-SEND_STATUS = {0: "SEND_OK", 10: "FLUSH_DISK_TIMEOUT", 11: "SLAVE_NOT_AVAILABLE", 12: "FLUSH_SLAVE_TIMEOUT"}
+RETRY_CODES = frozenset(  # DefaultMQProducer retryResponseCodes (B.6)
+    {
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
+SEND_STATUS = {  # SendStatus of each answer MQClientAPIImpl.processSendResponse accepts
+    ResponseCode.SUCCESS: "SEND_OK",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+}
 BODY_DIR = os.path.join("rocketmq", "msgbodys")
 
 
@@ -143,7 +158,12 @@ class PullResult:
     messages: list[Message] = field(default_factory=list)
 
 
-PULL_STATUS = {0: "FOUND", 19: "NO_NEW_MSG", 20: "NO_MATCHED_MSG", 21: "OFFSET_ILLEGAL"}
+PULL_STATUS = {  # PullStatus of each answer MQClientAPIImpl.processPullResponse accepts
+    ResponseCode.SUCCESS: "FOUND",
+    ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
+    ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG",
+    ResponseCode.PULL_OFFSET_MOVED: "OFFSET_ILLEGAL",
+}
 
 
 def tags_of(expression: str) -> set[str]:
@@ -331,7 +351,7 @@ def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
             continue
         except BrokerError as exc:
             code, desc = _code_desc(exc)
-            if code == groups.CONSUMER_NOT_ONLINE:
+            if code == ResponseCode.CONSUMER_NOT_ONLINE:
                 track.track_type = "NOT_ONLINE"
             track.exception_desc = f"CODE:{code} DESC:{desc}"
             continue
@@ -345,11 +365,12 @@ def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
                 consumed = _consumed(session, msg, name)
             except groups.ConsumerNotOnline as exc:
                 track.track_type = "NOT_ONLINE"
-                track.exception_desc = f"CODE:{groups.CONSUMER_NOT_ONLINE} DESC:{str(exc).split(': ', 1)[-1]}"
+                not_online = int(ResponseCode.CONSUMER_NOT_ONLINE)
+                track.exception_desc = f"CODE:{not_online} DESC:{str(exc).split(': ', 1)[-1]}"
                 continue
             except BrokerError as exc:
                 code, desc = _code_desc(exc)
-                if code == groups.CONSUMER_NOT_ONLINE:
+                if code == ResponseCode.CONSUMER_NOT_ONLINE:
                     track.track_type = "NOT_ONLINE"
                 track.exception_desc = f"CODE:{code} DESC:{desc}"
                 continue
@@ -494,7 +515,7 @@ def find_by_unique_key(
     """Messages whose ``UNIQ_KEY`` is ``key``, earliest first (those of copy topics last): QUERY_MESSAGE
     with ``_UNIQUE_KEY_QUERY`` for ``topic`` (every topic when None) on its brokers (``broker_addr``
     only, when given). A broker that fails without any match found raises its error."""
-    from rmqcli.remoting.codes import RequestCode, ResponseCode
+    from rmqcli.remoting.codes import RequestCode
 
     if topic:
         topics = [topic.strip()]
@@ -573,12 +594,13 @@ def query_message(
     """``MQAdminImpl.queryMessage``: QUERY_MESSAGE (12) to the master of every broker of the route
     (``_UNIQUE_KEY_QUERY`` for unique keys), merged and re-filtered by key or ``UNIQ_KEY`` (B.3)."""
     from rmqcli.remoting.client import expect
-    from rmqcli.remoting.codes import RequestCode, ResponseCode
+    from rmqcli.remoting.codes import RequestCode
 
     route = session.route(topic)
     addrs = [a for a in (master_addr(d.broker_addrs) for d in route.broker_datas) if a]
     if not addrs:
-        raise BrokerError(f"TOPIC_NOT_EXIST(17): The topic[{topic}] not matched route info")
+        code = ResponseCode.TOPIC_NOT_EXIST
+        raise BrokerError(f"{code.name}({int(code)}): The topic[{topic}] not matched route info")
     header = _query_header(topic, key, max_num, begin, end, unique)
     results = session.call_many([(a, RequestCode.QUERY_MESSAGE, header, b"") for a in addrs])
     found: list[Message] = []
@@ -601,7 +623,8 @@ def query_message(
     if not found:
         if last_error is not None:
             raise last_error
-        raise BrokerNotFoundError("NO_MESSAGE(208): query message by key finished, but no message.")
+        code = ResponseCode.NO_MESSAGE
+        raise BrokerNotFoundError(f"{code.name}({int(code)}): query message by key finished, but no message.")
     return found
 
 
@@ -972,7 +995,6 @@ class Producer:
         """``topicRouteData2TopicPublishInfo``: writable queues of brokers with a master, brokers
         sorted by name; an unknown topic borrows ``TBW102``'s layout (at most 4 queues)."""
         from rmqcli.remoting import json_body as jb
-        from rmqcli.remoting.codes import ResponseCode
 
         if topic in self.queues:
             return self.queues[topic]
@@ -1023,8 +1045,6 @@ class Producer:
         selector: Any = None,
     ) -> SendResult:
         """``send(msg)``, ``send(msg, mq)`` or ``send(msg, selector)`` (``selector(mqs)`` picks one)."""
-        from rmqcli.remoting.codes import ResponseCode
-
         mqs = self.publish_queues(message.topic)
         if mq is not None or selector is not None:
             chosen = mq if mq is not None else selector(mqs)
