@@ -146,27 +146,7 @@ def write(text: str) -> None:
     sys.stdout.flush()
 
 
-def to_data(obj: Any) -> Any:
-    """A result (dataclasses, beans, lists, maps) as JSON-ready data with camelCase keys."""
-    from dataclasses import fields, is_dataclass
-
-    if is_dataclass(obj) and not isinstance(obj, type):
-        if type(obj).__module__ == "rmqcli.remoting.json_body":
-            from rmqcli.remoting import json_body as jb
-
-            return to_data(jb.to_fastjson_value(obj))
-        return {_camel(f.name): to_data(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, list | tuple):
-        return [to_data(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k if isinstance(k, str) else str(k): to_data(v) for k, v in obj.items()}
-    return obj
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
 def emit_json(obj: Any) -> None:
-    write(json.dumps(to_data(obj), ensure_ascii=False, indent=2) + "\n")
+    from rmqcli.cli.render import camel_dict
+
+    write(json.dumps(camel_dict(obj), ensure_ascii=False, indent=2) + "\n")

@@ -14,9 +14,9 @@ from rmqcli.cli.admin_common import (
     emit_json,
     java_bool,
     session,
-    to_data,
     write,
 )
+from rmqcli.cli.render import camel_dict
 from rmqcli.errors import UsageError
 
 GroupNameOpt = Annotated[str, typer.Option("--groupName", "-g", help="consumer group name")]
@@ -175,7 +175,7 @@ def consumer_progress(
                 "group": progress.group,
                 "consumeTps": progress.consume_tps,
                 "diffTotal": progress.diff_total,
-                "queues": [dict(to_data(r), diff=r.diff) for r in progress.rows],
+                "queues": [dict(camel_dict(r), diff=r.diff) for r in progress.rows],
             }
         )
     else:
@@ -236,7 +236,7 @@ def consumer_status(
     if json_out:
         emit_json(
             {
-                "clients": [to_data(r) for r in result.rows],
+                "clients": [camel_dict(r) for r in result.rows],
                 "sameSubscription": result.same_subscription,
                 "rebalanceOk": result.rebalance_ok,
                 "runningInfo": plain(result.client)
@@ -369,7 +369,7 @@ def broker_consume_stats(
             s, broker_addr, is_order=java_bool(order), timeout_millis=timeout_millis, level=level
         )
     if json_out:
-        rows = [dict(to_data(r), diff=r.diff) for r in stats.rows]
+        rows = [dict(camel_dict(r), diff=r.diff) for r in stats.rows]
         emit_json({"rows": rows, "totalDiff": stats.total_diff})
     else:
         write(fmt.broker_consume_stats(stats))

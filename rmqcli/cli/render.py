@@ -15,6 +15,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TextIO
 
+from rmqcli.remoting.javanames import camel
+
 TABLE_BATCH = 1000
 _MIN_CUT = 4  # a cut column keeps at least this many characters (three and an ellipsis)
 _ALERT = "bold red"
@@ -359,19 +361,27 @@ def progress(total: int, label: str, *, enabled: bool = True) -> Iterator[Callab
         yield lambda done: bar.update(task, completed=min(done, total))
 
 
-def to_camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
 def camel_dict(obj: Any) -> Any:
-    """A dataclass (or nested lists/dicts of them) as plain data with camelCase keys."""
+    """A result as ``--json`` data: dataclasses become mappings with camelCase keys (beans of
+    ``rmqcli.remoting.json_body`` as fastjson writes them: Java names, sorted, nulls dropped),
+    lists stay lists, mapping keys become strings. Every command's JSON goes through here."""
     from dataclasses import fields, is_dataclass
 
     if is_dataclass(obj) and not isinstance(obj, type):
-        return {to_camel(f.name): camel_dict(getattr(obj, f.name)) for f in fields(obj)}
+        if _is_bean(obj):
+            from rmqcli.remoting.json_body import to_fastjson_value
+
+            return camel_dict(to_fastjson_value(obj))
+        return {camel(f.name): camel_dict(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, list | tuple):
         return [camel_dict(v) for v in obj]
     if isinstance(obj, dict):
-        return {k: camel_dict(v) for k, v in obj.items()}
+        return {k if isinstance(k, str) else str(k): camel_dict(v) for k, v in obj.items()}
     return obj
+
+
+def _is_bean(obj: Any) -> bool:
+    """A JSON body bean: its fields carry their Java property names (``json_body.prop``)."""
+    from dataclasses import fields
+
+    return any("json" in f.metadata for f in fields(obj))

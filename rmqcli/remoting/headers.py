@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from rmqcli.errors import RmqError
+from rmqcli.remoting.javanames import camel
 
 
 class HeaderError(RmqError):
@@ -28,11 +29,6 @@ class HeaderError(RmqError):
 
 _INT_RE = re.compile(r"[+-]?\d+\Z")
 JAVA_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def _meta(kind: str, key: str | None, required: bool) -> dict[str, Any]:
@@ -125,7 +121,7 @@ class CommandHeader:
             cls._wire = tuple(
                 (
                     f.name,
-                    f.metadata.get("key") or _camel(f.name),
+                    f.metadata.get("key") or camel(f.name),
                     f.metadata.get("kind", "str"),
                     bool(f.metadata.get("required")),
                 )

@@ -20,6 +20,7 @@ from typing import Any, TypeVar, Union
 from formats import fastjson
 from formats.fastjson import ObjectKey
 from rmqcli.errors import RmqError
+from rmqcli.remoting.javanames import camel
 
 
 class BodyError(RmqError):
@@ -29,11 +30,6 @@ class BodyError(RmqError):
 
 
 T = TypeVar("T")
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def prop(
@@ -71,7 +67,7 @@ def _plan(cls: type) -> tuple[tuple[str, str, Any, tuple[str, ...] | None], ...]
         plan = tuple(
             sorted(
                 (
-                    (f.name, f.metadata.get("json") or _camel(f.name), hints[f.name], f.metadata.get("enum"))
+                    (f.name, f.metadata.get("json") or camel(f.name), hints[f.name], f.metadata.get("enum"))
                     for f in dataclasses.fields(cls)
                 ),
                 key=lambda item: item[1],
