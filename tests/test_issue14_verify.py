@@ -139,7 +139,7 @@ def test_default_sizes_assumed_are_named(tmp_path) -> None:
 def _killed_recover(store: Path) -> None:
     """Run the real ``rmq recover --yes`` and SIGKILL it at its first crash point (a journalled step
     is done, the change is not committed), as ``kill -9`` would."""
-    from rmqcli.ops.safety_journal import CRASH_ENV
+    from rmqcli.ops.safety.journal import CRASH_ENV
 
     env = dict(os.environ, **{CRASH_ENV: "1"})
     argv = [sys.executable, "-m", "rmqcli.cli.main", "recover", str(store), "--yes"]

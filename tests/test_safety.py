@@ -35,7 +35,7 @@ from rmqcli.ops.safety import (
     restore_backup,
     staging_dir,
 )
-from rmqcli.ops.safety_journal import JOURNAL, read_journal
+from rmqcli.ops.safety.journal import JOURNAL, read_journal
 from rmqcli.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Kill a store change with SIGKILL at every crash point, re-run it, and get the same bytes.
 
 A child process applies a scripted ``Change`` (every operation) to a copy of a generated store.
-``RMQ_TEST_CRASH_AT=N`` makes it SIGKILL itself at the Nth crash point (``safety_journal.crashpoint``).
+``RMQ_TEST_CRASH_AT=N`` makes it SIGKILL itself at the Nth crash point (``safety.journal.crashpoint``).
 Re-running the script must converge to the bytes of an uninterrupted run, and restoring the
 completed change's backup must give back the original bytes.
 """
@@ -20,7 +20,7 @@ import pytest
 
 from fixtures.generate import generate
 from rmqcli.ops.safety import list_backups, pending, restore_backup
-from rmqcli.ops.safety_journal import CRASH_ENV
+from rmqcli.ops.safety.journal import CRASH_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ SCRIPT = r"""
 import shutil, sys
 from pathlib import Path
 from rmqcli.ops.safety import Change, ensure_unlocked, finish_interrupted, list_backups, staging_dir
-from rmqcli.ops.safety_journal import crashpoints_passed
+from rmqcli.ops.safety.journal import crashpoints_passed
 
 root = Path(sys.argv[1])
 ensure_unlocked(root)
@@ -205,7 +205,7 @@ RESTORE_COUNTING = r"""
 import sys
 from pathlib import Path
 from rmqcli.ops.safety import restore_backup
-from rmqcli.ops.safety_journal import crashpoints_passed
+from rmqcli.ops.safety.journal import crashpoints_passed
 restore_backup(Path(sys.argv[1]), sys.argv[2], yes=True)
 print(crashpoints_passed())
 """

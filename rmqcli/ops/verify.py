@@ -291,7 +291,7 @@ def _check_changes(store: Store, p: Collector) -> None:
     changed: its journal in ``.rmq-backup`` says what to roll back (``rmqcli.ops.safety``). The next
     change on the store rolls it back first; until then a broker must not start on it."""
     from rmqcli.ops.safety import list_backups
-    from rmqcli.ops.safety_journal import BACKUP_DIR, LOCK_NAME, MANIFEST, UNFINISHED
+    from rmqcli.ops.safety.journal import BACKUP_DIR, LOCK_NAME, MANIFEST, UNFINISHED
 
     try:
         backups = list_backups(store.root)

@@ -84,7 +84,11 @@ def fsync_dir(path: Path) -> None:
 
 def write_durable(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` (created or emptied) and fsync the file (not its directory)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    _write_synced(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), data)
+
+
+def _write_synced(fd: int, data: bytes) -> None:
+    """Write all of ``data`` at ``fd``'s position, fsync, and close ``fd``."""
     try:
         view = memoryview(data)
         while view:
@@ -112,14 +116,7 @@ def read_json(path: Path) -> dict[str, Any]:
 def append_journal(bdir: Path, record: dict[str, Any]) -> None:
     """Append one step to the journal and fsync it: the step is durable before it is done."""
     line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode()
-    fd = os.open(bdir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(line)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_synced(os.open(bdir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), line)
 
 
 def read_journal(bdir: Path) -> list[dict[str, Any]]:
@@ -215,6 +212,24 @@ def zero_range(fd: int, start: int, end: int) -> None:
         length = min(CHUNK, end - pos)
         if os.pread(fd, length, pos).count(0) != length:
             os.pwrite(fd, zeros[:length], pos)
+
+
+def copy_stored(piece: Path, stored: int, fd: int, offset: int, *, crash_midway: bool = False) -> None:
+    """Write the first ``stored`` bytes of ``piece`` into ``fd`` at ``offset`` (not fsynced).
+
+    ``crash_midway``: a crash point after the first chunk (a copy killed half-way).
+    """
+    src = os.open(piece, os.O_RDONLY)
+    try:
+        pos = 0
+        while pos < stored:
+            chunk = os.pread(src, min(CHUNK, stored - pos), pos)
+            os.pwrite(fd, chunk, offset + pos)
+            pos += len(chunk)
+            if crash_midway and pos == len(chunk):
+                crashpoint()
+    finally:
+        os.close(src)
 
 
 def copy_piece(piece: Path, step: dict[str, Any], target: Path) -> None:
@@ -376,20 +391,9 @@ def _undo_range(path: Path, piece: Path, step: dict[str, Any]) -> None:
         if os.fstat(fd).st_size != step["orig_size"]:
             os.ftruncate(fd, step["orig_size"])
         offset = step["offset"]
-        src = os.open(piece, os.O_RDONLY)
-        try:
-            pos = 0
-            while pos < step["stored"]:
-                chunk = os.pread(src, min(CHUNK, step["stored"] - pos), pos)
-                os.pwrite(fd, chunk, offset + pos)
-                pos += len(chunk)
-        finally:
-            os.close(src)
-        tail, end = offset + step["stored"], offset + step["stored"] + step["zeros"]
-        if not is_zero(fd, tail, end):
-            zeros = bytes(CHUNK)
-            for pos in range(tail, end, CHUNK):
-                os.pwrite(fd, zeros[: min(CHUNK, end - pos)], pos)
+        copy_stored(piece, step["stored"], fd, offset)
+        tail = offset + step["stored"]
+        zero_range(fd, tail, tail + step["zeros"])
         os.fsync(fd)
     finally:
         os.close(fd)
