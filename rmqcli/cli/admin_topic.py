@@ -1,193 +1,144 @@
-"""mqadmin topic commands: updateTopic, updateTopicPerm, deleteTopic, topicList, topicRoute,
-topicStatus, topicClusterList, updateOrderConf, allocateMQ (PROTOCOL.md C.2, C.4)."""
+"""mqadmin's topic commands (``tools.command.topic``): updateTopic, updateTopicPerm, deleteTopic,
+topicList, topicRoute, topicStatus, topicClusterList, updateOrderConf, allocateMQ (PROTOCOL.md
+C.2, C.4). One ``AdminCommand`` each; ``cli/commands.py`` lists them."""
 
-from typing import Annotated
+from __future__ import annotations
 
-import typer
-
-from rmqcli.cli.admin_common import (
-    JsonOpt,
-    NamesrvOpt,
-    TopicOpt,
-    emit_json,
-    java_bool,
-    session,
-    write,
+from rmqcli.cli.admin_registry import (
+    TOPIC,
+    AdminCommand,
+    Lazy,
+    broker_or_cluster,
+    opt,
+    parse_boolean,
+    required,
 )
-from rmqcli.errors import UsageError
 
+topics = Lazy("rmqcli.admin.topic")
+topic_text = Lazy("rmqcli.cli.admin_format")
 
-def update_topic(
-    topic: TopicOpt,
-    broker_addr: Annotated[
-        str | None, typer.Option("--brokerAddr", "-b", help="create topic to which broker")
-    ] = None,
-    cluster_name: Annotated[
-        str | None, typer.Option("--clusterName", "-c", help="create topic to which cluster")
-    ] = None,
-    read_queue_nums: Annotated[int, typer.Option("--readQueueNums", "-r", help="set read queue nums")] = 8,
-    write_queue_nums: Annotated[int, typer.Option("--writeQueueNums", "-w", help="set write queue nums")] = 8,
-    perm: Annotated[
-        int, typer.Option("--perm", "-p", help="set topic's permission(2|4|6), intro[2:W 4:R; 6:RW]")
-    ] = 6,
-    order: Annotated[str | None, typer.Option("--order", "-o", help="set topic's order(true|false)")] = None,
-    unit: Annotated[str | None, typer.Option("--unit", "-u", help="is unit topic (true|false)")] = None,
-    has_unit_sub: Annotated[
-        str | None, typer.Option("--hasUnitSub", "-s", help="has unit sub (true|false)")
-    ] = None,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Update or create topic"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
+TO_BROKER = opt("broker_addr", "--brokerAddr", "-b", "create topic to which broker")
+TO_CLUSTER = opt("cluster_name", "--clusterName", "-c", "create topic to which cluster")
 
-    if not broker_addr and not cluster_name:
-        raise UsageError("one of -b/--brokerAddr or -c/--clusterName is required")
-    with session(namesrv, need_namesrv=bool(cluster_name) or java_bool(order)) as s:
-        result = ops.update_topic(
-            s,
-            topic,
-            broker_addr=broker_addr,
-            cluster=None if broker_addr else cluster_name,
-            read_queue_nums=read_queue_nums,
-            write_queue_nums=write_queue_nums,
-            perm=perm,
-            order=java_bool(order),
-            unit=java_bool(unit),
-            has_unit_sub=java_bool(has_unit_sub),
-        )
-    emit_json(result) if json_out else write(fmt.update_topic(result))
+update_topic = AdminCommand(
+    "updateTopic",
+    "Update or create topic",
+    "topic",
+    (
+        TOPIC,
+        TO_BROKER,
+        TO_CLUSTER,
+        opt("read_queue_nums", "--readQueueNums", "-r", "set read queue nums", int, 8),
+        opt("write_queue_nums", "--writeQueueNums", "-w", "set write queue nums", int, 8),
+        opt("perm", "--perm", "-p", "set topic's permission(2|4|6), intro[2:W 4:R; 6:RW]", int, 6),
+        opt("order", "--order", "-o", "set topic's order(true|false)"),
+        opt("unit", "--unit", "-u", "is unit topic (true|false)"),
+        opt("has_unit_sub", "--hasUnitSub", "-s", "has unit sub (true|false)"),
+    ),
+    call=lambda s, a: topics.update_topic(
+        s,
+        a.topic,
+        broker_addr=a.broker_addr,
+        cluster=None if a.broker_addr else a.cluster_name,
+        read_queue_nums=a.read_queue_nums,
+        write_queue_nums=a.write_queue_nums,
+        perm=a.perm,
+        order=parse_boolean(a.order),
+        unit=parse_boolean(a.unit),
+        has_unit_sub=parse_boolean(a.has_unit_sub),
+    ),
+    text=lambda result, a: topic_text.update_topic(result),
+    check=broker_or_cluster,
+    namesrv=lambda a: bool(a.cluster_name) or parse_boolean(a.order),
+)
 
+update_topic_perm = AdminCommand(
+    "updateTopicPerm",
+    "Update topic perm",
+    "topic",
+    (
+        TOPIC,
+        required("perm", "--perm", "-p", "set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]", int),
+        TO_BROKER,
+        TO_CLUSTER,
+    ),
+    call=lambda s, a: topics.update_topic_perm(
+        s, a.topic, a.perm, broker_addr=a.broker_addr, cluster=None if a.broker_addr else a.cluster_name
+    ),
+    text=lambda result, a: topic_text.update_topic_perm(result, by_broker=bool(a.broker_addr)),
+    check=broker_or_cluster,
+)
 
-def update_topic_perm(
-    topic: TopicOpt,
-    perm: Annotated[
-        int, typer.Option("--perm", "-p", help="set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]")
-    ],
-    broker_addr: Annotated[
-        str | None, typer.Option("--brokerAddr", "-b", help="create topic to which broker")
-    ] = None,
-    cluster_name: Annotated[
-        str | None, typer.Option("--clusterName", "-c", help="create topic to which cluster")
-    ] = None,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Update topic perm"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
+delete_topic = AdminCommand(
+    "deleteTopic",
+    "Delete topic from broker and NameServer.",
+    "topic",
+    (TOPIC, required("cluster_name", "--clusterName", "-c", "delete topic from which cluster")),
+    call=lambda s, a: topics.delete_topic(s, a.topic, a.cluster_name),
+    text=lambda result, a: topic_text.delete_topic(result),
+)
 
-    if not broker_addr and not cluster_name:
-        raise UsageError("one of -b/--brokerAddr or -c/--clusterName is required")
-    with session(namesrv) as s:
-        result = ops.update_topic_perm(
-            s, topic, perm, broker_addr=broker_addr, cluster=None if broker_addr else cluster_name
-        )
-    emit_json(result) if json_out else write(fmt.update_topic_perm(result, by_broker=bool(broker_addr)))
+topic_list = AdminCommand(
+    "topicList",
+    "Fetch all topic list from name server",
+    "topic",
+    (opt("cluster_model", "--clusterModel", "-c", "clusterModel", bool, False),),
+    call=lambda s, a: topics.topic_list(s, cluster_mode=a.cluster_model),
+    text=lambda result, a: topic_text.topic_list(result),
+    data=lambda result, a: result.clusters if a.cluster_model else result.topics,
+)
 
+topic_route = AdminCommand(
+    "topicRoute",
+    "Examine topic route info",
+    "topic",
+    (TOPIC, opt("list_form", "--list", "-l", "Use list format to print data", bool, False)),
+    call=lambda s, a: topics.topic_route(s, a.topic),
+    text=lambda route, a: (
+        topic_text.topic_route_list(topics.route_rows(route))
+        if a.list_form
+        else topic_text.topic_route(route)
+    ),
+    data=lambda route, a: topics.route_rows(route) if a.list_form else route,
+)
 
-def delete_topic(
-    topic: TopicOpt,
-    cluster_name: Annotated[str, typer.Option("--clusterName", "-c", help="delete topic from which cluster")],
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Delete topic from broker and NameServer."""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
+topic_status = AdminCommand(
+    "topicStatus",
+    "Examine topic Status info",
+    "topic",
+    (TOPIC,),
+    call=lambda s, a: topics.topic_status(s, a.topic),
+    text=lambda rows, a: topic_text.topic_status(rows),
+)
 
-    with session(namesrv) as s:
-        result = ops.delete_topic(s, topic, cluster_name)
-    emit_json(result) if json_out else write(fmt.delete_topic(result))
+topic_cluster_list = AdminCommand(
+    "topicClusterList",
+    "get cluster info for topic",
+    "topic",
+    (TOPIC,),
+    call=lambda s, a: topics.topic_cluster_list(s, a.topic),
+    text=lambda clusters, a: topic_text.lines(clusters),
+)
 
+update_order_conf = AdminCommand(
+    "updateOrderConf",
+    "Create or update or delete order conf",
+    "topic",
+    (
+        TOPIC,
+        required("method", "--method", "-m", "option type [eg. put|get|delete]"),
+        opt("order_conf", "--orderConf", "-v", "set order conf [eg. brokerName1:num;brokerName2:num]"),
+    ),
+    call=lambda s, a: topics.update_order_conf(s, a.topic, a.method, a.order_conf),
+    text=lambda result, a: topic_text.update_order_conf(result),
+)
 
-def topic_list(
-    cluster_model: Annotated[bool, typer.Option("--clusterModel", "-c", help="clusterModel")] = False,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Fetch all topic list from name server"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
-
-    with session(namesrv) as s:
-        result = ops.topic_list(s, cluster_mode=cluster_model)
-    if json_out:
-        emit_json(result.clusters if cluster_model else result.topics)
-    else:
-        write(fmt.topic_list(result))
-
-
-def topic_route(
-    topic: TopicOpt,
-    list_form: Annotated[bool, typer.Option("--list", "-l", help="Use list format to print data")] = False,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Examine topic route info"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
-
-    with session(namesrv) as s:
-        route = ops.topic_route(s, topic)
-    if json_out:
-        emit_json(ops.route_rows(route) if list_form else route)
-    elif list_form:
-        write(fmt.topic_route_list(ops.route_rows(route)))
-    else:
-        write(fmt.topic_route(route))
-
-
-def topic_status(topic: TopicOpt, namesrv: NamesrvOpt = None, json_out: JsonOpt = False) -> None:
-    """Examine topic Status info"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
-
-    with session(namesrv) as s:
-        rows = ops.topic_status(s, topic)
-    emit_json(rows) if json_out else write(fmt.topic_status(rows))
-
-
-def topic_cluster_list(topic: TopicOpt, namesrv: NamesrvOpt = None, json_out: JsonOpt = False) -> None:
-    """get cluster info for topic"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
-
-    with session(namesrv) as s:
-        clusters = ops.topic_cluster_list(s, topic)
-    emit_json(clusters) if json_out else write(fmt.lines(clusters))
-
-
-def update_order_conf(
-    topic: TopicOpt,
-    method: Annotated[str, typer.Option("--method", "-m", help="option type [eg. put|get|delete]")],
-    order_conf: Annotated[
-        str | None,
-        typer.Option("--orderConf", "-v", help="set order conf [eg. brokerName1:num;brokerName2:num]"),
-    ] = None,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Create or update or delete order conf"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
-
-    with session(namesrv) as s:
-        result = ops.update_order_conf(s, topic, method, order_conf)
-    emit_json(result) if json_out else write(fmt.update_order_conf(result))
-
-
-def allocate_mq(
-    topic: TopicOpt,
-    ip_list: Annotated[str, typer.Option("--ipList", "-i", help="ipList")],
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Allocate MQ"""
-    from rmqcli.admin import topic as ops
-    from rmqcli.cli import admin_format as fmt
-
-    with session(namesrv) as s:
-        result = ops.allocate_mq(s, topic, ip_list.strip().split(","))
-    emit_json({"result": result}) if json_out else write(fmt.allocate_mq(result))
+allocate_mq = AdminCommand(
+    "allocateMQ",
+    "Allocate MQ",
+    "topic",
+    (TOPIC, required("ip_list", "--ipList", "-i", "ipList")),
+    call=lambda s, a: topics.allocate_mq(s, a.topic, a.ip_list.strip().split(",")),
+    text=lambda result, a: topic_text.allocate_mq(result),
+    data=lambda result, a: {"result": result},
+)

@@ -53,6 +53,10 @@ def _build(name: str) -> click.Command:
         group = typer.main.get_group(target)
         group.name = name
         return group
+    from rmqcli.cli.admin_registry import AdminCommand, build
+
+    if isinstance(target, AdminCommand):
+        return build(target)
     from typer.models import CommandInfo
 
     from rmqcli.cli.admin_commands import HELP_HELP

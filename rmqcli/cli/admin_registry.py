@@ -1,0 +1,220 @@
+"""One declaration per mqadmin command, and the one path every admin command runs through.
+
+An ``AdminCommand`` is what RocketMQ's ``SubCommand`` is to mqadmin (``commandName``,
+``commandDesc``, ``buildCommandlineOptions``, ``execute``): the name, mqadmin's description, the
+package of mqadmin's class (``group``), the options, the call into ``rmqcli.admin`` and how the
+result is shown (mqadmin's text, or ``--json``). ``cli/admin_<family>.py`` declare them,
+``cli/commands.py`` lists them in ``rmq``'s order, ``build`` turns one into a click command when
+it is first asked for, and ``run_admin`` runs it: options checked, one ``AdminSession``, the call,
+the text or the JSON, then the exit code of what failed (PROTOCOL.md C.1, C.2).
+
+Light at import time: declarations are plain data; typer builds one command at a time, and the
+admin operations and the codec are imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from rmqcli.errors import BrokerError, NetworkError, UsageError
+
+if TYPE_CHECKING:
+    from typer import _click as click
+
+    from rmqcli.admin.session import AdminSession
+
+Args = SimpleNamespace
+"""The parsed options of one run, by parameter name (``args.topic``, ``args.json_out``)."""
+
+REQUIRED: Any = ...
+"""``Opt.default`` of an option that must be given (commons-cli ``setRequired(true)``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opt:
+    """One option as mqadmin declares it: ``new Option(short, long, hasArg, description)``.
+
+    ``kind`` is ``str``, ``int`` or ``bool`` (a flag without a value); an option whose
+    ``default`` is ``None`` may be left out, one whose default is ``REQUIRED`` may not.
+    """
+
+    name: str  # the parameter name: ``args.<name>``
+    flags: tuple[str, ...]  # ("--topic", "-t")
+    help: str
+    kind: type = str
+    default: Any = None
+
+
+def opt(name: str, long: str, short: str | None, help: str, kind: type = str, default: Any = None) -> Opt:
+    """``Opt(name, (long, short), help, kind, default)``; ``short`` None for a long-only option."""
+    return Opt(name, (long, short) if short else (long,), help, kind, default)
+
+
+def required(name: str, long: str, short: str, help: str, kind: type = str) -> Opt:
+    return opt(name, long, short, help, kind, REQUIRED)
+
+
+NAMESRV_HELP = "Name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'"
+ACCESS_HELP = (
+    "ACL access key to sign requests with (else $RMQ_ACCESS_KEY, else $ROCKETMQ_HOME/conf/tools.yml)"
+)
+
+# Every admin command ends with these options, in this order (mqadmin's -n; rmq's additions).
+COMMON_OPTIONS = (
+    opt("namesrv", "--namesrvAddr", "-n", NAMESRV_HELP),
+    opt("json_out", "--json", None, "Print the result as JSON instead of mqadmin's text.", bool, False),
+    opt("sign_access_key", "--access-key", None, ACCESS_HELP),
+    opt("sign_secret_key", "--secret-key", None, "ACL secret key (else $RMQ_SECRET_KEY)"),
+)
+
+# Options several commands share, worded as mqadmin's.
+TOPIC = required("topic", "--topic", "-t", "topic name")
+
+
+@dataclass(frozen=True, slots=True)
+class AdminCommand:
+    """One mqadmin command.
+
+    ``call(session, args)`` returns the result; ``text(result, args)`` is mqadmin's output for it
+    and ``data(result, args)`` the ``--json`` document (default: the result itself, through
+    ``render.camel_dict``). ``check(args)`` refuses bad options before anything is sent;
+    ``namesrv(args)`` says whether a name server is needed (default: always); ``fail(result)``
+    raises, after the output, for what failed inside the result (a broker that could not be
+    reached or answered with an error); ``repeat(args)`` gives ``(seconds, rounds)`` of a command
+    that runs again every few seconds (``clusterList -i``).
+    """
+
+    name: str
+    description: str  # mqadmin's commandDesc()
+    group: str  # the package of mqadmin's class: org.apache.rocketmq.tools.command.<group>
+    options: tuple[Opt, ...]
+    call: Callable[[AdminSession, Args], Any]
+    text: Callable[[Any, Args], str]
+    data: Callable[[Any, Args], Any] | None = None
+    check: Callable[[Args], None] | None = None
+    namesrv: Callable[[Args], bool] | None = None
+    fail: Callable[[Any], None] | None = None
+    repeat: Callable[[Args], tuple[int | None, int]] | None = None
+
+
+class Lazy:
+    """A module imported on first use: declarations name the admin operations and text
+    renderers without importing them (``rmq help`` and one command stay cheap)."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: str):
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module(self._module), name)
+
+
+# --- checks shared by declarations ----------------------------------------------------------------
+def broker_or_cluster(args: Args) -> None:
+    """mqadmin's ``-b`` or ``-c``, one of which the command needs."""
+    if not args.broker_addr and not args.cluster_name:
+        raise UsageError("one of -b/--brokerAddr or -c/--clusterName is required")
+
+
+def without_broker(args: Args) -> bool:
+    """The name server is needed unless ``-b`` names the broker."""
+    return not args.broker_addr
+
+
+def parse_boolean(text: str | None) -> bool:
+    """Java's ``Boolean.parseBoolean(value.trim())``: only ``true`` (any case) is true."""
+    return text is not None and text.strip().lower() == "true"
+
+
+def failed(message: str | None, kind: str | None) -> None:
+    """Exit non-zero after the output: 5 for an unreachable broker, 6 for an error answer."""
+    raise (NetworkError if kind == "network" else BrokerError)(message or "failed")
+
+
+# --- running ---------------------------------------------------------------------------------------
+@contextmanager
+def session(args: Args, *, need_namesrv: bool = True) -> Iterator[AdminSession]:
+    """One ``AdminSession`` (one client, connections reused, requests signed when credentials are
+    given) for the whole command."""
+    from rmqcli.admin.credentials import resolve_credentials
+    from rmqcli.admin.session import AdminSession, resolve_namesrv
+
+    addresses = resolve_namesrv(args.namesrv) if need_namesrv else []
+    credentials = resolve_credentials(args.sign_access_key, args.sign_secret_key)
+    with AdminSession(addresses, credentials=credentials) as s:
+        yield s
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def emit_json(obj: Any) -> None:
+    from rmqcli.cli.render import camel_dict
+
+    write(json.dumps(camel_dict(obj), ensure_ascii=False, indent=2) + "\n")
+
+
+def run_admin(command: AdminCommand, args: Args) -> None:
+    """Run ``command``: check, connect, call, show (text or ``--json``), then fail if the result
+    says so; with ``repeat``, again every few seconds until its rounds are done."""
+    import time
+
+    if command.check is not None:
+        command.check(args)
+    need = command.namesrv(args) if command.namesrv is not None else True
+    every, rounds = command.repeat(args) if command.repeat is not None else (None, 0)
+    done = 0
+    with session(args, need_namesrv=need) as s:
+        while True:
+            result = command.call(s, args)
+            if args.json_out:
+                emit_json(command.data(result, args) if command.data is not None else result)
+            else:
+                write(command.text(result, args))
+            if command.fail is not None:
+                command.fail(result)
+            done += 1
+            if not every or every <= 0 or (rounds and done >= rounds):
+                return
+            time.sleep(every)
+
+
+# --- the click command -----------------------------------------------------------------------------
+def build(command: AdminCommand) -> click.Command:
+    """The click command of ``command``: typer builds it from a signature made of its options
+    (the same help, types and errors as a typer function with those parameters)."""
+    import inspect
+    from typing import Annotated
+
+    import typer
+    from typer.models import CommandInfo
+
+    parameters = []
+    for o in (*command.options, *COMMON_OPTIONS):
+        kind = o.kind | None if o.default is None else o.kind
+        parameters.append(
+            inspect.Parameter(
+                o.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=inspect.Parameter.empty if o.default is REQUIRED else o.default,
+                annotation=Annotated[kind, typer.Option(*o.flags, help=o.help)],
+            )
+        )
+
+    def callback(**values: Any) -> None:
+        run_admin(command, Args(**values))
+
+    callback.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    text = command.description
+    info = CommandInfo(name=command.name, callback=callback, help=text, short_help=text)
+    return typer.main.get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
