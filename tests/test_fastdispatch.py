@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import shutil
 from pathlib import Path
@@ -232,7 +233,12 @@ def test_scan_file_locates_the_last_non_empty_value(tmp_path):
         buf = mf.map()
         scan = propscan.scan_file(buf, 0, mf.from_offset, names=propscan.DISPATCH_PROPERTIES)
         assert scan is not None
-        records = list(store.commitlog._file_records(mf, 0, False))
+        end = mf.from_offset + mf.size
+        records = list(
+            itertools.takewhile(
+                lambda r, end=end: r.physical_offset < end, store.commitlog.records(mf.from_offset)
+            )
+        )
         assert len(scan) == len(records)
         for name in propscan.DISPATCH_PROPERTIES:
             got = scan.strings(name, np.arange(len(scan)))
