@@ -15,7 +15,7 @@ import construct as cs
 from construct import this
 from isal.isal_zlib import crc32 as isal_crc32
 
-from formats.derive import compile_struct, field_offsets
+from formats.derive import compile_struct, field_offsets, field_struct
 from formats.javahash import hashmap_order, string_hash
 from formats.names import SCHEDULE_TOPIC  # declared with the other system topics
 
@@ -188,10 +188,44 @@ HEADER_STRUCTS = {
     for s in (False, True)
 }
 HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
+# Single fields, for scans that read one at a time.
+SYS_FLAG_STRUCT = field_struct(RecordPrefix, "sys_flag")
+BODY_LENGTH_STRUCT = field_struct(AfterStoreHost, "body_length")
+PROPERTIES_LENGTH_STRUCT = compile_struct(cs.Struct("properties_length" / PROPERTIES_LENGTH))
+TOPIC_LENGTH_STRUCTS = {  # keyed by magic code
+    MAGIC_V1: compile_struct(cs.Struct("topic_length" / TOPIC_LENGTH_V1)),
+    MAGIC_V2: compile_struct(cs.Struct("topic_length" / TOPIC_LENGTH_V2)),
+}
+MIN_RECORD_SIZE = calc_msg_length(0, 0, 0, 0)  # no body, topic or properties
 
 
 def topic_length_size(magic_code: int) -> int:
     return _TOPIC_LEN_SIZE_V2 if magic_code == MAGIC_V2 else _TOPIC_LEN_SIZE_V1
+
+
+# --- classic batch element (FORMATS.md §1.11) ----------------------------------------------------
+# One message of a SEND_BATCH_MESSAGE body, as ``MessageDecoder.encodeMessage`` writes it; the
+# broker expands each into a record of its own (magic and CRC are written as 0 and not read).
+BatchElementHead = cs.Struct(
+    "total_size" / cs.Int32sb,
+    "magic_code" / cs.Int32sb,
+    "body_crc" / cs.Int32sb,
+    "flag" / cs.Int32sb,
+    "body_length" / cs.Int32sb,
+)
+BatchElement = cs.Struct(
+    "total_size"
+    / cs.Rebuild(
+        cs.Int32sb,
+        lambda ctx: BATCH_ELEMENT_HEAD_STRUCT.size + len(ctx.body) + _PROPS_LEN_SIZE + len(ctx.properties),
+    ),
+    *BatchElementHead.subcons[1:-1],
+    "body_length" / cs.Rebuild(cs.Int32sb, cs.len_(this.body)),
+    "body" / cs.Bytes(this.body_length),
+    "properties_length" / cs.Rebuild(PROPERTIES_LENGTH, cs.len_(this.properties)),
+    "properties" / cs.Bytes(this.properties_length),
+)
+BATCH_ELEMENT_HEAD_STRUCT = compile_struct(BatchElementHead)
 
 
 # --- body CRC (FORMATS.md §1.6) ----------------------------------------------------------------

@@ -52,3 +52,11 @@ def field_offsets(schema: cs.Struct) -> dict[str, int]:
         pos += size
     offsets["_size"] = pos
     return offsets
+
+
+def field_struct(schema: cs.Struct, name: str) -> struct.Struct:
+    """The compiled form of the one member ``name`` of ``schema`` (a scan that reads one field)."""
+    members = [sub for sub in schema.subcons if sub.name == name]
+    if len(members) != 1:
+        raise KeyError(f"{name}: not a member of the schema")
+    return compile_struct(cs.Struct(*members))

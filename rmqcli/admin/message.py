@@ -3,7 +3,7 @@ printMsg, printMsgByQueue, queryCq, sendMessage, consumeMessage, checkMsgSendRT,
 (PROTOCOL.md C.2, C.4.6, C.4.7, C.5).
 
 Pulls are what mqadmin's pull consumer sends (B.7: group ``TOOLS_CONSUMER``, SUBSCRIPTION flag, no
-suspend), bodies are stored records (B.8) decoded with ``rmqcli.store.commitlog.decode_record``;
+suspend), bodies are stored records (B.8) decoded with ``formats.records.decode_record``;
 sends are what the Java producer sends (B.6: SEND_MESSAGE_V2, ``UNIQ_KEY``, zlib over 4 KiB).
 """
 
@@ -101,7 +101,7 @@ def decode_messages(body: bytes) -> list[Message]:
     """``MessageDecoder.decodes``: every stored record of a pull/query/view body, bodies inflated,
     properties in a ``HashMap``'s order."""
     from formats.commitlog import hashmap_order, property_pairs
-    from rmqcli.store.commitlog import RecordError, decode_record
+    from formats.records import RecordError, decode_record
 
     out = []
     pos, view = 0, memoryview(body)
@@ -110,8 +110,6 @@ def decode_messages(body: bytes) -> list[Message]:
             record = decode_record(view, pos, len(body))
         except RecordError as exc:
             raise BrokerError(f"undecodable message in the response at byte {pos}: {exc}") from None
-        record._source = view
-        record.file_position = pos
         pairs = dict(property_pairs(record.properties_raw))
         props = {k: pairs[k] for k in hashmap_order(list(pairs))}
         out.append(
@@ -422,7 +420,7 @@ def decode_offset_id(msg_id: str) -> tuple[str, int] | None:
     """``MessageDecoder.decodeMessageId``: (``host:port``, CommitLog offset), or None when the id
     cannot be an offset message id (not 32 or 56 hex digits, or a port outside 1-65535)."""
     from formats.commitlog import decode_offset_msg_id
-    from rmqcli.store.commitlog import format_host
+    from formats.records import format_host
 
     try:
         address, port, offset = decode_offset_msg_id(msg_id)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import struct
 import zlib
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
@@ -48,10 +47,8 @@ if TYPE_CHECKING:
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 MAX_PROPERTIES_LENGTH = 32767
-_BATCH_HEAD = struct.Struct(
-    ">iiiii"
-)  # totalSize, magic, bodyCRC, flag, bodyLen (MessageDecoder.encodeMessages)
-_PROPS_LEN = struct.Struct(">h")
+_BATCH_HEAD = cfmt.BATCH_ELEMENT_HEAD_STRUCT  # the declaration: formats.commitlog.BatchElement
+_PROPS_LEN = cfmt.PROPERTIES_LENGTH_STRUCT
 
 
 class SendError(Exception):
@@ -98,7 +95,7 @@ def is_batch_flag(raw: str) -> bool:
 
 
 def decode_batch(body: bytes) -> list[BatchElement]:
-    """``MessageDecoder.decodeMessages`` of a batch body (B.6)."""
+    """``MessageDecoder.decodeMessages`` of a batch body (B.6; FORMATS.md §1.11)."""
     elements = []
     pos, n = 0, len(body)
     while pos < n:

@@ -17,18 +17,20 @@ after which the scan goes on at the next valid record.
 from __future__ import annotations
 
 import errno
-import functools
-import ipaddress
 import os
-import struct
-import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from formats import commitlog as fmt
-from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
+from formats.records import (  # noqa: F401 - the record codec, also importable from here
+    Record,
+    RecordError,
+    decode_record,
+    format_host,
+)
+from rmqcli.errors import CorruptDataError, NotFoundError
 from rmqcli.store.filetail import classify_tail
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 
@@ -41,126 +43,11 @@ _HOST_LENGTHS = {
     flags: (fmt.host_length(flags, fmt.BORNHOST_V6_FLAG), fmt.host_length(flags, fmt.STOREHOST_V6_FLAG))
     for flags in fmt.HEADER_STRUCTS
 }
-_FIXED_SIZES = {flags: s.size for flags, s in fmt.HEADER_STRUCTS.items()}
-_MIN_RECORD_SIZE = fmt.calc_msg_length(0, 0, 0, 0)
-_PROPS_LEN = struct.Struct(">h")
-_TOPIC_LEN = {fmt.MAGIC_V1: struct.Struct(">b"), fmt.MAGIC_V2: struct.Struct(">h")}
+_MIN_RECORD_SIZE = fmt.MIN_RECORD_SIZE
+_PROPS_LEN = fmt.PROPERTIES_LENGTH_STRUCT
+_TOPIC_LEN = fmt.TOPIC_LENGTH_STRUCTS
 # The header scan reads body_length backwards from the end of the fixed header.
 _BODY_LENGTH_BACK = fmt.AFTER_STORE_HOST_STRUCT.size - fmt.AFTER_STORE_HOST_OFFSETS["body_length"]
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-
-
-@functools.lru_cache(maxsize=4096)
-def format_host(address: bytes, port: int) -> str:
-    """``ip:port`` as RocketMQ prints it (IPv6 uncompressed in brackets, like the JDK)."""
-    if len(address) == 4:
-        return f"{ipaddress.IPv4Address(address)}:{port}"
-    groups = ":".join(f"{int.from_bytes(address[i : i + 2], 'big'):x}" for i in range(0, 16, 2))
-    return f"[{groups}]:{port}"
-
-
-class RecordError(Exception):
-    """A record that fails ``checkMessageAndReturnSize``; ``reason`` is one line."""
-
-
-@dataclass(slots=True)
-class Record:
-    """One decoded CommitLog record; ``position`` is where it was read."""
-
-    file: str
-    position: int
-    total_size: int
-    magic_code: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    physical_offset: int
-    sys_flag: int
-    born_timestamp: int
-    born_address: bytes
-    born_port: int
-    store_timestamp: int
-    store_address: bytes
-    store_port: int
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body_length: int
-    topic: str
-    properties_raw: bytes
-    body_offset: int  # within the record
-    _source: object = field(default=None, repr=False, compare=False)
-    file_position: int = field(default=0, compare=False)  # ``position`` within ``file``
-    _props: dict[str, str] | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def properties(self) -> dict[str, str]:
-        if self._props is None:
-            self._props = fmt.decode_properties(self.properties_raw)
-        return self._props
-
-    @property
-    def stored_body(self) -> bytes:
-        start = self.file_position + self.body_offset
-        return bytes(self._source[start : start + self.body_length])
-
-    @property
-    def compressed(self) -> bool:
-        return bool(self.sys_flag & fmt.COMPRESSED_FLAG)
-
-    def body(self, *, raw: bool = False) -> bytes:
-        """The body, inflated when the compressed flag is set (unless ``raw``)."""
-        data = self.stored_body
-        if raw or not self.compressed or not data:
-            return data
-        kind = fmt.compression_type(self.sys_flag)
-        try:
-            if kind in (fmt.CompressionType.ZLIB, fmt.CompressionType.ZLIB_LEGACY):
-                return zlib.decompress(data)
-            if kind == fmt.CompressionType.ZSTD:
-                import zstandard  # optional
-
-                return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-            if kind == fmt.CompressionType.LZ4:
-                import lz4.frame  # optional
-
-                return lz4.frame.decompress(data)
-        except ImportError as exc:
-            raise UsageError(f"{kind.name} bodies need the '{exc.name}' package") from exc
-        except Exception as exc:
-            raise CorruptDataError(
-                f"cannot decompress {kind.name} body: {exc}", self.file, self.position
-            ) from exc
-        raise CorruptDataError(f"unknown compression type {kind}", self.file, self.position)
-
-    @property
-    def msg_id(self) -> str:
-        return fmt.offset_msg_id(self.store_address, self.store_port, self.physical_offset)
-
-    @property
-    def born_host(self) -> str:
-        return format_host(self.born_address, self.born_port)
-
-    @property
-    def store_host(self) -> str:
-        return format_host(self.store_address, self.store_port)
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(fmt.PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        return [k for k in self.properties.get(fmt.PROPERTY_KEYS, "").split(fmt.KEY_SEPARATOR) if k]
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(fmt.PROPERTY_UNIQ_KEY)
-
-    @property
-    def end(self) -> int:
-        return self.position + self.total_size
 
 
 class Header(NamedTuple):
@@ -207,101 +94,6 @@ class FileEnd:
     blank_size: int | None = None
 
 
-def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int = 0) -> Record:
-    """Decode and check the record at ``buf[pos:]``; raises ``RecordError``.
-
-    Checks mirror ``checkMessageAndReturnSize``: known magic, size within the file, field
-    lengths, and TOTALSIZE equal to the recomputed length.
-    """
-    if pos + _SIZE_MAGIC.size > limit:
-        raise RecordError("truncated record header")
-    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
-    if magic not in fmt.MESSAGE_MAGICS:
-        raise RecordError(f"illegal magic code 0x{magic & 0xFFFFFFFF:08x}")
-    if total < _MIN_RECORD_SIZE or total > limit - pos:
-        raise RecordError(f"total size {total} out of bounds")
-    sys_flag = _INT32.unpack_from(buf, pos + fmt.PREFIX_OFFSETS["sys_flag"])[0]
-    hosts = sys_flag & fmt.HOST_FLAGS
-    fixed = _FIXED_SIZES[hosts]
-    if fixed > total:
-        raise RecordError("record shorter than its header")
-    (
-        _,
-        _,
-        body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        _,
-        born_ts,
-        born_addr,
-        born_port,
-        store_ts,
-        store_addr,
-        store_port,
-        reconsume,
-        prepared,
-        body_len,
-    ) = fmt.HEADER_STRUCTS[hosts].unpack_from(buf, pos)
-    end = pos + total
-    p = pos + fixed
-    if body_len < 0 or p + body_len > end:
-        raise RecordError(f"body length {body_len} out of bounds")
-    body_offset = fixed
-    p += body_len
-    tl_struct = _TOPIC_LEN[magic]
-    if p + tl_struct.size > end:
-        raise RecordError("truncated topic length")
-    topic_len = tl_struct.unpack_from(buf, p)[0]
-    p += tl_struct.size
-    if topic_len < 0 or p + topic_len + 2 > end:
-        raise RecordError(f"topic length {topic_len} out of bounds")
-    topic_bytes = bytes(buf[p : p + topic_len])
-    p += topic_len
-    props_len = _PROPS_LEN.unpack_from(buf, p)[0]
-    p += 2
-    if props_len > 0:
-        if p + props_len > end:
-            raise RecordError(f"properties length {props_len} out of bounds")
-        props_raw = bytes(buf[p : p + props_len])
-    else:
-        props_raw = b""
-    expected = fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
-    if expected != total:
-        raise RecordError(f"total size {total} != computed length {expected}")
-    try:
-        topic = topic_bytes.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecordError("topic is not UTF-8") from exc
-    return Record(
-        file_name,
-        file_from + pos,
-        total,
-        magic,
-        body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_ts,
-        born_addr,
-        born_port,
-        store_ts,
-        store_addr,
-        store_port,
-        reconsume,
-        prepared,
-        body_len,
-        topic,
-        props_raw,
-        body_offset,
-        buf,
-        pos,
-    )
-
-
 def broker_read_length(buf, pos: int, limit: int) -> int | None:
     """The length ``checkMessageAndReturnSize`` (readBody=false) computes from a record's fields.
 
@@ -314,7 +106,7 @@ def broker_read_length(buf, pos: int, limit: int) -> int | None:
     magic = _SIZE_MAGIC.unpack_from(buf, pos)[1]
     if magic not in fmt.MESSAGE_MAGICS:
         return None
-    sys_flag = _INT32.unpack_from(buf, pos + fmt.PREFIX_OFFSETS["sys_flag"])[0]
+    sys_flag = fmt.SYS_FLAG_STRUCT.unpack_from(buf, pos + fmt.PREFIX_OFFSETS["sys_flag"])[0]
     header = fmt.HEADER_STRUCTS[sys_flag & fmt.HOST_FLAGS]
     if pos + header.size > limit:
         return None
@@ -473,9 +265,10 @@ class CommitLog:
         """The headers of the valid records from ``pos`` and where they stop (``stop_at`` says why)."""
         base = mf.from_offset
         unpack_prefix = fmt.PREFIX_STRUCT.unpack_from
-        unpack_i32 = _INT32.unpack_from
-        unpack_i64 = _INT64.unpack_from
-        unpack_h = _PROPS_LEN.unpack_from
+        unpack_body_len = fmt.BODY_LENGTH_STRUCT.unpack_from
+        unpack_store_ts = fmt.STORE_TIMESTAMP_STRUCT.unpack_from
+        unpack_props_len = _PROPS_LEN.unpack_from
+        unpack_topic_len_v2 = _TOPIC_LEN[fmt.MAGIC_V2].unpack_from
         host_lengths = _HOST_LENGTHS
         host_mask = fmt.HOST_FLAGS
         v1, v2 = fmt.MAGIC_V1, fmt.MAGIC_V2
@@ -499,9 +292,9 @@ class CommitLog:
             if total > limit - pos or total < _MIN_RECORD_SIZE:
                 break
             born_len, store_len = host_lengths[sys_flag & host_mask]
-            store_ts = unpack_i64(buf, pos + prefix_size + born_len)[0]
+            store_ts = unpack_store_ts(buf, pos + prefix_size + born_len)[0]
             p = pos + prefix_size + born_len + store_len + tail_fixed
-            body_len = unpack_i32(buf, p - body_back)[0]
+            body_len = unpack_body_len(buf, p - body_back)[0]
             p += body_len
             if body_len < 0 or p + tl_size + props_len_size > pos + total:
                 break
@@ -510,11 +303,11 @@ class CommitLog:
                 if topic_len > max_v1:
                     break
             else:
-                topic_len = unpack_h(buf, p)[0]
+                topic_len = unpack_topic_len_v2(buf, p)[0]
             p += tl_size
             raw_topic = buf[p : p + topic_len]
             p += topic_len
-            props_len = unpack_h(buf, p)[0]
+            props_len = unpack_props_len(buf, p)[0]
             if p + props_len_size + (props_len if props_len > 0 else 0) != pos + total:
                 break
             topic = topics.get(raw_topic)
