@@ -326,3 +326,34 @@ def test_namesrv_writes_need_an_admin_account(acl_server: tuple[ServeProcess, Pa
     wipe = rmq("wipeWritePerm", "-n", server.namesrv, "-b", "broker-a")
     assert wipe.returncode != 0 and "No accessKey is configured" in (wipe.stdout + wipe.stderr)
     assert rmq("topicList", "-n", server.namesrv).returncode == 0  # reads and registrations stay open
+
+
+def test_acl_files_found_under_rocketmq_home(tmp_path: Path) -> None:
+    """Without --acl, as 4.9.8: $ROCKETMQ_HOME/conf/plain_acl.yml plus every .yml of conf/acl/,
+    an access key belonging to the first file that defines it; clusterAclConfigVersion lists each."""
+    home = tmp_path / "home"
+    (home / "conf" / "acl").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(yaml.safe_dump(ACL, sort_keys=False))
+    extra = {
+        "accounts": [{"accessKey": "team-extra", "secretKey": "extra-secret", "defaultTopicPerm": "PUB"}]
+    }
+    (home / "conf" / "acl" / "team.yml").write_text(yaml.safe_dump(extra))
+    conf = write_conf(tmp_path / "broker.conf", aclEnable="true")
+    server = ServeProcess(tmp_path / "store", conf)
+    os.environ["ROCKETMQ_HOME"] = str(home)
+    try:
+        server.start()
+    finally:
+        del os.environ["ROCKETMQ_HOME"]
+    try:
+        assert call(server.broker, send_request("topicB"), USER).code == RS.SUCCESS
+        assert (
+            call(server.broker, send_request("TeamTopic"), Credentials("team-extra", "extra-secret")).code
+            == 0
+        )
+        versions = rmq("clusterAclConfigVersion", "-b", server.broker, "--json", "--access-key", "rocketmq2",
+                       "--secret-key", "12345678")  # fmt: skip
+        paths = {row["aclFilePath"] for row in json.loads(versions.stdout)["versions"]}
+        assert paths == {str(home / "conf" / "plain_acl.yml"), str(home / "conf" / "acl" / "team.yml")}
+    finally:
+        server.kill()
