@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from formats import commitlog as fmt
 from rmqcli.store.commitlog import Record
@@ -24,6 +25,33 @@ from rmqcli.store.store import INDEX_DIR
 from rmqcli.store.writer_cq import ConsumeQueueWriter
 from rmqcli.store.writer_index import IndexNamer, IndexWriter
 from rmqcli.store.writer_messages import INDEXED_TRANSACTION_TYPES, QUEUED_TRANSACTION_TYPES
+
+
+class DispatchRequest(NamedTuple):
+    """One record as the reput hands it to the dispatchers (RocketMQ's ``DispatchRequest``)."""
+
+    topic: str
+    queue_id: int
+    physical_offset: int  # commitLogOffset
+    size: int  # msgSize
+    queue_offset: int  # consumeQueueOffset
+    sys_flag: int
+    store_timestamp: int
+    # the properties map, or the stored properties string: decoded when dispatched, as the reput
+    # service reads it back from the CommitLog
+    properties: dict[str, str] | bytes
+
+    @classmethod
+    def of(cls, rec: Record) -> DispatchRequest:
+        """The request of a record read back from the CommitLog."""
+        return cls(
+            rec.topic, rec.queue_id, rec.physical_offset, rec.total_size, rec.queue_offset,
+            rec.sys_flag, rec.store_timestamp, rec.properties,
+        )  # fmt: skip
+
+    def property_map(self) -> dict[str, str]:
+        props = self.properties
+        return fmt.decode_properties(props) if isinstance(props, bytes) else props
 
 
 @dataclass
@@ -117,47 +145,37 @@ class Dispatcher:
         """``max over queues of maxPhysicOffset`` (-1 without units): where reput resumes."""
         return max([cq.max_physic_offset for cq in self.cqs.values()] + [-1])
 
-    def dispatch(
-        self,
-        topic: str,
-        queue_id: int,
-        physical: int,
-        size: int,
-        queue_offset: int,
-        sys_flag: int,
-        store_ts: int,
-        props: dict[str, str],
-    ) -> bool:
+    def dispatch(self, req: DispatchRequest) -> bool:
         """Dispatch one record; True when it went to a consume queue (its type puts it in one and
         its topic can name one)."""
+        topic = req.topic
         if self.topic is not None and topic != self.topic:
             return False
-        tran = sys_flag & fmt.TRANSACTION_MASK
+        props = req.property_map()
+        tran = req.sys_flag & fmt.TRANSACTION_MASK
         queued = tran in QUEUED_TRANSACTION_TYPES
         if queued and self.build_queues:
-            cq = self.cqs.get((topic, queue_id))
-            if cq is None and note_unsafe(self.unsafe, topic, physical, [queue_id]):
+            cq = self.cqs.get((topic, req.queue_id))
+            if cq is None and note_unsafe(self.unsafe, topic, req.physical_offset, [req.queue_id]):
                 queued = False
             else:
-                tags = fmt.dispatch_tags_code(topic, props, store_ts, self.delay_millis)
-                (cq or self.queue(topic, queue_id)).put(physical, size, tags, queue_offset)
-                self.logics_msg_timestamp = store_ts
+                tags = fmt.dispatch_tags_code(topic, props, req.store_timestamp, self.delay_millis)
+                cq = cq or self.queue(topic, req.queue_id)
+                cq.put(req.physical_offset, req.size, tags, req.queue_offset)
+                self.logics_msg_timestamp = req.store_timestamp
         if self.build_index and tran in INDEXED_TRANSACTION_TYPES:
             self.index.build_index(
                 topic,
-                physical,
-                store_ts,
-                sys_flag,
+                req.physical_offset,
+                req.store_timestamp,
+                req.sys_flag,
                 props.get(fmt.PROPERTY_UNIQ_KEY) or None,
                 props.get(fmt.PROPERTY_KEYS),
             )
         return queued
 
     def dispatch_record(self, rec: Record) -> bool:
-        return self.dispatch(
-            rec.topic, rec.queue_id, rec.physical_offset, rec.total_size, rec.queue_offset,
-            rec.sys_flag, rec.store_timestamp, rec.properties,
-        )  # fmt: skip
+        return self.dispatch(DispatchRequest.of(rec))
 
     def flush(self) -> None:
         for cq in self.cqs.values():

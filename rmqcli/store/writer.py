@@ -19,7 +19,7 @@ from formats import commitlog as fmt
 from rmqcli.errors import UsageError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
 from rmqcli.store.commitlog import CommitLog
-from rmqcli.store.dispatch import Dispatcher
+from rmqcli.store.dispatch import Dispatcher, DispatchRequest
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import index_file_name
 from rmqcli.store.settings import StoreSettings
@@ -61,12 +61,6 @@ Clock = Callable[[], int]
 DEFAULT_CLUSTER = "DefaultCluster"
 LOCK_CONTENT = b"lock"  # DefaultMessageStore.start writes these bytes into the lock file
 _QUEUED = QUEUED_TRANSACTION_TYPES
-
-
-def _property_map(props: dict[str, str] | bytes) -> dict[str, str]:
-    """The properties the reput sees: the map given, or the stored string decoded (as
-    ``ReputMessageService`` reads it back from the CommitLog)."""
-    return fmt.decode_properties(props) if isinstance(props, bytes) else props
 
 
 def system_clock() -> int:
@@ -111,7 +105,7 @@ class StoreWriter:
         self._topic_bytes: dict[str, bytes] = {}
         self._checkpoint = Checkpoint()
         self._last_store_timestamp = 0
-        self._pending: list[tuple[str, int, int, int, int, int, int, dict[str, str] | bytes]] = []
+        self._pending: list[DispatchRequest] = []  # appended with ``defer_dispatch``
         self._closed = False
         self._recover()
         (self.root / ABORT_FILE).touch()
@@ -149,11 +143,7 @@ class StoreWriter:
             reader.close()
 
     def _dispatch_record(self, rec) -> None:
-        props = rec.properties
-        self._dispatch(
-            rec.topic, rec.queue_id, rec.physical_offset, rec.total_size, rec.queue_offset,
-            rec.sys_flag, rec.store_timestamp, props,
-        )  # fmt: skip
+        self._dispatch(DispatchRequest.of(rec))
         if fmt.is_dispatched_to_queue(rec.sys_flag):
             key = (rec.topic, rec.queue_id)
             self.queue_offsets[key] = max(self.queue_offsets.get(key, 0), rec.queue_offset + 1)
@@ -244,11 +234,13 @@ class StoreWriter:
             )
         )
         self._last_store_timestamp = store_ts
-        args = (topic, queue_id, physical, length, queue_offset, sys_flag, store_ts)
+        req = DispatchRequest(
+            topic, queue_id, physical, length, queue_offset, sys_flag, store_ts, dispatch_props
+        )
         if defer_dispatch:
-            self._pending.append((*args, dispatch_props))
+            self._pending.append(req)
         else:
-            self._dispatch(*args, _property_map(dispatch_props))
+            self._dispatch(req)
         return physical, queue_offset, length, store_ts
 
     def dispatch_pending(self) -> None:
@@ -256,8 +248,8 @@ class StoreWriter:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        for *args, props in pending:
-            self._dispatch(*args, _property_map(props))
+        for req in pending:
+            self._dispatch(req)
 
     def append_batch(self, batch: BatchMessage) -> BatchAppendResult:
         """A classic batch: one record per element, contiguous, one store timestamp (FORMATS.md §1.11)."""
@@ -318,9 +310,10 @@ class StoreWriter:
         self._last_store_timestamp = store_ts
         for r, props in zip(results, props_list, strict=True):
             self._dispatch(
-                r.topic, r.queue_id, r.physical_offset, r.size, r.queue_offset, sys_flag, store_ts,
-                fmt.decode_properties(props),
-            )  # fmt: skip
+                DispatchRequest(
+                    r.topic, r.queue_id, r.physical_offset, r.size, r.queue_offset, sys_flag, store_ts, props
+                )
+            )
         return BatchAppendResult(results)
 
     def _encode_topic(self, topic: str) -> bytes:
@@ -354,21 +347,11 @@ class StoreWriter:
         return mf
 
     # --- dispatch -------------------------------------------------------------------------------
-    def _dispatch(
-        self,
-        topic: str,
-        queue_id: int,
-        physical: int,
-        size: int,
-        queue_offset: int,
-        sys_flag: int,
-        store_ts: int,
-        props: dict[str, str],
-    ) -> None:
+    def _dispatch(self, req: DispatchRequest) -> None:
         """Reput right after the append; a queued record also registers its topic in topics.json."""
-        if self.dispatcher.dispatch(topic, queue_id, physical, size, queue_offset, sys_flag, store_ts, props):
-            self._checkpoint.logics_msg_timestamp = store_ts
-            self.config.ensure_topic(topic, queue_id, self.clock, len(self._delay_millis))
+        if self.dispatcher.dispatch(req):
+            self._checkpoint.logics_msg_timestamp = req.store_timestamp
+            self.config.ensure_topic(req.topic, req.queue_id, self.clock, len(self._delay_millis))
 
     # --- state ----------------------------------------------------------------------------------
     @property
