@@ -54,6 +54,13 @@ class NetworkError(RmqError):
     exit_code = 5
 
 
+class HeaderError(RmqError):
+    """A custom header that cannot be decoded (``RemotingCommandException``); a broker answers
+    ``SYSTEM_ERROR`` with this message, a client reports the peer as broken."""
+
+    exit_code = 5
+
+
 class BrokerError(RmqError):
     """A broker or name server answered with an error code."""
 
@@ -66,6 +73,12 @@ class BrokerNotFoundError(BrokerError):
     as every "not found" of rmq."""
 
     exit_code = 3
+
+
+class StoreBusyError(RmqError):
+    """The store is in use: a broker holds its ``lock``, or another rmq command is changing it."""
+
+    exit_code = 7
 
 
 EXIT_CODES = {

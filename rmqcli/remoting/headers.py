@@ -16,16 +16,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
-from rmqcli.errors import RmqError
+from rmqcli.errors import HeaderError  # defined with the other errors, also importable from here
 from rmqcli.remoting.javanames import camel
-
-
-class HeaderError(RmqError):
-    """A custom header that cannot be decoded (``RemotingCommandException``); a broker answers
-    ``SYSTEM_ERROR`` with this message, a client reports the peer as broken."""
-
-    exit_code = 5
-
 
 _INT_RE = re.compile(r"[+-]?\d+\Z")
 JAVA_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
