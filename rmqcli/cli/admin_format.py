@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 
-def java_bool(value: bool) -> str:
+def bool_text(value: bool) -> str:
+    """``String.valueOf(boolean)``: ``true`` or ``false``."""
     return "true" if value else "false"
 
 
@@ -28,7 +29,7 @@ def java_list(items: Iterable[Any]) -> str:
 
 
 def java_map(mapping: Mapping[Any, Any]) -> str:
-    """``AbstractMap.toString``: ``{0=host:port, 1=host:port}``."""
+    """``AbstractMap.toString``: ``{0=host:port, 1=host:port}``, ``{KEYS=k1, TAGS=a}``."""
     return "{" + ", ".join(f"{k}={v}" for k, v in mapping.items()) + "}"
 
 
@@ -38,7 +39,7 @@ def update_topic(result: Any) -> str:
     without a newline (C.4.7; the captured 4.9.8 output has none)."""
     out = []
     order_line = (
-        f"set {result.order_scope} orderConf. isOrder={java_bool(result.config.order)}, "
+        f"set {result.order_scope} orderConf. isOrder={bool_text(result.config.order)}, "
         f"orderConf=[{result.order_conf}]"
     )
     if result.order_scope == "broker":
@@ -80,9 +81,9 @@ def topic_list(result: Any) -> str:
 
 def topic_route(route: Any) -> str:
     """C.4.3: fastjson's pretty form of the decoded route (tabs, bare numeric keys)."""
-    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.json_body import encode
 
-    return jb.encode(route, pretty=True).decode("utf-8") + "\n"
+    return encode(route, pretty=True).decode("utf-8") + "\n"
 
 
 ROUTE_LIST_FORMAT = "{:<45} {:<32} {:<50} {:<10} {:<11} {:<5}\n"

@@ -1,5 +1,6 @@
 """mqadmin's text for the group, connection, offset and stats commands, character for character
-(Java ``printf`` patterns of PROTOCOL.md C.4.5 and C.4.7; 4.9.7 tools sources where C.4 is silent).
+(Java ``printf`` patterns of PROTOCOL.md C.4.5 and C.4.7; 4.9.7 tools sources where C.4 is silent),
+and their ``--json`` documents where a result is not shown as it is.
 ``UtilAll.frontStringAtLeast(s, n)`` truncates to ``n`` characters."""
 
 from __future__ import annotations
@@ -7,9 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-
-def _b(value: bool) -> str:
-    return "true" if value else "false"
+from rmqcli.cli.admin_format import bool_text
 
 
 def format_date(millis: int) -> str:
@@ -64,7 +63,7 @@ def consumer_config(infos: list[Any]) -> str:
         )
         for java, name in CONSUMER_CONFIG_FIELDS:
             value = getattr(info.config, name)
-            text = _b(value) if isinstance(value, bool) else ("" if value is None else str(value))
+            text = bool_text(value) if isinstance(value, bool) else ("" if value is None else str(value))
             out.append(f"{java:<40}=  {text}\n")
     return "".join(out)
 
@@ -187,7 +186,7 @@ def reset_offset(result: Any) -> str:
     word = "consumerGroup" if result.offline else "group"
     line = (
         f"rollback consumer offset by specified {word}[{result.group}], topic[{result.topic}], "
-        f"force[{_b(result.force)}], timestamp(string)[{result.timestamp_text}], "
+        f"force[{bool_text(result.force)}], timestamp(string)[{result.timestamp_text}], "
         f"timestamp(long)[{result.timestamp}]\n"
     )
     return line + (_rollback_table(result.rollback) if result.offline else _offset_table(result.rows))
@@ -235,3 +234,50 @@ def broker_consume_stats(stats: Any) -> str:
         )
     out.append(f"\nDiff Total: {stats.total_diff}\n")
     return "".join(out)
+
+
+# --- --json documents ----------------------------------------------------------------------------
+def consumer_progress_all_data(rows: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "group": r.group,
+            "count": r.count,
+            "version": r.version_desc,
+            "type": r.type_desc,
+            "model": r.model_desc,
+            "tps": r.consume_tps,
+            "diffTotal": r.diff_total,
+        }
+        for r in rows
+    ]
+
+
+def consumer_progress_data(progress: Any) -> dict[str, Any]:
+    from rmqcli.cli.render import camel_dict
+
+    return {
+        "group": progress.group,
+        "consumeTps": progress.consume_tps,
+        "diffTotal": progress.diff_total,
+        "queues": [dict(camel_dict(r), diff=r.diff) for r in progress.rows],
+    }
+
+
+def consumer_status_data(result: Any) -> dict[str, Any]:
+    from rmqcli.admin.beans import plain
+    from rmqcli.cli.render import camel_dict
+
+    return {
+        "clients": [camel_dict(r) for r in result.rows],
+        "sameSubscription": result.same_subscription,
+        "rebalanceOk": result.rebalance_ok,
+        "runningInfo": plain(result.client)
+        if result.client
+        else {k: plain(v) for k, v in result.infos.items()},
+    }
+
+
+def broker_consume_stats_data(stats: Any) -> dict[str, Any]:
+    from rmqcli.cli.render import camel_dict
+
+    return {"rows": [dict(camel_dict(r), diff=r.diff) for r in stats.rows], "totalDiff": stats.total_diff}

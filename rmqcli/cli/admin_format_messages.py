@@ -1,21 +1,17 @@
 """mqadmin's text for the message commands, character for character (PROTOCOL.md C.4.6, C.4.7;
 4.9.7 tools sources where C.4 is silent): ``printMsg`` of QueryMsgByIdSubCommand, ``MessageExt``
-and ``Message`` ``toString``, the send and pull tables."""
+and ``Message`` ``toString``, the send and pull tables; and their ``--json`` documents."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rmqcli.cli.admin_format import time_millis_to_human_string2
+from rmqcli.cli.admin_format import bool_text, java_map, time_millis_to_human_string2
 
 
 def js(value: Any) -> str:
     """Java's string concatenation of a possibly null value."""
     return "null" if value is None else str(value)
-
-
-def java_map(mapping: dict[str, str]) -> str:
-    return "{" + ", ".join(f"{k}={v}" for k, v in mapping.items()) + "}"
 
 
 def java_bytes(data: bytes) -> str:
@@ -166,9 +162,7 @@ def check_msg_send_rt(result: Any) -> str:
     """``checkMsgSendRT``: one row per message, then ``Avg RT`` (``NaN`` for a single message)."""
     out = [SEND_FORMAT.format("#Broker Name", "#QID", "#Send Result", "#RT")]
     for r in result.rows:
-        out.append(
-            SEND_FORMAT.format(str(r.broker_name), str(r.queue_id), "true" if r.success else "false", r.rt)
-        )
+        out.append(SEND_FORMAT.format(str(r.broker_name), str(r.queue_id), bool_text(r.success), r.rt))
     avg = "NaN" if result.avg_rt is None else f"{result.avg_rt:.2f}"
     out.append(f"Avg RT: {avg}\n")
     return "".join(out)
@@ -184,19 +178,19 @@ def consume_queue_data(d: Any) -> str:
         f"ConsumeQueueData{{physicOffset={d.physic_offset}, physicSize={d.physic_size}, "
         f"tagsCode={d.tags_code}, "
         f"extendDataJson='{js(d.extend_data_json)}', bitMap='{js(d.bit_map)}', "
-        f"eval={'true' if d.eval else 'false'}, "
+        f"eval={bool_text(d.eval)}, "
         f"msg='{js(d.msg)}'}}"
     )
 
 
 def query_cq(body: Any, index: int) -> str:
     """``queryCq``: subscription (pretty JSON), filter data, bounds, then one block per entry."""
-    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.json_body import encode
 
     rule = "======================================\n"
     out = []
     if body.subscription_data is not None:
-        out.append(f"Subscription data: \n{jb.encode(body.subscription_data, pretty=True).decode('utf-8')}\n")
+        out.append(f"Subscription data: \n{encode(body.subscription_data, pretty=True).decode('utf-8')}\n")
         out.append(rule)
     if body.filter_data is not None:
         out.append(f"Filter data: \n{body.filter_data}\n")
@@ -206,3 +200,79 @@ def query_cq(body: Any, index: int) -> str:
     for i, d in enumerate(body.queue_data, index):
         out.append(f"idx: {i}\n{consume_queue_data(d)}\n{rule}")
     return "".join(out)
+
+
+# --- --json documents ----------------------------------------------------------------------------
+def message_data(m: Any) -> dict[str, Any]:
+    return {
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "topic": m.topic,
+        "brokerName": m.broker_name,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "commitLogOffset": m.commit_log_offset,
+        "storeSize": m.store_size,
+        "sysFlag": m.sys_flag,
+        "flag": m.flag,
+        "bodyCRC": m.body_crc,
+        "bornTimestamp": m.born_timestamp,
+        "bornHost": m.born_host,
+        "storeTimestamp": m.store_timestamp,
+        "storeHost": m.store_host,
+        "reconsumeTimes": m.reconsume_times,
+        "preparedTransactionOffset": m.prepared_transaction_offset,
+        "tags": m.tags,
+        "keys": m.keys,
+        "properties": m.properties,
+        "body": m.body.decode("utf-8", "replace"),
+    }
+
+
+def view_data(v: Any) -> dict[str, Any]:
+    return {
+        "message": message_data(v.message),
+        "bodyPath": v.body_path,
+        "tracks": None
+        if v.tracks is None
+        else [
+            {"consumerGroup": t.consumer_group, "trackType": t.track_type, "exceptionDesc": t.exception_desc}
+            for t in v.tracks
+        ],
+    }
+
+
+def events_data(events: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for e in events:
+        item: dict[str, Any] = {
+            "kind": e.kind,
+            "topic": e.mq.topic,
+            "brokerName": e.mq.broker_name,
+            "queueId": e.mq.queue_id,
+        }
+        if e.messages:
+            item["messages"] = [message_data(m) for m in e.messages]
+        if e.kind == "bounds":
+            item.update(minOffset=e.min_offset, maxOffset=e.max_offset)
+        if e.status:
+            item.update(status=e.status, offset=e.offset)
+        if e.error:
+            item["error"] = e.error
+        if e.count:
+            item["count"] = e.count
+        out.append(item)
+    return out
+
+
+def send_result_data(r: Any) -> dict[str, Any]:
+    return {
+        "sendStatus": r.send_status,
+        "msgId": r.msg_id,
+        "offsetMsgId": r.offset_msg_id,
+        "topic": r.mq.topic,
+        "brokerName": r.mq.broker_name,
+        "queueId": r.mq.queue_id,
+        "queueOffset": r.queue_offset,
+        "regionId": r.region_id,
+    }
