@@ -1,20 +1,20 @@
 """Typed custom headers: the ``CommandCustomHeader`` classes of PROTOCOL.md B.2-B.7.
 
-Each header is a keyword-only dataclass. A field's wire key is its Java field name (the camelCase
-of the Python name unless given), its kind says how Java converts it (A.5): ``str``, ``int``
-(``Integer``), ``long``, ``bool`` (``"true"``/``"false"``; ``Boolean.parseBoolean`` when reading,
-so C++'s ``"1"`` reads as false, B.6), ``float``. ``None`` fields are omitted. Fields that are Java
-primitives or have a Java default keep that default here, so they are always sent, as Java does.
+Each header is a class of keyword-only fields (``header``, ``req``, ``opt``). A field's wire key is
+its Java field name (the camelCase of the Python name unless given), its kind says how Java
+converts it (A.5): ``str``, ``int`` (``Integer``), ``long``, ``bool`` (``"true"``/``"false"``;
+``Boolean.parseBoolean`` when reading, so C++'s ``"1"`` reads as false, B.6), ``float``. ``None``
+fields are omitted. Fields that are Java primitives or have a Java default keep that default here,
+so they are always sent, as Java does.
 Required fields (``@CFNotNull``) missing on decode raise ``HeaderError`` with Java's message.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from rmqcli.errors import HeaderError  # defined with the other errors, also importable from here
 from rmqcli.remoting.javanames import camel
@@ -23,18 +23,26 @@ _INT_RE = re.compile(r"[+-]?\d+\Z")
 JAVA_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
 
 
-def _meta(kind: str, key: str | None, required: bool) -> dict[str, Any]:
-    return {"kind": kind, "key": key, "required": required}
+class _Field:
+    """What ``req`` / ``opt`` declare about one header field."""
+
+    __slots__ = ("kind", "key", "required", "default")
+
+    def __init__(self, kind: str, key: str | None, required: bool, default: Any) -> None:
+        self.kind, self.key, self.required, self.default = kind, key, required, default
+
+
+_REQUIRED = object()  # the default of a field without one (a required constructor argument)
 
 
 def req(kind: str = "str", key: str | None = None) -> Any:
     """A ``@CFNotNull`` field: a constructor argument, required on decode."""
-    return dataclasses.field(metadata=_meta(kind, key, True))
+    return _Field(kind, key, True, _REQUIRED)
 
 
 def opt(kind: str = "str", key: str | None = None, default: Any = None) -> Any:
     """An optional field; ``default`` mirrors a Java primitive or initialiser (always sent)."""
-    return dataclasses.field(default=default, metadata=_meta(kind, key, False))
+    return _Field(kind, key, False, default)
 
 
 def _to_str(kind: str, value: Any) -> str:
@@ -97,28 +105,40 @@ H = TypeVar("H", bound="CommandHeader")
 
 
 class CommandHeader:
-    """Base of every typed header: ``to_ext_fields`` / ``from_ext_fields`` (A.5)."""
+    """Base of every typed header: ``to_ext_fields`` / ``from_ext_fields`` (A.5).
+
+    ``header`` declares a subclass from its ``req`` / ``opt`` fields; what a dataclass would make
+    at import time (``__init__``, the decoder) is made on a class's first use instead, so that
+    importing the 60-odd headers costs little (``python -X importtime``).
+    """
 
     __slots__ = ()
-    _wire: ClassVar[tuple[tuple[str, str, str, bool], ...]]
+    __hash__ = None  # type: ignore[assignment]  # compared by value, so unhashable (as a dataclass)
+    _fields: ClassVar[tuple[tuple[str, _Field], ...]] = ()
+    _wire: ClassVar[tuple[tuple[str, str, str, bool], ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._wire = ()
+    def __init__(self, **values: Any) -> None:
+        """Keyword arguments only; the class's own ``__init__`` is generated on the first call."""
+        cls = type(self)
+        init = _initializer(cls)
+        type.__setattr__(cls, "__init__", init)
+        init(self, **values)
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name, _ in self._fields)
+        return f"{type(self).__qualname__}({values})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name, _ in self._fields)
 
     @classmethod
     def wire_fields(cls) -> tuple[tuple[str, str, str, bool], ...]:
         """``(python name, wire key, kind, required)`` in declaration order."""
-        if not cls._wire:
-            cls._wire = tuple(
-                (
-                    f.name,
-                    f.metadata.get("key") or camel(f.name),
-                    f.metadata.get("kind", "str"),
-                    bool(f.metadata.get("required")),
-                )
-                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-            )
+        if not cls.__dict__.get("_wire"):
+            wire = tuple((name, f.key or camel(name), f.kind, f.required) for name, f in cls._fields)
+            type.__setattr__(cls, "_wire", wire)
         return cls._wire
 
     def to_ext_fields(self) -> dict[str, str]:
@@ -153,7 +173,7 @@ def _decoder(cls: type[H]) -> Callable[[Mapping[str, str]], H]:
     """
     lines = ["def decode(ext):", "    get = ext.get", "    obj = new(cls)"]
     env: dict[str, Any] = {"new": object.__new__, "cls": cls, "HeaderError": HeaderError}
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    defaults = {name: f.default for name, f in cls._fields}
     for name, key, kind, required in cls.wire_fields():
         parse = _parser(kind)
         env[f"p_{name}"] = parse
@@ -195,9 +215,34 @@ def _decoder(cls: type[H]) -> Callable[[Mapping[str, str]], H]:
     return env["decode"]
 
 
+def _initializer(cls: type[H]) -> Callable[..., None]:
+    """The keyword-only ``__init__`` of one class, as a dataclass would write it."""
+    env: dict[str, Any] = {}
+    params, body = [], []
+    for name, f in cls._fields:
+        if f.default is _REQUIRED:
+            params.append(name)
+        else:
+            env[f"d_{name}"] = f.default
+            params.append(f"{name}=d_{name}")
+        body.append(f"    self.{name} = {name}")
+    code = f"def __init__(self, *, {', '.join(params)}):\n" + ("\n".join(body) or "    pass")
+    exec(code, env)  # noqa: S102 - code generated from the class's own field table
+    init = env["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+@dataclass_transform(kw_only_default=True, field_specifiers=(req, opt))
 def header(cls: type[H]) -> type[H]:
-    """Declare a header class: a keyword-only dataclass with slots."""
-    return dataclasses.dataclass(kw_only=True, slots=True)(cls)
+    """Declare a header class: keyword-only fields (``req`` / ``opt``) in slots."""
+    fields = tuple((name, cls.__dict__[name]) for name in cls.__dict__.get("__annotations__", {}))
+    namespace = {k: v for k, v in cls.__dict__.items() if k not in dict(fields)}
+    namespace.pop("__dict__", None)
+    namespace.pop("__weakref__", None)
+    namespace["__slots__"] = tuple(name for name, _ in fields)
+    namespace["_fields"] = fields
+    return type(cls)(cls.__name__, cls.__bases__, namespace)
 
 
 # --- NameServer (B.2) --------------------------------------------------------------------------
