@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rmqcli.cli.admin_common import DESCRIPTIONS
-from rmqcli.cli.commands import ADMIN
+from rmqcli.cli.commands import ADMIN, resolve
 from rmqcli.cli.main import app
 from rmqcli.remoting import json_body as jb
 from tests.adminserver import AdminServer
@@ -26,6 +25,7 @@ from tests.adminserver import AdminServer
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 RMQ = [sys.executable, "-m", "rmqcli.cli.main"]
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real is absent")
+DESCRIPTIONS = {name: resolve(name).description for name in ADMIN}  # mqadmin's commandDesc()
 
 
 @pytest.fixture

@@ -222,11 +222,11 @@ def test_bash_completion(words: str, cword: int, expected: set[str], absent: set
     assert expected <= set(out) and not absent & set(out), out
 
 
-def test_every_registered_command_resolves_and_admin_commands_have_mqadmin_descriptions() -> None:
+def test_every_registered_command_resolves_and_admin_commands_are_declared_once() -> None:
     import typer as _typer
 
     from rmqcli.cli import commands
-    from rmqcli.cli.admin_common import DESCRIPTIONS
+    from rmqcli.cli.admin_registry import AdminCommand
 
     group = _typer.main.get_command(app)
     ctx = group.make_context("rmq", ["--help"], resilient_parsing=True)
@@ -234,8 +234,56 @@ def test_every_registered_command_resolves_and_admin_commands_have_mqadmin_descr
     for name in commands.ALL:
         command = group.get_command(ctx, name)
         assert command is not None and command.name == name
-    assert set(DESCRIPTIONS) == set(commands.ADMIN)
-    assert group.get_command(ctx, "topicList").help == DESCRIPTIONS["topicList"]
+    for name in commands.ADMIN:
+        declared = commands.resolve(name)
+        assert isinstance(declared, AdminCommand) and declared.name == name
+        assert group.get_command(ctx, name).help == declared.description
+    assert group.get_command(ctx, "topicList").help == "Fetch all topic list from name server"
+
+
+# the packages of mqadmin's SubCommand classes (rocketmq-tools 4.9.8, org.apache.rocketmq.tools.command)
+MQADMIN_PACKAGES = {"acl", "broker", "cluster", "connection", "consumer", "message", "namesrv", "offset",
+                    "queue", "stats", "topic"}  # fmt: skip
+
+
+def test_admin_declarations_are_well_formed() -> None:
+    """Each admin command: mqadmin's package, a description, options whose names and flags are its own
+    and do not clash with the ones every admin command gets (-n, --json, --access-key, --secret-key)."""
+    from rmqcli.cli import commands
+    from rmqcli.cli.admin_registry import COMMON_OPTIONS, MQADMIN_ORDER
+
+    for name in commands.ADMIN:
+        declared = commands.resolve(name)
+        assert declared.group in MQADMIN_PACKAGES, name
+        assert declared.description and name in MQADMIN_ORDER, name
+        options = [*declared.options, *COMMON_OPTIONS]
+        names = [o.name for o in options]
+        flags = [f for o in options for f in o.flags]
+        assert len(set(names)) == len(names) and len(set(flags)) == len(flags), name
+        assert all(o.kind in (str, int, bool) for o in options), name
+
+
+def test_json_data_of_beans_and_results() -> None:
+    """One conversion for --json: a JSON bean as fastjson writes it (Java names, sorted, nulls left
+    out), any other dataclass field by field in camelCase, mapping keys as strings."""
+    from dataclasses import dataclass
+
+    from rmqcli.cli.render import camel_dict
+    from rmqcli.remoting import json_body as jb
+
+    @dataclass
+    class Result:
+        broker_addr: str
+        queue_ids: dict[int, str]
+        config: jb.TopicConfig | None
+
+    config = jb.TopicConfig(topic_name="T", read_queue_nums=2, write_queue_nums=2)
+    data = camel_dict(Result("h:1", {0: "a", 1: "b"}, config))
+    assert list(data) == ["brokerAddr", "queueIds", "config"]
+    assert data["queueIds"] == {"0": "a", "1": "b"}
+    assert list(data["config"]) == sorted(data["config"]) and "attributes" not in data["config"]
+    assert data["config"]["readQueueNums"] == 2 and data["config"]["topicName"] == "T"
+    assert camel_dict(Result("h:1", {}, None))["config"] is None
 
 
 def test_one_command_imports_only_its_own_module() -> None:
@@ -249,3 +297,15 @@ def test_one_command_imports_only_its_own_module() -> None:
     loaded = eval(out.strip().splitlines()[-1])  # noqa: S307 - our own repr of a list of names
     assert "rmqcli.cli.admin_topic" in loaded
     assert not {"rmqcli.cli.admin_group", "rmqcli.cli.admin_message", "rmqcli.cli.pipeline"} & set(loaded)
+
+
+def test_admin_help_imports_no_admin_operation() -> None:
+    """Declarations name their calls and renderers lazily: help needs none of them."""
+    code = (
+        "import sys\n"
+        "from rmqcli.cli.main import invoke\n"
+        "invoke(['updateAclConfig', '--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('rmqcli.admin', 'rmqcli.remoting.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -1,183 +1,149 @@
-"""mqadmin's ACL commands (4.9.8 ``tools.command.acl``): names, flags and output as mqadmin's."""
+"""mqadmin's ACL commands (4.9.8 ``tools.command.acl``): updateAclConfig, deleteAclConfig,
+updateGlobalWhiteAddr, clusterAclConfigVersion; names, flags and output as mqadmin's."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Any
 
-import typer
+from rmqcli.cli.admin_registry import (
+    AdminCommand,
+    Args,
+    Lazy,
+    Opt,
+    failed,
+    opt,
+    parse_boolean,
+    required,
+    without_broker,
+)
 
-from rmqcli.cli.admin_common import JsonOpt, NamesrvOpt, emit_json, session, write
-from rmqcli.errors import BrokerError, NetworkError
-
-if TYPE_CHECKING:
-    from rmqcli.admin.acl import AclUpdateResult, BrokerOutcome
+acl = Lazy("rmqcli.admin.acl")
+acl_text = Lazy("rmqcli.cli.admin_format")
 
 
-def _broker_opt(text: str) -> object:
-    return typer.Option("--brokerAddr", "-b", help=text)
+def _broker(text: str) -> Opt:
+    return opt("broker_addr", "--brokerAddr", "-b", text)
 
 
-def _cluster_opt(text: str) -> object:
-    return typer.Option("--clusterName", "-c", help=text)
+def _cluster(text: str) -> Opt:
+    return opt("cluster", "--clusterName", "-c", text)
 
 
-def _fail_if_any(failed: list[BrokerOutcome]) -> None:
+def _first_failure(outcomes: list[Any]) -> None:
     """Exit 5 for an unreachable broker, else 6 for an error answer, after the output."""
-    if failed:
-        first = failed[0]
-        raise (NetworkError if first.error_kind == "network" else BrokerError)(first.error or "failed")
+    if outcomes:
+        failed(outcomes[0].error, outcomes[0].error_kind)
 
 
-def _report(result: AclUpdateResult, json_out: bool, line: str, tail: str = "") -> None:
-    if json_out:
-        emit_json(result)
-    else:
-        write("".join(line % b.addr + "\n" for b in result.brokers if b.ok) + tail)
-    _fail_if_any(result.failed)
+def _targets(s: Any, a: Args, *, masters: bool = False) -> list[str]:
+    return acl.targets(s, a.broker_addr, a.cluster, masters=masters)
 
 
-def update_acl_config(
-    access_key: Annotated[str, typer.Option("--accessKey", "-a", help="set accessKey in acl config file")],
-    secret_key: Annotated[str, typer.Option("--secretKey", "-s", help="set secretKey in acl config file")],
-    broker_addr: Annotated[str | None, _broker_opt("update acl config file to which broker")] = None,
-    cluster: Annotated[str | None, _cluster_opt("update acl config file to which cluster")] = None,
-    white_remote_address: Annotated[
-        str | None,
-        typer.Option(
-            "--whiteRemoteAddress", "-w", help="set white ip Address for account in acl config file"
+def _strip(text: str | None) -> str | None:
+    return text.strip() if text is not None else None
+
+
+def _split(text: str | None) -> list[str] | None:
+    return text.strip().split(",") if text is not None else None
+
+
+update_acl_config = AdminCommand(
+    "updateAclConfig",
+    "Update acl config yaml file in broker",
+    "acl",
+    (
+        required("access_key", "--accessKey", "-a", "set accessKey in acl config file"),
+        required("secret_key", "--secretKey", "-s", "set secretKey in acl config file"),
+        _broker("update acl config file to which broker"),
+        _cluster("update acl config file to which cluster"),
+        opt(
+            "white_remote_address",
+            "--whiteRemoteAddress",
+            "-w",
+            "set white ip Address for account in acl config file",
         ),
-    ] = None,
-    default_topic_perm: Annotated[
-        str | None, typer.Option("--defaultTopicPerm", "-i", help="set default topicPerm in acl config file")
-    ] = None,
-    default_group_perm: Annotated[
-        str | None, typer.Option("--defaultGroupPerm", "-u", help="set default GroupPerm in acl config file")
-    ] = None,
-    topic_perms: Annotated[
-        str | None, typer.Option("--topicPerms", "-t", help="set topicPerms list,eg: topicA=DENY,topicD=SUB")
-    ] = None,
-    group_perms: Annotated[
-        str | None, typer.Option("--groupPerms", "-g", help="set groupPerms list,eg: groupD=DENY,groupD=SUB")
-    ] = None,
-    admin: Annotated[
-        str | None, typer.Option("--admin", "-m", help="set admin flag in acl config file")
-    ] = None,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Update acl config yaml file in broker"""
-    from rmqcli.admin import acl as ops
-    from rmqcli.cli.admin_common import java_bool
+        opt("default_topic_perm", "--defaultTopicPerm", "-i", "set default topicPerm in acl config file"),
+        opt("default_group_perm", "--defaultGroupPerm", "-u", "set default GroupPerm in acl config file"),
+        opt("topic_perms", "--topicPerms", "-t", "set topicPerms list,eg: topicA=DENY,topicD=SUB"),
+        opt("group_perms", "--groupPerms", "-g", "set groupPerms list,eg: groupD=DENY,groupD=SUB"),
+        opt("admin", "--admin", "-m", "set admin flag in acl config file"),
+    ),
+    call=lambda s, a: acl.update_acl_config(
+        s,
+        _targets(s, a),
+        access_key=a.access_key.strip(),
+        secret_key=a.secret_key.strip(),
+        white_remote_address=_strip(a.white_remote_address),
+        default_topic_perm=_strip(a.default_topic_perm),
+        default_group_perm=_strip(a.default_group_perm),
+        topic_perms=_split(a.topic_perms),
+        group_perms=_split(a.group_perms),
+        admin=parse_boolean(a.admin),
+    ),
+    text=lambda result, a: acl_text.acl_done(result, "create or update plain access config to %s success."),
+    fail=lambda result: _first_failure(result.failed),
+    namesrv=without_broker,
+)
 
-    with session(namesrv, need_namesrv=not broker_addr) as s:
-        addrs = ops.targets(s, broker_addr, cluster, masters=False)
-        result = ops.update_acl_config(
-            s,
-            addrs,
-            access_key=access_key.strip(),
-            secret_key=secret_key.strip(),
-            white_remote_address=white_remote_address.strip() if white_remote_address is not None else None,
-            default_topic_perm=default_topic_perm.strip() if default_topic_perm is not None else None,
-            default_group_perm=default_group_perm.strip() if default_group_perm is not None else None,
-            topic_perms=topic_perms.strip().split(",") if topic_perms is not None else None,
-            group_perms=group_perms.strip().split(",") if group_perms is not None else None,
-            admin=java_bool(admin),
-        )
-    _report(result, json_out, "create or update plain access config to %s success.")
+delete_acl_config = AdminCommand(
+    "deleteAclConfig",
+    "Delete Acl Config Account in broker",
+    "acl",
+    (
+        required(
+            "access_key", "--accessKey", "-a", "set accessKey in acl config file for deleting which account"
+        ),
+        _broker("delete acl config account from which broker"),
+        _cluster("delete acl config account from which cluster"),
+    ),
+    call=lambda s, a: acl.delete_acl_config(s, _targets(s, a), a.access_key.strip()),
+    text=lambda result, a: acl_text.acl_done(
+        result,
+        "delete plain access config account from %s success.",
+        f"account's accesskey is:{a.access_key.strip()}\n" if not result.failed else "",
+    ),
+    fail=lambda result: _first_failure(result.failed),
+    namesrv=without_broker,
+)
 
-
-def delete_acl_config(
-    access_key: Annotated[
-        str,
-        typer.Option("--accessKey", "-a", help="set accessKey in acl config file for deleting which account"),
-    ],
-    broker_addr: Annotated[str | None, _broker_opt("delete acl config account from which broker")] = None,
-    cluster: Annotated[str | None, _cluster_opt("delete acl config account from which cluster")] = None,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Delete Acl Config Account in broker"""
-    from rmqcli.admin import acl as ops
-
-    with session(namesrv, need_namesrv=not broker_addr) as s:
-        addrs = ops.targets(s, broker_addr, cluster, masters=False)
-        result = ops.delete_acl_config(s, addrs, access_key.strip())
-    tail = f"account's accesskey is:{access_key.strip()}\n" if not result.failed else ""
-    _report(result, json_out, "delete plain access config account from %s success.", tail)
-
-
-def update_global_white_addr(
-    addresses: Annotated[
-        str,
-        typer.Option(
+update_global_white_addr = AdminCommand(
+    "updateGlobalWhiteAddr",
+    "Update global white address for acl Config File in broker",
+    "acl",
+    (
+        required(
+            "addresses",
             "--globalWhiteRemoteAddresses",
             "-g",
-            help="set globalWhiteRemoteAddress list,eg: 10.10.103.*,192.168.0.*",
+            "set globalWhiteRemoteAddress list,eg: 10.10.103.*,192.168.0.*",
         ),
-    ],
-    broker_addr: Annotated[str | None, _broker_opt("update global white address to which broker")] = None,
-    cluster: Annotated[str | None, _cluster_opt("update global white address to which cluster")] = None,
-    acl_file: Annotated[
-        str | None,
-        typer.Option(
+        _broker("update global white address to which broker"),
+        _cluster("update global white address to which cluster"),
+        opt(
+            "acl_file",
             "--aclFileFullPath",
             "-p",
-            help="update global white address of specified acl file,eg: /xxx/plain_test.yml",
+            "update global white address of specified acl file,eg: /xxx/plain_test.yml",
         ),
-    ] = None,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Update global white address for acl Config File in broker"""
-    from rmqcli.admin import acl as ops
+    ),
+    call=lambda s, a: acl.update_global_white_addr(
+        s, _targets(s, a), a.addresses.strip(), _strip(a.acl_file)
+    ),
+    text=lambda result, a: acl_text.acl_done(result, "update global white remote addresses to %s success."),
+    fail=lambda result: _first_failure(result.failed),
+    namesrv=without_broker,
+)
 
-    with session(namesrv, need_namesrv=not broker_addr) as s:
-        addrs = ops.targets(s, broker_addr, cluster, masters=False)
-        result = ops.update_global_white_addr(
-            s, addrs, addresses.strip(), acl_file.strip() if acl_file is not None else None
-        )
-    _report(result, json_out, "update global white remote addresses to %s success.")
-
-
-VERSION_ROW = "%-16s  %-22s  %-22s  %-20s  %-22s  %-22s\n"
-
-
-def cluster_acl_config_version(
-    broker_addr: Annotated[str | None, _broker_opt("query acl config version for which broker")] = None,
-    cluster: Annotated[str | None, _cluster_opt("query acl config version for specified cluster")] = None,
-    namesrv: NamesrvOpt = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """List all of acl config version information in cluster"""
-    import time
-
-    from rmqcli.admin import acl as ops
-
-    with session(namesrv, need_namesrv=not broker_addr) as s:
-        addrs = ops.targets(s, broker_addr, cluster, masters=True)
-        result = ops.acl_config_versions(s, addrs)
-    if json_out:
-        emit_json(result)
-    else:
-        out = []
-        if not broker_addr:
-            out.append(
-                VERSION_ROW
-                % (
-                    "#Cluster Name",
-                    "#Broker Name",
-                    "#Broker Addr",
-                    "#AclFilePath",
-                    "#AclConfigVersionNum",
-                    "#AclLastUpdateTime",
-                )  # fmt: skip
-            )
-        for v in result.versions:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(v.timestamp / 1000))
-            row = (v.cluster_name, v.broker_name, v.broker_addr, v.acl_file_path, str(v.counter), stamp)
-            out.append(VERSION_ROW % row)
-        if not [b for b in result.brokers if not b.ok]:
-            kind = "broker's" if broker_addr else "cluster's"
-            out.append(f"get {kind} plain access config version success.\n")
-        write("".join(out))
-    _fail_if_any([b for b in result.brokers if not b.ok])
+cluster_acl_config_version = AdminCommand(
+    "clusterAclConfigVersion",
+    "List all of acl config version information in cluster",
+    "acl",
+    (
+        _broker("query acl config version for which broker"),
+        _cluster("query acl config version for specified cluster"),
+    ),
+    call=lambda s, a: acl.acl_config_versions(s, _targets(s, a, masters=True)),
+    text=lambda result, a: acl_text.acl_versions(result, by_broker=bool(a.broker_addr)),
+    fail=lambda result: _first_failure([b for b in result.brokers if not b.ok]),
+    namesrv=without_broker,
+)

@@ -5,16 +5,10 @@ from typing import Annotated, Any
 import typer
 from typer import _click as click
 
-from rmqcli.cli.admin_common import DESCRIPTIONS, MQADMIN_ORDER
+from rmqcli.cli.admin_registry import MQADMIN_ORDER
 from rmqcli.errors import UsageError
 
 HELP_HELP = "Show the help of one command, as `mqadmin help <command>`."
-
-
-def _description(command: Any, name: str) -> str:
-    if name in DESCRIPTIONS:
-        return DESCRIPTIONS[name]
-    return command.get_short_help_str(limit=100)
 
 
 def command_list(group: Any, ctx: Any) -> str:
@@ -28,7 +22,7 @@ def command_list(group: Any, ctx: Any) -> str:
         command = group.get_command(ctx, name)
         if command is None or getattr(command, "hidden", False):
             continue
-        lines.append(f"   {name:<20} {_description(command, name)}\n")
+        lines.append(f"   {name:<20} {command.get_short_help_str(limit=100)}\n")
     lines.append("\nSee 'rmq help <command>' for more information on a specific command.\n")
     return "".join(lines)
 

@@ -286,3 +286,38 @@ def namesrv_config(configs: Mapping[str, list[tuple[str, str]]]) -> str:
 def update_namesrv_config(servers: list[str] | None, key: str, value: str) -> str:
     listed = java_list(servers) if servers else ""
     return f"update name server config success!{listed}\n{key} : {value}\n"
+
+
+# --- acl ---------------------------------------------------------------------------------------
+ACL_VERSION_ROW = "%-16s  %-22s  %-22s  %-20s  %-22s  %-22s\n"
+
+
+def acl_done(result: Any, line: str, tail: str = "") -> str:
+    """``line % addr`` for each broker that applied the change (4.9.8 ``tools.command.acl``)."""
+    return "".join(line % b.addr + "\n" for b in result.brokers if b.ok) + tail
+
+
+def acl_versions(result: Any, by_broker: bool) -> str:
+    """``clusterAclConfigVersion``: the table (its header only for ``-c``), then the success line
+    when every broker answered."""
+    out = []
+    if not by_broker:
+        out.append(
+            ACL_VERSION_ROW
+            % (
+                "#Cluster Name",
+                "#Broker Name",
+                "#Broker Addr",
+                "#AclFilePath",
+                "#AclConfigVersionNum",
+                "#AclLastUpdateTime",
+            )  # fmt: skip
+        )
+    for v in result.versions:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(v.timestamp / 1000))
+        row = (v.cluster_name, v.broker_name, v.broker_addr, v.acl_file_path, str(v.counter), stamp)
+        out.append(ACL_VERSION_ROW % row)
+    if not [b for b in result.brokers if not b.ok]:
+        kind = "broker's" if by_broker else "cluster's"
+        out.append(f"get {kind} plain access config version success.\n")
+    return "".join(out)

@@ -74,6 +74,19 @@ COMMON_OPTIONS = (
     opt("sign_secret_key", "--secret-key", None, "ACL secret key (else $RMQ_SECRET_KEY)"),
 )
 
+# mqadmin's full registration order (C.2), so the listing keeps its order as commands are added.
+MQADMIN_ORDER = (
+    "updateTopic deleteTopic updateSubGroup deleteSubGroup updateBrokerConfig updateTopicPerm topicRoute "
+    "topicStatus topicClusterList brokerStatus queryMsgById queryMsgByKey queryMsgByUniqueKey "
+    "queryMsgByOffset queryMsgTraceById printMsg printMsgByQueue sendMsgStatus brokerConsumeStats "
+    "producerConnection consumerConnection consumerProgress consumerStatus cloneGroupOffset producer "
+    "clusterList topicList updateKvConfig deleteKvConfig wipeWritePerm addWritePerm resetOffsetByTime "
+    "skipAccumulatedMessage updateOrderConf cleanExpiredCQ deleteExpiredCommitLog cleanUnusedTopic "
+    "startMonitoring statsAll allocateMQ checkMsgSendRT clusterRT getNamesrvConfig updateNamesrvConfig "
+    "getBrokerConfig getConsumerConfig queryCq sendMessage consumeMessage updateAclConfig deleteAclConfig "
+    "clusterAclConfigVersion updateGlobalWhiteAddr"
+).split()
+
 # Options several commands share, worded as mqadmin's.
 TOPIC = required("topic", "--topic", "-t", "topic name")
 

@@ -1,11 +1,14 @@
-"""Every ``rmq`` subcommand: its name and where its function is, in listing order.
+"""Every ``rmq`` subcommand: its name and where it is declared, in listing order.
 
-Nothing is imported here: ``rmq CMD`` imports the one module that defines CMD (``main.RmqGroup``),
-so an admin command's start-up does not pay for sixty others. ``tests/test_cli.py`` checks that
-every entry resolves.
+Nothing is imported here: ``rmq CMD`` imports the one module that declares CMD (``main.RmqGroup``),
+so an admin command's start-up does not pay for sixty others. A store command is a typer
+function, an mqadmin command an ``AdminCommand`` (``admin_registry``), ``pipeline`` a typer app.
+``tests/test_cli.py`` checks that every entry resolves.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 STORE = {
     "dump-commitlog": "dump_commitlog:dump_commitlog",
@@ -23,7 +26,7 @@ STORE = {
     "serve": "serve:serve",
 }
 
-# mqadmin's commands (descriptions in ``admin_common.DESCRIPTIONS``)
+# mqadmin's commands: ``AdminCommand`` declarations in ``admin_<family>.py``
 ADMIN = {
     "updateTopic": "admin_topic:update_topic",
     "deleteTopic": "admin_topic:delete_topic",
@@ -80,3 +83,11 @@ OTHER = {"help": "admin_commands:help_command"}
 GROUPS = {"pipeline": "pipeline:app"}  # typer sub-apps
 
 ALL = {**STORE, **ADMIN, **OTHER, **GROUPS}
+
+
+def resolve(name: str) -> Any:
+    """The declaration of command ``name``, its module imported now."""
+    import importlib
+
+    module, attr = ALL[name].split(":")
+    return getattr(importlib.import_module(f"rmqcli.cli.{module}"), attr)

@@ -44,11 +44,9 @@ def _quiet_broken_pipe() -> int:
 
 
 def _build(name: str) -> click.Command:
-    """The click command of ``name`` from its typer declaration (``commands.ALL``)."""
-    import importlib
-
-    module, attr = commands.ALL[name].split(":")
-    target = getattr(importlib.import_module(f"rmqcli.cli.{module}"), attr)
+    """The click command of ``name`` from its declaration (``commands.ALL``): a typer function or
+    app, or an mqadmin ``AdminCommand``."""
+    target = commands.resolve(name)
     if isinstance(target, typer.Typer):
         group = typer.main.get_group(target)
         group.name = name
@@ -60,16 +58,10 @@ def _build(name: str) -> click.Command:
     from typer.models import CommandInfo
 
     from rmqcli.cli.admin_commands import HELP_HELP
-    from rmqcli.cli.admin_common import DESCRIPTIONS
 
-    text = DESCRIPTIONS.get(name) or (HELP_HELP if name == "help" else None)
+    text = HELP_HELP if name == "help" else None
     info = CommandInfo(name=name, callback=target, help=text, short_help=text)
-    command = typer.main.get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
-    if name in commands.ADMIN:
-        from rmqcli.cli.admin_common import with_credentials
-
-        command = with_credentials(command)
-    return command
+    return typer.main.get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
 
 
 class RmqGroup(TyperGroup):
