@@ -9,17 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store, parse_time
+from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, parse_time
 from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, human_time, resolve_format, warn
 from rmqcli.errors import NotFoundError, UsageError
+from rmqcli.ops.index_source import BROKER_MAX, JAVA_LONG_MAX
 
 if TYPE_CHECKING:
     from rmqcli.ops.dump import IndexLookup
-    from rmqcli.store.commitlog import CommitLog
-    from rmqcli.store.index import IndexFile, IndexService
-
-JAVA_LONG_MAX = 2**63 - 1
-BROKER_MAX = 64  # MessageStoreConfig.maxMsgsNumBatch, IndexService.queryOffset's cap
 
 HEADER_COLUMNS = [
     Column("file", "File"),
@@ -88,7 +84,7 @@ def dump_index(
     (up to --max); a key no record carries is "not found" (exit 3).
     """
     from rmqcli.ops.dump import index_entries, index_header_fields, index_lookup
-    from rmqcli.store.index import open_index_file
+    from rmqcli.ops.index_source import open_index_source, uncapped_index
 
     if (key is None) != (topic is None):
         raise UsageError("--key and --topic go together")
@@ -96,22 +92,8 @@ def dump_index(
     hi = parse_time(end, "--end")
     lo = 0 if lo is None else lo
     hi = JAVA_LONG_MAX if hi is None else hi
-    if not path.exists():
-        raise NotFoundError(f"{path}: no such store or file")
-    commitlog: CommitLog | None = None
-    if path.is_file():
-        settings = _settings(config)
-        f = open_index_file(path, *settings)
-        files: list[IndexFile] = [f]
-        root = path.parent.parent
-        if (root / "commitlog").is_dir():
-            commitlog = open_store(root, config).commitlog
-    else:
-        store = open_store(path, config)
-        if not store.index_dir.is_dir():
-            raise NotFoundError(f"{path}: no index directory")
-        files = store.index.files
-        commitlog = store.commitlog
+    source = open_index_source(path, config)
+    files = source.files
     sections = [
         Section("files", "file", rows=[index_header_fields(f) for f in files], columns=HEADER_COLUMNS)
     ]
@@ -121,7 +103,9 @@ def dump_index(
             sections.append(Section("entries", "entry", rows=rows, columns=ENTRY_COLUMNS))
         Renderer(resolve_format(output, json_)).sections(sections)
         return
-    found = index_lookup(uncapped_index(files), topic, key, commitlog, begin=lo, end=hi, max_num=max_num + 1)
+    found = index_lookup(
+        uncapped_index(files), topic, key, source.commitlog, begin=lo, end=hi, max_num=max_num + 1
+    )
     more = found.count > max_num  # an entry past --max: the lookup was cut
     del found.phy_offsets[max_num:], found.hits[max_num:]
     sections.append(Section("query", "query", item=_query_item(found, max_num, more)))
@@ -136,42 +120,6 @@ def dump_index(
         )
     if found.count == 0 or found.matched == 0:
         raise NotFoundError(f"{path}: {_not_found(found)}")
-
-
-def _settings(config: Path | None) -> tuple[int | None, int | None]:
-    if config is None:
-        return None, None
-    from rmqcli.store.settings import load_broker_conf
-
-    s = load_broker_conf(config)
-    if "max_hash_slot_num" in s.explicit or "max_index_num" in s.explicit:
-        return s.max_hash_slot_num, s.max_index_num
-    return None, None
-
-
-def uncapped_index(files: list[IndexFile]) -> IndexService:
-    """``IndexService.queryOffset`` over ``files`` (newest file first, the same walk and stops)
-    without its ``maxMsgsNumBatch`` cap: an offline reader can follow a chain to its end."""
-    from formats.indexfile import index_key
-    from rmqcli.store.index import IndexService
-
-    class AllChainEntries(IndexService):
-        def __init__(self, opened: list[IndexFile]):  # opened already: no super().__init__
-            self.files = opened
-
-        def query(
-            self, topic: str, key: str, max_num: int = BROKER_MAX, begin: int = 0, end: int = JAVA_LONG_MAX
-        ) -> list[int]:
-            found: list[int] = []
-            full_key = index_key(topic, key)
-            for f in reversed(self.files):
-                if f.is_time_matched(begin, end):
-                    f.select(full_key, max_num, begin, end, found)
-                if f.header.begin_timestamp < begin or len(found) >= max_num:
-                    break
-            return found
-
-    return AllChainEntries(files)
 
 
 def _not_found(found: IndexLookup) -> str:

@@ -1,0 +1,92 @@
+"""The index files ``rmq dump-index`` reads, from a store or from one index file, and the CommitLog
+their entries point into; and ``IndexService.queryOffset``'s walk without the broker's cap.
+
+A path that is a file is one index file: its geometry is the broker.conf's when that sets it
+(``maxHashSlotNum``, ``maxIndexNum``), else what the file's size says; its records are read from
+the store two levels up (``STORE/index/FILE``) when that has a ``commitlog`` directory. A directory
+is a store: all of its index files, its CommitLog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rmqcli.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from rmqcli.store import Store
+    from rmqcli.store.commitlog import CommitLog
+    from rmqcli.store.index import IndexFile, IndexService
+
+JAVA_LONG_MAX = 2**63 - 1
+BROKER_MAX = 64  # MessageStoreConfig.maxMsgsNumBatch, IndexService.queryOffset's cap
+
+
+@dataclass
+class IndexSource:
+    files: list[IndexFile]  # oldest first
+    commitlog: CommitLog | None  # None: an index file without its store's CommitLog
+
+
+def open_index_source(path: Path, config: Path | None) -> IndexSource:
+    """The index files at ``path`` (a store or one index file); ``NotFoundError`` when there are none."""
+    from rmqcli.store.index import open_index_file
+
+    if not path.exists():
+        raise NotFoundError(f"{path}: no such store or file")
+    if path.is_file():
+        index_file = open_index_file(path, *_geometry(config))
+        root = path.parent.parent
+        commitlog = _store(root, config).commitlog if (root / "commitlog").is_dir() else None
+        return IndexSource([index_file], commitlog)
+    store = _store(path, config)
+    if not store.index_dir.is_dir():
+        raise NotFoundError(f"{path}: no index directory")
+    return IndexSource(store.index.files, store.commitlog)
+
+
+def _geometry(config: Path | None) -> tuple[int | None, int | None]:
+    """``(maxHashSlotNum, maxIndexNum)`` when the broker.conf sets either, else the file decides."""
+    if config is None:
+        return None, None
+    from rmqcli.store.settings import load_broker_conf
+
+    s = load_broker_conf(config)
+    if "max_hash_slot_num" in s.explicit or "max_index_num" in s.explicit:
+        return s.max_hash_slot_num, s.max_index_num
+    return None, None
+
+
+def _store(root: Path, config: Path | None) -> Store:
+    from rmqcli.store import Store
+
+    if config is not None and not config.is_file():
+        raise NotFoundError(f"{config}: no such broker.conf")
+    return Store.open(root, config)
+
+
+def uncapped_index(files: list[IndexFile]) -> IndexService:
+    """``IndexService.queryOffset`` over ``files`` (newest file first, the same walk and stops)
+    without its ``maxMsgsNumBatch`` cap: an offline reader can follow a chain to its end."""
+    from formats.indexfile import index_key
+    from rmqcli.store.index import IndexService
+
+    class AllChainEntries(IndexService):
+        def __init__(self, opened: list[IndexFile]):  # opened already: no super().__init__
+            self.files = opened
+
+        def query(
+            self, topic: str, key: str, max_num: int = BROKER_MAX, begin: int = 0, end: int = JAVA_LONG_MAX
+        ) -> list[int]:
+            found: list[int] = []
+            full_key = index_key(topic, key)
+            for f in reversed(self.files):
+                if f.is_time_matched(begin, end):
+                    f.select(full_key, max_num, begin, end, found)
+                if f.header.begin_timestamp < begin or len(found) >= max_num:
+                    break
+            return found
+
+    return AllChainEntries(files)
