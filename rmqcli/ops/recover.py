@@ -31,6 +31,7 @@ given are read off the store's files; the plan notes a default assumed for want 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,15 +266,9 @@ def stage_recover(
 def _stage_recover(
     store: Store, scan: IndexScan, abnormal: bool, check_crc: bool | None, salvage: bool
 ) -> RecoverResult:
-    mode_name = "abnormal" if abnormal else "normal"
     settings = repair_settings(store, scan)
     check = settings.check_crc_on_recover if check_crc is None else check_crc
-    sizes = {f.size for f in store.commitlog.files}
-    if len(sizes) > 1 or (sizes and sizes != {settings.mapped_file_size_commitlog}):
-        raise CorruptDataError(
-            f"CommitLog files have sizes {sorted(sizes)}; a broker refuses to load such a store "
-            "(MappedFileQueue.load)"
-        )
+    _refuse_mixed_sizes(store, settings.mapped_file_size_commitlog)
     cp = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     notes: list[str] = []
     staged = staging_dir(store.root, STAGING_NAME)
@@ -295,9 +290,7 @@ def _stage_recover(
     loaded_index_ts = dispatcher.index.completed_end_timestamp
     max_cq = dispatcher.max_physic_offset
     for fill in sorted(fills.values(), key=lambda f: f.position):
-        for key in fill.queues & dispatcher.cqs.keys():
-            for path in dispatcher.cqs[key].truncate_dirty(fill.position):
-                path.unlink()
+        _cut_queues(dispatcher, fill.position, fill.queues)
 
     # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below)
     count = [0]
@@ -318,60 +311,99 @@ def _stage_recover(
 
     # 5. consume-queue units past the end; 6. reput
     if max_cq >= end:
-        for cq in dispatcher.cqs.values():
-            for path in cq.truncate_dirty(end):
-                path.unlink()
+        _cut_queues(dispatcher, end)
     reput_from = max(dispatcher.max_physic_offset, store.commitlog.min_offset, 0)
     if not in_walk and (fills or reindex_from is not None):
-        # in order from the first record a queue or index file lacks (duplicates are skipped)
-        walked_from = store.commitlog.files[start].from_offset if abnormal else reput_from
-        salvaged = [f.position for f in fills.values() if f.queues]
-        reput_from = min(
-            [reput_from, walked_from, *salvaged, *([reindex_from] if reindex_from is not None else [])]
-        )
+        walked_from = store.commitlog.files[start].from_offset if abnormal else None
+        reput_from = _first_lacking(reput_from, walked_from, fills, reindex_from)
     for rec in reput_records(store, reput_from, end, fills, notes):
         if rec.physical_offset >= reput_from:
             dispatch(rec)
     dispatcher.flush()
+    checkpoint = _recovered_checkpoint(cp, dispatcher, loaded_index_ts)
+    dispatcher.close()
+
+    plan = Plan("recover", store.root, [], notes, outside_roots(store.root, store.commitlog_dirs))
+    result = RecoverResult(plan, "abnormal" if abnormal else "normal", staged, end, previous_end)
+    result.dispatched = count[0]
+    result.checkpoint = checkpoint
+    result.actions = actions
+    result.fills = sorted(fills.values(), key=lambda f: f.position)
+    result.unsafe = dict(dispatcher.unsafe)
+    notes += [_salvage_note(store, fill, start) for fill in result.fills]
+    _plan_staged(store, result)
+    swapped = {step.path for step in plan.steps if step.action == "replace-dir"}
+    notes += size_notes(store, settings, CONSUMEQUEUE_DIR in swapped, INDEX_DIR in swapped, scan)
+    unsafe_topics.report(plan, store, result.unsafe)
+    return result
+
+
+def _first_lacking(
+    reput_from: int, walked_from: int | None, fills: dict[int, Fill], reindex_from: int | None
+) -> int:
+    """Where the reput starts when the walk did not dispatch (records were salvaged, or index files
+    are rebuilt): in order from the first record a queue or index file lacks (duplicates are skipped).
+
+    ``walked_from``: where an abnormal recovery's walk, which dispatches, started.
+    """
+    salvaged = [f.position for f in fills.values() if f.queues]
+    starts = [reput_from, *salvaged]
+    if walked_from is not None:
+        starts.append(walked_from)
+    if reindex_from is not None:
+        starts.append(reindex_from)
+    return min(starts)
+
+
+def _refuse_mixed_sizes(store: Store, file_size: int) -> None:
+    """``MappedFileQueue.load``: a broker refuses CommitLog files of another size than configured."""
+    sizes = {f.size for f in store.commitlog.files}
+    if len(sizes) > 1 or (sizes and sizes != {file_size}):
+        raise CorruptDataError(
+            f"CommitLog files have sizes {sorted(sizes)}; a broker refuses to load such a store "
+            "(MappedFileQueue.load)"
+        )
+
+
+def _cut_queues(dispatcher: Dispatcher, end: int, keys: Iterable[tuple[str, int]] | None = None) -> None:
+    """``truncateDirtyLogicFiles(end)`` on the staged queues (``keys``: only those), dropping the
+    files left empty."""
+    queues = dispatcher.cqs if keys is None else {k: dispatcher.cqs[k] for k in keys if k in dispatcher.cqs}
+    for cq in queues.values():
+        for path in cq.truncate_dirty(end):
+            path.unlink()
+
+
+def _recovered_checkpoint(cp: Checkpoint, dispatcher: Dispatcher, loaded_index_ts: int) -> Checkpoint:
+    """The checkpoint after the dispatch: logics and index timestamps follow what was dispatched."""
     index_ts = dispatcher.index.completed_end_timestamp
-    checkpoint = Checkpoint(
+    return Checkpoint(
         cp.physic_msg_timestamp,
         dispatcher.logics_msg_timestamp or cp.logics_msg_timestamp,
         index_ts if index_ts != loaded_index_ts else cp.index_msg_timestamp,
         cp.master_flushed_offset,
         cp.confirm_phy_offset,
     )
-    dispatcher.close()
 
-    plan = Plan("recover", store.root, [], notes, outside_roots(store.root, store.commitlog_dirs))
-    result = RecoverResult(plan, mode_name, staged, end, previous_end)
-    result.dispatched = count[0]
-    result.checkpoint = checkpoint
-    result.actions = actions
-    result.fills = sorted(fills.values(), key=lambda f: f.position)
-    result.unsafe = dict(dispatcher.unsafe)
-    checked_from = store.commitlog.files[start].from_offset if store.commitlog.files else 0
-    for fill in result.fills:
-        broker = (
-            "a broker's recovery would end the CommitLog there"
-            if fill.position >= checked_from
-            else f"a broker's recovery checks only from {store.commitlog.files[start].name} on and serves "
-            "this record as it is"
-        )
-        notes.append(
-            f"--salvage: {fill.mf.name} at {fill.file_position}: {fill.reason}; {broker}. The {fill.length} "
-            "bytes are backed up and "
-            + (
-                "replaced by a BLANK record ending the file"
-                if fill.ends_file
-                else f"replaced by {len(fill.tombstones)} tombstone record(s) carrying {SALVAGED_PROPERTY}"
-            )
-        )
-    _plan_staged(store, result)
-    swapped = {step.path for step in plan.steps if step.action == "replace-dir"}
-    notes += size_notes(store, settings, CONSUMEQUEUE_DIR in swapped, INDEX_DIR in swapped, scan)
-    unsafe_topics.report(plan, store, result.unsafe)
-    return result
+
+def _salvage_note(store: Store, fill: Fill, start: int) -> str:
+    """The plan note of one ``--salvage`` fill: what a broker would do there, and what rmq does."""
+    files = store.commitlog.files
+    checked_from = files[start].from_offset if files else 0
+    broker = (
+        "a broker's recovery would end the CommitLog there"
+        if fill.position >= checked_from
+        else f"a broker's recovery checks only from {files[start].name} on and serves this record as it is"
+    )
+    replaced = (
+        "replaced by a BLANK record ending the file"
+        if fill.ends_file
+        else f"replaced by {len(fill.tombstones)} tombstone record(s) carrying {SALVAGED_PROPERTY}"
+    )
+    return (
+        f"--salvage: {fill.mf.name} at {fill.file_position}: {fill.reason}; {broker}. The {fill.length} "
+        f"bytes are backed up and {replaced}"
+    )
 
 
 def _stage_index(
