@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from formats import checkpoint as ckpt_fmt
 from formats import commitlog as fmt
 from formats import fastjson
@@ -33,6 +35,7 @@ from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, hi
 from rmqcli.store import Store
 from rmqcli.store import configfiles as cfg
 from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import Geometry
 
 __all__ = ["ERROR", "WARNING", "KindCount", "Problem", "VerifyReport", "verify_store"]
@@ -75,17 +78,70 @@ def verify_store(
     else:
         every = load_queues(store, Collector(root, 0), cq_size)
         queues = load_queues(store, p, cq_size, topic)
-    table = CommitLogVerifier(
-        commitlog.files,
+    table = _scan_commitlog(store, p, settings, crc, hints(every), progress)
+    checkpoint = _check_checkpoint(store, p, table)
+    abort = _check_run_state(store, p)
+    redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)
+    levels_known = store.configured or "message_delay_level" in settings.explicit
+    covered, units = check_units(queues, table, p, cl_min, cq_size, levels_known)
+    check_coverage(
+        queues,
+        table,
+        covered,
+        p,
+        root=root,
+        cl_min=cl_min,
+        redispatch_from=redispatch,
+        file_size=cq_size,
+        topic=topic,
+        configured=_configured_topics(store),
+    )
+    index_msg_timestamp = checkpoint.index_msg_timestamp if checkpoint else 0
+    index_files, entries = _check_index_files(
+        store, p, geometry, table, abort, index_msg_timestamp, topic, redispatch
+    )
+    _check_configs(store.config_dir, p)
+    _check_changes(store, p)
+    _check_offsets(store, p, every, cl_min, topic)
+    report = VerifyReport(
+        store=str(root),
+        records=len(table),
+        bytes=table.bytes,
+        crc_checked=table.crc_checked,
+        commitlog_files=len(commitlog.files),
+        queues=len(queues),
+        units=units,
+        index_files=index_files,
+        index_entries=entries,
+    )
+    return p.fill(report)
+
+
+def _scan_commitlog(
+    store: Store,
+    p: Collector,
+    settings: StoreSettings,
+    crc: bool,
+    record_hints: np.ndarray | None,
+    progress: Callable[[int], None] | None,
+) -> RecordTable:
+    """Read and check every CommitLog record (``verify_commitlog``); ``record_hints``: where the
+    consume queues say records start."""
+    return CommitLogVerifier(
+        store.commitlog.files,
         settings.mapped_file_size_commitlog,
         p,
         crc=crc,
         delay_millis=fmt.parse_delay_levels(settings.message_delay_level),
-        hints=hints(every),
+        hints=record_hints,
         progress=progress,
         recheck_from=_recheck_from(store, settings.check_crc_on_recover),
     ).scan()
-    checkpoint = _check_checkpoint(store, p, table)
+
+
+def _check_run_state(store: Store, p: Collector) -> bool:
+    """Warn of an unclean shutdown (``abort``) and of a broker running now (``lock`` held);
+    returns whether ``abort`` exists."""
     abort = store.abort_exists
     if abort:
         p.warning(
@@ -101,22 +157,22 @@ def verify_store(
             0,
             "a broker is running on this store (its lock is held): files may change while being read",
         )
-    redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)
-    cq_file_size = cq_size
-    levels_known = store.configured or "message_delay_level" in settings.explicit
-    covered, units = check_units(queues, table, p, cl_min, cq_file_size, levels_known)
-    check_coverage(
-        queues,
-        table,
-        covered,
-        p,
-        root=root,
-        cl_min=cl_min,
-        redispatch_from=redispatch,
-        file_size=cq_file_size,
-        topic=topic,
-        configured=_configured_topics(store),
-    )
+    return abort
+
+
+def _check_index_files(
+    store: Store,
+    p: Collector,
+    geometry: Geometry,
+    table: RecordTable,
+    abort: bool,
+    index_msg_timestamp: int,
+    topic: str | None,
+    redispatch: int,
+) -> tuple[int, int]:
+    """Open and check the index files (their geometry checked only when known); returns
+    (index files, entries)."""
+    settings = geometry.settings
     index_geometry = next(c for c in geometry.choices if c.kind == "index")
     known = index_geometry.source != "default"
     slots = settings.max_hash_slot_num if known else None
@@ -127,9 +183,9 @@ def verify_store(
             index_files,
             table,
             p,
-            cl_min=cl_min,
+            cl_min=store.commitlog.min_offset,
             abort=abort,
-            index_msg_timestamp=checkpoint.index_msg_timestamp if checkpoint else 0,
+            index_msg_timestamp=index_msg_timestamp,
             topic=topic,
             index_enabled=settings.message_index_enable,
             redispatch_from=redispatch,
@@ -137,21 +193,7 @@ def verify_store(
     finally:
         for f in index_files:
             f.close()
-    _check_configs(store.config_dir, p)
-    _check_changes(store, p)
-    _check_offsets(store, p, every, cl_min, topic)
-    report = VerifyReport(
-        store=str(root),
-        records=len(table),
-        bytes=table.bytes,
-        crc_checked=table.crc_checked,
-        commitlog_files=len(commitlog.files),
-        queues=len(queues),
-        units=units,
-        index_files=len(index_files),
-        index_entries=entries,
-    )
-    return p.fill(report)
+    return len(index_files), entries
 
 
 # --- file sizes ----------------------------------------------------------------------------------
