@@ -17,6 +17,7 @@ from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE, is_ex
 from rmqcli.ops.verify_commitlog import RecordTable
 from rmqcli.ops.verify_common import Collector
 from rmqcli.store.consumequeue import ConsumeQueue
+from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
 
 LMQ_PREFIX = "%LMQ%"
@@ -62,44 +63,9 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
     stopped = False
     max_offset = 0
     for n, mf in enumerate(cq.files):
-        if mf.size != file_size:
-            p.error(
-                "cq-file-size",
-                mf.path,
-                None,
-                f"file is {mf.size} bytes, expected {file_size}: the broker refuses to load the queue",
-            )
-        if mf.from_offset % CQ_UNIT_SIZE or (file_size and mf.from_offset % file_size):
-            p.error(
-                "cq-file-name",
-                mf.path,
-                None,
-                f"start offset {mf.from_offset} is not a multiple of {file_size}",
-            )
-        if prev is not None and mf.from_offset != prev.from_offset + file_size:
-            p.error(
-                "cq-file-gap",
-                mf.path,
-                None,
-                f"previous file {prev.name} ends at {prev.from_offset + file_size}, this one starts at "
-                f"{mf.from_offset} (expected {offset_to_name(prev.from_offset + file_size)})",
-            )
+        _check_file_place(mf, prev, file_size, p)
         prev = mf
-        buf = mf.map()
-        table = np.frombuffer(buf, dtype=_UNIT, count=len(buf) // CQ_UNIT_SIZE)
-        offset = table["commitlog_offset"].astype(np.int64)
-        size = table["size"].astype(np.int64)
-        invalid = (offset < 0) | (size <= 0)
-        valid = int(np.argmax(invalid)) if invalid.any() else len(table)
-        rest = np.frombuffer(buf, dtype=np.uint8)[valid * CQ_UNIT_SIZE :]
-        if rest.any():
-            at = valid * CQ_UNIT_SIZE + int(np.argmax(rest != 0))
-            p.warning(
-                "cq-stale",
-                mf.path,
-                at,
-                "non-zero bytes after the last valid unit (recovery ignores them)",
-            )
+        units, valid = _read_units(mf, p)
         if stopped:
             if valid:
                 p.error(
@@ -111,24 +77,16 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
             continue
         first = mf.from_offset // CQ_UNIT_SIZE
         idx = np.arange(first, first + valid, dtype=np.int64)
-        filler = (offset[:valid] == 0) & (size[:valid] == FILLER_SIZE)
-        if filler.any():
-            head = 0 if seen_real else int(np.argmin(filler)) if not filler.all() else valid
-            bad = np.flatnonzero(filler[head:]) + head
-            if len(bad):
-                i = int(bad[0])
-                p.error(
-                    "cq-filler",
-                    mf.path,
-                    i * CQ_UNIT_SIZE,
-                    f"{len(bad)} filler unit(s) after real units (fillPreBlank only pads the queue head)",
-                )
+        offset = units["commitlog_offset"][:valid].astype(np.int64)
+        size = units["size"][:valid].astype(np.int64)
+        filler = (offset == 0) & (size == FILLER_SIZE)
+        _check_fillers(mf, filler, seen_real, p)
         if valid:
             seen_real = seen_real or not filler.all()
         keep = ~filler
-        tags = table["tags_code"][:valid][keep].astype(np.int64)
+        tags = units["tags_code"][:valid][keep].astype(np.int64)
         owner = np.full(int(keep.sum()), n, dtype=np.int64)
-        parts.append((idx[keep], offset[:valid][keep], size[:valid][keep], tags, owner))
+        parts.append((idx[keep], offset[keep], size[keep], tags, owner))
         max_offset = first + valid
         if valid * CQ_UNIT_SIZE < mf.size and n < len(cq.files) - 1:
             stopped = True
@@ -145,6 +103,67 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
     offsets, sizes = cols[1], cols[2]
     max_physic = int(offsets[-1] + sizes[-1]) if len(offsets) else -1
     return QueueUnits(topic, qid, cq, cols[0], offsets, sizes, cols[3], cols[4], max_offset, max_physic)
+
+
+def _check_file_place(mf: MappedFile, prev: MappedFile | None, file_size: int, p: Collector) -> None:
+    """A queue file's size, its name (a multiple of the file size) and its place after ``prev``."""
+    if mf.size != file_size:
+        p.error(
+            "cq-file-size",
+            mf.path,
+            None,
+            f"file is {mf.size} bytes, expected {file_size}: the broker refuses to load the queue",
+        )
+    if mf.from_offset % CQ_UNIT_SIZE or (file_size and mf.from_offset % file_size):
+        p.error(
+            "cq-file-name",
+            mf.path,
+            None,
+            f"start offset {mf.from_offset} is not a multiple of {file_size}",
+        )
+    if prev is not None and mf.from_offset != prev.from_offset + file_size:
+        p.error(
+            "cq-file-gap",
+            mf.path,
+            None,
+            f"previous file {prev.name} ends at {prev.from_offset + file_size}, this one starts at "
+            f"{mf.from_offset} (expected {offset_to_name(prev.from_offset + file_size)})",
+        )
+
+
+def _read_units(mf: MappedFile, p: Collector) -> tuple[np.ndarray, int]:
+    """A queue file's units and how many lead it before the first invalid one (``ConsumeQueue.recover``:
+    offset < 0 or size <= 0); non-zero bytes after them are a warning."""
+    buf = mf.map()
+    units = np.frombuffer(buf, dtype=_UNIT, count=len(buf) // CQ_UNIT_SIZE)
+    invalid = (units["commitlog_offset"] < 0) | (units["size"] <= 0)
+    valid = int(np.argmax(invalid)) if invalid.any() else len(units)
+    rest = np.frombuffer(buf, dtype=np.uint8)[valid * CQ_UNIT_SIZE :]
+    if rest.any():
+        at = valid * CQ_UNIT_SIZE + int(np.argmax(rest != 0))
+        p.warning(
+            "cq-stale",
+            mf.path,
+            at,
+            "non-zero bytes after the last valid unit (recovery ignores them)",
+        )
+    return units, valid
+
+
+def _check_fillers(mf: MappedFile, filler: np.ndarray, seen_real: bool, p: Collector) -> None:
+    """Filler units (``fillPreBlank``) may only pad the head of a queue, before its first real unit."""
+    if not filler.any():
+        return
+    head = 0 if seen_real else int(np.argmin(filler)) if not filler.all() else len(filler)
+    bad = np.flatnonzero(filler[head:]) + head
+    if len(bad):
+        i = int(bad[0])
+        p.error(
+            "cq-filler",
+            mf.path,
+            i * CQ_UNIT_SIZE,
+            f"{len(bad)} filler unit(s) after real units (fillPreBlank only pads the queue head)",
+        )
 
 
 def hints(queues: list[QueueUnits]) -> np.ndarray:
@@ -189,43 +208,43 @@ def check_units(
             _report_units(p, q, table, live, rec, {"cq-past-end": past, "cq-bad-offset": bad_offset})
             continue
         r = np.maximum(rec, 0)
-        found = rec >= 0
-        wrong_size = found & (table.total_size[r] != size)
-        lmq = q.topic.startswith(LMQ_PREFIX)
-        tid = topic_ids.get(q.topic, -1)
-        wrong_queue = found & ~wrong_size & ((table.topic_id[r] != tid) | (table.queue_id[r] != q.queue_id))
-        if lmq:
-            wrong_queue[:] = False
-        good = found & ~wrong_size & ~wrong_queue
-        wrong_qoff = good & (table.queue_offset[r] != q.index[live]) & (not lmq)
-        tags = q.tags[live]
-        wrong_tags = good & ~wrong_qoff & (table.tags_code[r] != tags) & (tags > _EXT_MAX)
-        trans = table.sys_flag[r] & fmt.TRANSACTION_MASK
-        not_dispatched = good & (
-            (trans == fmt.TransactionType.PREPARED) | (trans == fmt.TransactionType.ROLLBACK)
-        )
-        covered[r[good & ~wrong_qoff & ~not_dispatched]] = True
+        masks, dispatched = _judge_units(q, table, live, r, rec >= 0, topic_ids.get(q.topic, -1))
+        covered[r[dispatched]] = True
+        wrong_tags = masks["cq-tags-mismatch"]
         if q.topic == fmt.SCHEDULE_TOPIC and not delay_levels_known and wrong_tags.any():
             _unknown_levels(p, q, table, live, r, wrong_tags)
-            wrong_tags = np.zeros_like(wrong_tags)
-
-        _report_units(
-            p,
-            q,
-            table,
-            live,
-            r,
-            {
-                "cq-past-end": past,
-                "cq-bad-offset": bad_offset,
-                "cq-size-mismatch": wrong_size,
-                "cq-wrong-queue": wrong_queue,
-                "cq-offset-mismatch": wrong_qoff,
-                "cq-tags-mismatch": wrong_tags,
-                "cq-not-dispatchable": not_dispatched,
-            },
-        )
+            masks["cq-tags-mismatch"] = np.zeros_like(wrong_tags)
+        _report_units(p, q, table, live, r, {"cq-past-end": past, "cq-bad-offset": bad_offset, **masks})
     return covered, checked
+
+
+def _judge_units(
+    q: QueueUnits, table: RecordTable, live: np.ndarray, r: np.ndarray, found: np.ndarray, tid: int
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """What is wrong with each live unit whose record was ``found`` (at row ``r``), by problem kind,
+    and which units are right and point at a record the broker dispatches (they cover it)."""
+    size = q.size[live]
+    wrong_size = found & (table.total_size[r] != size)
+    lmq = q.topic.startswith(LMQ_PREFIX)
+    wrong_queue = found & ~wrong_size & ((table.topic_id[r] != tid) | (table.queue_id[r] != q.queue_id))
+    if lmq:
+        wrong_queue[:] = False
+    good = found & ~wrong_size & ~wrong_queue
+    wrong_qoff = good & (table.queue_offset[r] != q.index[live]) & (not lmq)
+    tags = q.tags[live]
+    wrong_tags = good & ~wrong_qoff & (table.tags_code[r] != tags) & (tags > _EXT_MAX)
+    trans = table.sys_flag[r] & fmt.TRANSACTION_MASK
+    not_dispatched = good & (
+        (trans == fmt.TransactionType.PREPARED) | (trans == fmt.TransactionType.ROLLBACK)
+    )
+    masks = {
+        "cq-size-mismatch": wrong_size,
+        "cq-wrong-queue": wrong_queue,
+        "cq-offset-mismatch": wrong_qoff,
+        "cq-tags-mismatch": wrong_tags,
+        "cq-not-dispatchable": not_dispatched,
+    }
+    return masks, good & ~wrong_qoff & ~not_dispatched
 
 
 def _unknown_levels(
@@ -307,24 +326,7 @@ def check_coverage(
     ``None`` when unknown): ``deleteTopic`` removes the topic's config and, through
     ``cleanUnusedTopic``, its consume queues, and leaves its records in the CommitLog.
     """
-    trans = table.sys_flag & fmt.TRANSACTION_MASK
-    want = (trans == fmt.TransactionType.NOT_TYPE) | (trans == fmt.TransactionType.COMMIT)
-    want &= (table.sys_flag & fmt.INNER_BATCH_FLAG) == 0  # inner batches go to the BatchConsumeQueue
-    want &= table.position >= cl_min
-    missing = np.flatnonzero(want & ~covered)
-    if not len(missing):
-        return
-    by_queue = {(q.topic, q.queue_id): q for q in queues}
-    # LMQ queues are not the record's own; a topic that cannot name a directory has no queue
-    # (reported as unsafe-topic by the CommitLog scan)
-    no_queue = np.array(
-        [t.startswith(LMQ_PREFIX) or not is_safe_topic_dir(t) for t in table.topics], dtype=bool
-    )
-    missing = missing[~no_queue[table.topic_id[missing]]]
-    if topic is not None and topic in table.topics:
-        missing = missing[table.topic_id[missing] == table.topics.index(topic)]
-    elif topic is not None:
-        return
+    missing = _missing_records(table, covered, cl_min, topic)
     if not len(missing):
         return
     key = table.topic_id[missing] * (1 << 32) + (table.queue_id[missing] & 0xFFFFFFFF)
@@ -339,35 +341,73 @@ def check_coverage(
         missing, key = missing[~dropped], key[~dropped]
         if not len(missing):
             return
+    by_queue = {(q.topic, q.queue_id): q for q in queues}
     qoff = table.queue_offset[missing]
     brk = np.flatnonzero((key[1:] != key[:-1]) | (qoff[1:] != qoff[:-1] + 1)) + 1
     for run in np.split(np.arange(len(missing)), brk):
-        recs = missing[run]
-        first = int(recs[0])
-        t = table.topics[int(table.topic_id[first])]
-        qid = int(table.queue_id[first])
-        lo, hi = int(table.queue_offset[recs[0]]), int(table.queue_offset[recs[-1]])
-        late = bool(np.all(table.position[recs] >= redispatch_from))
-        severity = "warning" if late else "error"
-        qdir = consume_queue_dir(root, t, qid)
-        q = by_queue.get((t, qid))
-        what = (
-            f"{len(recs)} record(s) of {t}:{qid} (queue offsets {lo}..{hi}, first at CommitLog "
-            f"{int(table.position[first])})"
-        )
-        tail = "; the broker dispatches them when it starts" if late else ""
-        if q is None or not q.cq.files:
-            p.add("missing-queue", severity, qdir, None, f"no consume queue for {what}{tail}")
-            continue
-        unit_at = lo * CQ_UNIT_SIZE
-        name = offset_to_name(unit_at - unit_at % file_size) if file_size else offset_to_name(0)
-        p.add(
-            "cq-missing-unit",
-            severity,
-            qdir / name,
-            unit_at % file_size if file_size else unit_at,
-            f"{what} have no unit in the consume queue{tail}",
-        )
+        _report_missing(p, table, missing[run], by_queue, root, redispatch_from, file_size)
+
+
+def _missing_records(table: RecordTable, covered: np.ndarray, cl_min: int, topic: str | None) -> np.ndarray:
+    """Rows of the dispatchable records (NOT/COMMIT, no inner batch, not expired) that no correct
+    unit covers, of ``topic`` only when given; records of topics that have no queue of their own
+    are left out."""
+    trans = table.sys_flag & fmt.TRANSACTION_MASK
+    want = (trans == fmt.TransactionType.NOT_TYPE) | (trans == fmt.TransactionType.COMMIT)
+    want &= (table.sys_flag & fmt.INNER_BATCH_FLAG) == 0  # inner batches go to the BatchConsumeQueue
+    want &= table.position >= cl_min
+    missing = np.flatnonzero(want & ~covered)
+    if not len(missing):
+        return missing
+    # LMQ queues are not the record's own; a topic that cannot name a directory has no queue
+    # (reported as unsafe-topic by the CommitLog scan)
+    no_queue = np.array(
+        [t.startswith(LMQ_PREFIX) or not is_safe_topic_dir(t) for t in table.topics], dtype=bool
+    )
+    missing = missing[~no_queue[table.topic_id[missing]]]
+    if topic is not None and topic in table.topics:
+        missing = missing[table.topic_id[missing] == table.topics.index(topic)]
+    elif topic is not None:
+        return missing[:0]
+    return missing
+
+
+def _report_missing(
+    p: Collector,
+    table: RecordTable,
+    recs: np.ndarray,
+    by_queue: dict[tuple[str, int], QueueUnits],
+    root,
+    redispatch_from: int,
+    file_size: int,
+) -> None:
+    """One problem for a run of records of one queue, at consecutive queue offsets, without units:
+    a warning when the broker dispatches them when it starts, else an error."""
+    first = int(recs[0])
+    t = table.topics[int(table.topic_id[first])]
+    qid = int(table.queue_id[first])
+    lo, hi = int(table.queue_offset[recs[0]]), int(table.queue_offset[recs[-1]])
+    late = bool(np.all(table.position[recs] >= redispatch_from))
+    severity = "warning" if late else "error"
+    qdir = consume_queue_dir(root, t, qid)
+    q = by_queue.get((t, qid))
+    what = (
+        f"{len(recs)} record(s) of {t}:{qid} (queue offsets {lo}..{hi}, first at CommitLog "
+        f"{int(table.position[first])})"
+    )
+    tail = "; the broker dispatches them when it starts" if late else ""
+    if q is None or not q.cq.files:
+        p.add("missing-queue", severity, qdir, None, f"no consume queue for {what}{tail}")
+        return
+    unit_at = lo * CQ_UNIT_SIZE
+    name = offset_to_name(unit_at - unit_at % file_size) if file_size else offset_to_name(0)
+    p.add(
+        "cq-missing-unit",
+        severity,
+        qdir / name,
+        unit_at % file_size if file_size else unit_at,
+        f"{what} have no unit in the consume queue{tail}",
+    )
 
 
 def _unconfigured(p: Collector, table: RecordTable, rows: np.ndarray, root) -> None:
