@@ -241,6 +241,21 @@ def test_every_registered_command_resolves_and_admin_commands_are_declared_once(
     assert group.get_command(ctx, "topicList").help == "Fetch all topic list from name server"
 
 
+def test_listings_read_admin_descriptions_without_building_the_commands() -> None:
+    """``rmq --help`` and ``rmq`` show an admin command's description from its declaration: the
+    same line the built command gives, and nothing is built for it."""
+    import typer as _typer
+
+    from rmqcli.cli import commands
+
+    group = _typer.main.get_command(app)
+    ctx = group.make_context("rmq", ["--help"], resilient_parsing=True)
+    lines = {name: group.summary(ctx, name, 60) for name in commands.ADMIN}
+    assert not set(commands.ADMIN) & set(group.commands)
+    for name, line in lines.items():
+        assert line == group.get_command(ctx, name).get_short_help_str(60), name
+
+
 # the packages of mqadmin's SubCommand classes (rocketmq-tools 4.9.8, org.apache.rocketmq.tools.command)
 MQADMIN_PACKAGES = {"acl", "broker", "cluster", "connection", "consumer", "message", "namesrv", "offset",
                     "queue", "stats", "topic"}  # fmt: skip

@@ -19,10 +19,9 @@ def command_list(group: Any, ctx: Any) -> str:
     others = [n for n in names if n not in known]
     lines = ["The most commonly used mqadmin commands are:\n"]
     for name in known + others:
-        command = group.get_command(ctx, name)
-        if command is None or getattr(command, "hidden", False):
-            continue
-        lines.append(f"   {name:<20} {command.get_short_help_str(limit=100)}\n")
+        text = group.summary(ctx, name, 100)
+        if text is not None:
+            lines.append(f"   {name:<20} {text}\n")
     lines.append("\nSee 'rmq help <command>' for more information on a specific command.\n")
     return "".join(lines)
 

@@ -79,6 +79,25 @@ class RmqGroup(TyperGroup):
             self.commands[cmd_name] = _build(cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def summary(self, ctx: click.Context, name: str, limit: int) -> str | None:
+        """The one line listings show for ``name`` (None: not listed). An mqadmin command's is its
+        description, read from the declaration without building the command."""
+        if name in commands.ADMIN and name not in self.commands:
+            return commands.resolve(name).description
+        command = self.get_command(ctx, name)
+        if command is None or command.hidden:
+            return None
+        return command.get_short_help_str(limit)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """``Commands:`` of ``rmq --help``, as click writes it, from ``summary``."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, text) for name in names if (text := self.summary(ctx, name, limit)) is not None]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """No arguments: list the commands as mqadmin does (PROTOCOL.md C.1)."""
         if not args and not ctx.resilient_parsing:
