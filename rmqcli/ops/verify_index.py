@@ -7,6 +7,7 @@ record table on (record, key hash) in bulk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -89,75 +90,97 @@ def check_index(
     found = np.zeros(len(table.key_record), dtype=bool)  # keys seen in some index file
     checked = 0
     for f in files:
-        h = f.header
-        path = f.path
-        count = h.index_count if h.index_count > 0 else 1
-        if h.index_count > f.index_num:
-            p.error(
-                "index-header",
-                path,
-                _HEADER_AT["index_count"],
-                f"indexCount {h.index_count} is more than the file holds ({f.index_num})",
-            )
-            count = f.index_num
-        if h.begin_phy_offset > h.end_phy_offset:
-            p.error(
-                "index-header",
-                path,
-                _HEADER_AT["begin_phy_offset"],
-                f"beginPhyOffset {h.begin_phy_offset} > endPhyOffset {h.end_phy_offset}",
-            )
-        if h.begin_timestamp > h.end_timestamp:
-            p.warning(
-                "index-header",
-                path,
-                _HEADER_AT["begin_timestamp"],
-                f"beginTimestamp {h.begin_timestamp} > endTimestamp {h.end_timestamp}",
-            )
-        if abort and h.end_timestamp > index_msg_timestamp:
-            p.warning(
-                "index-rebuild",
-                path,
-                None,
-                "endTimestamp is after the checkpoint's indexMsgTimestamp: after this unclean shutdown the "
-                "broker deletes this file on start (IndexService.load) and re-indexes from the CommitLog",
-            )
-        buf = f.mapped.map()
-        raw_slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
-        n = count - 1
-        start = fmt.entry_position(1, f.hash_slot_num)
-        ent = np.frombuffer(buf, dtype=_ENTRY, count=n, offset=start)
-        key_hash = ent["key_hash"].astype(np.int64)
-        phy = ent["phy_offset"].astype(np.int64)
-        prev = ent["prev_index"].astype(np.int64)
-        checked += n
-        used_count = int(np.count_nonzero(raw_slots.view(np.uint32)))
-        if used_count != h.hash_slot_count:
-            p.warning(
-                "index-header",
-                path,
-                _HEADER_AT["hash_slot_count"],
-                f"hashSlotCount {h.hash_slot_count} but {used_count} slots are in use",
-            )
-        if not _chains_sound(raw_slots, used_count, key_hash, prev, f.hash_slot_num):
-            _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
-        negative_time = np.flatnonzero(ent["time_diff"] < 0)
-        if len(negative_time):
-            p.warning(
-                "index-time",
-                path,
-                _entry_at(int(negative_time[0]), f.hash_slot_num),
-                f"{len(negative_time)} entries have a negative timeDiff (lookups stop at them)",
-            )
-        run = keys.run_of(phy, key_hash)
-        if run is not None:
-            found[run : run + n] = True  # every entry is the next key of the records, in order
-        else:
-            _check_entries(p, path, table, keys, found, phy, key_hash, cl_min, f.hash_slot_num)
+        count = _check_header(f, p, abort, index_msg_timestamp)
+        checked += _check_file(f, count, p, table, keys, found, cl_min)
     if index_enabled:
         reindex_from = table.valid_end if redispatch_from is None else redispatch_from
         _coverage(files, table, p, found, cl_min=cl_min, abort=abort, topic=topic, reindex_from=reindex_from)
     return checked
+
+
+def _check_header(f: IndexFile, p: Collector, abort: bool, index_msg_timestamp: int) -> int:
+    """An index file's header (and whether a broker deletes the file on start); returns its
+    indexCount as far as the file holds entries (1: none)."""
+    h = f.header
+    path = f.path
+    count = h.index_count if h.index_count > 0 else 1
+    if h.index_count > f.index_num:
+        p.error(
+            "index-header",
+            path,
+            _HEADER_AT["index_count"],
+            f"indexCount {h.index_count} is more than the file holds ({f.index_num})",
+        )
+        count = f.index_num
+    if h.begin_phy_offset > h.end_phy_offset:
+        p.error(
+            "index-header",
+            path,
+            _HEADER_AT["begin_phy_offset"],
+            f"beginPhyOffset {h.begin_phy_offset} > endPhyOffset {h.end_phy_offset}",
+        )
+    if h.begin_timestamp > h.end_timestamp:
+        p.warning(
+            "index-header",
+            path,
+            _HEADER_AT["begin_timestamp"],
+            f"beginTimestamp {h.begin_timestamp} > endTimestamp {h.end_timestamp}",
+        )
+    if abort and h.end_timestamp > index_msg_timestamp:
+        p.warning(
+            "index-rebuild",
+            path,
+            None,
+            "endTimestamp is after the checkpoint's indexMsgTimestamp: after this unclean shutdown the "
+            "broker deletes this file on start (IndexService.load) and re-indexes from the CommitLog",
+        )
+    return count
+
+
+def _check_file(
+    f: IndexFile,
+    count: int,
+    p: Collector,
+    table: RecordTable,
+    keys: _Keys,
+    found: np.ndarray,
+    cl_min: int,
+) -> int:
+    """An index file's slots, chains and ``count - 1`` entries; marks the keys its entries hold in
+    ``found``. Returns the entries checked."""
+    path = f.path
+    buf = f.mapped.map()
+    raw_slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
+    n = count - 1
+    start = fmt.entry_position(1, f.hash_slot_num)
+    ent = np.frombuffer(buf, dtype=_ENTRY, count=n, offset=start)
+    key_hash = ent["key_hash"].astype(np.int64)
+    phy = ent["phy_offset"].astype(np.int64)
+    prev = ent["prev_index"].astype(np.int64)
+    used_count = int(np.count_nonzero(raw_slots.view(np.uint32)))
+    if used_count != f.header.hash_slot_count:
+        p.warning(
+            "index-header",
+            path,
+            _HEADER_AT["hash_slot_count"],
+            f"hashSlotCount {f.header.hash_slot_count} but {used_count} slots are in use",
+        )
+    if not _chains_sound(raw_slots, used_count, key_hash, prev, f.hash_slot_num):
+        _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
+    negative_time = np.flatnonzero(ent["time_diff"] < 0)
+    if len(negative_time):
+        p.warning(
+            "index-time",
+            path,
+            _entry_at(int(negative_time[0]), f.hash_slot_num),
+            f"{len(negative_time)} entries have a negative timeDiff (lookups stop at them)",
+        )
+    run = keys.run_of(phy, key_hash)
+    if run is not None:
+        found[run : run + n] = True  # every entry is the next key of the records, in order
+    else:
+        _check_entries(p, path, table, keys, found, phy, key_hash, cl_min, f.hash_slot_num)
+    return n
 
 
 def _entry_at(i: int, slots_num: int) -> int:
@@ -231,6 +254,23 @@ def _chains_sound(
     return bool(np.array_equal(raw_slots[slot[heads]].astype(np.int64), heads + 1))
 
 
+class _ChainErrors:
+    """``index-chain`` errors of one file: the first ten slots or entries of each kind."""
+
+    SHOWN = 10
+
+    def __init__(self, p: Collector, path: Path, slots_num: int):
+        self.p, self.path, self.slots_num = p, path, slots_num
+
+    def slots(self, rows: np.ndarray, message: Callable[[int], str]) -> None:
+        for s in rows[: self.SHOWN].tolist():
+            self.p.error("index-chain", self.path, fmt.slot_position(s), message(s))
+
+    def entries(self, rows: np.ndarray, message: Callable[[int], str]) -> None:
+        for i in rows[: self.SHOWN].tolist():
+            self.p.error("index-chain", self.path, _entry_at(i, self.slots_num), message(i))
+
+
 def _check_chains(
     p: Collector, path: Path, raw_slots: np.ndarray, key_hash: np.ndarray, prev: np.ndarray, count: int,
     slots_num: int,
@@ -240,44 +280,29 @@ def _check_chains(
     n = len(prev)
     number = np.arange(1, n + 1, dtype=np.int64)
     used = np.flatnonzero(slots)
+    chain_errors = _ChainErrors(p, path, slots_num)
     bad_slot = used[(slots[used] < 0) | (slots[used] >= count)]
-    for s in bad_slot[:10].tolist():
-        p.error(
-            "index-chain",
-            path,
-            fmt.slot_position(s),
-            f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}",
-        )
+    chain_errors.slots(bad_slot, lambda s: f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}")
     ok_heads = used[(slots[used] > 0) & (slots[used] < count)]
     head_entry = slots[ok_heads] - 1
     wrong_head = ok_heads[fmt.slot_of(key_hash[head_entry], slots_num) != ok_heads]
-    for s in wrong_head[:10].tolist():
-        p.error(
-            "index-chain",
-            path,
-            fmt.slot_position(s),
-            f"slot {s} heads a chain whose newest entry {int(slots[s])} hashes to another slot",
-        )
+    chain_errors.slots(
+        wrong_head,
+        lambda s: f"slot {s} heads a chain whose newest entry {int(slots[s])} hashes to another slot",
+    )
     bad_prev = np.flatnonzero((prev < 0) | (prev >= number))
-    for i in bad_prev[:10].tolist():
-        p.error(
-            "index-chain",
-            path,
-            _entry_at(i, slots_num),
+    chain_errors.entries(
+        bad_prev,
+        lambda i: (
             f"entry {i + 1} links to entry {int(prev[i])}: a chain must go to an older entry "
-            "(cycle or damaged link)",
-        )
+            "(cycle or damaged link)"
+        ),
+    )
     linked = np.flatnonzero((prev > 0) & (prev < number))
     cross = linked[
         fmt.slot_of(key_hash[prev[linked] - 1], slots_num) != fmt.slot_of(key_hash[linked], slots_num)
     ]
-    for i in cross[:10].tolist():
-        p.error(
-            "index-chain",
-            path,
-            _entry_at(i, slots_num),
-            f"entry {i + 1} links to entry {int(prev[i])} of another slot",
-        )
+    chain_errors.entries(cross, lambda i: f"entry {i + 1} links to entry {int(prev[i])} of another slot")
     refs = (
         np.bincount(np.concatenate((slots[ok_heads], prev[linked])), minlength=count)[1:count]
         if n > 0
@@ -405,15 +430,20 @@ def _coverage(
             f"{n} record(s) from CommitLog offset {int(table.position[first])} on are after the last index "
             f"file's endPhyOffset {end}: not indexed yet (the broker indexes them when it dispatches them)",
         )
-    if not len(missing):
-        return
-    recs = np.sort(rec[missing])
+    if len(missing):
+        _missing_keys(table, p, rec[missing], abort)
+
+
+def _missing_keys(table: RecordTable, p: Collector, key_records: np.ndarray, abort: bool) -> None:
+    """One problem per run of consecutive records with keys in no index file (``key_records``: the
+    record of each such key); a warning after an unclean shutdown, whose recovery re-indexes."""
+    recs = np.sort(key_records)
     recs = recs[np.concatenate(([True], recs[1:] != recs[:-1]))]
     brk = np.flatnonzero(np.diff(recs) != 1) + 1
     for run in np.split(recs, brk):
         first = int(run[0])
         path, at = _record_place(table, first)
-        keys = int(np.count_nonzero((rec[missing] >= run[0]) & (rec[missing] <= run[-1])))
+        keys = int(np.count_nonzero((key_records >= run[0]) & (key_records <= run[-1])))
         p.add(
             "index-missing-key",
             "warning" if abort else "error",
