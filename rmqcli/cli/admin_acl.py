@@ -3,6 +3,7 @@ updateGlobalWhiteAddr, clusterAclConfigVersion; names, flags and output as mqadm
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rmqcli.cli.admin_registry import (
@@ -47,10 +48,31 @@ def _split(text: str | None) -> list[str] | None:
     return text.strip().split(",") if text is not None else None
 
 
-update_acl_config = AdminCommand(
+def _change(
+    name: str,
+    description: str,
+    options: tuple[Opt, ...],
+    call: Callable[[Any, Args], Any],
+    line: str,
+    tail: Callable[[Any, Args], str] | None = None,
+) -> AdminCommand:
+    """A change sent to every broker of ``-b`` or ``-c``: ``line % addr`` for each that applied it
+    (then ``tail``), and the exit code of the first that did not."""
+    return AdminCommand(
+        name,
+        description,
+        "acl",
+        options,
+        call=call,
+        text=lambda result, a: acl_text.acl_done(result, line, tail(result, a) if tail else ""),
+        fail=lambda result: _first_failure(result.failed),
+        namesrv=without_broker,
+    )
+
+
+update_acl_config = _change(
     "updateAclConfig",
     "Update acl config yaml file in broker",
-    "acl",
     (
         required("access_key", "--accessKey", "-a", "set accessKey in acl config file"),
         required("secret_key", "--secretKey", "-s", "set secretKey in acl config file"),
@@ -68,7 +90,7 @@ update_acl_config = AdminCommand(
         opt("group_perms", "--groupPerms", "-g", "set groupPerms list,eg: groupD=DENY,groupD=SUB"),
         opt("admin", "--admin", "-m", "set admin flag in acl config file"),
     ),
-    call=lambda s, a: acl.update_acl_config(
+    lambda s, a: acl.update_acl_config(
         s,
         _targets(s, a),
         access_key=a.access_key.strip(),
@@ -80,15 +102,12 @@ update_acl_config = AdminCommand(
         group_perms=_split(a.group_perms),
         admin=parse_boolean(a.admin),
     ),
-    text=lambda result, a: acl_text.acl_done(result, "create or update plain access config to %s success."),
-    fail=lambda result: _first_failure(result.failed),
-    namesrv=without_broker,
+    "create or update plain access config to %s success.",
 )
 
-delete_acl_config = AdminCommand(
+delete_acl_config = _change(
     "deleteAclConfig",
     "Delete Acl Config Account in broker",
-    "acl",
     (
         required(
             "access_key", "--accessKey", "-a", "set accessKey in acl config file for deleting which account"
@@ -96,20 +115,14 @@ delete_acl_config = AdminCommand(
         _broker("delete acl config account from which broker"),
         _cluster("delete acl config account from which cluster"),
     ),
-    call=lambda s, a: acl.delete_acl_config(s, _targets(s, a), a.access_key.strip()),
-    text=lambda result, a: acl_text.acl_done(
-        result,
-        "delete plain access config account from %s success.",
-        f"account's accesskey is:{a.access_key.strip()}\n" if not result.failed else "",
-    ),
-    fail=lambda result: _first_failure(result.failed),
-    namesrv=without_broker,
+    lambda s, a: acl.delete_acl_config(s, _targets(s, a), a.access_key.strip()),
+    "delete plain access config account from %s success.",
+    lambda result, a: f"account's accesskey is:{a.access_key.strip()}\n" if not result.failed else "",
 )
 
-update_global_white_addr = AdminCommand(
+update_global_white_addr = _change(
     "updateGlobalWhiteAddr",
     "Update global white address for acl Config File in broker",
-    "acl",
     (
         required(
             "addresses",
@@ -126,12 +139,8 @@ update_global_white_addr = AdminCommand(
             "update global white address of specified acl file,eg: /xxx/plain_test.yml",
         ),
     ),
-    call=lambda s, a: acl.update_global_white_addr(
-        s, _targets(s, a), a.addresses.strip(), _strip(a.acl_file)
-    ),
-    text=lambda result, a: acl_text.acl_done(result, "update global white remote addresses to %s success."),
-    fail=lambda result: _first_failure(result.failed),
-    namesrv=without_broker,
+    lambda s, a: acl.update_global_white_addr(s, _targets(s, a), a.addresses.strip(), _strip(a.acl_file)),
+    "update global white remote addresses to %s success.",
 )
 
 cluster_acl_config_version = AdminCommand(

@@ -101,24 +101,25 @@ def _write_perm_failure(results: list[Any]) -> None:
 
 BROKER_NAME = required("broker_name", "--brokerName", "-b", "broker name")
 
-wipe_write_perm = AdminCommand(
-    "wipeWritePerm",
-    "Wipe write perm of broker in all name server you defined in the -n param",
-    "namesrv",
-    (BROKER_NAME,),
-    call=lambda s, a: brokers.wipe_write_perm(s, a.broker_name),
-    text=lambda results, a: broker_text.write_perm(results, a.broker_name.strip(), "wipe"),
-    fail=_write_perm_failure,
-)
 
-add_write_perm = AdminCommand(
-    "addWritePerm",
-    "Add write perm of broker in all name server you defined in the -n param",
-    "namesrv",
-    (BROKER_NAME,),
-    call=lambda s, a: brokers.add_write_perm(s, a.broker_name),
-    text=lambda results, a: broker_text.write_perm(results, a.broker_name.strip(), "add"),
-    fail=_write_perm_failure,
+def _write_perm(name: str, description: str, verb: str) -> AdminCommand:
+    """wipeWritePerm, addWritePerm: one line per name server, then fail for the first that did not."""
+    return AdminCommand(
+        name,
+        description,
+        "namesrv",
+        (BROKER_NAME,),
+        call=lambda s, a: getattr(brokers, f"{verb}_write_perm")(s, a.broker_name),
+        text=lambda results, a: broker_text.write_perm(results, a.broker_name.strip(), verb),
+        fail=_write_perm_failure,
+    )
+
+
+wipe_write_perm = _write_perm(
+    "wipeWritePerm", "Wipe write perm of broker in all name server you defined in the -n param", "wipe"
+)
+add_write_perm = _write_perm(
+    "addWritePerm", "Add write perm of broker in all name server you defined in the -n param", "add"
 )
 
 get_namesrv_config = AdminCommand(
