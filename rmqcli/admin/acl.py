@@ -15,6 +15,7 @@ from rmqcli.errors import NetworkError, RmqError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.admin.session import AdminSession
+    from rmqcli.remoting.headers import CommandHeader
 
 
 @dataclass
@@ -64,7 +65,7 @@ def targets(
     return session.master_addrs_of_cluster(name) if masters else session.all_addrs_of_cluster(name)
 
 
-def _each(session: AdminSession, addrs: list[str], code: int, header: dict[str, object]) -> AclUpdateResult:
+def _each(session: AdminSession, addrs: list[str], code: int, header: CommandHeader) -> AclUpdateResult:
     from rmqcli.admin.broker import error_kind
     from rmqcli.remoting.client import expect
 
@@ -94,35 +95,41 @@ def update_acl_config(
     admin: bool = False,
 ) -> AclUpdateResult:
     """UPDATE_AND_CREATE_ACL_CONFIG (50): ``CreateAccessConfigRequestHeader``."""
+    from rmqcli.remoting import headers as hd
     from rmqcli.remoting.codes import RequestCode
 
-    header: dict[str, object] = {
-        "accessKey": access_key,
-        "secretKey": secret_key,
-        "admin": admin,
-        "defaultTopicPerm": default_topic_perm,
-        "defaultGroupPerm": default_group_perm,
-        "whiteRemoteAddress": white_remote_address,
-        "topicPerms": ",".join(topic_perms) if topic_perms is not None else None,
-        "groupPerms": ",".join(group_perms) if group_perms is not None else None,
-    }
+    header = hd.CreateAccessConfigRequestHeader(
+        access_key=access_key,
+        secret_key=secret_key,
+        white_remote_address=white_remote_address,
+        admin=admin,
+        default_topic_perm=default_topic_perm,
+        default_group_perm=default_group_perm,
+        topic_perms=",".join(topic_perms) if topic_perms is not None else None,
+        group_perms=",".join(group_perms) if group_perms is not None else None,
+    )
     return _each(session, addrs, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header)
 
 
 def delete_acl_config(session: AdminSession, addrs: list[str], access_key: str) -> AclUpdateResult:
     """DELETE_ACL_CONFIG (51)."""
+    from rmqcli.remoting import headers as hd
     from rmqcli.remoting.codes import RequestCode
 
-    return _each(session, addrs, RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key})
+    header = hd.DeleteAccessConfigRequestHeader(access_key=access_key)
+    return _each(session, addrs, RequestCode.DELETE_ACL_CONFIG, header)
 
 
 def update_global_white_addr(
     session: AdminSession, addrs: list[str], addresses: str, acl_file: str | None
 ) -> AclUpdateResult:
     """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): ``globalWhiteAddrs`` and ``aclFileFullPath``."""
+    from rmqcli.remoting import headers as hd
     from rmqcli.remoting.codes import RequestCode
 
-    header: dict[str, object] = {"globalWhiteAddrs": addresses, "aclFileFullPath": acl_file}
+    header = hd.UpdateGlobalWhiteAddrsConfigRequestHeader(
+        global_white_addrs=addresses, acl_file_full_path=acl_file
+    )
     return _each(session, addrs, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from rmqcli.admin.session import AdminSession, target_addrs
 from rmqcli.errors import BrokerError, NetworkError, RmqError
+from rmqcli.remoting import headers as hd
 
 
 def error_kind(exc: BaseException) -> str:
@@ -188,18 +189,15 @@ def _write_perm(session: AdminSession, broker_name: str, wipe: bool) -> list[Wri
     from rmqcli.remoting.codes import RequestCode
 
     name = broker_name.strip()
+    header: hd.CommandHeader
     if wipe:
-        code, header, key = (
-            RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-            {"brokerName": name},
-            "wipeTopicCount",
-        )
+        code = RequestCode.WIPE_WRITE_PERM_OF_BROKER
+        header = hd.WipeWritePermOfBrokerRequestHeader(broker_name=name)
+        key = "wipeTopicCount"  # WipeWritePermOfBrokerResponseHeader, read leniently
     else:
-        code, header, key = (
-            RequestCode.ADD_WRITE_PERM_OF_BROKER,
-            {"brokerName": name},
-            "addTopicCount",
-        )
+        code = RequestCode.ADD_WRITE_PERM_OF_BROKER
+        header = hd.AddWritePermOfBrokerRequestHeader(broker_name=name)
+        key = "addTopicCount"
     out = []
     for addr in session.namesrv:
         try:
@@ -246,7 +244,7 @@ def update_kv_config(session: AdminSession, namespace: str, key: str, value: str
     """``updateKvConfig``: PUT_KV_CONFIG (100) to every name server."""
     from rmqcli.remoting.codes import RequestCode
 
-    header = {"namespace": namespace.strip(), "key": key.strip(), "value": value.strip()}
+    header = hd.PutKVConfigRequestHeader(namespace=namespace.strip(), key=key.strip(), value=value.strip())
     for addr in session.namesrv:
         session.call(addr, RequestCode.PUT_KV_CONFIG, header)
     return list(session.namesrv)
@@ -256,7 +254,7 @@ def delete_kv_config(session: AdminSession, namespace: str, key: str) -> list[st
     """``deleteKvConfig``: DELETE_KV_CONFIG (102) to every name server."""
     from rmqcli.remoting.codes import RequestCode
 
-    header = {"namespace": namespace.strip(), "key": key.strip()}
+    header = hd.DeleteKVConfigRequestHeader(namespace=namespace.strip(), key=key.strip())
     for addr in session.namesrv:
         session.call(addr, RequestCode.DELETE_KV_CONFIG, header)
     return list(session.namesrv)

@@ -10,9 +10,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from formats.names import DLQ_PREFIX, RETRY_PREFIX
+from rmqcli.admin import mqclient
 from rmqcli.admin.beans import hash_order, mq_key
 from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.errors import BrokerError, NetworkError, UsageError
+from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import ResponseCode, version_desc
 
 if TYPE_CHECKING:
@@ -116,7 +118,7 @@ def delete_sub_group(
     from rmqcli.remoting.codes import RequestCode
 
     group = group.strip()
-    header = {"groupName": group, "removeOffset": remove_offset}
+    header = hd.DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset)
     result = DeleteSubGroupResult(group=group, brokers=[], cluster=None if broker_addr else cluster)
     for addr in target_addrs(session, broker_addr, cluster):
         session.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
@@ -197,7 +199,7 @@ def consume_stats(session: AdminSession, group: str, topic: str | None = None) -
     route = session.route(RETRY_PREFIX + group)
     table: dict[jb.MessageQueue, jb.OffsetWrapper] = {}
     tps = 0.0
-    header = {"consumerGroup": group, "topic": topic}
+    header = hd.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
     for data in route.broker_datas:
         addr = master_addr(data.broker_addrs)
         if addr is None:
@@ -235,7 +237,8 @@ def consumer_connection(
         addr = master_addr(random.choice(datas).broker_addrs) if datas else None
     result = jb.ConsumerConnection()
     if addr:
-        response = session.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+        header = hd.GetConsumerConnectionListRequestHeader(consumer_group=group)
+        response = session.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
         if response.body:
             result = jb.decode(jb.ConsumerConnection, response.body)
     if not result.connection_set:
@@ -254,9 +257,8 @@ def producer_connection(session: AdminSession, group: str, topic: str) -> Produc
     result = jb.ProducerConnection()
     addr = master_addr(random.choice(datas).broker_addrs) if datas else None
     if addr:
-        response = session.call(
-            addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group.strip()}
-        )
+        header = hd.GetProducerConnectionListRequestHeader(producer_group=group.strip())
+        response = session.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, header)
         if response.body:
             result = jb.decode(jb.ProducerConnection, response.body)
     if not result.connection_set:
@@ -277,7 +279,9 @@ def running_info(
     addr = next((a for a in (master_addr(d.broker_addrs) for d in datas) if a), None)
     if addr is None:
         raise BrokerError(f"no broker in the route of {RETRY_PREFIX}{group}")
-    header = {"consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}
+    header = hd.GetConsumerRunningInfoRequestHeader(
+        consumer_group=group, client_id=client_id, jstack_enable=jstack
+    )
     response = session.call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, timeout=session.timeout * 3)
     return jb.decode(ConsumerRunningInfo, response.body) if response.body else ConsumerRunningInfo()
 
@@ -481,13 +485,6 @@ class ResetResult:
     rollback: list[RollbackRow] = field(default_factory=list)
 
 
-def _queue_offset(
-    session: AdminSession, addr: str, code: int, topic: str, queue_id: int, **extra: int
-) -> int:
-    response = session.call(addr, code, {"topic": topic, "queueId": queue_id, **extra})
-    return int(response.ext_fields.get("offset", "0"))
-
-
 def reset_offset_old(
     session: AdminSession, group: str, topic: str, timestamp: int, force: bool
 ) -> list[RollbackRow]:
@@ -503,12 +500,14 @@ def reset_offset_old(
         addr = master_addr(data.broker_addrs)
         if addr is None:
             continue
-        response = session.call(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group})
+        stats_header = hd.GetConsumeStatsRequestHeader(consumer_group=group)
+        response = session.call(addr, RequestCode.GET_CONSUME_STATS, stats_header)
         stats = jb.decode(jb.ConsumeStats, response.body) if response.body else jb.ConsumeStats()
         queues = [(mq, w) for mq, w in stats.offset_table.items() if mq.topic == topic]
         queues = [(mq, stats.offset_table[mq]) for mq in hash_order(mq for mq, _ in queues)]
         if not queues:
-            reply = session.call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            topic_header = hd.GetTopicStatsInfoRequestHeader(topic=topic)
+            reply = session.call(addr, RequestCode.GET_TOPIC_STATS_INFO, topic_header)
             table = jb.decode(jb.TopicStatsTable, reply.body) if reply.body else jb.TopicStatsTable()
             for i in range(read_nums.get(data.broker_name, 0)):
                 mq = jb.MessageQueue(broker_name=data.broker_name, queue_id=i, topic=topic)
@@ -518,30 +517,23 @@ def reset_offset_old(
                 )
         for mq, wrapper in queues:
             if timestamp == -1:
-                target = _queue_offset(session, addr, RequestCode.GET_MAX_OFFSET, topic, mq.queue_id)
+                target = mqclient.max_offset(session, addr, topic, mq.queue_id)
             else:
-                target = _queue_offset(
-                    session,
-                    addr,
-                    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                    topic,
-                    mq.queue_id,
-                    timestamp=timestamp,
-                )
+                target = mqclient.search_offset(session, addr, topic, mq.queue_id, timestamp)
             row = RollbackRow(
                 mq.broker_name, mq.queue_id, wrapper.broker_offset, wrapper.consumer_offset, target,
                 wrapper.consumer_offset,
             )  # fmt: skip
             if force or target <= wrapper.consumer_offset:
                 row.rollback_offset = target
-                header = {
-                    "consumerGroup": group,
-                    "topic": topic,
-                    "queueId": mq.queue_id,
-                    "commitOffset": target,
-                    "bname": mq.broker_name,
-                }
-                session.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+                update = hd.UpdateConsumerOffsetRequestHeader(
+                    consumer_group=group,
+                    topic=topic,
+                    queue_id=mq.queue_id,
+                    commit_offset=target,
+                    bname=mq.broker_name,
+                )
+                session.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, update)
             out.append(row)
     return out
 
@@ -567,7 +559,7 @@ def reset_offset_by_time(
     result = ResetResult(group, topic, force, timestamp_text.strip(), timestamp)
     route = session.route(topic)
     table: dict[jb.MessageQueue, int] = {}
-    header = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
+    header = hd.ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, is_force=force)
     for data in route.broker_datas:
         addr = master_addr(data.broker_addrs)
         if addr is None:
@@ -606,13 +598,13 @@ def clone_group_offset(
         addr = addrs.get(row.broker_name)
         if row.consumer_offset < 0 or addr is None:
             continue
-        header = {
-            "consumerGroup": dest,
-            "topic": row.topic,
-            "queueId": row.queue_id,
-            "commitOffset": row.consumer_offset,
-            "bname": row.broker_name,
-        }
+        header = hd.UpdateConsumerOffsetRequestHeader(
+            consumer_group=dest,
+            topic=row.topic,
+            queue_id=row.queue_id,
+            commit_offset=row.consumer_offset,
+            bname=row.broker_name,
+        )
         session.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
         done.append(f"{row.topic}/{row.broker_name}/{row.queue_id}")
     return done
@@ -644,9 +636,8 @@ def _broker_stats(session: AdminSession, addr: str, name: str, key: str) -> tupl
     from rmqcli.remoting.codes import RequestCode
 
     try:
-        response = session.call(
-            addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key}
-        )
+        header = hd.ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key)
+        response = session.call(addr, RequestCode.VIEW_BROKER_STATS_DATA, header)
     except (BrokerError, NetworkError):
         return 0.0, 0
     data = jb.decode(jb.BrokerStatsData, response.body) if response.body else jb.BrokerStatsData()
@@ -685,7 +676,8 @@ def _topic_stats(session: AdminSession, topic: str, active_only: bool) -> list[S
     if route.broker_datas:
         first = master_addr(route.broker_datas[0].broker_addrs)
         if first:
-            reply = session.call(first, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+            header = hd.QueryTopicConsumeByWhoRequestHeader(topic=topic)
+            reply = session.call(first, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, header)
             groups = jb.decode(jb.GroupList, reply.body).group_list if reply.body else []
             from formats.javahash import hashmap_order
 
@@ -748,7 +740,8 @@ def broker_consume_stats(
     from rmqcli.remoting.codes import RequestCode
 
     addr = broker_addr.strip()
-    request = session.request(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": is_order})
+    header = hd.GetConsumeStatsInBrokerHeader(is_order=is_order)
+    request = session.request(RequestCode.GET_BROKER_CONSUME_STATS, header)
     response = expect(session.client.invoke(addr, request, max(timeout_millis / 1000, 0.1)), addr)
     stats = jb.decode(jb.ConsumeStatsList, response.body) if response.body else jb.ConsumeStatsList()
     rows = []

@@ -18,6 +18,7 @@ from formats.names import (
 )
 from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.errors import NotFoundError, UsageError
+from rmqcli.remoting import headers as hd
 
 if TYPE_CHECKING:
     from rmqcli.remoting.json_body import TopicRouteData
@@ -67,16 +68,16 @@ class UpdateTopicResult:
 def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> None:
     from rmqcli.remoting.codes import RequestCode
 
-    header = {
-        "topic": config.topic_name,
-        "defaultTopic": DEFAULT_TOPIC,
-        "readQueueNums": config.read_queue_nums,
-        "writeQueueNums": config.write_queue_nums,
-        "perm": config.perm,
-        "topicFilterType": config.topic_filter_type,
-        "topicSysFlag": config.topic_sys_flag,
-        "order": config.order,
-    }
+    header = hd.CreateTopicRequestHeader(
+        topic=config.topic_name,
+        default_topic=DEFAULT_TOPIC,
+        read_queue_nums=config.read_queue_nums,
+        write_queue_nums=config.write_queue_nums,
+        perm=config.perm,
+        topic_filter_type=config.topic_filter_type,
+        topic_sys_flag=config.topic_sys_flag,
+        order=config.order,
+    )
     session.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
 
 
@@ -86,7 +87,7 @@ def get_order_conf(session: AdminSession, topic: str) -> str | None:
 
     response = session.call_namesrv(
         RequestCode.GET_KV_CONFIG,
-        {"namespace": ORDER_TOPIC_CONFIG, "key": topic},
+        hd.GetKVConfigRequestHeader(namespace=ORDER_TOPIC_CONFIG, key=topic),
         ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
     )
     if response.code != ResponseCode.SUCCESS:
@@ -98,7 +99,7 @@ def put_order_conf(session: AdminSession, topic: str, conf: str) -> None:
     """PUT_KV_CONFIG (100) ``ORDER_TOPIC_CONFIG/<topic>`` on every name server."""
     from rmqcli.remoting.codes import RequestCode
 
-    header = {"namespace": ORDER_TOPIC_CONFIG, "key": topic, "value": conf}
+    header = hd.PutKVConfigRequestHeader(namespace=ORDER_TOPIC_CONFIG, key=topic, value=conf)
     for addr in session.namesrv:
         session.call(addr, RequestCode.PUT_KV_CONFIG, header)
 
@@ -210,9 +211,9 @@ def delete_topic(session: AdminSession, topic: str, cluster: str) -> DeleteTopic
     topic, cluster = topic.strip(), cluster.strip()
     result = DeleteTopicResult(topic=topic, cluster=cluster, brokers=[], namesrv=[])
     for addr in session.master_addrs_of_cluster(cluster):
-        session.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        session.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, hd.DeleteTopicRequestHeader(topic=topic))
         result.brokers.append(addr)
-    header = {"topic": topic, "clusterName": cluster}
+    header = hd.DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster)
     for addr in session.namesrv:
         session.call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, header)
         result.namesrv.append(addr)
@@ -265,7 +266,7 @@ def topic_list(session: AdminSession, *, cluster_mode: bool = False) -> TopicLis
                 reply = session.call(
                     addr,
                     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
-                    {"topic": topic},
+                    hd.QueryTopicConsumeByWhoRequestHeader(topic=topic),
                 )
                 groups = _hashset_order(jb.decode(jb.GroupList, reply.body).group_list) if reply.body else []
         for group in groups or [""]:
@@ -330,7 +331,7 @@ def topic_status(session: AdminSession, topic: str) -> list[QueueStatus]:
     topic = topic.strip()
     route = session.route(topic)
     addrs = [a for a in (master_addr(b.broker_addrs) for b in route.broker_datas) if a]
-    header = {"topic": topic}
+    header = hd.GetTopicStatsInfoRequestHeader(topic=topic)
     results = session.call_many([(addr, RequestCode.GET_TOPIC_STATS_INFO, header, b"") for addr in addrs])
     rows = []
     for addr, response in zip(addrs, results, strict=True):
@@ -383,7 +384,7 @@ def update_order_conf(
         put_order_conf(session, topic, order_conf.strip())
         return OrderConfResult(topic, method, order_conf.strip())
     if method == "delete":
-        header = {"namespace": ORDER_TOPIC_CONFIG, "key": topic}
+        header = hd.DeleteKVConfigRequestHeader(namespace=ORDER_TOPIC_CONFIG, key=topic)
         for addr in session.namesrv:
             session.call(addr, RequestCode.DELETE_KV_CONFIG, header)
         return OrderConfResult(topic, method, None)

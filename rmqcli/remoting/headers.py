@@ -508,6 +508,12 @@ class PullMessageRequestHeader(CommandHeader):
     bname: str | None = opt()
 
 
+PULL_FLAG_COMMIT_OFFSET = 0x1  # PullSysFlag bits of PullMessageRequestHeader.sys_flag
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+PULL_FLAG_CLASS_FILTER = 0x8
+
+
 @header
 class PullMessageResponseHeader(CommandHeader):
     suggest_which_broker_id: int = req("long")
@@ -612,6 +618,7 @@ class UpdateConsumerOffsetRequestHeader(CommandHeader):
     topic: str = req()
     queue_id: int = req("int")
     commit_offset: int = req("long")
+    bname: str | None = opt()  # RpcRequestHeader (A.5): the queue's broker, as mqadmin sends it
 
 
 @header
@@ -771,3 +778,33 @@ class QueryConsumeQueueRequestHeader(CommandHeader):
 @header
 class ResumeCheckHalfMessageRequestHeader(CommandHeader):
     msg_id: str | None = opt()
+
+
+# --- ACL (4.9.8 ``CreateAccessConfigRequestHeader`` and siblings) ------------------------------
+@header
+class CreateAccessConfigRequestHeader(CommandHeader):
+    """UPDATE_AND_CREATE_ACL_CONFIG (50); the permission lists are comma-joined ``name=PERM``."""
+
+    access_key: str = req()
+    secret_key: str | None = opt()
+    white_remote_address: str | None = opt()
+    admin: bool = opt("bool", default=False)
+    default_topic_perm: str | None = opt()
+    default_group_perm: str | None = opt()
+    topic_perms: str | None = opt()
+    group_perms: str | None = opt()
+
+
+@header
+class DeleteAccessConfigRequestHeader(CommandHeader):
+    """DELETE_ACL_CONFIG (51)."""
+
+    access_key: str = req()
+
+
+@header
+class UpdateGlobalWhiteAddrsConfigRequestHeader(CommandHeader):
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): comma-separated addresses."""
+
+    global_white_addrs: str = req()
+    acl_file_full_path: str | None = opt()
