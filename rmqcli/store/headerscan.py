@@ -21,6 +21,7 @@ back to the record-by-record scan, which reports the exact problem.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -311,18 +312,29 @@ def _read_tails(
     return Tails(data, width, rows, whole), pos
 
 
-def scan_records(
-    buf, start: int, base: int, hints: np.ndarray | None = None, *, properties: bool = False
-) -> HeaderBatch:
-    """The valid records from ``start`` on, checked and read in bulk, and where they stop.
+class _Heads(NamedTuple):
+    """The fixed headers of the chain of records from a start, read in bulk and checked: the first
+    ``n`` pass the checks that need only the fixed header and the record's size."""
 
-    ``hints``: sorted global offsets where records are known to start (the consume queues');
-    they only save hops, every record is still read and checked. ``properties``: also read each
-    record's properties into ``tails``. ``end`` is just past the last valid record; ``bad`` is
-    set when what follows is not a BLANK record, zeros or the end of the file.
-    """
+    starts: np.ndarray  # file positions
+    prefix: np.ndarray  # the record prefix of each (``fmt.RecordPrefix`` fields)
+    head: np.ndarray  # the header block (rows as wide as the widest header present)
+    sys_flag: np.ndarray
+    hosts: np.ndarray  # sys_flag & HOST_FLAGS
+    total: np.ndarray
+    fixed: np.ndarray  # fixed header size
+    store_ts: np.ndarray
+    body_len: np.ndarray
+    v2: np.ndarray  # MAGIC_V2 (a two-byte topic length)
+    tl_size: np.ndarray  # size of the topic length field
+    tail_len: np.ndarray  # bytes after the body
+    n: int
+
+
+def _read_heads(buf, arr: np.ndarray, start: int, base: int, hints: np.ndarray | None) -> _Heads:
+    """The headers of the chain from ``start``: known magic, TOTALSIZE within the file and not
+    below the smallest record, body length within the record, room for the lengths after it."""
     limit = len(buf)
-    arr = np.frombuffer(buf, dtype=np.uint8)
     starts, head = _starts_and_heads(buf, arr, start, base, hints)
     prefix = head.view(_V4_PREFIX_DTYPE).ravel()
     sys_flag = prefix["sys_flag"].astype(np.int64)
@@ -341,15 +353,16 @@ def scan_records(
     ok &= (total >= _MIN_RECORD_SIZE) & (starts + total <= limit)
     ok &= (body_len >= 0) & (tail_len >= tl_size + _PROPS_LEN_SIZE)
     n = _first_false(ok)
-    tail_at = (starts + fixed + body_len)[:n]
-    v2, tl_size, tail_len = v2[:n], tl_size[:n], tail_len[:n]
-    if properties:
-        # the whole tail of each record is read first; its lengths are then read from the block
-        tails, tail_pos = _read_tails(arr, tail_at, tail_len + 1, True)
-        src, len_at = tails.data, tail_pos
-    else:
-        src, len_at = arr, tail_at
-    # the topic and properties lengths (the reads stay inside each record's tail)
+    return _Heads(
+        starts, prefix, head, sys_flag, hosts, total, fixed, store_ts, body_len, v2, tl_size, tail_len, n
+    )
+
+
+def _tail_lengths(
+    src: np.ndarray, len_at: np.ndarray, v2: np.ndarray, tl_size: np.ndarray, tail_len: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The topic and properties lengths of each record's tail (at ``len_at`` in ``src``), for the
+    leading records whose lengths fill their tail exactly (the reads stay inside each tail)."""
     topic_len = src[len_at].astype(np.int8).astype(np.int64)
     if v2.any():
         topic_len[v2] = gather(src, len_at[v2], ">i2")
@@ -360,8 +373,34 @@ def scan_records(
     props_len = np.maximum(props_len, 0)
     ok = props_len_at[:n] + _PROPS_LEN_SIZE + props_len == tail_len[:n]
     n = _first_false(ok)
-    starts, total, tail_at = starts[:n], total[:n], tail_at[:n]
-    topic_len, props_len = topic_len[:n], props_len[:n]
+    return topic_len[:n], props_len[:n]
+
+
+def scan_records(
+    buf, start: int, base: int, hints: np.ndarray | None = None, *, properties: bool = False
+) -> HeaderBatch:
+    """The valid records from ``start`` on, checked and read in bulk, and where they stop.
+
+    ``hints``: sorted global offsets where records are known to start (the consume queues');
+    they only save hops, every record is still read and checked. ``properties``: also read each
+    record's properties into ``tails``. ``end`` is just past the last valid record; ``bad`` is
+    set when what follows is not a BLANK record, zeros or the end of the file.
+    """
+    limit = len(buf)
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    h = _read_heads(buf, arr, start, base, hints)
+    n = h.n
+    tail_at = (h.starts + h.fixed + h.body_len)[:n]
+    v2, tl_size, tail_len = h.v2[:n], h.tl_size[:n], h.tail_len[:n]
+    if properties:
+        # the whole tail of each record is read first; its lengths are then read from the block
+        tails, tail_pos = _read_tails(arr, tail_at, tail_len + 1, True)
+        src, len_at = tails.data, tail_pos
+    else:
+        src, len_at = arr, tail_at
+    topic_len, props_len = _tail_lengths(src, len_at, v2, tl_size, tail_len)
+    n = len(topic_len)
+    starts, total, tail_at = h.starts[:n], h.total[:n], tail_at[:n]
     end = int(starts[-1] + total[-1]) if n else start
     bad = end if classify_tail(buf, end, limit)[0] == "garbage" else None
 
@@ -374,21 +413,21 @@ def scan_records(
         tails, tail_pos = _read_tails(arr, tail_at, tl_size + topic_len, False)
     topic_start = tail_pos + tl_size
     topic_index, topics, bad_topics = group_topics(tails.data, topic_start, topic_len)
-    prefix = prefix[:n]
+    prefix = h.prefix[:n]
     return HeaderBatch(
         position=starts + base,
         total_size=total,
         queue_id=prefix["queue_id"].astype(np.int64),
         queue_offset=prefix["queue_offset"].astype(np.int64),
-        sys_flag=sys_flag[:n],
-        store_timestamp=store_ts[:n],
+        sys_flag=h.sys_flag[:n],
+        store_timestamp=h.store_ts[:n],
         topic_index=topic_index,
         topics=topics,
         end=end,
         physical_offset=prefix["physical_offset"].astype(np.int64),
         body_crc=prefix["body_crc"].astype(np.int64),
-        body_start=(starts + fixed[:n]),
-        body_length=body_len[:n],
+        body_start=(starts + h.fixed[:n]),
+        body_length=h.body_len[:n],
         properties_start=topic_start + topic_len + _PROPS_LEN_SIZE if properties else None,
         properties_length=props_len,
         tails=tails,
