@@ -7,7 +7,6 @@ The pull consumer and the producer these commands run are ``rmqcli.admin.mqclien
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from rmqcli.admin.mqclient import (  # noqa: F401 - Message and decode_messages 
     SendResult,
     decode_messages,
 )
+from rmqcli.admin.msgview import MessageView, view
 from rmqcli.admin.session import AdminSession, master_addr
 from rmqcli.errors import BrokerError, BrokerNotFoundError, NetworkError, NotFoundError, UsageError
 from rmqcli.remoting import headers as hd
@@ -30,142 +30,6 @@ if TYPE_CHECKING:
     from rmqcli.remoting.json_body import MessageQueue, QueryConsumeQueueResponseBody
 
 PULL_BATCH = 32  # printMsg's maxNums
-BODY_DIR = os.path.join("rocketmq", "msgbodys")
-
-
-# --- looking messages up -----------------------------------------------------------------------
-@dataclass
-class MessageTrack:
-    consumer_group: str
-    track_type: str = "UNKNOWN"
-    exception_desc: str | None = None
-
-    def java_string(self) -> str:
-        return (
-            f"MessageTrack [consumerGroup={self.consumer_group}, trackType={self.track_type}, "
-            f"exceptionDesc={'null' if self.exception_desc is None else self.exception_desc}]"
-        )
-
-
-@dataclass
-class MessageView:
-    """A message as printed by ``queryMsgById``/``queryMsgByOffset``/``queryMsgByUniqueKey``."""
-
-    message: Message
-    body_path: str
-    tracks: list[MessageTrack] | None = None
-    tracks_error: str | None = None
-
-
-def write_body(msg: Message, index: int = 0, directory: str | None = None) -> str:
-    """``createBodyFile``: the body under ``<tmpdir>/rocketmq/msgbodys/<msgId>[_<index>]``."""
-    import tempfile
-
-    base = os.path.join(directory or tempfile.gettempdir(), BODY_DIR)
-    os.makedirs(base, exist_ok=True)
-    path = os.path.join(base, msg.msg_id + (f"_{index}" if index > 0 else ""))
-    with open(path, "wb") as fh:
-        fh.write(msg.body)
-    return path
-
-
-def _code_desc(exc: BrokerError) -> tuple[int | None, str]:
-    """``CODE:<n> DESC:<remark>`` pieces of an error raised by ``expect`` (``addr: NAME(n): remark``)."""
-    import re
-
-    match = re.search(r"\((\d+)\)(?::\s*(.*))?$", str(exc))
-    if not match:
-        return None, str(exc)
-    return int(match.group(1)), match.group(2) or ""
-
-
-def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
-    """``messageTrackDetail``: groups from QUERY_TOPIC_CONSUME_BY_WHO (300), each group's
-    connection (203) and, for push consumers, whether its offset passed the message (208)."""
-    from rmqcli.admin import group as groups
-    from rmqcli.remoting import json_body as jb
-
-    route = session.route(msg.topic)
-    names: list[str] = []
-    if route.broker_datas:
-        addr = master_addr(route.broker_datas[0].broker_addrs)
-        if addr:
-            header = hd.QueryTopicConsumeByWhoRequestHeader(topic=msg.topic)
-            reply = session.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, header)
-            names = jb.decode(jb.GroupList, reply.body).group_list if reply.body else []
-    from formats.javahash import hashmap_order
-
-    tracks = []
-    for name in hashmap_order(names):
-        track = MessageTrack(consumer_group=name)
-        tracks.append(track)
-        try:
-            conn = groups.consumer_connection(session, name)
-        except groups.ConsumerNotOnline as exc:
-            track.exception_desc = f"org.apache.rocketmq.client.exception.MQClientException: {exc}"
-            continue
-        except BrokerError as exc:
-            code, desc = _code_desc(exc)
-            if code == ResponseCode.CONSUMER_NOT_ONLINE:
-                track.track_type = "NOT_ONLINE"
-            track.exception_desc = f"CODE:{code} DESC:{desc}"
-            continue
-        except NetworkError as exc:
-            track.exception_desc = str(exc)
-            continue
-        if conn.consume_type == "CONSUME_ACTIVELY":
-            track.track_type = "PULL"
-        elif conn.consume_type == "CONSUME_PASSIVELY":
-            try:
-                consumed = _consumed(session, msg, name)
-            except groups.ConsumerNotOnline as exc:
-                track.track_type = "NOT_ONLINE"
-                not_online = int(ResponseCode.CONSUMER_NOT_ONLINE)
-                track.exception_desc = f"CODE:{not_online} DESC:{str(exc).split(': ', 1)[-1]}"
-                continue
-            except BrokerError as exc:
-                code, desc = _code_desc(exc)
-                if code == ResponseCode.CONSUMER_NOT_ONLINE:
-                    track.track_type = "NOT_ONLINE"
-                track.exception_desc = f"CODE:{code} DESC:{desc}"
-                continue
-            if consumed:
-                track.track_type = "CONSUMED"
-                sub = conn.subscription_table.get(msg.topic)
-                if (
-                    sub is not None
-                    and sub.tags_set
-                    and msg.tags not in sub.tags_set
-                    and "*" not in sub.tags_set
-                ):
-                    track.track_type = "CONSUMED_BUT_FILTERED"
-            else:
-                track.track_type = "NOT_CONSUME_YET"
-    return tracks
-
-
-def _consumed(session: AdminSession, msg: Message, group: str) -> bool:
-    from rmqcli.admin import group as groups
-
-    stats = groups.consume_stats(session, group)
-    table = session.cluster_info().broker_addr_table
-    for row in stats.rows:
-        if row.topic == msg.topic and row.queue_id == msg.queue_id:
-            data = table.get(row.broker_name)
-            if data is not None and data.broker_addrs.get(0) == msg.store_host:
-                if row.consumer_offset > msg.queue_offset:
-                    return True
-    return False
-
-
-def _view(session: AdminSession, msg: Message, index: int = 0, tracks: bool = True) -> MessageView:
-    view = MessageView(message=msg, body_path=write_body(msg, index))
-    if tracks:
-        try:
-            view.tracks = message_tracks(session, msg)
-        except (BrokerError, NetworkError) as exc:
-            view.tracks_error = str(exc)
-    return view
 
 
 # --- queryMsgById: an offset message id, or a unique key ----------------------------------------
@@ -323,7 +187,7 @@ def query_msg_by_id(
 ) -> list[MessageView]:
     """``queryMsgById -i id[,id…]``: each message with its body file and consumer tracks."""
     return [
-        _view(session, find_by_id(session, m, topic, broker_addr)) for m in msg_ids.split(",") if m.strip()
+        view(session, find_by_id(session, m, topic, broker_addr)) for m in msg_ids.split(",") if m.strip()
     ]
 
 
@@ -388,7 +252,7 @@ def query_msg_by_unique_key(
     messages = query_message(session, topic.strip(), msg_id.strip(), 32, 0, (1 << 63) - 1, True)
     messages.sort(key=lambda m: m.store_timestamp)
     chosen = messages if show_all else messages[:1]
-    return [_view(session, m, i) for i, m in enumerate(chosen)]
+    return [view(session, m, i) for i, m in enumerate(chosen)]
 
 
 def consume_message_directly(
@@ -422,7 +286,7 @@ def query_msg_by_offset(
     result = consumer.pull(mq, "*", offset, 1)
     if result.status != "FOUND" or not result.messages:
         return None
-    return _view(session, result.messages[0])
+    return view(session, result.messages[0])
 
 
 # --- printing queues ---------------------------------------------------------------------------
