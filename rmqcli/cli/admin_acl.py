@@ -11,7 +11,7 @@ from rmqcli.cli.admin_registry import (
     Args,
     Lazy,
     Opt,
-    failed,
+    fail_first,
     opt,
     parse_boolean,
     required,
@@ -28,12 +28,6 @@ def _broker(text: str) -> Opt:
 
 def _cluster(text: str) -> Opt:
     return opt("cluster", "--clusterName", "-c", text)
-
-
-def _first_failure(outcomes: list[Any]) -> None:
-    """Exit 5 for an unreachable broker, else 6 for an error answer, after the output."""
-    if outcomes:
-        failed(outcomes[0].error, outcomes[0].error_kind)
 
 
 def _targets(s: Any, a: Args, *, masters: bool = False) -> list[str]:
@@ -65,7 +59,7 @@ def _change(
         options,
         call=call,
         text=lambda result, a: acl_text.acl_done(result, line, tail(result, a) if tail else ""),
-        fail=lambda result: _first_failure(result.failed),
+        fail=lambda result: fail_first(result.failed),
         namesrv=without_broker,
     )
 
@@ -153,6 +147,6 @@ cluster_acl_config_version = AdminCommand(
     ),
     call=lambda s, a: acl.acl_config_versions(s, _targets(s, a, masters=True)),
     text=lambda result, a: acl_text.acl_versions(result, by_broker=bool(a.broker_addr)),
-    fail=lambda result: _first_failure([b for b in result.brokers if not b.ok]),
+    fail=lambda result: fail_first([b for b in result.brokers if not b.ok]),
     namesrv=without_broker,
 )

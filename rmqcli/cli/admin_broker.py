@@ -11,6 +11,7 @@ from rmqcli.cli.admin_registry import (
     AdminCommand,
     Lazy,
     broker_or_cluster,
+    fail_first,
     failed,
     opt,
     required,
@@ -24,13 +25,6 @@ CONFIG_KEY = required("key", "--key", "-k", "config key")
 CONFIG_VALUE = required("value", "--value", "-v", "config value")
 WHICH_BROKER = opt("broker_addr", "--brokerAddr", "-b", "update which broker")
 WHICH_CLUSTER = opt("cluster_name", "--clusterName", "-c", "update which cluster")
-
-
-def first_failure(rows: list[Any]) -> None:
-    """Fail with the first row that failed (``error``/``error_kind``), if any."""
-    bad = [r for r in rows if r.error]
-    if bad:
-        failed(bad[0].error, bad[0].error_kind)
 
 
 cluster_list = AdminCommand(
@@ -53,7 +47,7 @@ cluster_list = AdminCommand(
     text=lambda rows, a: (
         broker_text.cluster_list_more(rows) if a.more_stats else broker_text.cluster_list(rows)
     ),
-    fail=first_failure,
+    fail=lambda rows: fail_first([r for r in rows if r.error]),
     repeat=lambda a: (a.interval, a.rounds),
 )
 
@@ -93,12 +87,6 @@ update_broker_config = AdminCommand(
 )
 
 
-def _write_perm_failure(results: list[Any]) -> None:
-    bad = [r for r in results if not r.ok]
-    if bad:
-        failed(bad[0].error, bad[0].error_kind)
-
-
 BROKER_NAME = required("broker_name", "--brokerName", "-b", "broker name")
 
 
@@ -111,7 +99,7 @@ def _write_perm(name: str, description: str, verb: str) -> AdminCommand:
         (BROKER_NAME,),
         call=lambda s, a: getattr(brokers, f"{verb}_write_perm")(s, a.broker_name),
         text=lambda results, a: broker_text.write_perm(results, a.broker_name.strip(), verb),
-        fail=_write_perm_failure,
+        fail=lambda results: fail_first([r for r in results if not r.ok]),
     )
 
 

@@ -152,6 +152,12 @@ def failed(message: str | None, kind: str | None) -> None:
     raise (NetworkError if kind == "network" else BrokerError)(message or "failed")
 
 
+def fail_first(outcomes: list[Any]) -> None:
+    """``failed`` for the first of ``outcomes`` (each with ``error`` and ``error_kind``), if any."""
+    if outcomes:
+        failed(outcomes[0].error, outcomes[0].error_kind)
+
+
 # --- running ---------------------------------------------------------------------------------------
 @contextmanager
 def session(args: Args, *, need_namesrv: bool = True) -> Iterator[AdminSession]:
