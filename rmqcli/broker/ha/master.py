@@ -1,0 +1,333 @@
+"""The master side of replication: the HA port (``HAService`` + ``HAConnection`` of RocketMQ 4.9.8).
+
+``HAMaster`` listens on the HA port; each slave connection has a reader and a writer
+(``ReadSocketService`` / ``WriteSocketService``):
+
+* reader: every 8-byte word is the slave's max offset (the last whole word of what one read
+  returns counts). The first is where the slave asks to be served from; each one raises
+  ``push_to_slave_max_offset`` (``push2SlaveMaxOffset``: the best acknowledged offset of all
+  slaves, never lowered) and wakes the SYNC_MASTER waits. A later word above this master's max
+  offset ends the connection ("slave[..] request offset=.. greater than local commitLog
+  offset=.."), as does silence for ``haHousekeepingInterval``.
+* writer: once the first word is in, pushes from there; from a slave asking for 0, from the start
+  of this master's last CommitLog file (``maxOffset - maxOffset % mappedFileSizeCommitLog``), as
+  4.9.8 does (a fresh slave gets the last file, not the whole log). Each push is a 12-byte header
+  and at most ``haTransferBatchSize`` bytes, never across a file; with nothing to push for
+  ``haSendHeartbeatInterval``, an empty header at the next offset is the heartbeat. New bytes are
+  pushed when ``notify_append`` is called (``WaitNotifyObject.wakeupAll``), and at the latest
+  ``POLL_SECONDS`` after they are written (4.9.8's ``allWaitForRunning(100)``).
+
+Where rmq differs, by choice: with ``full_sync_empty_slave`` a slave asking for 0 is served from
+the first byte this master holds (its whole CommitLog; a 4.9.8 slave takes that too, as an empty
+4.9.8 slave accepts a first push at any offset). Always: a slave whose first word is above this
+master's max offset (a slave ahead of its master, which 4.9.8 serves heartbeats until its next
+report) gets one empty header at the master's max offset and the connection is closed; a slave
+then stops with "master pushed offset not equal the max phy offset in slave, SLAVE: .. MASTER: .."
+(4.9.8's slave logs that line and reconnects). A first word that is negative is no slave's: the
+connection is closed.
+
+SYNC_MASTER (``GroupTransferService``, ``isSlaveOK``): ``slave_acked(next_offset, timeout)`` is a
+future that becomes True once some slave acknowledged ``next_offset`` (the offset after a
+message), False after ``timeout``; ``is_slave_ok(put_where)``: a slave is connected and
+``put_where - push_to_slave_max_offset < haSlaveFallbehindMax``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+
+from formats.ha import MASTER_READ_BUFFER_SIZE, SLAVE_REPORT_SIZE, SLAVE_REPORT_STRUCT, TRANSFER_HEADER_STRUCT
+from rmqcli.broker.ha.config import HAConfig
+from rmqcli.broker.ha.source import CommitLogSource
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.1
+_HEADER = TRANSFER_HEADER_STRUCT
+_REPORT = SLAVE_REPORT_STRUCT
+
+
+@dataclass(frozen=True)
+class SlaveInfo:
+    """One connected slave, as ``rmq haStatus`` shows it."""
+
+    address: str
+    request_offset: int  # first report; -1 before it
+    ack_offset: int  # last report; -1 before the first
+    gap: int  # master max offset - ack offset (bytes the slave has not acknowledged)
+    connected_seconds: float
+
+
+class HAMaster:
+    """The HA port of a master over ``source``; ``await start()``, then ``await close()``."""
+
+    def __init__(
+        self,
+        source: CommitLogSource,
+        config: HAConfig | None = None,
+        *,
+        host: str = "0.0.0.0",
+        port: int | None = None,
+        full_sync_empty_slave: bool = False,
+    ):
+        self.source = source
+        self.full_sync_empty_slave = full_sync_empty_slave
+        self.config = config or HAConfig()
+        self.host = host
+        self.port = self.config.ha_listen_port if port is None else port
+        self.push_to_slave_max_offset = 0
+        self._server: asyncio.Server | None = None
+        self._connections: set[_Connection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
+        self._seq = itertools.count()
+
+    # --- life cycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Bind the HA port (``AcceptSocketService.beginAccept``); ``port`` 0 picks a free one."""
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("HA: listening on %s:%d", self.host, self.port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.stop()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        for _, _, fut in self._waiters:
+            if not fut.done():
+                fut.set_result(False)
+        self._waiters.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        conn = _Connection(self, reader, writer)
+        self._connections.add(conn)
+        log.info("HAService receive new connection, %s", conn.address)
+        try:
+            await conn.run()
+        except asyncio.CancelledError:
+            pass  # the loop is going away; a cancelled handler would make asyncio's callback raise
+        finally:
+            self._connections.discard(conn)
+            self._tasks.discard(task)
+            conn.close()
+
+    # --- what the broker calls ----------------------------------------------------------------------
+    def notify_append(self) -> None:
+        """New bytes are in the CommitLog: wake every connection's writer (call it on the loop)."""
+        for conn in self._connections:
+            conn.appended.set()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def is_slave_ok(self, master_put_where: int) -> bool:
+        """``HAService.isSlaveOK``: a slave is connected and close enough to ``master_put_where``."""
+        return (
+            bool(self._connections)
+            and master_put_where - self.push_to_slave_max_offset < self.config.ha_slave_fallbehind_max
+        )
+
+    def slave_acked(self, next_offset: int, timeout: float | None = None) -> asyncio.Future[bool]:
+        """A future: True once a slave acknowledged ``next_offset``, False after ``timeout`` seconds
+        (``slaveTimeout`` by default), as ``GroupTransferService.doWaitTransfer``."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        if self.push_to_slave_max_offset >= next_offset:
+            fut.set_result(True)
+            return fut
+        delay = self.config.slave_timeout_seconds if timeout is None else timeout
+        handle = loop.call_later(delay, _expire, fut)
+        fut.add_done_callback(lambda _f: handle.cancel())
+        heapq.heappush(self._waiters, (next_offset, next(self._seq), fut))
+        return fut
+
+    async def wait_for_slave(self, next_offset: int, timeout: float | None = None) -> bool:
+        return await self.slave_acked(next_offset, timeout)
+
+    def slave_fall_behind(self) -> int:
+        """``slaveFallBehindMuch``: bytes of this master's CommitLog no slave has acknowledged."""
+        return self.source.max_offset() - self.push_to_slave_max_offset
+
+    def slaves(self) -> list[SlaveInfo]:
+        top = self.source.max_offset()
+        now = time.monotonic()
+        return [
+            SlaveInfo(
+                c.address,
+                c.request_offset,
+                c.ack_offset,
+                top - c.ack_offset if c.ack_offset >= 0 else top,
+                now - c.started,
+            )
+            for c in sorted(self._connections, key=lambda c: c.started)
+        ]
+
+    def notify_transfer(self, offset: int) -> None:
+        """``HAService.notifyTransferSome``: a slave acknowledged ``offset``."""
+        if offset <= self.push_to_slave_max_offset:
+            return
+        self.push_to_slave_max_offset = offset
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= offset:
+            fut = heapq.heappop(waiters)[2]
+            if not fut.done():
+                fut.set_result(True)
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
+class _Connection:
+    """One slave on the HA port (``HAConnection``)."""
+
+    def __init__(self, master: HAMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.master = master
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.request_offset = -1
+        self.ack_offset = -1
+        self.started = time.monotonic()
+        self.requested = asyncio.Event()
+        self.appended = asyncio.Event()
+        self._tasks: list[asyncio.Future[None]] = []
+
+    async def run(self) -> None:
+        self._tasks = [asyncio.ensure_future(self._read_reports()), asyncio.ensure_future(self._push())]
+        try:
+            await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.stop()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    try:
+                        await task
+                    except (ConnectionError, OSError) as exc:
+                        log.info("HA: connection of slave %s: %s", self.address, exc)
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    def close(self) -> None:
+        if not self.writer.is_closing():
+            self.writer.close()
+
+    # --- ReadSocketService ----------------------------------------------------------------------------
+    async def _read_reports(self) -> None:
+        master = self.master
+        housekeeping = master.config.housekeeping_seconds
+        pending = bytearray()
+        last_read = time.monotonic()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(self.reader.read(MASTER_READ_BUFFER_SIZE), housekeeping)
+            except TimeoutError:
+                idle = int((time.monotonic() - last_read) * 1000)
+                log.warning("ha housekeeping, found this connection[%s] expired, %d", self.address, idle)
+                return
+            if not chunk:
+                log.info("HA: slave %s closed the connection", self.address)
+                return
+            last_read = time.monotonic()
+            pending += chunk
+            whole = len(pending) - len(pending) % SLAVE_REPORT_SIZE
+            if whole == 0:
+                continue
+            (offset,) = _REPORT.unpack_from(pending, whole - SLAVE_REPORT_SIZE)
+            del pending[:whole]
+            if offset < 0:
+                log.warning("HA: %s reported offset %d: not a slave; connection closed", self.address, offset)
+                return
+            self.ack_offset = offset
+            if self.request_offset < 0:
+                self.request_offset = offset
+                log.info("slave[%s] request offset %d", self.address, offset)
+                self.requested.set()
+            elif offset > master.source.max_offset():
+                log.warning(
+                    "slave[%s] request offset=%d greater than local commitLog offset=%d; connection closed",
+                    self.address,
+                    offset,
+                    master.source.max_offset(),
+                )
+                return
+            master.notify_transfer(offset)
+
+    # --- WriteSocketService ---------------------------------------------------------------------------
+    async def _push(self) -> None:
+        await self.requested.wait()
+        master = self.master
+        source = master.source
+        config = master.config
+        writer = self.writer
+        heartbeat = config.heartbeat_seconds
+        batch = config.ha_transfer_batch_size
+        top = source.max_offset()
+        request = self.request_offset
+        if request == 0 and master.full_sync_empty_slave:
+            offset = source.min_offset()
+        elif request == 0:
+            offset = max(top - top % source.file_size, 0)
+        else:
+            offset = request
+        log.info(
+            "master transfer data from %d to slave[%s], and slave request %d", offset, self.address, request
+        )
+        if request > top:
+            log.warning(
+                "HA: slave %s holds CommitLog bytes up to offset %d, past this master's end %d: "
+                "it is ahead of its master and cannot be served; connection closed",
+                self.address,
+                request,
+                top,
+            )
+            writer.write(_HEADER.pack(top, 0))
+            await writer.drain()
+            return
+        if 0 < request < source.min_offset():
+            log.warning(
+                "HA: slave %s asks for offset %d, before this master's first CommitLog offset %d: "
+                "nothing can be pushed to it",
+                self.address,
+                request,
+                source.min_offset(),
+            )
+        last_write = time.monotonic()
+        appended = self.appended
+        while True:
+            appended.clear()
+            data = source.read(offset, batch)
+            if data:
+                writer.write(_HEADER.pack(offset, len(data)) + data)
+                offset += len(data)
+                last_write = time.monotonic()
+                await writer.drain()
+                continue
+            idle = time.monotonic() - last_write
+            if idle >= heartbeat:
+                writer.write(_HEADER.pack(offset, 0))
+                last_write = time.monotonic()
+                await writer.drain()
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(appended.wait(), min(heartbeat - idle, POLL_SECONDS))

@@ -1,0 +1,96 @@
+"""A slave's reput: consume queues and index from replicated CommitLog bytes (``ReputMessageService``).
+
+On a slave nothing is put; bytes arrive from the master and the reput walks them record by record
+from where it stopped (``reputFromOffset``), handing each whole record to the store's own
+``Dispatcher`` (``rmqcli.store.dispatch``: ``CommitLogDispatcherBuildConsumeQueue`` then
+``CommitLogDispatcherBuildIndex``), so a slave's units equal its master's. A BLANK record moves it
+to the next file (``rollNextFile``); a record cut by the end of what has arrived waits for the
+next push. A record that fails the checks where the whole of it has arrived stops the walk with
+one log line: the bytes are the master's, so the master's CommitLog holds it too.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+
+from formats import commitlog as fmt
+from formats.records import RecordError, decode_record
+from rmqcli.store.dispatch import Dispatcher, DispatchRequest
+from rmqcli.store.writer_files import WritableFileQueue
+
+log = logging.getLogger(__name__)
+
+_SIZE_MAGIC = fmt.SIZE_MAGIC_STRUCT
+
+
+class ReplicaReput:
+    """Dispatches the records of ``queue`` (a slave's CommitLog) from ``start`` on."""
+
+    def __init__(self, queue: WritableFileQueue, dispatcher: Dispatcher, start: int):
+        self.queue = queue
+        self.dispatcher = dispatcher
+        self.next = start  # reputFromOffset
+        self.dispatched = 0
+        self.broken: str | None = None  # set when a record fails its checks (the walk stops)
+
+    def dispatch_to(self, end: int) -> int:
+        """Dispatch every whole record below ``end``; returns how many were dispatched now."""
+        count = 0
+        files = self.queue.files
+        while self.broken is None and self.next < end:
+            i = bisect.bisect_right(files, self.next, key=lambda f: f.from_offset) - 1
+            if i < 0:
+                self.next = files[0].from_offset if files else end
+                continue
+            f = files[i]
+            pos = self.next - f.from_offset
+            limit = min(f.wrote, end - f.from_offset)
+            if pos >= f.size:  # the file is done: on to the next
+                self.next = f.from_offset + f.size
+                continue
+            if limit - pos < _SIZE_MAGIC.size:
+                break
+            data = f.read(pos, limit - pos)
+            used, stop = self._walk(data, f.from_offset + pos, f.path.name, f.size - pos)
+            count += used
+            if stop == "next-file":
+                self.next = f.from_offset + f.size
+            elif stop == "wait":
+                break
+        self.dispatched += count
+        return count
+
+    def _walk(self, data: bytes, offset: int, name: str, room: int) -> tuple[int, str]:
+        """Dispatch the records of ``data`` (CommitLog bytes from ``offset``; ``room`` bytes are left
+        in the file there): ``(records, "wait" | "next-file" | "broken")``."""
+        count = 0
+        pos = 0
+        limit = len(data)
+        dispatcher = self.dispatcher
+        while limit - pos >= _SIZE_MAGIC.size:
+            total, magic = _SIZE_MAGIC.unpack_from(data, pos)
+            if magic == fmt.BLANK_MAGIC:
+                self.next = offset + pos
+                return count, "next-file"
+            if total <= 0 or total > room - pos or magic not in fmt.MESSAGE_MAGICS:
+                return count, self._break(
+                    offset + pos, name, f"no record there (size {total}, magic {magic})"
+                )
+            if pos + total > limit:
+                break  # the rest of it has not arrived yet
+            try:
+                rec = decode_record(data, pos, pos + total, name, offset)
+            except RecordError as exc:
+                return count, self._break(offset + pos, name, str(exc))
+            dispatcher.dispatch(DispatchRequest.of(rec))
+            count += 1
+            pos += total
+        self.next = offset + pos
+        return count, "wait"
+
+    def _break(self, offset: int, name: str, reason: str) -> str:
+        self.broken = f"reput stopped at CommitLog offset {offset} ({name}): {reason}"
+        self.next = offset
+        log.error("HA: %s", self.broken)
+        return "broken"
