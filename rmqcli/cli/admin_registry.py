@@ -58,6 +58,7 @@ def opt(name: str, long: str, short: str | None, help: str, kind: type = str, de
 
 
 def required(name: str, long: str, short: str, help: str, kind: type = str) -> Opt:
+    """An option that must be given."""
     return opt(name, long, short, help, kind, REQUIRED)
 
 
