@@ -16,7 +16,7 @@ from formats import commitlog as cl_fmt
 from formats import indexfile as fmt
 from formats.derive import field_offsets, flat_fields
 from rmqcli.ops.verify_commitlog import RecordTable
-from rmqcli.ops.verify_common import Collector
+from rmqcli.ops.verify_common import ERROR, WARNING, Collector
 from rmqcli.store.index import IndexFile
 from rmqcli.store.naming import is_index_name
 
@@ -254,8 +254,9 @@ def _chains_sound(
     return bool(np.array_equal(raw_slots[slot[heads]].astype(np.int64), heads + 1))
 
 
-class _ChainErrors:
-    """``index-chain`` errors of one file: the first ten slots or entries of each kind."""
+class _FileProblems:
+    """Problems of one index file: ``index-chain`` errors for the first ten slots or entries of a
+    kind (``slots``, ``entries``), or one problem for a set of entries, placed at the first (``add``)."""
 
     SHOWN = 10
 
@@ -270,6 +271,17 @@ class _ChainErrors:
         for i in rows[: self.SHOWN].tolist():
             self.p.error("index-chain", self.path, _entry_at(i, self.slots_num), message(i))
 
+    def add(
+        self, kind: str, severity: str, rows: np.ndarray, what: str, phy: np.ndarray | None = None
+    ) -> None:
+        """``{n} entries (first: {number}[, offset {phy}]) {what}``, when ``rows`` is not empty."""
+        if not len(rows):
+            return
+        first = int(rows[0])
+        offset = f", offset {int(phy[first])}" if phy is not None else ""
+        message = f"{len(rows)} entries (first: {first + 1}{offset}) {what}"
+        self.p.add(kind, severity, self.path, _entry_at(first, self.slots_num), message)
+
 
 def _check_chains(
     p: Collector, path: Path, raw_slots: np.ndarray, key_hash: np.ndarray, prev: np.ndarray, count: int,
@@ -280,18 +292,18 @@ def _check_chains(
     n = len(prev)
     number = np.arange(1, n + 1, dtype=np.int64)
     used = np.flatnonzero(slots)
-    chain_errors = _ChainErrors(p, path, slots_num)
+    problems = _FileProblems(p, path, slots_num)
     bad_slot = used[(slots[used] < 0) | (slots[used] >= count)]
-    chain_errors.slots(bad_slot, lambda s: f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}")
+    problems.slots(bad_slot, lambda s: f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}")
     ok_heads = used[(slots[used] > 0) & (slots[used] < count)]
     head_entry = slots[ok_heads] - 1
     wrong_head = ok_heads[fmt.slot_of(key_hash[head_entry], slots_num) != ok_heads]
-    chain_errors.slots(
+    problems.slots(
         wrong_head,
         lambda s: f"slot {s} heads a chain whose newest entry {int(slots[s])} hashes to another slot",
     )
     bad_prev = np.flatnonzero((prev < 0) | (prev >= number))
-    chain_errors.entries(
+    problems.entries(
         bad_prev,
         lambda i: (
             f"entry {i + 1} links to entry {int(prev[i])}: a chain must go to an older entry "
@@ -302,29 +314,16 @@ def _check_chains(
     cross = linked[
         fmt.slot_of(key_hash[prev[linked] - 1], slots_num) != fmt.slot_of(key_hash[linked], slots_num)
     ]
-    chain_errors.entries(cross, lambda i: f"entry {i + 1} links to entry {int(prev[i])} of another slot")
+    problems.entries(cross, lambda i: f"entry {i + 1} links to entry {int(prev[i])} of another slot")
     refs = (
         np.bincount(np.concatenate((slots[ok_heads], prev[linked])), minlength=count)[1:count]
         if n > 0
         else np.empty(0, dtype=np.int64)
     )
-    unreachable = np.flatnonzero(refs == 0)
-    if len(unreachable):
-        p.error(
-            "index-unreachable",
-            path,
-            _entry_at(int(unreachable[0]), slots_num),
-            f"{len(unreachable)} entries (first: {int(unreachable[0]) + 1}) are on no slot chain: "
-            "lookups never find them",
-        )
-    shared = np.flatnonzero(refs > 1)
-    if len(shared):
-        p.error(
-            "index-chain",
-            path,
-            _entry_at(int(shared[0]), slots_num),
-            f"{len(shared)} entries (first: {int(shared[0]) + 1}) are linked from more than one place",
-        )
+    problems.add(
+        "index-unreachable", ERROR, np.flatnonzero(refs == 0), "are on no slot chain: lookups never find them"
+    )
+    problems.add("index-chain", ERROR, np.flatnonzero(refs > 1), "are linked from more than one place")
 
 
 def _check_entries(
@@ -333,28 +332,20 @@ def _check_entries(
 ) -> None:  # fmt: skip
     """Each entry against the record at its offset; marks the keys it finds in ``found``."""
     live = np.flatnonzero(phy >= cl_min)  # entries for deleted CommitLog files are legitimate
+    problems = _FileProblems(p, path, slots_num)
     past = live[phy[live] >= table.valid_end]
-    if len(past):
-        # A broker's recovery leaves index entries past a cut (it truncates consume queues only),
-        # and a lookup drops offsets it cannot read: stale, not broken.
-        p.warning(
-            "index-past-end",
-            path,
-            _entry_at(int(past[0]), slots_num),
-            f"{len(past)} entries (first: {int(past[0]) + 1}, offset {int(phy[past[0]])}) point past the "
-            f"CommitLog's valid end {table.valid_end}; `rmq rebuild --index` removes them",
-        )
+    # A broker's recovery leaves index entries past a cut (it truncates consume queues only),
+    # and a lookup drops offsets it cannot read: stale, not broken.
+    problems.add(
+        "index-past-end",
+        WARNING,
+        past,
+        f"point past the CommitLog's valid end {table.valid_end}; `rmq rebuild --index` removes them",
+        phy,
+    )
     live = live[phy[live] < table.valid_end]
     rec = table.locate(phy[live])
-    not_record = live[rec < 0]
-    if len(not_record):
-        p.error(
-            "index-bad-offset",
-            path,
-            _entry_at(int(not_record[0]), slots_num),
-            f"{len(not_record)} entries (first: {int(not_record[0]) + 1}, offset "
-            f"{int(phy[not_record[0]])}) do not point at the start of a record",
-        )
+    problems.add("index-bad-offset", ERROR, live[rec < 0], "do not point at the start of a record", phy)
     matched = live[rec >= 0]
     codes = (rec[rec >= 0] << _KEY_BITS) | key_hash[matched]
     sorted_keys, key_order, group = keys.sorted()
