@@ -116,10 +116,12 @@ class WritableFileQueue:
             f.close()
 
 
-def fsync_dir(directory: Path) -> None:
-    if not directory.is_dir():
+def fsync_dir(directory: Path, *, missing_ok: bool = True) -> None:
+    """fsync a directory, so the names created or removed in it are durable; a directory that is
+    not there is skipped (``missing_ok``) or raises ``OSError``."""
+    if missing_ok and not directory.is_dir():
         return
-    fd = os.open(directory, os.O_RDONLY)
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
     finally:

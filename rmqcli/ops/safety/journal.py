@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqcli.errors import CorruptDataError, RmqError
+from rmqcli.store.writer_files import fsync_dir as store_fsync_dir
 
 BACKUP_DIR = ".rmq-backup"
 STAGING_DIR = ".rmq-staging"
@@ -75,11 +76,8 @@ def crashpoints_passed() -> int:
 
 # --- durable files --------------------------------------------------------------------------------
 def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """fsync the directory ``path``; ``OSError`` when it is not there (the change then fails)."""
+    store_fsync_dir(path, missing_ok=False)
 
 
 def write_durable(path: Path, data: bytes) -> None:
