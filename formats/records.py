@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from formats import commitlog as fmt
+from formats.derive import flat_fields
 from rmqcli.errors import CorruptDataError, UsageError
 
 _SIZE_MAGIC = fmt.SIZE_MAGIC_STRUCT
@@ -23,7 +24,14 @@ _SYS_FLAG = fmt.SYS_FLAG_STRUCT
 _SYS_FLAG_AT = fmt.PREFIX_OFFSETS["sys_flag"]
 _PROPS_LEN = fmt.PROPERTIES_LENGTH_STRUCT
 _TOPIC_LEN = fmt.TOPIC_LENGTH_STRUCTS
+_PROPS_LEN_SIZE = _PROPS_LEN.size
+_MAGICS = fmt.MESSAGE_MAGICS
+_MIN_RECORD_SIZE = fmt.MIN_RECORD_SIZE
+_HOST_FLAGS = fmt.HOST_FLAGS
+_HEADER_STRUCTS = fmt.HEADER_STRUCTS
 _FIXED_SIZES = {flags: s.size for flags, s in fmt.HEADER_STRUCTS.items()}
+_HEADER_FIELDS = [name.replace("_host.", "_") for name, _, _ in flat_fields(fmt.header_schema(False, False))]
+_SYS_FLAG_INDEX = _HEADER_FIELDS.index("sys_flag")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -138,83 +146,31 @@ class Record:
         return self.position + self.total_size
 
 
+# ``decode_record`` passes the header's fields straight on: Record declares them in the same order.
+assert list(Record.__dataclass_fields__)[2 : 2 + len(_HEADER_FIELDS)] == _HEADER_FIELDS, _HEADER_FIELDS
+
+
 def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int = 0) -> Record:
     """Decode and check the record at ``buf[pos:]``; raises ``RecordError``.
 
     Checks mirror ``checkMessageAndReturnSize``: known magic, size within the file, field
-    lengths, and TOTALSIZE equal to the recomputed length.
+    lengths, and TOTALSIZE equal to the recomputed length. One function, no helpers: scans call it
+    once per record.
     """
-    total, magic, hosts = _check_prefix(buf, pos, limit)
-    fixed = _FIXED_SIZES[hosts]
-    (
-        _,
-        _,
-        body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_ts,
-        born_addr,
-        born_port,
-        store_ts,
-        store_addr,
-        store_port,
-        reconsume,
-        prepared,
-        body_len,
-    ) = fmt.HEADER_STRUCTS[hosts].unpack_from(buf, pos)
-    topic, props_raw = _check_tail(buf, pos, total, magic, sys_flag, fixed, body_len)
-    return Record(
-        file_name,
-        file_from + pos,
-        total,
-        magic,
-        body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_ts,
-        born_addr,
-        born_port,
-        store_ts,
-        store_addr,
-        store_port,
-        reconsume,
-        prepared,
-        body_len,
-        topic,
-        props_raw,
-        fixed,
-        buf,
-        pos,
-    )
-
-
-def _check_prefix(buf, pos: int, limit: int) -> tuple[int, int, int]:
-    """TOTALSIZE, MAGICCODE and the sysFlag host bits of the record at ``pos``, once its magic,
-    its size within ``limit`` and its fixed header within that size are checked."""
     if pos + _SIZE_MAGIC.size > limit:
         raise RecordError("truncated record header")
     total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
-    if magic not in fmt.MESSAGE_MAGICS:
+    if magic not in _MAGICS:
         raise RecordError(f"illegal magic code 0x{magic & 0xFFFFFFFF:08x}")
-    if total < fmt.MIN_RECORD_SIZE or total > limit - pos:
+    if total < _MIN_RECORD_SIZE or total > limit - pos:
         raise RecordError(f"total size {total} out of bounds")
-    hosts = _SYS_FLAG.unpack_from(buf, pos + _SYS_FLAG_AT)[0] & fmt.HOST_FLAGS
-    if _FIXED_SIZES[hosts] > total:
+    hosts = _SYS_FLAG.unpack_from(buf, pos + _SYS_FLAG_AT)[0] & _HOST_FLAGS
+    fixed = _FIXED_SIZES[hosts]
+    if fixed > total:
         raise RecordError("record shorter than its header")
-    return total, magic, hosts
-
-
-def _check_tail(
-    buf, pos: int, total: int, magic: int, sys_flag: int, fixed: int, body_len: int
-) -> tuple[str, bytes]:
-    """The topic and raw properties after the body, each length checked against the record's end,
-    and TOTALSIZE against the length the fields add up to."""
+    header = _HEADER_STRUCTS[hosts].unpack_from(buf, pos)  # the fields of ``Record``, in order
+    # the body, topic and properties, each length checked against the record's end
+    body_len = header[-1]
     end = pos + total
     p = pos + fixed
     if body_len < 0 or p + body_len > end:
@@ -225,22 +181,23 @@ def _check_tail(
         raise RecordError("truncated topic length")
     topic_len = tl_struct.unpack_from(buf, p)[0]
     p += tl_struct.size
-    if topic_len < 0 or p + topic_len + _PROPS_LEN.size > end:
+    if topic_len < 0 or p + topic_len + _PROPS_LEN_SIZE > end:
         raise RecordError(f"topic length {topic_len} out of bounds")
     topic_bytes = bytes(buf[p : p + topic_len])
     p += topic_len
     props_len = _PROPS_LEN.unpack_from(buf, p)[0]
-    p += _PROPS_LEN.size
+    p += _PROPS_LEN_SIZE
     if props_len > 0:
         if p + props_len > end:
             raise RecordError(f"properties length {props_len} out of bounds")
         props_raw = bytes(buf[p : p + props_len])
     else:
         props_raw = b""
-    expected = fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
+    expected = fmt.calc_msg_length(header[_SYS_FLAG_INDEX], body_len, topic_len, props_len, magic)
     if expected != total:
         raise RecordError(f"total size {total} != computed length {expected}")
     try:
-        return topic_bytes.decode("utf-8"), props_raw
+        topic = topic_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError("topic is not UTF-8") from exc
+    return Record(file_name, file_from + pos, *header, topic, props_raw, fixed, buf, pos)

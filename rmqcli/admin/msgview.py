@@ -62,6 +62,15 @@ def _code_desc(exc: BrokerError) -> tuple[int | None, str]:
     return int(match.group(1)), match.group(2) or ""
 
 
+def _failed(track: MessageTrack, exc: BrokerError) -> None:
+    """A broker's error answer as mqadmin records it, ``CODE:<n> DESC:<remark>``; CONSUMER_NOT_ONLINE
+    also marks the track NOT_ONLINE."""
+    code, desc = _code_desc(exc)
+    if code == ResponseCode.CONSUMER_NOT_ONLINE:
+        track.track_type = "NOT_ONLINE"
+    track.exception_desc = f"CODE:{code} DESC:{desc}"
+
+
 def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
     """``messageTrackDetail``: groups from QUERY_TOPIC_CONSUME_BY_WHO (300), each group's
     connection (203) and, for push consumers, whether its offset passed the message (208)."""
@@ -88,10 +97,7 @@ def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
             track.exception_desc = f"org.apache.rocketmq.client.exception.MQClientException: {exc}"
             continue
         except BrokerError as exc:
-            code, desc = _code_desc(exc)
-            if code == ResponseCode.CONSUMER_NOT_ONLINE:
-                track.track_type = "NOT_ONLINE"
-            track.exception_desc = f"CODE:{code} DESC:{desc}"
+            _failed(track, exc)
             continue
         except NetworkError as exc:
             track.exception_desc = str(exc)
@@ -107,10 +113,7 @@ def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
                 track.exception_desc = f"CODE:{not_online} DESC:{str(exc).split(': ', 1)[-1]}"
                 continue
             except BrokerError as exc:
-                code, desc = _code_desc(exc)
-                if code == ResponseCode.CONSUMER_NOT_ONLINE:
-                    track.track_type = "NOT_ONLINE"
-                track.exception_desc = f"CODE:{code} DESC:{desc}"
+                _failed(track, exc)
                 continue
             if consumed:
                 track.track_type = "CONSUMED"
