@@ -155,6 +155,7 @@ class HASlave:
                 self.reconnects += 1
                 if session.pushes:
                     delay = self.backoff
+                log.warning("HA: %s; reconnecting in %.1f s", self.last_problem, delay)
                 self.state = SlaveState.BACKOFF
                 await self._pause(delay)
                 delay = min(delay * 2, self.backoff_max)
@@ -186,8 +187,7 @@ class HASlave:
             self.appender.flush()
 
     def _problem(self, line: str) -> _Outcome:
-        self.last_problem = line
-        log.warning("HA: %s; reconnecting", line)
+        self.last_problem = line  # logged by ``run`` with the time to the next attempt
         return _Outcome.RECONNECT
 
     def _stop(self, line: str) -> _Outcome:
