@@ -80,6 +80,16 @@ class RebuildResult:
     unsafe: dict[str, UnsafeTopic] = field(default_factory=dict)  # topics whose records got no queue
     index_scan: IndexScan = field(default_factory=IndexScan)  # the store's index files, as found
 
+    def take_counts(self, dispatcher: FastDispatcher) -> None:
+        """What a bulk dispatch (``fastdispatch``) wrote: records, queues, units, index files and
+        entries, and the topics whose records went to no queue."""
+        self.records = dispatcher.records
+        self.queues = len(dispatcher.queues)
+        self.units = dispatcher.units
+        self.index_files = len(dispatcher.index_files)
+        self.index_entries = dispatcher.index_entries
+        self.unsafe = dispatcher.unsafe
+
     def to_dict(self) -> dict:
         return {
             "records": self.records,
@@ -211,16 +221,24 @@ def stage_rebuild(
         logics, index_ts = _dispatch_each(
             store, settings, result, consume_queues, index, topic, start, from_offset, until
         )
-    result.checkpoint = Checkpoint(
+    result.checkpoint = rebuilt_checkpoint(old, logics, index_ts, consume_queues, index, topic)
+    finish_plan(store, result, consume_queues, index, topic)
+    scan.close()
+    return result
+
+
+def rebuilt_checkpoint(
+    old: Checkpoint, logics: int, index_ts: int, consume_queues: bool, index: bool, topic: str | None
+) -> Checkpoint:
+    """The checkpoint after a rebuild: the logics timestamp follows rebuilt queues (all of them),
+    the index timestamp a rebuilt index (``logics``, ``index_ts``: the dispatch's)."""
+    return Checkpoint(
         old.physic_msg_timestamp,
         logics if consume_queues and topic is None else old.logics_msg_timestamp,
         index_ts if index else old.index_msg_timestamp,
         old.master_flushed_offset,
         old.confirm_phy_offset,
     )
-    finish_plan(store, result, consume_queues, index, topic)
-    scan.close()
-    return result
 
 
 def check_options(consume_queues: bool, index: bool, topic: str | None) -> None:
@@ -268,12 +286,7 @@ def _dispatch_in_bulk(
         for sub in (CONSUMEQUEUE_DIR, INDEX_DIR):
             shutil.rmtree(result.staged / sub, ignore_errors=True)
         return None
-    result.records = dispatcher.records
-    result.queues = len(dispatcher.queues)
-    result.units = dispatcher.units
-    result.index_files = len(dispatcher.index_files)
-    result.index_entries = dispatcher.index_entries
-    result.unsafe = dispatcher.unsafe
+    result.take_counts(dispatcher)
     return dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp
 
 
