@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -54,8 +55,13 @@ class CommitLogAppender(Protocol):
         ...
 
     def flush(self) -> None:
-        """Everything appended so far to disk (msync of the files written, fsync of the directory
-        when a file was created)."""
+        """Everything appended so far to disk (the files written, and the directory when a file was
+        created)."""
+        ...
+
+    def take_flush(self) -> Callable[[], None]:
+        """``flush`` in two steps: what is appended now is taken at once; the function returned
+        makes it durable and may run in another thread while appends go on."""
         ...
 
 
@@ -65,7 +71,8 @@ class QueueAppender:
 
     def __init__(self, queue: WritableFileQueue):
         self.queue = queue
-        self._dirty: dict[int, WritableFile] = {}
+        self._fds: dict[int, int] = {}  # from_offset -> a descriptor of the file, for pwrite and fsync
+        self._dirty: set[int] = set()
         self._created = False
 
     @classmethod
@@ -110,8 +117,12 @@ class QueueAppender:
             raise AppendError(
                 f"{size} bytes at offset {offset} would cross the end of CommitLog file {f.path.name}"
             )
-        f.append(data)
-        self._dirty[f.from_offset] = f
+        fd = self._fds.get(f.from_offset)
+        if fd is None:
+            fd = self._fds[f.from_offset] = os.open(f.path, os.O_RDWR)
+        os.pwrite(fd, data, f.wrote)  # the same pages as the file's map; 3x mmap's first-touch speed
+        f.wrote += size
+        self._dirty.add(f.from_offset)
 
     def _file_for(self, offset: int) -> WritableFile:
         end = self.max_offset
@@ -160,16 +171,38 @@ class QueueAppender:
         fsync_dir(directory)
         log.warning("HA: moved CommitLog files %s to %s: %s", ", ".join(names), aside, why)
 
+    def take_flush(self) -> Callable[[], None]:
+        """What is appended now, to be made durable by the function returned, which may run in
+        another thread (``fdatasync`` releases the GIL, ``mmap.flush`` does not) while appends go on."""
+        dirty, self._dirty = self._dirty, set()
+        fds = [os.dup(self._fds[offset]) for offset in sorted(dirty) if offset in self._fds]
+        directory = self.queue.directory if self._created else None
+        self._created = False
+
+        def sync() -> None:
+            try:
+                for fd in fds:
+                    os.fdatasync(fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            if directory is not None:
+                fsync_dir(directory)
+
+        return sync
+
     def flush(self) -> None:
-        dirty, self._dirty = self._dirty, {}
-        for f in dirty.values():
-            f.flush()
-        if self._created:
-            self._created = False
-            fsync_dir(self.queue.directory)
+        self.take_flush()()
+
+    def _close_fds(self) -> None:
+        fds, self._fds = self._fds, {}
+        self._dirty.clear()
+        for fd in fds.values():
+            os.close(fd)
 
     def close(self) -> None:
         self.flush()
+        self._close_fds()
         self.queue.close()
 
 

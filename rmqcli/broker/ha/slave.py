@@ -166,7 +166,9 @@ class HASlave:
                 flusher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await flusher
-            self._flush()
+            if self._dirty:
+                self._dirty = False
+                self.appender.flush()
 
     async def _pause(self, seconds: float) -> None:
         self._wake.clear()
@@ -177,14 +179,15 @@ class HASlave:
         while True:
             await asyncio.sleep(self.flush_interval)
             try:
-                self._flush()
+                await self._flush()
             except OSError:
                 log.exception("HA: flush of the replicated CommitLog failed")
 
-    def _flush(self) -> None:
+    async def _flush(self) -> None:
+        """The appended bytes to disk, in a worker thread: the loop goes on reading pushes."""
         if self._dirty:
             self._dirty = False
-            self.appender.flush()
+            await asyncio.to_thread(self.appender.take_flush())
 
     def _problem(self, line: str) -> _Outcome:
         self.last_problem = line  # logged by ``run`` with the time to the next attempt
@@ -270,7 +273,7 @@ class HASlave:
             if end != before:
                 self._dirty = True
                 if self.sync_flush:
-                    self._flush()
+                    await self._flush()
                 self._report(writer, end)
                 if self.on_appended is not None:
                     self.on_appended(end)
