@@ -191,7 +191,8 @@ def test_config_keys_and_4_9_8_defaults() -> None:
 
 # --- rmq master + rmq slave --------------------------------------------------------------------------
 @needs_real
-def test_rmq_slave_replicates_the_real_store_byte_for_byte(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sync_flush", [False, True], ids=["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_rmq_slave_replicates_the_real_store_byte_for_byte(tmp_path: Path, sync_flush: bool) -> None:
     """Five files equal to the real broker's; the reput over them builds its consume queues."""
     master_copy = writable_copy(REAL, tmp_path / "master")
     source = StoreFilesSource(master_copy)
@@ -201,7 +202,9 @@ def test_rmq_slave_replicates_the_real_store_byte_for_byte(tmp_path: Path) -> No
     reput: list[ReplicaReput] = []
 
     async def scenario() -> None:
-        rep = Replication(source, slave_dir, on_appended=lambda end: reput[0].dispatch_to(end))
+        rep = Replication(
+            source, slave_dir, sync_flush=sync_flush, on_appended=lambda end: reput[0].dispatch_to(end)
+        )
         await rep.start_master()
         rep.start_slave()
         assert rep.appender is not None
@@ -226,6 +229,34 @@ def test_rmq_slave_replicates_the_real_store_byte_for_byte(tmp_path: Path) -> No
     assert slave_cq == real_cq and len(real_cq) == 30
     for rel in real_cq:
         assert (slave_dir / rel).read_bytes() == (REAL / rel).read_bytes(), rel
+
+
+@needs_real
+def test_an_idle_connection_lives_on_heartbeats_and_follows_a_new_address(tmp_path: Path) -> None:
+    """Both sides close a connection silent for haHousekeepingInterval (300 ms here): the master's
+    empty headers and the slave's reports keep an idle one up for 1.5 s. A slave without an address
+    waits; given one (``updateHaMasterAddress``), it replicates."""
+    source = StoreFilesSource(writable_copy(REAL, tmp_path / "master"))
+    config = HAConfig(ha_send_heartbeat_interval=100, ha_housekeeping_interval=300)
+
+    async def scenario() -> None:
+        rep = Replication(source, tmp_path / "slave", config=config)
+        await rep.start_master()
+        slave = rep.start_slave()
+        slave.update_master_address(None)
+        await asyncio.sleep(0.3)
+        assert slave.state is SlaveState.IDLE and rep.master.connection_count == 0
+        slave.update_master_address(f"127.0.0.1:{rep.master.port}")
+        await rep.caught_up(REAL_END)
+        await asyncio.sleep(1.5)
+        assert slave.state is SlaveState.CONNECTED and slave.reconnects == 0
+        (info,) = rep.master.slaves()
+        assert info.connected_seconds >= 1.5 and info.ack_offset == REAL_END
+        await rep.stop_slave()
+        await rep.master.close()
+
+    run(scenario())
+    source.close()
 
 
 @needs_real
