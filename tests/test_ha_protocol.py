@@ -208,7 +208,7 @@ def test_rmq_slave_replicates_the_real_store_byte_for_byte(tmp_path: Path, sync_
         await rep.start_master()
         rep.start_slave()
         assert rep.appender is not None
-        reput.append(ReplicaReput(rep.appender.queue, dispatcher, 0))
+        reput.append(ReplicaReput(rep.appender.queue, dispatcher.dispatch_record, 0))
         await rep.caught_up(REAL_END)
         await until(lambda: rep.master.push_to_slave_max_offset == REAL_END, 5, "the acknowledgement")
         (info,) = rep.master.slaves()
@@ -229,6 +229,44 @@ def test_rmq_slave_replicates_the_real_store_byte_for_byte(tmp_path: Path, sync_
     assert slave_cq == real_cq and len(real_cq) == 30
     for rel in real_cq:
         assert (slave_dir / rel).read_bytes() == (REAL / rel).read_bytes(), rel
+
+
+@needs_real
+def test_slave_appends_to_a_store_writer_whose_recovery_then_agrees(tmp_path: Path) -> None:
+    """The slave side inside a broker: the appender writes the ``StoreWriter``'s own CommitLog
+    queue, the reput hands records to its dispatcher; reopened, the store recovers to the same end
+    with nothing left to dispatch and its queue offsets continue from the replicated records."""
+    source = StoreFilesSource(writable_copy(REAL, tmp_path / "master"))
+    slave_dir = tmp_path / "slave"
+    writer = StoreWriter(slave_dir, SETTINGS)
+    appender = QueueAppender(writer.commitlog)
+    reput = ReplicaReput(writer.commitlog, writer.dispatcher.dispatch_record, writer.max_offset)
+
+    async def scenario() -> None:
+        master = HAMaster(source, FAST, host="127.0.0.1", port=0, full_sync_empty_slave=True)
+        await master.start()
+        slave = HASlave(
+            appender, FAST, master_address=f"127.0.0.1:{master.port}", on_appended=reput.dispatch_to
+        )
+        task = asyncio.ensure_future(slave.run())
+        await until(lambda: writer.max_offset == REAL_END, 20, "replication")
+        await slave.close()
+        await task
+        await master.close()
+
+    run(scenario())
+    source.close()
+    appender.release()
+    assert reput.dispatched == 3005
+    writer.close()
+    assert commitlog_files(slave_dir / "commitlog") == commitlog_files(REAL / "commitlog")
+    for rel in (p.relative_to(REAL) for p in (REAL / "consumequeue").rglob("*") if p.is_file()):
+        assert (slave_dir / rel).read_bytes() == (REAL / rel).read_bytes(), rel
+    queue = b"".join(p.read_bytes() for p in sorted((REAL / "consumequeue" / "OrderTopic" / "0").iterdir()))
+    units = sum(1 for i in range(0, len(queue), 20) if any(queue[i : i + 20]))
+    with StoreWriter(slave_dir, SETTINGS) as reopened:
+        assert reopened.max_offset == REAL_END
+        assert reopened.queue_offsets[("OrderTopic", 0)] == units == 65
 
 
 @needs_real

@@ -200,9 +200,13 @@ class QueueAppender:
         for fd in fds.values():
             os.close(fd)
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Flush and let go of the files; the queue stays open (a ``StoreWriter`` that owns it)."""
         self.flush()
         self._close_fds()
+
+    def close(self) -> None:
+        self.release()
         self.queue.close()
 
 

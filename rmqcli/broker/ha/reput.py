@@ -1,9 +1,11 @@
 """A slave's reput: consume queues and index from replicated CommitLog bytes (``ReputMessageService``).
 
 On a slave nothing is put; bytes arrive from the master and the reput walks them record by record
-from where it stopped (``reputFromOffset``), handing each whole record to the store's own
-``Dispatcher`` (``rmqcli.store.dispatch``: ``CommitLogDispatcherBuildConsumeQueue`` then
-``CommitLogDispatcherBuildIndex``), so a slave's units equal its master's. A BLANK record moves it
+from where it stopped (``reputFromOffset``), handing each whole record to ``dispatch``: the
+store's own ``Dispatcher.dispatch_record`` (``rmqcli.store.dispatch``:
+``CommitLogDispatcherBuildConsumeQueue`` then ``CommitLogDispatcherBuildIndex``), or in a running
+broker the ``StoreWriter``'s, which also keeps its queue offsets and checkpoint times; so a slave's
+units equal its master's. A BLANK record moves it
 to the next file (``rollNextFile``); a record cut by the end of what has arrived waits for the
 next push. A record that fails the checks where the whole of it has arrived stops the walk with
 one log line: the bytes are the master's, so the master's CommitLog holds it too.
@@ -13,10 +15,10 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Callable
 
 from formats import commitlog as fmt
-from formats.records import RecordError, decode_record
-from rmqcli.store.dispatch import Dispatcher, DispatchRequest
+from formats.records import Record, RecordError, decode_record
 from rmqcli.store.writer_files import WritableFileQueue
 
 log = logging.getLogger(__name__)
@@ -27,9 +29,9 @@ _SIZE_MAGIC = fmt.SIZE_MAGIC_STRUCT
 class ReplicaReput:
     """Dispatches the records of ``queue`` (a slave's CommitLog) from ``start`` on."""
 
-    def __init__(self, queue: WritableFileQueue, dispatcher: Dispatcher, start: int):
+    def __init__(self, queue: WritableFileQueue, dispatch: Callable[[Record], object], start: int):
         self.queue = queue
-        self.dispatcher = dispatcher
+        self.dispatch = dispatch
         self.next = start  # reputFromOffset
         self.dispatched = 0
         self.broken: str | None = None  # set when a record fails its checks (the walk stops)
@@ -67,7 +69,7 @@ class ReplicaReput:
         count = 0
         pos = 0
         limit = len(data)
-        dispatcher = self.dispatcher
+        dispatch = self.dispatch
         while limit - pos >= _SIZE_MAGIC.size:
             total, magic = _SIZE_MAGIC.unpack_from(data, pos)
             if magic == fmt.BLANK_MAGIC:
@@ -83,7 +85,7 @@ class ReplicaReput:
                 rec = decode_record(data, pos, pos + total, name, offset)
             except RecordError as exc:
                 return count, self._break(offset + pos, name, str(exc))
-            dispatcher.dispatch(DispatchRequest.of(rec))
+            dispatch(rec)
             count += 1
             pos += total
         self.next = offset + pos
