@@ -7,15 +7,8 @@ import fcntl
 import os
 from pathlib import Path
 
-from rmqcli.errors import RmqError
+from rmqcli.errors import StoreBusyError
 from rmqcli.ops.safety.journal import BACKUP_DIR, LOCK_NAME, fsync_dir
-
-
-class StoreBusyError(RmqError):
-    """The store is in use: a broker holds its ``lock``, or another rmq command is changing it."""
-
-    exit_code = 7
-
 
 FORCE_HINT = "(or pass --force-unlocked if you are sure nothing writes to the store)"
 
