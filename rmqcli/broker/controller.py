@@ -48,6 +48,7 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode
 from rmqcli.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -260,7 +261,7 @@ class BrokerController:
         for addr in self.namesrv_addrs:
             try:
                 response = await self.remoting.invoke(addr, self._register_request(), REGISTER_TIMEOUT)
-                if response.code != 0:
+                if response.code != ResponseCode.SUCCESS:
                     log.warning("register with %s: %s %s", addr, response.describe(), response.remark or "")
             except RmqError as exc:
                 log.warning("register with name server %s failed: %s", addr, exc)

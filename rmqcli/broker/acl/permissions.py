@@ -9,14 +9,13 @@ adds the batch and reply sends (4.9.8 checks no resource for them) and more admi
 
 from __future__ import annotations
 
+from formats.names import RETRY_PREFIX
 from rmqcli.broker.acl.addresses import AclConfigError
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 
 DENY, ANY, PUB, SUB = 1, 2, 4, 8
-RETRY_PREFIX = "%RETRY%"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 _NAMES = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
 ADMIN_CODES_498 = frozenset(

@@ -18,10 +18,10 @@ from __future__ import annotations
 import hmac
 import logging
 
+from formats.names import TRACE_TOPIC
 from rmqcli.broker.acl.permissions import (
     ADMIN_CODES,
     PUB,
-    TRACE_TOPIC,
     check_permission,
     describe,
     is_group_resource,
