@@ -26,8 +26,8 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
-from formats.commitlog import SCHEDULE_TOPIC
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
+from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import SYSTEM_TOPICS
 from rmqcli.errors import UnsafeNameError
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 DELETE_FILES_BATCH_MAX = 10  # MappedFileQueue.DELETE_FILES_BATCH_MAX
 MAX_EXT_ADDRESS = -(1 << 31) - 1  # ConsumeQueueExt.MAX_ADDRESS: tags codes at or below are ext addresses
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 
 
 # --- statistics and inspection -----------------------------------------------------------------

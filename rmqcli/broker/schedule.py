@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
+from formats.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rmqcli.broker.msgext import inner_from_record, serialise
 from rmqcli.store.commitlog import Record
 from rmqcli.store.naming import is_safe_topic_dir
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 FIRST_DELAY_SECONDS = 1.0  # FIRST_DELAY_TIME
 ROUND_SECONDS = 0.1  # DELAY_FOR_A_WHILE
 UNITS_PER_ROUND = 256
@@ -71,10 +71,10 @@ class ScheduleService:
         """``correctDelayOffset``: an offset outside its queue's ``[min, max]`` is moved into it."""
         store = self.ctl.store
         for level, offset in list(self.offsets.items()):
-            if level < 1 or level > len(self.delays) or store.queue(fmt.SCHEDULE_TOPIC, level - 1) is None:
+            if level < 1 or level > len(self.delays) or store.queue(SCHEDULE_TOPIC, level - 1) is None:
                 continue
-            low = store.min_offset(fmt.SCHEDULE_TOPIC, level - 1)
-            high = store.max_offset(fmt.SCHEDULE_TOPIC, level - 1)
+            low = store.min_offset(SCHEDULE_TOPIC, level - 1)
+            high = store.max_offset(SCHEDULE_TOPIC, level - 1)
             fixed = min(max(offset, low), high)
             if fixed != offset:
                 log.warning("delay level %d: offset %d moved into [%d, %d]", level, offset, low, high)
@@ -91,15 +91,15 @@ class ScheduleService:
     def _deliver_level(self, level: int, now: int | None) -> int:
         store = self.ctl.store
         queue_id = level - 1
-        if store.queue(fmt.SCHEDULE_TOPIC, queue_id) is None:
+        if store.queue(SCHEDULE_TOPIC, queue_id) is None:
             return 0
         offset = self.offsets.get(level, 0)
         count = 0
         while True:
-            units = store.units(fmt.SCHEDULE_TOPIC, queue_id, offset, UNITS_PER_ROUND)
+            units = store.units(SCHEDULE_TOPIC, queue_id, offset, UNITS_PER_ROUND)
             if not units:
-                if offset < store.min_offset(fmt.SCHEDULE_TOPIC, queue_id):
-                    self._advance(level, store.min_offset(fmt.SCHEDULE_TOPIC, queue_id))
+                if offset < store.min_offset(SCHEDULE_TOPIC, queue_id):
+                    self._advance(level, store.min_offset(SCHEDULE_TOPIC, queue_id))
                 return count
             if count >= MAX_PER_ROUND:
                 return count

@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
+from formats.names import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.msgext import (
     PROPERTY_CHECK_IMMUNITY_TIME,
@@ -52,10 +53,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SYSTEM_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS
+HALF_TOPIC = TRANS_HALF_TOPIC
+OP_TOPIC = TRANS_OP_HALF_TOPIC
+CHECK_MAX_TIME_TOPIC = TRANS_CHECK_MAX_TIME_TOPIC
+SYSTEM_GROUP = TRANS_CHECK_GROUP  # MixAll.CID_SYS_RMQ_TRANS
 REMOVE_TAG = "d"
 COMMIT = int(fmt.TransactionType.COMMIT)
 ROLLBACK = int(fmt.TransactionType.ROLLBACK)

@@ -14,6 +14,7 @@ import numpy as np
 
 from formats import commitlog as fmt
 from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE, is_ext_address
+from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.ops.verify_commitlog import RecordTable
 from rmqcli.ops.verify_common import Collector
 from rmqcli.store.consumequeue import ConsumeQueue
@@ -21,9 +22,8 @@ from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
 
 LMQ_PREFIX = "%LMQ%"
-OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 # topics whose queues ``DefaultMessageStore.cleanUnusedTopic`` keeps although topics.json lacks them
-KEPT_UNCONFIGURED = (fmt.SCHEDULE_TOPIC, OP_HALF_TOPIC)
+KEPT_UNCONFIGURED = (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC)
 _UNIT = np.dtype(CQ_UNIT_DTYPE)
 _EXT_MAX = -(2**31) - 1
 assert is_ext_address(_EXT_MAX)
@@ -211,7 +211,7 @@ def check_units(
         masks, dispatched = _judge_units(q, table, live, r, rec >= 0, topic_ids.get(q.topic, -1))
         covered[r[dispatched]] = True
         wrong_tags = masks["cq-tags-mismatch"]
-        if q.topic == fmt.SCHEDULE_TOPIC and not delay_levels_known and wrong_tags.any():
+        if q.topic == SCHEDULE_TOPIC and not delay_levels_known and wrong_tags.any():
             _unknown_levels(p, q, table, live, r, wrong_tags)
             masks["cq-tags-mismatch"] = np.zeros_like(wrong_tags)
         _report_units(p, q, table, live, r, {"cq-past-end": past, "cq-bad-offset": bad_offset, **masks})
