@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
-FLAG_COMMIT_OFFSET = 0x1  # PullSysFlag
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 MAX_TRANSFER_COUNT = 32  # maxTransferCountOnMessageInMemory
 MAX_TRANSFER_BYTES = 256 * 1024  # maxTransferBytesOnMessageInMemory
 MAX_FILTER_BYTES = 16000  # DefaultMessageStore.getMessage: max(16000, maxMsgNums * 20) bytes of units
@@ -112,7 +109,7 @@ def parse(ctl: BrokerController, req: RemotingCommand) -> PullRequest:
     expression_type = (h.expression_type or "TAG").upper()
     if expression_type != "TAG":
         raise PullError(RS.NO_PERMISSION, "The broker does not support consumer to filter message by SQL92")
-    if h.sys_flag & FLAG_SUBSCRIPTION:
+    if h.sys_flag & hd.PULL_FLAG_SUBSCRIPTION:
         return PullRequest(h, tag_codes(h.subscription))
     sub = ctl.clients.subscription(h.consumer_group, h.topic)
     if ctl.clients.consumers.get(h.consumer_group) is None:
@@ -210,10 +207,10 @@ def pull_message(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
     except PullError as exc:
         return req.response(exc.code, exc.remark)
     h = pull.header
-    if h.sys_flag & FLAG_COMMIT_OFFSET and ctl.config.broker_id == 0 and h.commit_offset >= 0:
+    if h.sys_flag & hd.PULL_FLAG_COMMIT_OFFSET and ctl.config.broker_id == 0 and h.commit_offset >= 0:
         ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
     res = get_message(ctl, pull)
-    if res.code == RS.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND:
+    if res.code == RS.PULL_NOT_FOUND and h.sys_flag & hd.PULL_FLAG_SUSPEND:
         timeout = (
             h.suspend_timeout_millis
             if ctl.config.long_polling_enable
