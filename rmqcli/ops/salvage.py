@@ -25,16 +25,14 @@ the broker's does. The replaced bytes are backed up like every change.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import construct as cs
 import numpy as np
 
 from formats import commitlog as fmt
 from formats.consumequeue import CQ_UNIT_DTYPE
-from formats.derive import compile_struct
+from formats.derive import field_struct
 from rmqcli.store import Store
 from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
 from rmqcli.store.mapped import MappedFile
@@ -42,10 +40,10 @@ from rmqcli.store.writer_records import blank_record, encode_record
 
 SALVAGED_PROPERTY = "RMQ_SALVAGED"
 GAP_TOPIC = "RMQ_SALVAGED_GAP"
-_INT32 = struct.Struct(">i")
+_MAGIC = field_struct(fmt.RecordPrefix, "magic_code")
 _MAGIC_AT = fmt.PREFIX_OFFSETS["magic_code"]  # where a record's (or BLANK's) magic code lies
-_MAGIC_PATTERNS = tuple(_INT32.pack(m) for m in (*fmt.MESSAGE_MAGICS, fmt.BLANK_MAGIC))
-_PROPS_LEN = compile_struct(cs.Struct("properties_length" / fmt.PROPERTIES_LENGTH))
+_MAGIC_PATTERNS = tuple(_MAGIC.pack(m) for m in (*fmt.MESSAGE_MAGICS, fmt.BLANK_MAGIC))
+_PROPS_LEN = fmt.PROPERTIES_LENGTH_STRUCT
 _NO_HOST = (bytes(4), 0)
 _MIN_RECORD = fmt.calc_msg_length(0, 0, 1, 0)  # the smallest valid record
 _BLANK = "blank"  # a segment that becomes the BLANK record ending its file
@@ -130,7 +128,7 @@ def _tombstone(identity: _Identity, physical_offset: int, length: int, reason: s
 
 def _header_identity(buf, pos: int, total: int) -> _Identity | None:
     """Topic, queue and timestamps of a damaged record whose TOTALSIZE is trusted, when they read."""
-    sys_flag = _INT32.unpack_from(buf, pos + fmt.PREFIX_OFFSETS["sys_flag"])[0]
+    sys_flag = fmt.SYS_FLAG_STRUCT.unpack_from(buf, pos + fmt.PREFIX_OFFSETS["sys_flag"])[0]
     header = fmt.HEADER_STRUCTS[sys_flag & fmt.HOST_FLAGS]
     if header.size > total:
         return None

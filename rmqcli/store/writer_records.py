@@ -7,14 +7,11 @@ properties. V1 records only: a 4.9.x broker rejects topics longer than 127 chara
 
 from __future__ import annotations
 
-import construct as cs
-
 from formats import commitlog as fmt
-from formats.derive import compile_struct
 from rmqcli.errors import UsageError
 
-_TOPIC_LEN = compile_struct(cs.Struct("topic_length" / fmt.TOPIC_LENGTH_V1))
-_PROPS_LEN = compile_struct(cs.Struct("properties_length" / fmt.PROPERTIES_LENGTH))
+_TOPIC_LEN = fmt.TOPIC_LENGTH_STRUCTS[fmt.MAGIC_V1]
+_PROPS_LEN = fmt.PROPERTIES_LENGTH_STRUCT
 _MAX_TOPIC_LENGTH = 2 ** (8 * _TOPIC_LEN.size - 1) - 1  # signed i8
 _MAX_PROPERTIES_LENGTH = 2 ** (8 * _PROPS_LEN.size - 1) - 1  # Short.MAX_VALUE
 BLANK_RECORD_SIZE = fmt.BlankRecord.sizeof()
