@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from rmqcli.errors import CorruptDataError, RmqError
+from rmqcli.store.store import BACKUP_DIR  # noqa: F401 - declared with the store's names, also importable from here
 from rmqcli.store.writer_files import fsync_dir as store_fsync_dir
 
-BACKUP_DIR = ".rmq-backup"
 STAGING_DIR = ".rmq-staging"
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
