@@ -13,6 +13,7 @@ from typing import Any
 
 from formats import fastjson
 from rmqcli.errors import CorruptDataError
+from rmqcli.store.writer_files import fsync_dir
 
 TOPICS = "topics.json"
 SUBSCRIPTIONS = "subscriptionGroup.json"
@@ -111,7 +112,7 @@ def write_config(config_dir: Path, name: str, data: dict[str, Any]) -> Path:
     if path.exists():
         _write_synced(path.with_name(path.name + ".bak"), path.read_bytes())
     os.replace(tmp, path)
-    _fsync_dir(config_dir)
+    fsync_dir(config_dir, missing_ok=False)
     return path
 
 
@@ -120,11 +121,3 @@ def _write_synced(path: Path, data: bytes) -> None:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
