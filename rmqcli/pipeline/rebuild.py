@@ -85,18 +85,9 @@ def stage_from_scans(
     if damaged:  # a corrupt record: what a rebuild does past it is rmq rebuild's own (local) path
         ops.discard(result)
         return ops.stage_rebuild(store, consume_queues=consume_queues, index=index, topic=topic)
-    result.records = dispatcher.records
-    result.queues = len(dispatcher.queues)
-    result.units = dispatcher.units
-    result.index_files = len(dispatcher.index_files)
-    result.index_entries = dispatcher.index_entries
-    result.unsafe = dispatcher.unsafe
-    result.checkpoint = Checkpoint(
-        old.physic_msg_timestamp,
-        dispatcher.logics_msg_timestamp if consume_queues and topic is None else old.logics_msg_timestamp,
-        dispatcher.completed_end_timestamp if index else old.index_msg_timestamp,
-        old.master_flushed_offset,
-        old.confirm_phy_offset,
+    result.take_counts(dispatcher)
+    result.checkpoint = ops.rebuilt_checkpoint(
+        old, dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp, consume_queues, index, topic
     )
     ops.finish_plan(store, result, consume_queues, index, topic)
     return result
