@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -57,26 +55,14 @@ from rmqcli.remoting.codec import FrameDecoder, RemotingCommand, decode, encode
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.broker_drivers import HAVE_CLIENT
+from tests.oracle import HAVE_JAVA, KIT, Jvm, broker_port, needs_java
 from tests.test_broker_client import RMQ, ROOT, ServeProcess, free_port, write_conf
 
-KIT = ROOT.parent / "shared" / "rocketmq-4.9.8"
 JS = Path(__file__).resolve().parent / "js"
 HAVE_ONS = shutil.which("node") is not None and (JS / "node_modules" / "ali-ons" / "package.json").is_file()
 PREFIX = "org.apache.rocketmq.acl.common.AclException: "
 
 
-def _java_17() -> bool:
-    if shutil.which("java") is None or not (KIT / "bin" / "mqadmin").is_file():
-        return False
-    try:
-        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return re.search(r'version "17[."]', out.stderr + out.stdout) is not None
-
-
-HAVE_JAVA = _java_17()
-needs_java = pytest.mark.skipif(not HAVE_JAVA, reason="Java 17 or ../shared/rocketmq-4.9.8 is missing")
 needs_cpp = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq 0.4.4 C++ client is not installed")
 needs_ons = pytest.mark.skipif(not HAVE_ONS, reason="node or tests/js/node_modules/ali-ons is missing")
 
@@ -560,52 +546,6 @@ STOCK_USER = Credentials("RocketMQ", "12345678")
 STOCK_ADMIN = Credentials("rocketmq2", "12345678")
 
 
-def _broker_port() -> int:
-    """A listenPort with listenPort-2 (VIP channel) and listenPort+1 (HA) free too."""
-    for _ in range(50):
-        port = free_port()
-        if port < 1100:
-            continue
-        try:
-            for other in (port - 2, port + 1):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", other))
-        except OSError:
-            continue
-        return port
-    raise AssertionError("no free port triple")
-
-
-class Jvm:
-    """One launcher of the kit in the foreground; ``stop()`` sends SIGTERM."""
-
-    def __init__(self, args: list[str], log: Path, env: dict[str, str]):
-        self.log = log
-        with open(log, "w") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log.parent)
-
-    def wait_for(self, text: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log.read_text(errors="replace"):
-                return
-            assert self.proc.poll() is None, f"{self.log.name}: exited: {self.log.read_text()[-2000:]}"
-            time.sleep(0.1)
-        raise AssertionError(f"{self.log.name}: no {text!r}: {self.log.read_text()[-2000:]}")
-
-    def terminate(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-
-    def stop(self) -> None:
-        self.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 STOCK_ACL = KIT / "conf" / "plain_acl.yml"
 
 
@@ -632,7 +572,7 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
     env["ORACLE_STATE_DIR"] = str(tmp / "state")
     env["JAVA_OPT_EXT"] = f"-Drocketmq.home.dir={tmp / 'home'}"  # after the launcher's: it wins
-    ns_port, port = free_port(), _broker_port()
+    ns_port, port = free_port(), broker_port()
     ns = f"127.0.0.1:{ns_port}"
     conf = tmp / "broker.conf"
     conf.write_text(

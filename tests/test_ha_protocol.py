@@ -34,10 +34,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
 import threading
 import time
@@ -60,10 +57,11 @@ from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.writer import StoreWriter
 from rmqcli.store.writer_messages import Message
+from tests.oracle import HAVE_JAVA, KIT, Jvm, broker_port, needs_java
 from tests.realfixtures import REAL_ROOT
+from tests.test_broker_client import free_port
 
 REAL = REAL_ROOT / "basic-1" / "store"
-KIT = Path(__file__).resolve().parents[2] / "shared" / "rocketmq-4.9.8"
 FILE = 1024 * 1024
 REAL_END = 5239795  # the real store's max physical offset (basic-1/expected.json's records)
 SETTINGS = StoreSettings(
@@ -97,12 +95,6 @@ def writable_copy(src: Path, dst: Path, only: list[str] | None = None) -> Path:
 
 def commitlog_files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -737,62 +729,7 @@ def test_master_drops_peers_that_are_no_slaves(tmp_path: Path, caplog: pytest.Lo
 
 
 # --- interop with the real 4.9.8 broker --------------------------------------------------------------
-def _java_17() -> bool:
-    if shutil.which("java") is None or not (KIT / "bin" / "broker").is_file():
-        return False
-    try:
-        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return re.search(r'version "17[."]', out.stderr + out.stdout) is not None
-
-
-HAVE_JAVA = _java_17()
-needs_java = pytest.mark.skipif(not HAVE_JAVA, reason="Java 17 or ../shared/rocketmq-4.9.8 is missing")
 SMALL = 256 * 1024  # the real master's CommitLog files: 3,000 messages fill three of them
-
-
-def broker_port() -> int:
-    """A listenPort whose listenPort-2 (VIP channel) and listenPort+1 (HA) are free too."""
-    for _ in range(100):
-        port = free_port()
-        try:
-            for other in (port - 2, port + 1):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", other))
-        except OSError:
-            continue
-        return port
-    raise AssertionError("no free port triple")
-
-
-class Jvm:
-    """One launcher of the kit, in the foreground; its output in ``log``."""
-
-    def __init__(self, args: list[str], log: Path, env: dict[str, str]):
-        self.log = log
-        with open(log, "w") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=log.parent)
-
-    def wait_for(self, text: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.log.read_text(errors="replace"):
-            assert self.proc.poll() is None, f"{self.log.name} exited: {self.log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, (
-                f"{self.log.name}: no {text!r}: {self.log.read_text()[-2000:]}"
-            )
-            time.sleep(0.1)
-
-    def terminate(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-
-    def wait(self) -> None:
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 class LoopThread:
