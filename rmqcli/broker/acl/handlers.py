@@ -18,9 +18,11 @@ requests fail with the same codes, saying so.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmqcli.broker.acl.addresses import AclConfigError
+from rmqcli.broker.acl.plainacl import PlainAclFiles
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode
@@ -39,61 +41,64 @@ def _split(text: str | None) -> list[str] | None:
     return [part for part in text.split(",") if part.strip()]
 
 
-def update_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    f = req.ext_fields
-    failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+def _acl_change(
+    ctl: BrokerController,
+    req: RemotingCommand,
+    failed: int,
+    field: str,
+    change: Callable[[PlainAclFiles, str], str | None],
+    prefix: str = "",
+) -> Reply:
+    """The shape of 50, 51 and 53: ACL enabled, the required header ``field`` (``@CFNotNull``),
+    then ``change``; a refusal or a failed write answers ``failed`` (``prefix`` may name ``{value}``)."""
     if ctl.acl is None:
         return req.response(failed, DISABLED)
-    access = f.get("accessKey")
-    if access is None:
-        return req.response(ResponseCode.SYSTEM_ERROR, "the custom field <accessKey> is null")
-    config = {
-        "accessKey": access,
-        "secretKey": f.get("secretKey"),
-        "whiteRemoteAddress": f.get("whiteRemoteAddress"),
-        "admin": (f.get("admin") or "").strip().lower() == "true",
-        "defaultTopicPerm": f.get("defaultTopicPerm"),
-        "defaultGroupPerm": f.get("defaultGroupPerm"),
-        "topicPerms": _split(f.get("topicPerms")),
-        "groupPerms": _split(f.get("groupPerms")),
-    }
+    value = req.ext_fields.get(field)
+    if value is None:
+        return req.response(ResponseCode.SYSTEM_ERROR, f"the custom field <{field}> is null")
     try:
-        ctl.acl.files.update_account(config)
+        problem = change(ctl.acl.files, value)
     except (AclConfigError, OSError) as exc:
-        return req.response(failed, str(exc))
-    return req.response()
+        return req.response(failed, prefix.format(value=value) + str(exc))
+    return req.response() if problem is None else req.response(failed, problem)
+
+
+def update_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    f = req.ext_fields
+
+    def change(files: PlainAclFiles, access: str) -> None:
+        files.update_account(
+            {
+                "accessKey": access,
+                "secretKey": f.get("secretKey"),
+                "whiteRemoteAddress": f.get("whiteRemoteAddress"),
+                "admin": (f.get("admin") or "").strip().lower() == "true",
+                "defaultTopicPerm": f.get("defaultTopicPerm"),
+                "defaultGroupPerm": f.get("defaultGroupPerm"),
+                "topicPerms": _split(f.get("topicPerms")),
+                "groupPerms": _split(f.get("groupPerms")),
+            }
+        )
+
+    return _acl_change(ctl, req, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, "accessKey", change)
 
 
 def delete_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
-    if ctl.acl is None:
-        return req.response(failed, DISABLED)
-    access = req.ext_fields.get("accessKey")
-    if access is None:
-        return req.response(ResponseCode.SYSTEM_ERROR, "the custom field <accessKey> is null")
-    try:
-        deleted = ctl.acl.files.delete_account(access)
-    except (AclConfigError, OSError) as exc:
-        return req.response(failed, str(exc))
-    if not deleted:
-        return req.response(
-            failed, f"The accesskey[{access}] corresponding to accessConfig has been deleted failed."
-        )
-    return req.response()
+    def change(files: PlainAclFiles, access: str) -> str | None:
+        if files.delete_account(access):
+            return None
+        return f"The accesskey[{access}] corresponding to accessConfig has been deleted failed."
+
+    return _acl_change(ctl, req, ResponseCode.DELETE_ACL_CONFIG_FAILED, "accessKey", change)
 
 
 def update_global_white_addrs(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    def change(files: PlainAclFiles, addresses: str) -> None:
+        files.update_global_white(_split(addresses) or [], req.ext_fields.get("aclFileFullPath"))
+
     failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
-    if ctl.acl is None:
-        return req.response(failed, DISABLED)
-    addresses = req.ext_fields.get("globalWhiteAddrs")
-    if addresses is None:
-        return req.response(ResponseCode.SYSTEM_ERROR, "the custom field <globalWhiteAddrs> is null")
-    try:
-        ctl.acl.files.update_global_white(_split(addresses) or [], req.ext_fields.get("aclFileFullPath"))
-    except (AclConfigError, OSError) as exc:
-        return req.response(failed, f"The globalWhiteAddresses[{addresses}] has been updated failed. {exc}")
-    return req.response()
+    prefix = "The globalWhiteAddresses[{value}] has been updated failed. "
+    return _acl_change(ctl, req, failed, "globalWhiteAddrs", change, prefix)
 
 
 def get_acl_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
