@@ -25,8 +25,8 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.commitlog import Record, decode_record
 from rmqcli.store.configfiles import delay_offsets
+from rmqcli.store.read.commitlog import Record, decode_record
 from tests.test_broker_client import RMQ, ROOT, ServeProcess, write_conf
 
 LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"

@@ -17,8 +17,8 @@ from formats import commitlog as fmt
 from rmqcli.broker import schedule, sendback, transaction
 from rmqcli.broker.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_TRANSACTION_CHECK_TIMES
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Record
-from rmqcli.store.writer_messages import InnerMessage, apply_delay
+from rmqcli.store.read.commitlog import Record
+from rmqcli.store.write.messages import InnerMessage, apply_delay
 from tests.realfixtures import REAL_ROOT
 
 BASIC = REAL_ROOT / "basic-1" / "store"

@@ -9,8 +9,8 @@ from pathlib import Path
 from formats import commitlog as fmt
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.controller import BrokerController
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import InnerMessage, Message
+from rmqcli.store.write.messages import InnerMessage, Message
+from rmqcli.store.write.writer import StoreWriter
 
 T0 = 1_800_000_000_000
 

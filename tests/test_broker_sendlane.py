@@ -24,8 +24,8 @@ from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Server
 from rmqcli.broker.controller import BrokerController
 from rmqcli.store.settings import StoreSettings
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import Host
+from rmqcli.store.write.messages import Host
+from rmqcli.store.write.writer import StoreWriter
 
 CLOCK_MS = 1_795_415_504_757
 TOPIC = "LaneTopic"

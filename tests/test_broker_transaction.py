@@ -12,8 +12,8 @@ from pathlib import Path
 from rmqcli.broker import transaction as tx
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.controller import BrokerController
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import Message
+from rmqcli.store.write.messages import Message
+from rmqcli.store.write.writer import StoreWriter
 
 T0 = 1_800_000_000_000
 HOUR = 3_600_000

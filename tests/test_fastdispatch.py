@@ -16,12 +16,13 @@ from formats import indexfile
 from formats.javahash import string_hash
 from rmqcli.errors import CorruptDataError
 from rmqcli.ops.rebuild import rebuild_namer, stage_rebuild
-from rmqcli.store import Store, propscan
-from rmqcli.store.dispatch import Dispatcher
-from rmqcli.store.fastdispatch import FastDispatcher, dispatch_commitlog
+from rmqcli.store import Store
+from rmqcli.store.scan import propscan
+from rmqcli.store.scan.fastdispatch import FastDispatcher, dispatch_commitlog
 from rmqcli.store.settings import StoreSettings
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import Host, InnerMessage
+from rmqcli.store.write.dispatch import Dispatcher
+from rmqcli.store.write.messages import Host, InnerMessage
+from rmqcli.store.write.writer import StoreWriter
 from tests.realfixtures import variant_params
 
 SEP, NV = fmt.PROPERTY_SEPARATOR.encode(), fmt.NAME_VALUE_SEPARATOR.encode()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from formats import checkpoint, commitlog, consumequeue, fastjson, indexfile
 from formats.derive import compile_struct, field_offsets
 from formats.javahash import java_string_hash, string_hash
-from rmqcli.store.commitlog import RecordError, decode_record
+from rmqcli.store.read.commitlog import RecordError, decode_record
 
 # FORMATS.md §1.2 worked example: topic T, body "hi", TAGS=a, v4/v4.
 GOLDEN_RECORD = bytes.fromhex(

@@ -51,12 +51,12 @@ from rmqcli.broker.ha.master import HAMaster
 from rmqcli.broker.ha.reput import ReplicaReput
 from rmqcli.broker.ha.slave import HASlave, SlaveState
 from rmqcli.broker.ha.source import StoreFilesSource, WriterSource
-from rmqcli.store.commitlog import CommitLog
-from rmqcli.store.dispatch import Dispatcher
 from rmqcli.store.mapped import MappedFileQueue
+from rmqcli.store.read.commitlog import CommitLog
 from rmqcli.store.settings import StoreSettings
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import Message
+from rmqcli.store.write.dispatch import Dispatcher
+from rmqcli.store.write.messages import Message
+from rmqcli.store.write.writer import StoreWriter
 from tests.oracle import HAVE_JAVA, KIT, Jvm, broker_port, needs_java
 from tests.realfixtures import REAL_ROOT
 from tests.test_broker_client import free_port

@@ -10,8 +10,8 @@ import pytest
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
 from rmqcli.store import Store
-from rmqcli.store.headerscan import scan_file
 from rmqcli.store.naming import offset_to_name
+from rmqcli.store.scan.headerscan import scan_file
 from tests.realfixtures import variant_params
 
 FILE_SIZE = 64 * 1024

@@ -22,8 +22,8 @@ import pytest
 from formats import commitlog as fmt
 from rmqcli.ops.salvage import SALVAGED_PROPERTY
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Record
 from rmqcli.store.configfiles import consumer_offsets, delay_offsets
+from rmqcli.store.read.commitlog import Record
 from tests.realfixtures import REAL_ROOT
 from tests.test_rebuild import writable_copy
 from tests.test_repair_cli import _converges, rmq, snapshot

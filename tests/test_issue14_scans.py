@@ -23,8 +23,8 @@ import pytest
 
 from rmqcli.errors import CorruptDataError
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Corruption
-from rmqcli.store.headerscan import walk
+from rmqcli.store.read.commitlog import Corruption
+from rmqcli.store.scan.headerscan import walk
 from tests.realfixtures import REAL_ROOT
 from tests.test_pipeline_common import spark  # noqa: F401
 

@@ -187,7 +187,7 @@ def _index_files(store: Path) -> list[Path]:
 def test_records_before_the_first_index_file_are_counted(tmp_path) -> None:
     """A broker that crashed deletes its newest index files on start and re-indexes only from where
     its recovery starts: with one index file per store, the records before it are never indexed."""
-    from rmqcli.store.index import IndexFile
+    from rmqcli.store.read.index import IndexFile
 
     store = _copy(BASIC, tmp_path / "store")
     first, second = _index_files(store)[:2]
@@ -203,7 +203,7 @@ def test_records_before_the_first_index_file_are_counted(tmp_path) -> None:
 def test_records_after_the_last_index_file_are_counted(tmp_path) -> None:
     """The consume queues are complete, so a starting broker dispatches nothing again: the records
     after the last index file stay unindexed (not "indexed when dispatched")."""
-    from rmqcli.store.index import IndexFile
+    from rmqcli.store.read.index import IndexFile
 
     store = _copy(BASIC, tmp_path / "store")
     *_, before_last, last = _index_files(store)
@@ -279,8 +279,8 @@ def _delayed_store(root: Path, levels: str) -> Path:
     """A store written with ``messageDelayLevel=levels``: delayed sends of levels 1 to 3, each put
     in ``SCHEDULE_TOPIC_XXXX`` queue level-1 with its delivery time as the unit's tagsCode."""
     from rmqcli.store.settings import StoreSettings
-    from rmqcli.store.writer import StoreWriter
-    from rmqcli.store.writer_messages import Message
+    from rmqcli.store.write.messages import Message
+    from rmqcli.store.write.writer import StoreWriter
 
     settings = StoreSettings(
         mapped_file_size_commitlog=64 * 1024,

@@ -130,7 +130,7 @@ def test_topic_with_index_is_a_usage_error(tmp_path):
 def test_a_record_whose_size_disagrees_with_its_fields_is_skipped_as_by_the_reput(tmp_path):
     """The bulk path gives up on such a CommitLog; the record-by-record path skips the record."""
     from fixtures.generate import generate
-    from rmqcli.store.commitlog import Record
+    from rmqcli.store.read.commitlog import Record
 
     root = tmp_path / "store"
     generate(root, "small", seed=8)

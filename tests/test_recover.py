@@ -10,7 +10,7 @@ import pytest
 
 from rmqcli.ops.recover import NORMAL_START_FROM_LAST, apply_recover, discard, stage_recover
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Record
+from rmqcli.store.read.commitlog import Record
 from rmqcli.store.store import CONSUMEQUEUE_DIR
 from tests.realfixtures import REAL_ROOT
 from tests.test_rebuild import cq_files, index_contents, writable_copy

@@ -16,7 +16,7 @@ from rmqcli.ops.safety import restore_backup
 from rmqcli.ops.salvage import GAP_TOPIC, SALVAGED_PROPERTY
 from rmqcli.ops.verify import verify_store
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Record
+from rmqcli.store.read.commitlog import Record
 from tests.test_rebuild import cq_files
 from tests.test_repair_cli import _converges, rmq, snapshot, writable_copy
 

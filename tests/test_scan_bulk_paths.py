@@ -10,7 +10,8 @@ import pytest
 from formats import commitlog as fmt
 from formats import indexfile
 from formats.javahash import string_hash
-from rmqcli.store import Store, headerscan, propscan
+from rmqcli.store import Store
+from rmqcli.store.scan import headerscan, propscan
 from tests.test_scan_shared import build, mixed_records, props, reference, write_file
 
 

@@ -12,12 +12,13 @@ from formats import commitlog as fmt
 from formats import indexfile
 from formats.javahash import string_hash
 from rmqcli.ops.verify import verify_store
-from rmqcli.store import Store, headerscan, propscan
-from rmqcli.store.commitlog import RecordError, classify_tail, decode_record
-from rmqcli.store.index import IndexFile
+from rmqcli.store import Store
 from rmqcli.store.naming import offset_to_name
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import Message
+from rmqcli.store.read.commitlog import RecordError, classify_tail, decode_record
+from rmqcli.store.read.index import IndexFile
+from rmqcli.store.scan import headerscan, propscan
+from rmqcli.store.write.messages import Message
+from rmqcli.store.write.writer import StoreWriter
 from tests.test_headerscan import record as headerscan_record
 
 FILE_SIZE = 256 * 1024

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from rmqcli.errors import CorruptDataError
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Corruption, Record
 from rmqcli.store.naming import offset_to_name
+from rmqcli.store.read.commitlog import Corruption, Record
 from tests.realfixtures import variants
 from tests.test_headerscan import FILE_SIZE, record
 

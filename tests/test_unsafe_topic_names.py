@@ -32,8 +32,8 @@ from rmqcli.store.naming import (
     topic_dir_problem,
 )
 from rmqcli.store.settings import StoreSettings
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import Message
+from rmqcli.store.write.messages import Message
+from rmqcli.store.write.writer import StoreWriter
 
 RMQ = [sys.executable, "-m", "rmqcli.cli.main"]
 SETTINGS = StoreSettings(

@@ -18,7 +18,7 @@ from formats.derive import field_offsets
 from rmqcli.cli.main import invoke
 from rmqcli.ops.verify import VerifyReport, verify_store
 from rmqcli.store import Store
-from rmqcli.store.index import IndexFile
+from rmqcli.store.read.index import IndexFile
 from tests.realfixtures import REAL_ROOT, variant_params
 
 BASIC = REAL_ROOT / "basic-1" / "store"

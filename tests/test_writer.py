@@ -34,10 +34,9 @@ from formats import commitlog as fmt
 from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Record
+from rmqcli.store.read.commitlog import Record
 from rmqcli.store.settings import StoreSettings, load_broker_conf
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import (
+from rmqcli.store.write.messages import (
     BatchElement,
     BatchMessage,
     Host,
@@ -45,7 +44,8 @@ from rmqcli.store.writer_messages import (
     Message,
     batch_properties,
 )
-from rmqcli.store.writer_records import encode_record
+from rmqcli.store.write.records import encode_record
+from rmqcli.store.write.writer import StoreWriter
 from tests.realfixtures import REAL_ROOT
 
 REPLAYED = ["basic-1/store", "ipv6/store", "crash-1/store-recovered-by-broker", "expired/store"]
@@ -218,7 +218,7 @@ def test_lock_refuses_second_writer(tmp_path):
 
     with _writer(tmp_path):
         code = (
-            "import sys; from rmqcli.store.writer import StoreWriter\n"
+            "import sys; from rmqcli.store.write.writer import StoreWriter\n"
             "try:\n    StoreWriter(sys.argv[1])\nexcept Exception as e:\n    print(type(e).__name__)\n"
         )
         out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
@@ -407,7 +407,7 @@ def test_replay_index_identical(replayed, tmp_path):
 
 
 def _entries(paths: list[Path], conf: StoreSettings, min_offset: int) -> list[tuple[int, int]]:
-    from rmqcli.store.index import IndexFile
+    from rmqcli.store.read.index import IndexFile
 
     found = []
     for path in paths:
@@ -418,7 +418,7 @@ def _entries(paths: list[Path], conf: StoreSettings, min_offset: int) -> list[tu
 
 
 def _redispatch_index(root: Path, conf: StoreSettings) -> None:
-    from rmqcli.store.writer_index import IndexWriter
+    from rmqcli.store.write.index import IndexWriter
 
     store = Store(root, conf)
     index = IndexWriter(

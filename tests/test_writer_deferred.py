@@ -9,8 +9,8 @@ from pathlib import Path
 
 from formats import commitlog as fmt
 from rmqcli.store.settings import StoreSettings
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_messages import BatchElement, BatchMessage, InnerMessage, Message
+from rmqcli.store.write.messages import BatchElement, BatchMessage, InnerMessage, Message
+from rmqcli.store.write.writer import StoreWriter
 
 SMALL = StoreSettings(
     mapped_file_size_commitlog=4096,

@@ -21,7 +21,7 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.writer_config import subscription_group_config
+from rmqcli.store.write.config import subscription_group_config
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController

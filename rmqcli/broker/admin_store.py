@@ -40,7 +40,7 @@ from rmqcli.store.naming import topic_dir
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController
-    from rmqcli.store.writer_cq import ConsumeQueueWriter
+    from rmqcli.store.write.cq import ConsumeQueueWriter
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode
-from rmqcli.store.writer import StoreWriter
+from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 

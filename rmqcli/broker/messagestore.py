@@ -19,13 +19,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
-from rmqcli.store.commitlog import Record, RecordError, decode_record
-from rmqcli.store.index import IndexService
+from rmqcli.store.read.commitlog import Record, RecordError, decode_record
+from rmqcli.store.read.index import IndexService
 from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_cq import ConsumeQueueWriter
-from rmqcli.store.writer_files import WritableFile, fsync_dir
-from rmqcli.store.writer_messages import (
+from rmqcli.store.write.cq import ConsumeQueueWriter
+from rmqcli.store.write.files import WritableFile, fsync_dir
+from rmqcli.store.write.messages import (
     AppendResult,
     BatchAppendResult,
     BatchMessage,
@@ -33,6 +32,7 @@ from rmqcli.store.writer_messages import (
     InnerMessage,
     Message,
 )
+from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ the dict kept here is the one Java's map has (FORMATS.md §1.7).
 from __future__ import annotations
 
 from formats import commitlog as fmt
-from rmqcli.store.commitlog import Record
-from rmqcli.store.writer_messages import Host, InnerMessage
+from rmqcli.store.read.commitlog import Record
+from rmqcli.store.write.messages import Host, InnerMessage
 
 # MessageConst (4.9.x) names not declared in formats.commitlog.
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"

@@ -2,7 +2,7 @@
 
 A message with a ``DELAY`` level (a producer's, or a send-back's) is stored in
 ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1`` with its delivery time as the consume-queue tags code
-(``CommitLog.putMessage`` and the dispatch do that, ``rmqcli.store.writer_messages.apply_delay``,
+(``CommitLog.putMessage`` and the dispatch do that, ``rmqcli.store.write.messages.apply_delay``,
 FORMATS.md §1.13). This service walks each level's queue from its offset in
 ``config/delayOffset.json``: every unit whose time has come (a time further away than the level's
 delay counts as now, ``correctDeliverTimestamp``) is read back, turned into the message to deliver
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from formats.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rmqcli.broker.msgext import inner_from_record, serialise
-from rmqcli.store.commitlog import Record
 from rmqcli.store.naming import is_safe_topic_dir
-from rmqcli.store.writer_messages import InnerMessage
+from rmqcli.store.read.commitlog import Record
+from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController

@@ -40,7 +40,7 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.writer_messages import BatchElement, BatchMessage, Host, Message
+from rmqcli.store.write.messages import BatchElement, BatchMessage, Host, Message
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController

@@ -34,8 +34,8 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.commitlog import Record
-from rmqcli.store.writer_messages import InnerMessage
+from rmqcli.store.read.commitlog import Record
+from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController

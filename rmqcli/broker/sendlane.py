@@ -35,7 +35,7 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, encode_json_header, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.writer_messages import broker_properties
+from rmqcli.store.write.messages import broker_properties
 
 if TYPE_CHECKING:
     from rmqcli.broker.connection import Connection

@@ -30,7 +30,7 @@ from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, S
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.namesrv import NameServer
 from rmqcli.errors import NetworkError, UsageError
-from rmqcli.store.writer_messages import Host
+from rmqcli.store.write.messages import Host
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way. A
     server that cannot listen stops it before it announces itself, and without a "stopped" line."""
     from rmqcli.store import Store
-    from rmqcli.store.writer import StoreWriter
+    from rmqcli.store.write.writer import StoreWriter
 
     config = effective_config(opts)
     if not 0 < config.listen_port < 65536:

@@ -33,8 +33,8 @@ from rmqcli.broker.names import (  # noqa: F401 - the names' checks, also import
     validate_topic,
 )
 from rmqcli.remoting import json_body as jb
-from rmqcli.store.writer import StoreWriter
-from rmqcli.store.writer_config import subscription_group_config
+from rmqcli.store.write.config import subscription_group_config
+from rmqcli.store.write.writer import StoreWriter
 
 CLIENT_EXPIRED_SECONDS = 120.0
 LOCK_LEASE_SECONDS = 60.0  # rebalanceLockMaxLiveTime

@@ -44,9 +44,9 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.commitlog import Record
-from rmqcli.store.writer_messages import AppendResult, Host, InnerMessage, Message, inner_from_message
-from rmqcli.store.writer_records import encode_record, host_flags
+from rmqcli.store.read.commitlog import Record
+from rmqcli.store.write.messages import AppendResult, Host, InnerMessage, Message, inner_from_message
+from rmqcli.store.write.records import encode_record, host_flags
 
 if TYPE_CHECKING:
     from rmqcli.broker.controller import BrokerController

@@ -33,7 +33,7 @@ from rmqcli.errors import CorruptDataError, NotFoundError
 
 if TYPE_CHECKING:
     from rmqcli.store import Store
-    from rmqcli.store.commitlog import CommitLog
+    from rmqcli.store.read.commitlog import CommitLog
 
 PROGRESS_STEP = 1 << 20
 
@@ -184,7 +184,7 @@ def _rows(
     problems: Problems,
 ) -> Iterator[dict[str, Any]]:
     from rmqcli.ops.records import corruption_fields, record_fields
-    from rmqcli.store.commitlog import Corruption
+    from rmqcli.store.read.commitlog import Corruption
 
     next_report = 0
     for item in items:

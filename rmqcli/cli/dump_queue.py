@@ -49,8 +49,8 @@ def dump_cq(
     offset 0.
     """
     from rmqcli.ops.dump import cq_unit_fields, queue_of_cq_file
-    from rmqcli.store.consumequeue import read_cq_file
     from rmqcli.store.naming import consume_queue_dir, topic_dir_problem
+    from rmqcli.store.read.consumequeue import read_cq_file
 
     renderer = Renderer(resolve_format(output, json_))
     if not path.exists():

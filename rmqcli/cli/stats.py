@@ -92,7 +92,7 @@ def stats(
     """
     from rmqcli.ops.records import corruption_fields
     from rmqcli.ops.stats import store_stats
-    from rmqcli.store.commitlog import Corruption
+    from rmqcli.store.read.commitlog import Corruption
 
     store = open_store(path, config)
     files = store.commitlog.files

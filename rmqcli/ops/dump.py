@@ -14,10 +14,10 @@ from formats import indexfile as ifmt
 from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
 from rmqcli.ops.records import has_key
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.commitlog import CommitLog, Record
 from rmqcli.store.configfiles import CONFIG_FILES, load_config, parse_consumer_offsets, parse_delay_offsets
-from rmqcli.store.consumequeue import CqUnit
-from rmqcli.store.index import JAVA_LONG_MAX, IndexFile, IndexService
+from rmqcli.store.read.commitlog import CommitLog, Record
+from rmqcli.store.read.consumequeue import CqUnit
+from rmqcli.store.read.index import JAVA_LONG_MAX, IndexFile, IndexService
 
 
 # --- consume queues -------------------------------------------------------------------------------

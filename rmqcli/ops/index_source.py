@@ -17,8 +17,8 @@ from rmqcli.errors import NotFoundError
 
 if TYPE_CHECKING:
     from rmqcli.store import Store
-    from rmqcli.store.commitlog import CommitLog
-    from rmqcli.store.index import IndexFile, IndexService
+    from rmqcli.store.read.commitlog import CommitLog
+    from rmqcli.store.read.index import IndexFile, IndexService
 
 JAVA_LONG_MAX = 2**63 - 1
 BROKER_MAX = 64  # MessageStoreConfig.maxMsgsNumBatch, IndexService.queryOffset's cap
@@ -32,7 +32,7 @@ class IndexSource:
 
 def open_index_source(path: Path, config: Path | None) -> IndexSource:
     """The index files at ``path`` (a store or one index file); ``NotFoundError`` when there are none."""
-    from rmqcli.store.index import open_index_file
+    from rmqcli.store.read.index import open_index_file
 
     if not path.exists():
         raise NotFoundError(f"{path}: no such store or file")
@@ -71,7 +71,7 @@ def uncapped_index(files: list[IndexFile]) -> IndexService:
     """``IndexService.queryOffset`` over ``files`` (newest file first, the same walk and stops)
     without its ``maxMsgsNumBatch`` cap: an offline reader can follow a chain to its end."""
     from formats.indexfile import index_key
-    from rmqcli.store.index import IndexService
+    from rmqcli.store.read.index import IndexService
 
     class AllChainEntries(IndexService):
         def __init__(self, opened: list[IndexFile]):  # opened already: no super().__init__

@@ -1,6 +1,6 @@
 """Rebuild consume queues and index files from the CommitLog, as the broker's dispatch would.
 
-Every record is dispatched as ``ReputMessageService`` does (``rmqcli.store.dispatch``, FORMATS.md
+Every record is dispatched as ``ReputMessageService`` does (``rmqcli.store.write.dispatch``, FORMATS.md
 §7) into a staging directory inside the store; applying the result swaps the staged
 directories in (``rmqcli.ops.safety``) and updates the checkpoint's logics/index timestamps.
 
@@ -32,13 +32,13 @@ from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.dispatch import Dispatcher, UnsafeTopic
-from rmqcli.store.fastdispatch import FastDispatcher, dispatch_commitlog
-from rmqcli.store.index import IndexFile
 from rmqcli.store.naming import index_file_name, is_index_name, topic_dir, topic_dir_problem
+from rmqcli.store.read.index import IndexFile
+from rmqcli.store.scan.fastdispatch import FastDispatcher, dispatch_commitlog
 from rmqcli.store.settings import DEFAULT_COMMITLOG_FILE_SIZE, StoreSettings
 from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
+from rmqcli.store.write.dispatch import Dispatcher, UnsafeTopic
 
 STAGING_NAME = "rebuild"
 

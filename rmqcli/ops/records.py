@@ -18,9 +18,9 @@ from typing import Any
 
 from formats import commitlog as fmt
 from rmqcli.errors import NotFoundError
-from rmqcli.store.commitlog import CommitLog, Corruption, Record
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 from rmqcli.store.naming import is_offset_name
+from rmqcli.store.read.commitlog import CommitLog, Corruption, Record
 
 
 class BodyMode(StrEnum):

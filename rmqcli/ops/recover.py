@@ -44,11 +44,11 @@ from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, 
 from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
-from rmqcli.store.dispatch import Dispatcher, UnsafeTopic, note_unsafe
 from rmqcli.store.mapped import MappedFile
+from rmqcli.store.read.commitlog import Record, RecordError, classify_tail, decode_record
 from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
+from rmqcli.store.write.dispatch import Dispatcher, UnsafeTopic, note_unsafe
 
 STAGING_NAME = "recover"
 NORMAL_START_FROM_LAST = 3  # recoverNormally starts at the third-last file

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from formats import commitlog as fmt
 from rmqcli.ops.salvage import Fill
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Record, RecordError, broker_read_length, classify_tail, decode_record
+from rmqcli.store.read.commitlog import Record, RecordError, broker_read_length, classify_tail, decode_record
 
 
 def reput_records(

@@ -34,9 +34,9 @@ from formats import commitlog as fmt
 from formats.consumequeue import CQ_UNIT_DTYPE
 from formats.derive import field_struct
 from rmqcli.store import Store
-from rmqcli.store.commitlog import Record, RecordError, classify_tail, decode_record
 from rmqcli.store.mapped import MappedFile
-from rmqcli.store.writer_records import blank_record, encode_record
+from rmqcli.store.read.commitlog import Record, RecordError, classify_tail, decode_record
+from rmqcli.store.write.records import blank_record, encode_record
 
 SALVAGED_PROPERTY = "RMQ_SALVAGED"
 GAP_TOPIC = "RMQ_SALVAGED_GAP"

@@ -24,8 +24,8 @@ from rmqcli.store.store import (
 )
 
 if TYPE_CHECKING:
-    from rmqcli.store.commitlog import Corruption
-    from rmqcli.store.headerscan import HeaderBatch
+    from rmqcli.store.read.commitlog import Corruption
+    from rmqcli.store.scan.headerscan import HeaderBatch
 
 
 @dataclass

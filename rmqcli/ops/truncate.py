@@ -32,10 +32,10 @@ from rmqcli.ops.rebuild import STAGING_NAME, RebuildResult, stage_rebuild
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.commitlog import Record
 from rmqcli.store.configfiles import DELAY, OFFSETS, load_config, parse_consumer_offsets, parse_delay_offsets
-from rmqcli.store.consumequeue import ConsumeQueue
 from rmqcli.store.naming import CONSUMEQUEUE_DIR, consume_queue_dir
+from rmqcli.store.read.commitlog import Record
+from rmqcli.store.read.consumequeue import ConsumeQueue
 from rmqcli.store.store import CHECKPOINT_FILE, CONFIG_DIR
 
 LISTED = 20  # offsets named one by one in the plan; the rest are counted

@@ -1,6 +1,6 @@
 """Records left out of the consume queues because their topic cannot name a queue directory.
 
-The dispatchers (``rmqcli.store.dispatch``, ``fastdispatch``) never write a queue for a topic that
+The dispatchers (``rmqcli.store.write.dispatch``, ``fastdispatch``) never write a queue for a topic that
 ``naming.topic_dir_problem`` refuses (``..``, a ``/``, a NUL, ...): a broker would create it outside
 the store or fail. The repair commands and the pipeline say so in their plans, a note per topic
 and an entry in ``Plan.skipped`` (``skipped`` in ``--json``); ``rmq verify`` lists every such
@@ -14,7 +14,7 @@ from typing import Any
 from rmqcli.errors import NotFoundError
 from rmqcli.ops.safety import Plan, plan_path
 from rmqcli.store import Store
-from rmqcli.store.dispatch import UnsafeTopic
+from rmqcli.store.write.dispatch import UnsafeTopic
 
 KIND = "unsafe-topic"
 

@@ -22,11 +22,11 @@ from isal.isal_zlib import crc32
 
 from formats import commitlog as fmt
 from rmqcli.ops.verify_common import Collector
-from rmqcli.store import headerscan, propscan
-from rmqcli.store.commitlog import RecordError, classify_tail, decode_record, first_nonzero, resync
-from rmqcli.store.headerscan import HeaderBatch
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import offset_to_name, topic_dir_problem
+from rmqcli.store.read.commitlog import RecordError, classify_tail, decode_record, first_nonzero, resync
+from rmqcli.store.scan import headerscan, propscan
+from rmqcli.store.scan.headerscan import HeaderBatch
 
 _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH

@@ -17,8 +17,8 @@ from formats import indexfile as fmt
 from formats.derive import field_offsets, flat_fields
 from rmqcli.ops.verify_commitlog import RecordTable
 from rmqcli.ops.verify_common import ERROR, WARNING, Collector
-from rmqcli.store.index import IndexFile
 from rmqcli.store.naming import is_index_name
+from rmqcli.store.read.index import IndexFile
 
 _HEADER_AT = field_offsets(fmt.IndexHeader)
 _KEY_BITS = 31  # key hashes are non-negative i32

@@ -17,9 +17,9 @@ from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE, is_ex
 from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.ops.verify_commitlog import RecordTable
 from rmqcli.ops.verify_common import Collector
-from rmqcli.store.consumequeue import ConsumeQueue
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
+from rmqcli.store.read.consumequeue import ConsumeQueue
 
 LMQ_PREFIX = "%LMQ%"
 # topics whose queues ``DefaultMessageStore.cleanUnusedTopic`` keeps although topics.json lacks them

@@ -22,8 +22,8 @@ from typing import Any
 from rmqcli.errors import UsageError
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, arrow_schema, spark_schema
 from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
-from rmqcli.store.commitlog import CommitLog
 from rmqcli.store.naming import is_offset_name
+from rmqcli.store.read.commitlog import CommitLog
 
 BATCH_ROWS = 4096
 DAY_MS = 86_400_000

@@ -26,7 +26,7 @@ from rmqcli.ops.safety import Plan, ensure_unlocked, finish_interrupted, remove_
 from rmqcli.pipeline.tasks import FileTask, file_tasks, open_store
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
-from rmqcli.store.fastdispatch import FastDispatcher
+from rmqcli.store.scan.fastdispatch import FastDispatcher
 
 Report = Callable[[Plan, bool, "Path | None"], None]
 
@@ -34,7 +34,7 @@ Report = Callable[[Plan, bool, "Path | None"], None]
 def scan_task(task: FileTask):  # type: ignore[no-untyped-def]
     """One CommitLog file as a ``propscan.Scan`` (on an executor), as ``dispatch_commitlog`` reads it."""
     from rmqcli.pipeline.session import task_errors
-    from rmqcli.store import propscan
+    from rmqcli.store.scan import propscan
 
     with task_errors():
         mf = task.commitlog().files[0]

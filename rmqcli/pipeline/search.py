@@ -16,8 +16,8 @@ from typing import Any
 
 from rmqcli.errors import UsageError
 from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
-from rmqcli.store.commitlog import CommitLog, Record
 from rmqcli.store.naming import is_offset_name
+from rmqcli.store.read.commitlog import CommitLog, Record
 
 
 @dataclass(frozen=True)

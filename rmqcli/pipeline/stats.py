@@ -97,8 +97,8 @@ def _histograms_slow(partial: FilePartial, task: FileTask) -> None:
 
 def file_partial(task: FileTask) -> FilePartial:
     """The statistics of one CommitLog file (on an executor)."""
-    from rmqcli.store import propscan
-    from rmqcli.store.commitlog import stop_at
+    from rmqcli.store.read.commitlog import stop_at
+    from rmqcli.store.scan import propscan
 
     partial = FilePartial(task.store.index, task.path, task.from_offset, task.size)
     mf = task.commitlog().files[0]
@@ -132,8 +132,8 @@ def check_file_chain(parts: list[FilePartial]) -> None:
     """What ``rmq stats`` reports between files (``commitlog.FileChain``): a file shorter than the
     others, or one that ends in zeros without a BLANK record (or short of the next file) before a
     later file's records."""
-    from rmqcli.store.commitlog import FileChain
     from rmqcli.store.mapped import MappedFile
+    from rmqcli.store.read.commitlog import FileChain
 
     ordered = sorted(parts, key=lambda p: p.from_offset)
     files = [MappedFile(Path(p.path), p.from_offset, p.size) for p in ordered]

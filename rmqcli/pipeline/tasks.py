@@ -20,9 +20,9 @@ from pathlib import Path
 
 from rmqcli.errors import NotFoundError, UsageError
 from rmqcli.store import Store
-from rmqcli.store.commitlog import CommitLog
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 from rmqcli.store.naming import is_offset_name
+from rmqcli.store.read.commitlog import CommitLog
 from rmqcli.store.settings import StoreSettings, load_broker_conf
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

@@ -13,7 +13,7 @@ from typing import Any
 
 from formats import fastjson
 from rmqcli.errors import CorruptDataError
-from rmqcli.store.writer_files import fsync_dir
+from rmqcli.store.write.files import fsync_dir
 
 TOPICS = "topics.json"
 SUBSCRIPTIONS = "subscriptionGroup.json"

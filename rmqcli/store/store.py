@@ -13,9 +13,6 @@ from formats import indexfile
 from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.errors import NotFoundError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
-from rmqcli.store.commitlog import CommitLog
-from rmqcli.store.consumequeue import ConsumeQueue
-from rmqcli.store.index import IndexService
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import (
     CONSUMEQUEUE_DIR,
@@ -24,6 +21,9 @@ from rmqcli.store.naming import (
     is_safe_topic_dir,
     topic_dir,
 )
+from rmqcli.store.read.commitlog import CommitLog
+from rmqcli.store.read.consumequeue import ConsumeQueue
+from rmqcli.store.read.index import IndexService
 from rmqcli.store.settings import PROPERTY_NAMES, StoreSettings, load_broker_conf
 
 COMMITLOG_DIR = "commitlog"

@@ -104,8 +104,8 @@ CLIENT = textwrap.dedent(
 
 def baseline(root: Path, count: int) -> float:
     """``StoreWriter.append`` of ``count`` client-like messages, no fsync: seconds."""
-    from rmqcli.store.writer import StoreWriter
-    from rmqcli.store.writer_messages import Message
+    from rmqcli.store.write.messages import Message
+    from rmqcli.store.write.writer import StoreWriter
 
     body = b"x" * BODY
     messages = [

@@ -1,7 +1,7 @@
 """Where an HA slave writes: raw CommitLog bytes at an offset (``DefaultMessageStore.appendToCommitLog``).
 
 ``CommitLogAppender`` is all the slave client needs. ``QueueAppender`` implements it over the
-store's writable mapped files (``rmqcli.store.writer_files``): files named by their 20-digit
+store's writable mapped files (``rmqcli.store.write.files``): files named by their 20-digit
 start offset, pre-allocated (sparse) to ``mappedFileSizeCommitLog`` and written through ``mmap``,
 as ``CommitLog.appendData`` -> ``MappedFileQueue.getLastMappedFile(startOffset)`` ->
 ``MappedFile.appendMessage`` does. The bytes are the master's, unchanged: a push never crosses a
@@ -26,10 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from rmqcli.store.commitlog import CommitLog
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import offset_to_name
-from rmqcli.store.writer_files import WritableFile, WritableFileQueue, fsync_dir
+from rmqcli.store.read.commitlog import CommitLog
+from rmqcli.store.write.files import WritableFile, WritableFileQueue, fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 On a slave nothing is put; bytes arrive from the master and the reput walks them record by record
 from where it stopped (``reputFromOffset``), handing each whole record to ``dispatch``: the
-store's own ``Dispatcher.dispatch_record`` (``rmqcli.store.dispatch``:
+store's own ``Dispatcher.dispatch_record`` (``rmqcli.store.write.dispatch``:
 ``CommitLogDispatcherBuildConsumeQueue`` then ``CommitLogDispatcherBuildIndex``), or in a running
 broker the ``StoreWriter``'s, which also keeps its queue offsets and checkpoint times; so a slave's
 units equal its master's. A BLANK record moves it
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from formats import commitlog as fmt
 from formats.records import Record, RecordError, decode_record
-from rmqcli.store.writer_files import WritableFileQueue
+from rmqcli.store.write.files import WritableFileQueue
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ import bisect
 from pathlib import Path
 from typing import Protocol
 
-from rmqcli.store.commitlog import CommitLog
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
-from rmqcli.store.writer_files import WritableFile, WritableFileQueue
+from rmqcli.store.read.commitlog import CommitLog
+from rmqcli.store.write.files import WritableFile, WritableFileQueue
 
 
 class CommitLogSource(Protocol):

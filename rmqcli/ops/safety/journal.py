@@ -23,7 +23,7 @@ from typing import Any
 
 from rmqcli.errors import CorruptDataError, RmqError
 from rmqcli.store.store import BACKUP_DIR  # noqa: F401 - declared with the store's names, also importable from here
-from rmqcli.store.writer_files import fsync_dir as store_fsync_dir
+from rmqcli.store.write.files import fsync_dir as store_fsync_dir
 
 STAGING_DIR = ".rmq-staging"
 MANIFEST = "manifest.json"

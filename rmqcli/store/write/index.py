@@ -8,8 +8,8 @@ from pathlib import Path
 from formats import commitlog as cfmt
 from formats import indexfile as fmt
 from rmqcli.store.naming import is_index_name
-from rmqcli.store.writer_files import map_writable
-from rmqcli.store.writer_messages import INDEXED_TRANSACTION_TYPES
+from rmqcli.store.write.files import map_writable
+from rmqcli.store.write.messages import INDEXED_TRANSACTION_TYPES
 
 
 class IndexFileWriter:

@@ -35,7 +35,7 @@ from rmqcli.store.filetail import classify_tail
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 
 if TYPE_CHECKING:
-    from rmqcli.store.headerscan import HeaderBatch
+    from rmqcli.store.scan.headerscan import HeaderBatch
 
 _SIZE_MAGIC = fmt.SIZE_MAGIC_STRUCT
 assert fmt.PREFIX_OFFSETS["magic_code"] == 4
@@ -334,7 +334,7 @@ class CommitLog:
         What stops the scan short of records on disk raises ``CorruptDataError``; with
         ``on_corrupt`` it is passed there instead and the scan goes on at the next valid record.
         """
-        from rmqcli.store import headerscan
+        from rmqcli.store.scan import headerscan
 
         def report(problem: Corruption, error: CorruptDataError) -> None:
             if on_corrupt is None:
@@ -514,7 +514,7 @@ def _stop_error(problem: Corruption, buf, mf: MappedFile) -> CorruptDataError:
     """The error of a scan that stops at ``problem`` inside ``mf`` (a hole names what it left)."""
     if problem.kind != "zero-hole":
         return CorruptDataError(problem.reason, problem.file, problem.file_position)
-    from rmqcli.store import headerscan
+    from rmqcli.store.scan import headerscan
 
     resume = problem.file_position + problem.length
     after = headerscan.scan_records(buf, resume, mf.from_offset)

@@ -28,9 +28,9 @@ from formats import commitlog as fmt
 from formats import indexfile as ifmt
 from formats.javahash import string_hash
 from rmqcli.errors import CorruptDataError
-from rmqcli.store import headerscan
-from rmqcli.store.commitlog import RecordError, classify_tail, decode_record
-from rmqcli.store.headerscan import HeaderBatch, block_gather
+from rmqcli.store.read.commitlog import RecordError, classify_tail, decode_record
+from rmqcli.store.scan import headerscan
+from rmqcli.store.scan.headerscan import HeaderBatch, block_gather
 
 DISPATCH_PROPERTIES = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY, fmt.PROPERTY_DELAY)
 _NAME_VALUE = fmt.NAME_VALUE_SEPARATOR.encode()

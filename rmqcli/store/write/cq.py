@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, FILLER_UNIT, is_filler_unit, is_valid_unit
-from rmqcli.store.consumequeue import RECOVER_FROM_LAST, valid_units_in
-from rmqcli.store.writer_files import WritableFileQueue
+from rmqcli.store.read.consumequeue import RECOVER_FROM_LAST, valid_units_in
+from rmqcli.store.write.files import WritableFileQueue
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class ConsumeQueueWriter:
     def correct_min_offset(self, phy_min_offset: int) -> None:
         """``ConsumeQueue.correctMinOffset`` (4.9.x, run at start-up by ``recoverTopicQueueTable``):
         the queue starts at the first unit of its first file that points at or past the CommitLog's
-        minimum offset (fillers skipped, as ``rmqcli.store.consumequeue`` reads it)."""
+        minimum offset (fillers skipped, as ``rmqcli.store.read.consumequeue`` reads it)."""
         if not self.files.files:
             return
         first = self.files.files[0]

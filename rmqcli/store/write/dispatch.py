@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from formats import commitlog as fmt
-from rmqcli.store.commitlog import Record
 from rmqcli.store.naming import CONSUMEQUEUE_DIR, consume_queue_dir, topic_dir_problem
+from rmqcli.store.read.commitlog import Record
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import INDEX_DIR
-from rmqcli.store.writer_cq import ConsumeQueueWriter
-from rmqcli.store.writer_index import IndexNamer, IndexWriter
-from rmqcli.store.writer_messages import INDEXED_TRANSACTION_TYPES, QUEUED_TRANSACTION_TYPES
+from rmqcli.store.write.cq import ConsumeQueueWriter
+from rmqcli.store.write.index import IndexNamer, IndexWriter
+from rmqcli.store.write.messages import INDEXED_TRANSACTION_TYPES, QUEUED_TRANSACTION_TYPES
 
 
 class DispatchRequest(NamedTuple):

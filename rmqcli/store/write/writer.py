@@ -18,10 +18,9 @@ from pathlib import Path
 from formats import commitlog as fmt
 from rmqcli.errors import UsageError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
-from rmqcli.store.commitlog import CommitLog
-from rmqcli.store.dispatch import Dispatcher, DispatchRequest
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import index_file_name
+from rmqcli.store.read.commitlog import CommitLog
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import (
     ABORT_FILE,
@@ -30,10 +29,11 @@ from rmqcli.store.store import (
     CONFIG_DIR,
     LOCK_FILE,
 )
-from rmqcli.store.writer_config import BrokerConfigState
-from rmqcli.store.writer_files import WritableFile, WritableFileQueue, fsync_dir
-from rmqcli.store.writer_index import IndexNamer
-from rmqcli.store.writer_messages import (
+from rmqcli.store.write.config import BrokerConfigState
+from rmqcli.store.write.dispatch import Dispatcher, DispatchRequest
+from rmqcli.store.write.files import WritableFile, WritableFileQueue, fsync_dir
+from rmqcli.store.write.index import IndexNamer
+from rmqcli.store.write.messages import (
     DEFAULT_STORE_HOST,
     QUEUED_TRANSACTION_TYPES,
     AppendResult,
@@ -48,7 +48,7 @@ from rmqcli.store.writer_messages import (
     element_properties,
     inner_from_message,
 )
-from rmqcli.store.writer_records import (
+from rmqcli.store.write.records import (
     BLANK_RECORD_SIZE,
     blank_record,
     check_lengths,

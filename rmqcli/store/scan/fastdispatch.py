@@ -1,6 +1,6 @@
 """Consume queues and index files for a whole range of records at once, as a broker's dispatch.
 
-The per-record ``Dispatcher`` (``rmqcli.store.dispatch``) is the reference; this module writes
+The per-record ``Dispatcher`` (``rmqcli.store.write.dispatch``) is the reference; this module writes
 the same bytes from the arrays of a ``propscan.Scan``:
 
 - ``CommitLogDispatcherBuildConsumeQueue`` (FORMATS.md §7.3): NOT and COMMIT records only;
@@ -35,15 +35,15 @@ from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_UNIT
 from formats.derive import field_offsets, flat_fields
 from rmqcli.errors import CorruptDataError
-from rmqcli.store import propscan
-from rmqcli.store.commitlog import CommitLog
-from rmqcli.store.dispatch import UnsafeTopic, note_unsafe
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
+from rmqcli.store.read.commitlog import CommitLog
+from rmqcli.store.scan import propscan
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import INDEX_DIR
-from rmqcli.store.writer_cq import cq_file_size
-from rmqcli.store.writer_index import IndexNamer
-from rmqcli.store.writer_messages import INDEXED_TRANSACTION_TYPES, QUEUED_TRANSACTION_TYPES
+from rmqcli.store.write.cq import cq_file_size
+from rmqcli.store.write.dispatch import UnsafeTopic, note_unsafe
+from rmqcli.store.write.index import IndexNamer
+from rmqcli.store.write.messages import INDEXED_TRANSACTION_TYPES, QUEUED_TRANSACTION_TYPES
 
 _UNIT = np.dtype(CQ_UNIT_DTYPE)
 _MAX_INT = 0x7FFFFFFF
