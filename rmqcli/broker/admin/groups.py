@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmqcli.broker.admin_stats import group_get_tps, message_store_time
+from rmqcli.broker.admin.stats import group_get_tps, message_store_time
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import validate_group, validate_topic
 from rmqcli.remoting import headers as hd

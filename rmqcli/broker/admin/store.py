@@ -51,7 +51,7 @@ MAX_EXT_ADDRESS = -(1 << 31) - 1  # ConsumeQueueExt.MAX_ADDRESS: tags codes at o
 # --- statistics and inspection -----------------------------------------------------------------
 def topic_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
     """``getTopicStatsInfo``: min/max offset and the last store time of every write queue."""
-    from rmqcli.broker.admin_stats import message_store_time
+    from rmqcli.broker.admin.stats import message_store_time
 
     h = req.header(hd.GetTopicStatsInfoRequestHeader)
     config = ctl.topics.get(h.topic)
@@ -216,7 +216,7 @@ def delete_expired_files(ctl: BrokerController, reserved_hours: int, now_ms: int
 
 
 def delete_expired_commitlog(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
-    from rmqcli.broker.admin_config import current_properties
+    from rmqcli.broker.admin.config import current_properties
 
     reserved = int(current_properties(ctl)["fileReservedTime"])
     delete_expired_files(ctl, reserved, int(time.time() * 1000))

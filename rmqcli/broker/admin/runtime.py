@@ -1,0 +1,73 @@
+"""GET_BROKER_RUNTIME_INFO (28): ``AdminBrokerProcessor.prepareRuntimeInfo``, the keys mqadmin reads
+(PROTOCOL.md B.4)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import TYPE_CHECKING
+
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+
+if TYPE_CHECKING:
+    from rmqcli.broker.controller import BrokerController
+
+BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal(): what this broker says it is
+BROKER_VERSION_DESC = "V4_9_7"
+
+
+def runtime_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+    """``AdminBrokerProcessor.prepareRuntimeInfo`` (the keys mqadmin reads)."""
+    store = ctl.store
+    now = int(time.time() * 1000)
+    usage = shutil.disk_usage(ctl.writer.root)
+    earliest = store.earliest_message_time()
+    tps = ctl.stats.tps()
+    table = {
+        "brokerVersionDesc": BROKER_VERSION_DESC,
+        "brokerVersion": str(BROKER_VERSION),
+        "msgPutTotalYesterdayMorning": "0",
+        "msgPutTotalTodayMorning": "0",
+        "msgPutTotalTodayNow": str(store.put_count),
+        "msgGetTotalYesterdayMorning": "0",
+        "msgGetTotalTodayMorning": "0",
+        "msgGetTotalTodayNow": str(store.get_count),
+        "sendThreadPoolQueueSize": "0",
+        "sendThreadPoolQueueCapacity": "10000",
+        "sendThreadPoolQueueHeadWaitTimeMills": "0",
+        "pullThreadPoolQueueSize": "0",
+        "pullThreadPoolQueueCapacity": "100000",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0",
+        "queryThreadPoolQueueSize": "0",
+        "queryThreadPoolQueueCapacity": "20000",
+        "pageCacheLockTimeMills": "0",
+        "earliestMessageTimeStamp": str(earliest if earliest >= 0 else now),
+        "startAcceptSendRequestTimeStamp": "0",
+        "putTps": tps[0],
+        "getTransferedTps": tps[1],
+        "commitLogDiskRatio": f"{(usage.total - usage.free) / usage.total if usage.total else 0.0}",
+        "commitLogMinOffset": str(
+            ctl.writer.commitlog.files[0].from_offset if ctl.writer.commitlog.files else 0
+        ),
+        "commitLogMaxOffset": str(ctl.writer.max_offset),
+        "dispatchBehindBytes": "0",
+        "bootTimestamp": str(store.boot_timestamp),
+        "runtime": _runtime(now - store.boot_timestamp),
+        "brokerActive": "true",
+    }
+    return req.response(body=jb.encode(jb.KVTable(table=table)))
+
+
+def _runtime(millis: int) -> str:
+    """``MessageStore.getRunningDataInfo`` style: ``[ 0 days, 0 hours, 1 minutes, 5 seconds ]``."""
+    seconds = millis // 1000
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
+
+
+HANDLERS = {RC.GET_BROKER_RUNTIME_INFO: runtime_info}
