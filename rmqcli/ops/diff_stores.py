@@ -1,0 +1,264 @@
+"""Compare the CommitLogs of two stores, as an operator does before promoting a slave by hand.
+
+Replicas of one broker group hold the same CommitLog bytes at the same physical offsets
+(``HAConnection`` pushes the master's bytes unchanged; FORMATS.md §1). So two stores agree when
+their bytes are equal wherever both hold data: over ``[max(minA, minB), min(maxA, maxB))``, the
+ends being each store's maxPhyOffset as a broker's recovery finds it. Past that range, one store
+holds records the other lacks: the replication gap. Where the bytes differ, the stores have
+diverged; the records from the one holding the first differing byte onward are each side's own.
+
+A 4.9.8 slave that starts empty is served from the start of its master's last CommitLog file,
+so a slave may lack the master's older files: that is not a divergence either.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from rmqcli.errors import CorruptDataError
+from rmqcli.store import Store
+from rmqcli.store.mapped import MappedFile
+from rmqcli.store.read.commitlog import Header
+
+CHUNK = 4 * 1024 * 1024  # bytes compared at a time
+SAMPLE = 10  # records listed per side by default
+
+IDENTICAL = "identical"
+PREFIX = "prefix"  # equal where both hold data, one holds more
+DIVERGED = "diverged"
+DISJOINT = "disjoint"  # both hold data, at offsets that do not meet
+
+
+@dataclass
+class StoreSide:
+    store: str
+    min_offset: int
+    max_offset: int
+    file_size: int
+    files: int
+
+
+@dataclass
+class RecordRef:
+    """One record only one store holds (its offset message id is the broker's own msgId)."""
+
+    offset: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_timestamp: int
+
+
+@dataclass
+class OnlyOn:
+    """The records one store holds over a range the other does not: count, bytes and the first few."""
+
+    side: str  # "a" or "b"
+    from_offset: int
+    to_offset: int
+    records: int = 0
+    first: list[RecordRef] = field(default_factory=list)
+    unreadable_from: int | None = None  # the walk met bytes that are no record here, before to_offset
+
+
+@dataclass
+class Divergence:
+    offset: int  # the first physical offset whose bytes differ
+    file: str  # the CommitLog file (in store A) that holds it
+    position: int  # within that file
+    byte_a: int
+    byte_b: int
+    record_a: int | None  # where the record holding that byte starts, per side
+    record_b: int | None
+
+
+@dataclass
+class StoreDiff:
+    a: StoreSide
+    b: StoreSide
+    verdict: str
+    common_from: int
+    common_to: int
+    compared_bytes: int
+    gap: int  # a.max_offset - b.max_offset: bytes A holds past B (negative: B is ahead)
+    divergence: Divergence | None = None
+    only: list[OnlyOn] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return self.verdict in (IDENTICAL, PREFIX)
+
+
+def diff_stores(store_a: Store, store_b: Store, sample: int = SAMPLE) -> StoreDiff:
+    """Compare the CommitLogs of two open stores; ``sample`` records are listed per one-sided range."""
+    return _diff(store_a, store_b, sample)
+
+
+def _side(store: Store) -> StoreSide:
+    log = store.commitlog
+    return StoreSide(str(store.root), log.min_offset, log.max_offset(), log.file_size, len(log.files))
+
+
+def _diff(store_a: Store, store_b: Store, sample: int) -> StoreDiff:
+    a, b = _side(store_a), _side(store_b)
+    start, end = max(a.min_offset, b.min_offset), min(a.max_offset, b.max_offset)
+    empty_a, empty_b = a.max_offset <= a.min_offset, b.max_offset <= b.min_offset
+    result = StoreDiff(a, b, IDENTICAL, start, max(start, end), 0, a.max_offset - b.max_offset)
+    if not (empty_a or empty_b) and start > end:
+        result.verdict = DISJOINT
+        result.common_to = start
+        result.only = [
+            _only(store_a, "a", a.min_offset, a.max_offset, sample),
+            _only(store_b, "b", b.min_offset, b.max_offset, sample),
+        ]
+        return result
+    first_bad = None if (empty_a or empty_b) else _first_difference(store_a, store_b, start, end)
+    result.compared_bytes = (first_bad if first_bad is not None else end) - start if end > start else 0
+    if first_bad is not None:
+        result.verdict = DIVERGED
+        result.divergence = _divergence(store_a, store_b, first_bad)
+        for store, name, side, record in (
+            (store_a, "a", a, result.divergence.record_a),
+            (store_b, "b", b, result.divergence.record_b),
+        ):
+            if side.max_offset > (record if record is not None else first_bad):
+                begin = record if record is not None else first_bad
+                result.only.append(_only(store, name, begin, side.max_offset, sample))
+        return result
+    for store, name, side, other in ((store_a, "a", a, b), (store_b, "b", b, a)):
+        if side.min_offset < other.min_offset and not (empty_a or empty_b):
+            result.only.append(_only(store, name, side.min_offset, other.min_offset, sample))
+        tail_from = other.max_offset if not (empty_a or empty_b) else side.min_offset
+        if side.max_offset > tail_from:
+            result.only.append(_only(store, name, tail_from, side.max_offset, sample))
+    if result.only:
+        result.verdict = PREFIX
+    return result
+
+
+# --- bytes ----------------------------------------------------------------------------------------
+def _spans(files: list[MappedFile], start: int, end: int) -> Iterator[tuple[int, int, MappedFile]]:
+    """(global from, global to, file) pieces covering ``[start, end)`` in file order."""
+    for mf in files:
+        lo, hi = max(start, mf.from_offset), min(end, mf.from_offset + mf.size)
+        if lo < hi:
+            yield lo, hi, mf
+
+
+def _views(store: Store, start: int, end: int) -> Iterator[tuple[int, memoryview]]:
+    """The bytes of ``[start, end)`` in pieces of at most ``CHUNK``, each with its global offset."""
+    for lo, hi, mf in _spans(store.commitlog.files, start, end):
+        buf = mf.map()
+        view = memoryview(buf) if isinstance(buf, mmap.mmap | bytes | bytearray) else memoryview(bytes(buf))
+        base = mf.from_offset
+        for pos in range(lo, hi, CHUNK):
+            stop = min(pos + CHUNK, hi)
+            yield pos, view[pos - base : stop - base]
+
+
+def _first_difference(store_a: Store, store_b: Store, start: int, end: int) -> int | None:
+    """The first offset in ``[start, end)`` where the two CommitLogs differ, or None."""
+    if end <= start:
+        return None
+    pieces_b = _views(store_b, start, end)
+    pending: tuple[int, memoryview] | None = None
+    for pos_a, view_a in _views(store_a, start, end):
+        done = 0
+        while done < len(view_a):
+            if pending is None or len(pending[1]) == 0:
+                pending = next(pieces_b)
+            pos_b, view_b = pending
+            size = min(len(view_a) - done, len(view_b))
+            left, right = view_a[done : done + size], view_b[:size]
+            if left != right:
+                return pos_a + done + _first_unequal(left, right)
+            done += size
+            pending = (pos_b + size, view_b[size:])
+    return None
+
+
+def _first_unequal(left: memoryview, right: memoryview) -> int:
+    import numpy as np
+
+    diff = np.frombuffer(left, dtype=np.uint8) != np.frombuffer(right, dtype=np.uint8)
+    return int(diff.argmax())
+
+
+def _byte_at(store: Store, offset: int) -> tuple[int, MappedFile]:
+    mf = store.commitlog.queue.find(offset)
+    return mf.map()[offset - mf.from_offset], mf
+
+
+def _divergence(store_a: Store, store_b: Store, offset: int) -> Divergence:
+    byte_a, mf_a = _byte_at(store_a, offset)
+    byte_b, _ = _byte_at(store_b, offset)
+    return Divergence(
+        offset,
+        mf_a.name,
+        offset - mf_a.from_offset,
+        byte_a,
+        byte_b,
+        _record_holding(store_a, offset),
+        _record_holding(store_b, offset),
+    )
+
+
+def _record_holding(store: Store, offset: int) -> int | None:
+    """Where the record that holds byte ``offset`` starts (walked from its file's start), or None
+    when no valid record reaches it."""
+    mf = store.commitlog.queue.find(offset)
+    for header in _Walk(store, mf.from_offset, offset + 1):
+        if header.position + header.total_size > offset:
+            return header.position
+    return None
+
+
+class _Walk:
+    """The valid records of ``[start, end)``; where the walk met bytes that are no record before
+    ``end`` (a flipped header, a partial record) it stops and keeps the offset in ``stopped_at``."""
+
+    def __init__(self, store: Store, start: int, end: int):
+        self.store, self.start, self.end = store, start, end
+        self.stopped_at: int | None = None
+
+    def __iter__(self) -> Iterator[Header]:
+        reached = self.start
+        try:
+            for header in self.store.commitlog.headers(self.start):
+                if header.position >= self.end:
+                    return
+                reached = header.position + header.total_size
+                yield header
+                if reached >= self.end:
+                    return
+        except CorruptDataError:
+            pass
+        if reached < self.end:
+            self.stopped_at = reached
+
+
+# --- records --------------------------------------------------------------------------------------
+def _only(store: Store, side: str, start: int, end: int, sample: int) -> OnlyOn:
+    """The records of ``store`` that start in ``[start, end)``."""
+    only = OnlyOn(side, start, end)
+    walk = _Walk(store, start, end)
+    for header in walk:
+        if header.position < start:
+            continue
+        only.records += 1
+        if len(only.first) < sample:
+            only.first.append(
+                RecordRef(
+                    header.position,
+                    header.total_size,
+                    header.topic,
+                    header.queue_id,
+                    header.queue_offset,
+                    header.store_timestamp,
+                )
+            )
+    only.unreadable_from = walk.stopped_at
+    return only
