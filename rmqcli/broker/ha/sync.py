@@ -1,0 +1,152 @@
+"""A slave's copy of its master's configuration (``SlaveSynchronize`` of RocketMQ 4.9.8).
+
+Every 10 s, from 3 s after start, a slave asks its master (the broker address the NameServer
+names in its registration answer, ``RegisterBrokerResult.masterAddr``) for:
+
+* GET_ALL_TOPIC_CONFIG (21): when its ``dataVersion`` differs from the slave's, the slave's topic
+  table is replaced by the master's and takes its data version; ``topics.json`` is written.
+* GET_ALL_CONSUMER_OFFSET (43): the master's offsets are put over the slave's (``putAll``: a
+  ``topic@group`` the master lacks keeps the slave's own); ``consumerOffset.json`` is written.
+* GET_ALL_DELAY_OFFSET (45): the master's ``delayOffset.json`` content; the slave stores it.
+* GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): as topics, by ``dataVersion``; ``subscriptionGroup.json``.
+
+Each part fails alone with one log line (the master may be down: a slave keeps serving what it
+has), as each ``sync*`` method of 4.9.8 catches its own exception. Nothing syncs while the
+master address is unknown or is the slave's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from rmqcli.errors import RmqError
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode
+from rmqcli.store.write.config import (
+    BrokerConfigState,
+    DataVersion,
+    subscription_group_config,
+    topic_config,
+)
+
+log = logging.getLogger(__name__)
+
+INITIAL_DELAY = 3.0  # seconds: BrokerController.handleSlaveSynchronize
+PERIOD = 10.0
+TIMEOUT = 3.0  # BrokerOuterAPI's getAll* calls
+
+Invoke = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
+
+TOPIC_KEYS = tuple(topic_config("", 0))  # the 7 keys of a 4.9.x TopicConfig
+GROUP_KEYS = tuple(subscription_group_config(""))  # the 9 keys of a 4.9.x SubscriptionGroupConfig
+
+
+@dataclass
+class SyncReport:
+    """What one ``sync_all`` took from the master, and what failed (one line each)."""
+
+    master: str | None
+    changed: list[str] = field(default_factory=list)  # "topics", "offsets", "delay", "groups"
+    failed: list[str] = field(default_factory=list)
+
+
+class SlaveSynchronize:
+    """Copies the master's topics, offsets, delay offsets and groups into ``state``."""
+
+    def __init__(self, state: BrokerConfigState, persist: Callable[[], None], invoke: Invoke, own_addr: str):
+        self.state = state
+        self.persist = persist  # writes the four config files
+        self.invoke = invoke
+        self.own_addr = own_addr
+        self.master_addr: str | None = None  # set from each registration answer
+
+    async def run(self, initial_delay: float = INITIAL_DELAY, period: float = PERIOD) -> None:
+        await asyncio.sleep(initial_delay)
+        while True:
+            await self.sync_all()
+            await asyncio.sleep(period)
+
+    async def sync_all(self) -> SyncReport:
+        master = self.master_addr
+        report = SyncReport(master)
+        if not master or master == self.own_addr:
+            return report
+        for name, part in (
+            ("topics", self._topics),
+            ("offsets", self._offsets),
+            ("delay", self._delay),
+            ("groups", self._groups),
+        ):
+            try:
+                if await part(master):
+                    report.changed.append(name)
+            except (RmqError, ValueError, TypeError, KeyError) as exc:
+                report.failed.append(f"{name}: {exc}")
+                log.warning("slave sync of %s from master %s failed: %s", name, master, exc)
+        if report.changed:
+            self.persist()
+            log.info("updated slave %s from master %s", ", ".join(report.changed), master)
+        return report
+
+    async def _body(self, master: str, code: int) -> bytes:
+        response = await self.invoke(master, RemotingCommand.request(code), TIMEOUT)
+        if response.code != ResponseCode.SUCCESS:
+            raise RmqError(f"{master}: {response.describe()} {response.remark or ''}".rstrip())
+        return response.body or b""
+
+    async def _topics(self, master: str) -> bool:
+        wrapper = jb.decode(jb.TopicConfigSerializeWrapper, await self._body(master, RC.GET_ALL_TOPIC_CONFIG))
+        if _same_version(self.state.topics_version, wrapper.data_version):
+            return False
+        self.state.topics.clear()
+        for name, config in wrapper.topic_config_table.items():
+            self.state.topics[name] = _shape(config, TOPIC_KEYS)
+        _assign(self.state.topics_version, wrapper.data_version)
+        return True
+
+    async def _offsets(self, master: str) -> bool:
+        body = await self._body(master, RC.GET_ALL_CONSUMER_OFFSET)
+        wrapper = jb.decode(jb.ConsumerOffsetSerializeWrapper, body)
+        for key, queues in wrapper.offset_table.items():
+            self.state.consumer_offsets[key] = dict(queues)
+        return True  # 4.9.8 persists after every copy
+
+    async def _delay(self, master: str) -> bool:
+        response = await self.invoke(master, RemotingCommand.request(RC.GET_ALL_DELAY_OFFSET), TIMEOUT)
+        if response.code != ResponseCode.SUCCESS or not response.body:
+            return False  # "No delay offset in this broker": nothing to store
+        wrapper = jb.decode(jb.DelayOffsetSerializeWrapper, response.body)
+        self.state.delay_offsets = dict(wrapper.offset_table)
+        return True
+
+    async def _groups(self, master: str) -> bool:
+        body = await self._body(master, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        wrapper = jb.decode(jb.SubscriptionGroupWrapper, body)
+        if _same_version(self.state.groups_version, wrapper.data_version):
+            return False
+        self.state.groups.clear()
+        for name, config in wrapper.subscription_group_table.items():
+            self.state.groups[name] = _shape(config, GROUP_KEYS)
+        _assign(self.state.groups_version, wrapper.data_version)
+        return True
+
+
+def _same_version(ours: DataVersion, theirs: jb.DataVersion) -> bool:
+    """``DataVersion.equals``: counter and timestamp."""
+    return ours.counter == theirs.counter and ours.timestamp == theirs.timestamp
+
+
+def _assign(ours: DataVersion, theirs: jb.DataVersion) -> None:
+    """``DataVersion.assignNewOne``."""
+    ours.counter, ours.timestamp = theirs.counter, theirs.timestamp
+
+
+def _shape(bean: object, keys: tuple[str, ...]) -> dict:
+    """A config bean as the 4.9.x fastjson dict the config files hold (its keys, sorted)."""
+    value = jb.to_fastjson_value(bean)
+    return {key: value[key] for key in keys if key in value}
