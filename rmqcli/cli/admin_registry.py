@@ -4,9 +4,9 @@ An ``AdminCommand`` is what RocketMQ's ``SubCommand`` is to mqadmin (``commandNa
 ``commandDesc``, ``buildCommandlineOptions``, ``execute``): the name, mqadmin's description, the
 package of mqadmin's class (``group``), the options, the call into ``rmqcli.admin`` and how the
 result is shown (mqadmin's text, or ``--json``). ``cli/admin_<family>.py`` declare them,
-``cli/commands.py`` lists them in ``rmq``'s order, ``build`` turns one into a click command when
-it is first asked for, and ``run_admin`` runs it: options checked, one ``AdminSession``, the call,
-the text or the JSON, then the exit code of what failed (PROTOCOL.md C.1, C.2).
+``declared`` finds them (in ``rmq``'s order), ``build`` turns one into a click command when it is
+first asked for, and ``run_admin`` runs it: options checked, one ``AdminSession``, the call, the
+text or the JSON, then the exit code of what failed (PROTOCOL.md C.1, C.2).
 
 Light at import time: declarations are plain data; typer builds one command at a time, and the
 admin operations and the codec are imported when a command runs.
@@ -14,6 +14,7 @@ admin operations and the codec are imported when a command runs.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import sys
@@ -87,6 +88,33 @@ MQADMIN_ORDER = (
     "getBrokerConfig getConsumerConfig queryCq sendMessage consumeMessage updateAclConfig deleteAclConfig "
     "clusterAclConfigVersion updateGlobalWhiteAddr"
 ).split()
+
+# The modules that declare the commands (``cli/admin_<family>.py``), in the parts ``rmq --help``
+# lists them in; inside a part, mqadmin's order (a command mqadmin lacks comes last, as declared).
+# A new command in one of these modules needs no other entry.
+FAMILIES = (("admin_topic", "admin_broker"), ("admin_group",), ("admin_message",), ("admin_acl",))
+
+
+@functools.cache
+def declared() -> dict[str, str]:
+    """Every ``AdminCommand`` of ``FAMILIES``: ``name -> "module:attr"``, in ``rmq --help``'s order.
+
+    Imports the family modules (declarations only: the admin operations stay unimported).
+    """
+    rank = {name: i for i, name in enumerate(MQADMIN_ORDER)}
+    found: dict[str, tuple[tuple[int, int], str]] = {}
+    seen: set[int] = set()
+    for part, modules in enumerate(FAMILIES):
+        for module in modules:
+            for attr, value in vars(importlib.import_module(f"rmqcli.cli.{module}")).items():
+                if not isinstance(value, AdminCommand) or id(value) in seen:
+                    continue
+                if value.name in found:
+                    raise RuntimeError(f"admin command {value.name} is declared twice")
+                seen.add(id(value))
+                found[value.name] = ((part, rank.get(value.name, len(rank) + len(found))), f"{module}:{attr}")
+    return {name: where for name, (_, where) in sorted(found.items(), key=lambda item: item[1][0])}
+
 
 # Options several commands share, worded as mqadmin's.
 TOPIC = required("topic", "--topic", "-t", "topic name")

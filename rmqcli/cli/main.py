@@ -44,7 +44,7 @@ def _quiet_broken_pipe() -> int:
 
 
 def _build(name: str) -> click.Command:
-    """The click command of ``name`` from its declaration (``commands.ALL``): a typer function or
+    """The click command of ``name`` from its declaration (``commands.find``): a typer function or
     app, or an mqadmin ``AdminCommand``."""
     target = commands.resolve(name)
     if isinstance(target, typer.Typer):
@@ -67,22 +67,22 @@ def _build(name: str) -> click.Command:
 class RmqGroup(TyperGroup):
     """The top-level group: turns ``RmqError`` and a closed pipe into an exit code.
 
-    Subcommands are imported and built when first asked for (``commands.ALL``): a run of one
-    command imports one module and builds one click command, not sixty.
+    Subcommands are imported and built when first asked for (``commands.find``): a run of one
+    command builds one click command, not sixty.
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(commands.ALL)
+        return list(commands.every())
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in commands.ALL:
+        if cmd_name not in self.commands and commands.find(cmd_name) is not None:
             self.commands[cmd_name] = _build(cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def summary(self, ctx: click.Context, name: str, limit: int) -> str | None:
         """The one line listings show for ``name`` (None: not listed). An mqadmin command's is its
         description, read from the declaration without building the command."""
-        if name in commands.ADMIN and name not in self.commands:
+        if name in commands.admin() and name not in self.commands:
             return commands.resolve(name).description
         command = self.get_command(ctx, name)
         if command is None or command.hidden:
