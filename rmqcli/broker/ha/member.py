@@ -1,0 +1,197 @@
+"""One broker's part in its group's replication, by role (``brokerRole`` of 4.9.8's broker.conf).
+
+* ASYNC_MASTER / SYNC_MASTER: ``HAService`` on the HA port over the broker's own CommitLog
+  (``source.WriterSource``); the broker calls ``appended()`` after each append. A SYNC_MASTER send
+  waits in ``replicated()`` as ``CommitLog.submitReplicaRequest`` does: SLAVE_NOT_AVAILABLE at once
+  when no slave is connected and within ``haSlaveFallbehindMax`` (``HAService.isSlaveOK``), else
+  PUT_OK once a slave acknowledged the record's end, or FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``.
+* SLAVE: ``HAClient`` into the broker's own CommitLog files (``appender.QueueAppender``), a reput of
+  what arrives (``reput.ReplicaReput``, handing each record to the broker's ``dispatch``), and
+  ``SlaveSynchronize`` of the master's config. The master's HA address is ``haMasterAddress`` or,
+  without it, the one each NameServer registration answer names (``registered``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from formats.records import Record
+from rmqcli.broker.ha.appender import QueueAppender
+from rmqcli.broker.ha.config import HAConfig
+from rmqcli.broker.ha.master import HAMaster
+from rmqcli.broker.ha.reput import ReplicaReput
+from rmqcli.broker.ha.slave import HASlave
+from rmqcli.broker.ha.source import WriterSource
+from rmqcli.broker.ha.sync import SlaveSynchronize
+from rmqcli.store.write.files import WritableFileQueue
+
+log = logging.getLogger(__name__)
+
+ASYNC_MASTER = "ASYNC_MASTER"
+SYNC_MASTER = "SYNC_MASTER"
+SLAVE = "SLAVE"
+ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
+
+
+class Replicated(enum.Enum):
+    """What a SYNC_MASTER send learns of its slaves (``PutMessageStatus``)."""
+
+    PUT_OK = "PUT_OK"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+
+
+@dataclass
+class SlaveLink:
+    """One slave as its master sees it (RocketMQ 5's ``HAConnectionRuntimeInfo`` fields)."""
+
+    addr: str
+    slave_ack_offset: int
+    diff: int
+    in_sync: bool
+    transfer_from_where: int
+
+
+@dataclass
+class HAStatus:
+    """``HARuntimeInfo`` of RocketMQ 5 (GET_BROKER_HA_STATUS), for ``rmq haStatus``."""
+
+    master: bool
+    role: str
+    master_commit_log_max_offset: int
+    in_sync_slave_nums: int = 0
+    ha_connection_info: list[SlaveLink] = field(default_factory=list)
+    master_addr: str | None = None  # a slave's master HA address
+    max_offset: int = 0  # a slave's CommitLog end
+    state: str = ""  # a slave's HAClient state
+    stop_reason: str | None = None
+
+
+class Replication:
+    """The HA side of one broker; ``await start()`` once listening, ``await close()`` at shutdown."""
+
+    def __init__(
+        self,
+        role: str,
+        config: HAConfig,
+        commitlog: WritableFileQueue,
+        *,
+        host: str = "0.0.0.0",
+        dispatch: Callable[[Record], None] | None = None,
+        sync: SlaveSynchronize | None = None,
+        sync_flush: bool = False,
+        flush_interval_ms: int = 500,
+    ):
+        if role not in ROLES:
+            raise ValueError(f"brokerRole must be one of {', '.join(ROLES)}, not {role!r}")
+        self.role = role
+        self.config = config
+        self.commitlog = commitlog
+        self.sync = sync
+        self.master: HAMaster | None = None
+        self.slave: HASlave | None = None
+        self.reput: ReplicaReput | None = None
+        self._tasks: list[asyncio.Task] = []
+        if role == SLAVE:
+            self.reput = ReplicaReput(commitlog, dispatch or (lambda _rec: None), commitlog.max_offset)
+            self.slave = HASlave(
+                QueueAppender(commitlog),
+                config,
+                master_address=config.ha_master_address,
+                sync_flush=sync_flush,
+                flush_interval_ms=flush_interval_ms,
+                on_appended=self.reput.dispatch_to,
+            )
+        else:
+            self.master = HAMaster(WriterSource(commitlog), config, host=host)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.role == SLAVE
+
+    @property
+    def ha_port(self) -> int:
+        return self.master.port if self.master is not None else self.config.ha_listen_port
+
+    # --- life cycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Bind the HA port (a master; a port in use raises ``OSError``) or start replicating."""
+        loop = asyncio.get_running_loop()
+        if self.master is not None:
+            await self.master.start()
+        if self.slave is not None:
+            self._tasks.append(loop.create_task(self.slave.run()))
+            if self.sync is not None:
+                self._tasks.append(loop.create_task(self.sync.run()))
+
+    async def close(self) -> None:
+        if self.slave is not None:
+            await self.slave.close()
+        for task in self._tasks[1:]:  # the config sync; the HA client's run ends on its close
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self.master is not None:
+            await self.master.close()
+
+    # --- what the broker calls ----------------------------------------------------------------------
+    def appended(self) -> None:
+        """New CommitLog bytes (a master): wake the HA writers."""
+        if self.master is not None:
+            self.master.notify_append()
+
+    def registered(self, master_addr: str | None, ha_server_addr: str | None) -> None:
+        """A registration answer (``RegisterBrokerResult``): the master's broker address for the
+        config sync and, without ``haMasterAddress``, its HA address (``updateHaMasterAddress``)."""
+        if self.sync is not None:
+            self.sync.master_addr = master_addr or None
+        if self.slave is not None and not self.config.ha_master_address and ha_server_addr:
+            self.slave.update_master_address(ha_server_addr)
+
+    async def replicated(self, next_offset: int) -> Replicated:
+        """A SYNC_MASTER send's wait for its slaves; PUT_OK on any other role."""
+        if self.role != SYNC_MASTER or self.master is None:
+            return Replicated.PUT_OK
+        if not self.master.is_slave_ok(next_offset):
+            return Replicated.SLAVE_NOT_AVAILABLE
+        if await self.master.slave_acked(next_offset):
+            return Replicated.PUT_OK
+        return Replicated.FLUSH_SLAVE_TIMEOUT
+
+    def fall_behind(self) -> int:
+        """``slaveFallBehindMuch``: bytes no slave acknowledged (0 without slaves or on a slave)."""
+        if self.master is None or not self.master.connection_count:
+            return 0
+        return self.master.slave_fall_behind()
+
+    def status(self) -> HAStatus:
+        top = self.commitlog.max_offset
+        if self.master is not None:
+            links = [
+                SlaveLink(
+                    s.address,
+                    s.ack_offset,
+                    s.gap,
+                    s.gap < self.config.ha_slave_fallbehind_max,
+                    s.request_offset,
+                )
+                for s in self.master.slaves()
+            ]
+            return HAStatus(True, self.role, top, sum(1 for link in links if link.in_sync), links)
+        assert self.slave is not None
+        return HAStatus(
+            False,
+            self.role,
+            top,
+            master_addr=self.slave.master_address,
+            max_offset=top,
+            state=self.slave.state.name,
+            stop_reason=self.slave.stop_reason,
+        )
