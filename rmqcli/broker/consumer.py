@@ -25,7 +25,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 
 def heartbeat_problem(data: jb.HeartbeatData) -> str | None:
@@ -44,7 +44,7 @@ def heartbeat_problem(data: jb.HeartbeatData) -> str | None:
     return None
 
 
-def heart_beat(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def heart_beat(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``ClientManageProcessor.heartBeat``; a heartbeat with a bad name registers nothing (4.9.8
     checks no name here, and creates the group's config and retry topic)."""
     data = required_body(jb.HeartbeatData, req.body)
@@ -61,7 +61,7 @@ def heart_beat(ctl: BrokerController, req: RemotingCommand, conn: Connection) ->
     return req.response()
 
 
-def unregister_client(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def unregister_client(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """Empty group fields are no group (the C++ client sends ``""`` for the kind it is not)."""
     h = req.header(hd.UnregisterClientRequestHeader)
     for group in (h.producer_group, h.consumer_group):
@@ -72,7 +72,7 @@ def unregister_client(ctl: BrokerController, req: RemotingCommand, conn: Connect
     return req.response()
 
 
-def consumer_list(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def consumer_list(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.GetConsumerListByGroupRequestHeader)
     problem = validate_group(h.consumer_group)
     if problem:
@@ -89,7 +89,7 @@ def offset_problem(group: str, topic: str) -> str | None:
     return validate_group(group) or validate_topic(topic)
 
 
-def query_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def query_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``queryConsumerOffset``: the committed offset; without one, 0 when the queue still starts at
     offset 0 (also when it is empty or unknown: ``checkInDiskByConsumeOffset`` finds no unit there,
     and the real 4.9.8 broker answers 0), else QUERY_NOT_FOUND (E.7)."""
@@ -106,7 +106,7 @@ def query_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
     return req.response(RS.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
 
-def update_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def update_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.UpdateConsumerOffsetRequestHeader)
     problem = offset_problem(h.consumer_group, h.topic)
     if problem:
@@ -115,7 +115,7 @@ def update_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection)
     return req.response()
 
 
-def lock_batch(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def lock_batch(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     body = required_body(jb.LockBatchRequestBody, req.body)
     problem = validate_group(body.consumer_group)
     if problem:
@@ -124,7 +124,7 @@ def lock_batch(ctl: BrokerController, req: RemotingCommand, conn: Connection) ->
     return req.response(body=jb.encode(jb.LockBatchResponseBody(lock_ok_mq_set=locked)))
 
 
-def unlock_batch(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def unlock_batch(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     body = required_body(jb.UnlockBatchRequestBody, req.body)
     problem = validate_group(body.consumer_group)
     if problem:

@@ -1,7 +1,8 @@
 """The Broker: state, processors, background services (``BrokerController`` of RocketMQ 4.9.x).
 
 ``dispatch`` routes a request to the processor module registered for its code (B.3, B.4) and
-answers REQUEST_CODE_NOT_SUPPORTED for the rest. Background services: the store's flush, the
+answers REQUEST_CODE_NOT_SUPPORTED for the rest; the processors see the controller as a
+``context.BrokerContext`` and never import this module. Background services: the store's flush, the
 consumer-offset, delay-offset and config persistence (every ``flushConsumerOffsetInterval``), delayed
 delivery (``schedule``), the transaction check (``transaction``), client expiry, and
 REGISTER_BROKER to every name server at start, every ``registerNameServerPeriod`` and whenever the
@@ -14,8 +15,7 @@ import asyncio
 import logging
 import time
 import zlib
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 from formats.commitlog import SCHEDULE_TOPIC
 from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
@@ -23,8 +23,9 @@ from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
+from rmqcli.broker.context import Handler
+from rmqcli.broker.holds import HoldService
 from rmqcli.broker.messagestore import MessageStore
-from rmqcli.broker.pull import HoldService
 from rmqcli.broker.schedule import ScheduleService
 from rmqcli.broker.sendlane import SendLane
 from rmqcli.broker.state import (
@@ -42,6 +43,7 @@ from rmqcli.broker.state import (
     is_readable,
     is_writable,
 )
+from rmqcli.broker.tps import Stats
 from rmqcli.errors import RmqError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -53,33 +55,9 @@ from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["BrokerController", RemotingCommand, Connection], "Reply | Awaitable[Reply]"]
 HOUSEKEEPING_SECONDS = 10.0
 SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager: fixed, whatever messageDelayLevel says
 REGISTER_TIMEOUT = 6.0
-
-
-class Stats:
-    """Put/get counters sampled every 10 s for ``putTps``/``getTransferedTps`` (10 s, 1 min, 10 min)."""
-
-    def __init__(self, store: MessageStore):
-        self.store = store
-        self.samples: deque[tuple[float, int, int]] = deque(maxlen=61)
-
-    def sample(self) -> None:
-        self.samples.append((time.monotonic(), self.store.put_count, self.store.get_count))
-
-    def tps(self) -> tuple[str, str]:
-        now = (time.monotonic(), self.store.put_count, self.store.get_count)
-        out: list[list[str]] = [[], []]
-        for span in (10, 60, 600):
-            base = next((s for s in self.samples if now[0] - s[0] <= span + 1), None)
-            for i in (0, 1):
-                if base is None or now[0] <= base[0]:
-                    out[i].append("0.0")
-                else:
-                    out[i].append(f"{(now[i + 1] - base[i + 1]) / (now[0] - base[0]):.1f}")
-        return " ".join(out[0]), " ".join(out[1])
 
 
 class BrokerController:

@@ -27,7 +27,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 MAX_TRANSFER_COUNT = 32  # maxTransferCountOnMessageInMemory
@@ -62,25 +62,7 @@ class PullError(Exception):
         self.remark = remark
 
 
-class HoldService:
-    """``PullRequestHoldService``: futures of held pulls per queue, completed when a message arrives."""
-
-    def __init__(self) -> None:
-        self.waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
-
-    def wait(self, topic: str, queue_id: int) -> asyncio.Future[None]:
-        future = asyncio.get_running_loop().create_future()
-        self.waiters.setdefault((topic, queue_id), []).append(future)
-        return future
-
-    def arrived(self, topic: str, queue_id: int) -> None:
-        """``NotifyMessageArrivingListener.arriving``."""
-        for future in self.waiters.pop((topic, queue_id), []):
-            if not future.done():
-                future.set_result(None)
-
-
-def parse(ctl: BrokerController, req: RemotingCommand) -> PullRequest:
+def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
     h = req.header(hd.PullMessageRequestHeader)
     if not is_readable(ctl.config.broker_permission):
         raise PullError(RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] pulling message is forbidden")
@@ -121,7 +103,7 @@ def parse(ctl: BrokerController, req: RemotingCommand) -> PullRequest:
     return PullRequest(h, tag_codes(sub.sub_string))
 
 
-def get_message(ctl: BrokerController, pull: PullRequest) -> PullResult:
+def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
     """``DefaultMessageStore.getMessage`` and the status -> response-code mapping of B.7."""
     h = pull.header
     store = ctl.store
@@ -182,7 +164,7 @@ def respond(req: RemotingCommand, res: PullResult) -> RemotingCommand:
     return req.response(res.code, res.status, header=header, body=res.body)
 
 
-async def hold(ctl: BrokerController, req: RemotingCommand, pull: PullRequest, timeout_ms: int) -> Reply:
+async def hold(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, timeout_ms: int) -> Reply:
     """Long polling: wait for an arrival in the queue (or the timeout) and pull again."""
     h = pull.header
     deadline = time.monotonic() + timeout_ms / 1000
@@ -201,7 +183,7 @@ async def hold(ctl: BrokerController, req: RemotingCommand, pull: PullRequest, t
     return respond(req, get_message(ctl, pull))
 
 
-def pull_message(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
     try:
         pull = parse(ctl, req)
     except PullError as exc:

@@ -18,36 +18,36 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 
-def max_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def max_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.GetMaxOffsetRequestHeader)
     return req.response(
         header=hd.GetMaxOffsetResponseHeader(offset=ctl.store.max_offset(h.topic, h.queue_id))
     )
 
 
-def min_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def min_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.GetMinOffsetRequestHeader)
     return req.response(
         header=hd.GetMinOffsetResponseHeader(offset=ctl.store.min_offset(h.topic, h.queue_id))
     )
 
 
-def search_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def search_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.SearchOffsetRequestHeader)
     offset = ctl.store.search_offset(h.topic, h.queue_id, h.timestamp)
     return req.response(header=hd.SearchOffsetResponseHeader(offset=offset))
 
 
-def earliest_store_time(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def earliest_store_time(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.GetEarliestMsgStoretimeRequestHeader)
     ts = ctl.store.earliest_store_time(h.topic, h.queue_id)
     return req.response(header=hd.GetEarliestMsgStoretimeResponseHeader(timestamp=ts))
 
 
-def query_message(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def query_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``QueryMessageProcessor.queryMessage``: a unique-key query asks for ``defaultQueryMaxNum`` (32)."""
     h = req.header(hd.QueryMessageRequestHeader)
     max_num = h.max_num
@@ -65,7 +65,7 @@ def query_message(ctl: BrokerController, req: RemotingCommand, conn: Connection)
     return req.response(header=header, body=b"".join(records))
 
 
-def view_message(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def view_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.ViewMessageRequestHeader)
     found = ctl.store.record_at(h.offset)
     if found is None:

@@ -28,7 +28,7 @@ from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def delivered_message(rec: Record) -> InnerMessage:
 class ScheduleService:
     """Delivers due messages of every delay level; offsets live in ``writer.config.delay_offsets``."""
 
-    def __init__(self, ctl: BrokerController):
+    def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
         self.delays = fmt.parse_delay_levels(ctl.writer.settings.message_delay_level)
         self.changed = False

@@ -43,7 +43,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.messages import BatchElement, BatchMessage, Host, Message
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 MAX_PROPERTIES_LENGTH = 32767
@@ -129,7 +129,7 @@ def batch_body(body: bytes, sys_flag: int) -> bytes:
         raise SendError(RS.MESSAGE_ILLEGAL, f"cannot inflate the compressed batch body: {exc}") from None
 
 
-def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Message | BatchMessage:
+def parse(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Message | BatchMessage:
     """The header checks of ``AbstractSendMessageProcessor.msgCheck`` and the message to store."""
     h = hd.parse_send_header(req.code, req.ext_fields)
     if not is_writable(ctl.config.broker_permission):
@@ -208,7 +208,7 @@ def parse(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Mess
 
 
 def retry_or_dlq(
-    ctl: BrokerController, req: RemotingCommand, h: hd.SendMessageRequestHeader, queue_id: int
+    ctl: BrokerContext, req: RemotingCommand, h: hd.SendMessageRequestHeader, queue_id: int
 ) -> tuple[str, int]:
     """``handleRetryAndDLQ``: a send to ``%RETRY%<group>`` (a client's own send-back) that has been
     reconsumed ``maxReconsumeTimes`` times goes to ``%DLQ%<group>``. The DLQ's ``DELAY=0`` is set on
@@ -230,7 +230,7 @@ def retry_or_dlq(
 
 
 def apply(
-    ctl: BrokerController, req: RemotingCommand, message: Message | BatchMessage
+    ctl: BrokerContext, req: RemotingCommand, message: Message | BatchMessage
 ) -> Reply | Awaitable[Reply]:
     if isinstance(message, BatchMessage):
         result = ctl.store.put_batch(message)
@@ -259,7 +259,7 @@ def apply(
     return _after_flush(ctl, req, response)
 
 
-async def _after_flush(ctl: BrokerController, req: RemotingCommand, response: RemotingCommand) -> Reply:
+async def _after_flush(ctl: BrokerContext, req: RemotingCommand, response: RemotingCommand) -> Reply:
     """``handleDiskFlush`` under SYNC_FLUSH: answer once the group commit covers the message."""
     import asyncio
 
@@ -271,7 +271,7 @@ async def _after_flush(ctl: BrokerController, req: RemotingCommand, response: Re
     return response
 
 
-def send(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+def send(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
     try:
         message = parse(ctl, req, conn)
     except SendError as exc:

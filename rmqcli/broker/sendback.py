@@ -38,7 +38,7 @@ from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 DLQ_NUMS_PER_GROUP = 1  # MixAll.DLQ_NUMS_PER_GROUP
 VERSION_V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal()
@@ -62,7 +62,7 @@ def send_back_message(rec: Record, new_topic: str, queue_id: int, delay_level: i
     return inner_from_record(rec, new_topic, queue_id, props, None, reconsume_times=rec.reconsume_times + 1)
 
 
-def consumer_send_msg_back(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def consumer_send_msg_back(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.ConsumerSendMsgBackRequestHeader)
     # 4.9.8 checks neither name; the group names a config and the retry and DLQ topics, whose
     # consume queues are directories: both are refused before anything is created

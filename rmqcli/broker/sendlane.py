@@ -39,7 +39,7 @@ from rmqcli.store.write.messages import broker_properties
 
 if TYPE_CHECKING:
     from rmqcli.broker.connection import Connection
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 _INT_MAX = hd.JAVA_RANGES["int"][1]
 _LONG_MAX = hd.JAVA_RANGES["long"][1]
@@ -186,7 +186,7 @@ def _send(code: int, ext: dict) -> _Send | None:
 class SendLane:
     """The lane of one broker (see the module's docstring)."""
 
-    def __init__(self, ctl: BrokerController):
+    def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
         host = ctl.writer.store_host
         self._msg_id_prefix = cfmt.offset_msg_id(host.address, host.port, 0)[:-16]

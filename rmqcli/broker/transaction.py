@@ -49,7 +49,7 @@ from rmqcli.store.write.messages import AppendResult, Host, InnerMessage, Messag
 from rmqcli.store.write.records import encode_record, host_flags
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -178,14 +178,14 @@ def check_body(half: Record, props: dict[str, str], queue_offset: int, physical_
 
 
 # --- the send side ---------------------------------------------------------------------------------
-def prepare(ctl: BrokerController, message: Message) -> AppendResult:
+def prepare(ctl: BrokerContext, message: Message) -> AppendResult:
     """``asyncPrepareMessage``: store a transactional send as a half message."""
     ctl.topics.create_system(HALF_TOPIC, 1, PERM_READ_WRITE)
     inner = inner_from_message(message, ctl.writer.cluster)
     return ctl.store.put_inner(half_message(inner))
 
 
-def put_op(ctl: BrokerController, half: Record) -> None:
+def put_op(ctl: BrokerContext, half: Record) -> None:
     """``deletePrepareMessage``: the op message for a resolved half message."""
     ctl.topics.create_system(OP_TOPIC, 1, PERM_READ_WRITE)
     host = ctl.writer.store_host
@@ -205,7 +205,7 @@ def real_queue_problem(half: Record) -> str | None:
     return None
 
 
-def end_transaction(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def end_transaction(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """END_TRANSACTION: COMMIT or ROLLBACK a half message; anything else gets no answer."""
     h = req.header(hd.EndTransactionRequestHeader)
     if h.commit_or_rollback not in (COMMIT, ROLLBACK):
@@ -235,7 +235,7 @@ def end_transaction(ctl: BrokerController, req: RemotingCommand, conn: Connectio
 class TransactionCheckService:
     """``TransactionalMessageCheckService`` + ``TransactionalMessageServiceImpl.check``."""
 
-    def __init__(self, ctl: BrokerController):
+    def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
         self.checks_sent = 0
 

@@ -29,7 +29,7 @@ from rmqcli.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
     from rmqcli.broker.connection import Connection, Reply
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 DISABLED = "ACL is not enabled on this broker (aclEnable=false in broker.conf)"
 
@@ -42,7 +42,7 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def _acl_change(
-    ctl: BrokerController,
+    ctl: BrokerContext,
     req: RemotingCommand,
     failed: int,
     field: str,
@@ -63,7 +63,7 @@ def _acl_change(
     return req.response() if problem is None else req.response(failed, problem)
 
 
-def update_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def update_acl_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     f = req.ext_fields
 
     def change(files: PlainAclFiles, access: str) -> None:
@@ -83,7 +83,7 @@ def update_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connect
     return _acl_change(ctl, req, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, "accessKey", change)
 
 
-def delete_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def delete_acl_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     def change(files: PlainAclFiles, access: str) -> str | None:
         if files.delete_account(access):
             return None
@@ -92,7 +92,7 @@ def delete_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connect
     return _acl_change(ctl, req, ResponseCode.DELETE_ACL_CONFIG_FAILED, "accessKey", change)
 
 
-def update_global_white_addrs(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def update_global_white_addrs(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     def change(files: PlainAclFiles, addresses: str) -> None:
         files.update_global_white(_split(addresses) or [], req.ext_fields.get("aclFileFullPath"))
 
@@ -101,7 +101,7 @@ def update_global_white_addrs(ctl: BrokerController, req: RemotingCommand, conn:
     return _acl_change(ctl, req, failed, "globalWhiteAddrs", change, prefix)
 
 
-def get_acl_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def get_acl_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     if ctl.acl is None:
         return req.response(ResponseCode.SYSTEM_ERROR, DISABLED)
     files = ctl.acl.files
@@ -116,7 +116,7 @@ def get_acl_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
     return req.response(header=header)
 
 
-def get_acl_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def get_acl_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     if ctl.acl is None:
         return req.response(ResponseCode.SYSTEM_ERROR, DISABLED)
     try:

@@ -26,7 +26,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
     from rmqcli.broker.state import ClientChannel
 
 CALL_CLIENT_SECONDS = 10.0
@@ -75,7 +75,7 @@ def _connection(channel: ClientChannel) -> jb.Connection:
     )
 
 
-def consumer_connection_list(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def consumer_connection_list(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``getConsumerConnectionList``: the group's members, its consume settings and subscriptions."""
     h = req.header(hd.GetConsumerConnectionListRequestHeader)
     info = ctl.clients.consumers.get(h.consumer_group)
@@ -91,7 +91,7 @@ def consumer_connection_list(ctl: BrokerController, req: RemotingCommand, conn: 
     return req.response(body=jb.encode(body))
 
 
-def producer_connection_list(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def producer_connection_list(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``getProducerConnectionList``: SYSTEM_ERROR when no producer of the group is connected."""
     h = req.header(hd.GetProducerConnectionListRequestHeader)
     channels = ctl.clients.producers.get(h.producer_group)
@@ -103,7 +103,7 @@ def producer_connection_list(ctl: BrokerController, req: RemotingCommand, conn: 
 
 # --- relayed to one client ---------------------------------------------------------------------
 async def _call_consumer(
-    ctl: BrokerController, req: RemotingCommand, code: int, group: str, client_id: str | None
+    ctl: BrokerContext, req: RemotingCommand, code: int, group: str, client_id: str | None
 ) -> RemotingCommand:
     """``AdminBrokerProcessor.callConsumer``: the same ext fields and body to the client's channel."""
     info = ctl.clients.consumers.get(group)
@@ -133,12 +133,12 @@ async def _call_consumer(
     return req.response(answer.code, answer.remark, header=dict(answer.ext_fields), body=answer.body)
 
 
-def consumer_running_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def consumer_running_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.GetConsumerRunningInfoRequestHeader)
     return _call_consumer(ctl, req, RC.GET_CONSUMER_RUNNING_INFO, h.consumer_group, h.client_id)
 
 
-def consume_message_directly(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def consume_message_directly(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``consumeMessageDirectly``: ``brokerName`` added to the ext fields, the record at the offset
     of ``msgId`` as the body, then relayed to the client."""
     h = req.header(hd.ConsumeMessageDirectlyResultRequestHeader)
@@ -154,7 +154,7 @@ def consume_message_directly(ctl: BrokerController, req: RemotingCommand, conn: 
 
 
 # --- reset offset ------------------------------------------------------------------------------
-def reset_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def reset_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``Broker2Client.resetOffset``: per write queue the offset of ``timestamp`` (-1: the max
     offset), kept when not forced and not a rewind; a group without an offset on a queue is
     SYSTEM_ERROR, no online member CONSUMER_NOT_ONLINE (mqadmin then resets offline). The members

@@ -28,7 +28,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.store.settings import PROPERTY_NAMES
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 # MessageStoreConfig / NettyServerConfig keys reported with their 4.9.7 defaults
 REPORTED_DEFAULTS = {
@@ -61,10 +61,10 @@ class ConfigState:
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
-_states: weakref.WeakKeyDictionary[BrokerController, ConfigState] = weakref.WeakKeyDictionary()
+_states: weakref.WeakKeyDictionary[BrokerContext, ConfigState] = weakref.WeakKeyDictionary()
 
 
-def config_state(ctl: BrokerController) -> ConfigState:
+def config_state(ctl: BrokerContext) -> ConfigState:
     state = _states.get(ctl)
     if state is None:
         state = _states[ctl] = ConfigState()
@@ -79,7 +79,7 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def current_properties(ctl: BrokerController) -> dict[str, str]:
+def current_properties(ctl: BrokerContext) -> dict[str, str]:
     """Every configuration property with its current value."""
     props = {key: _text(getattr(ctl.config, name)) for key, name in BROKER_KEYS.items()}
     props.update({key: _text(getattr(ctl.writer.settings, name)) for key, name in _STORE_KEYS.items()})
@@ -89,7 +89,7 @@ def current_properties(ctl: BrokerController) -> dict[str, str]:
     return props
 
 
-def apply_update(ctl: BrokerController, changes: dict[str, str]) -> list[str]:
+def apply_update(ctl: BrokerContext, changes: dict[str, str]) -> list[str]:
     """``Configuration.update``: the keys that exist and parse take the new values; returns them."""
     props = current_properties(ctl)
     state = config_state(ctl)
@@ -126,7 +126,7 @@ def parse_properties(body: bytes) -> dict[str, str]:
     return out
 
 
-def update_broker_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def update_broker_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     if req.body:
         applied = apply_update(ctl, parse_properties(req.body))
         if "brokerPermission" in applied:  # the topic data version moves, then registerBrokerAll
@@ -135,7 +135,7 @@ def update_broker_config(ctl: BrokerController, req: RemotingCommand, conn: Conn
     return req.response()
 
 
-def broker_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def broker_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``getAllConfigsFormatString`` as the body, ``Configuration.getDataVersionJson`` as ``version``."""
     state = config_state(ctl)
     version = jb.encode(jb.DataVersion(counter=state.counter, timestamp=state.timestamp)).decode()

@@ -24,7 +24,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.config import subscription_group_config
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 SLAVE_REFUSAL = (
     "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -33,7 +33,7 @@ GROUP_KEYS = tuple(subscription_group_config(""))  # the 9 properties of a 4.9.x
 
 
 # --- the offset table ("topic@group" -> {queueId: offset}) ------------------------------------
-def _offset_keys(ctl: BrokerController) -> list[tuple[str, str]]:
+def _offset_keys(ctl: BrokerContext) -> list[tuple[str, str]]:
     """(topic, group) of every ``topic@group`` key of the offset table."""
     pairs = []
     for key in ctl.writer.config.consumer_offsets:
@@ -43,17 +43,17 @@ def _offset_keys(ctl: BrokerController) -> list[tuple[str, str]]:
     return pairs
 
 
-def topics_of_group(ctl: BrokerController, group: str) -> list[str]:
+def topics_of_group(ctl: BrokerContext, group: str) -> list[str]:
     """``ConsumerOffsetManager.whichTopicByConsumer``."""
     return [topic for topic, owner in _offset_keys(ctl) if owner == group]
 
 
-def groups_of_topic(ctl: BrokerController, topic: str) -> list[str]:
+def groups_of_topic(ctl: BrokerContext, topic: str) -> list[str]:
     """``ConsumerOffsetManager.whichGroupByTopic``."""
     return [group for name, group in _offset_keys(ctl) if name == topic]
 
 
-def _offset_wrapper(ctl: BrokerController, group: str, topic: str, queue_id: int) -> jb.OffsetWrapper:
+def _offset_wrapper(ctl: BrokerContext, group: str, topic: str, queue_id: int) -> jb.OffsetWrapper:
     broker_offset = max(ctl.store.max_offset(topic, queue_id), 0)
     consumer_offset = max(ctl.offsets.query(group, topic, queue_id), 0)
     wrapper = jb.OffsetWrapper(broker_offset=broker_offset, consumer_offset=consumer_offset)
@@ -64,14 +64,14 @@ def _offset_wrapper(ctl: BrokerController, group: str, topic: str, queue_id: int
     return wrapper
 
 
-def _subscribed_elsewhere(ctl: BrokerController, group: str, topic: str) -> bool:
+def _subscribed_elsewhere(ctl: BrokerContext, group: str, topic: str) -> bool:
     """True when the group is online with subscriptions, none of them to ``topic`` (skipped then)."""
     info = ctl.clients.consumers.get(group)
     return bool(info and info.subscriptions) and ctl.clients.subscription(group, topic) is None
 
 
 def _consume_stats(
-    ctl: BrokerController, group: str, topic: str, config: dict, queue_key: str
+    ctl: BrokerContext, group: str, topic: str, config: dict, queue_key: str
 ) -> jb.ConsumeStats:
     stats = jb.ConsumeStats()
     for queue_id in range(int(config[queue_key])):
@@ -82,7 +82,7 @@ def _consume_stats(
 
 
 # --- handlers ----------------------------------------------------------------------------------
-def update_sub_group(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def update_sub_group(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``updateSubscriptionGroupConfig``: the 4.9.x properties of the body's config, persisted. No
     body, or ``null``, changes nothing (4.9.8 answers SUCCESS); a group name that fails
     ``validate_group`` is refused (4.9.8 takes any name; RocketMQ 5 refuses such names too)."""
@@ -101,7 +101,7 @@ def update_sub_group(ctl: BrokerController, req: RemotingCommand, conn: Connecti
     return req.response()
 
 
-def all_sub_groups(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def all_sub_groups(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``SubscriptionGroupManager.encode``: ``{"dataVersion", "subscriptionGroupTable"}``."""
     version = ctl.writer.config.groups_version
     wrapper = jb.SubscriptionGroupWrapper(
@@ -113,7 +113,7 @@ def all_sub_groups(ctl: BrokerController, req: RemotingCommand, conn: Connection
     return req.response(body=jb.encode(wrapper))
 
 
-def delete_sub_group(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def delete_sub_group(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     if ctl.config.broker_id != 0:
         return req.response(RS.SYSTEM_ERROR, SLAVE_REFUSAL)
     h = req.header(hd.DeleteSubscriptionGroupRequestHeader)
@@ -127,7 +127,7 @@ def delete_sub_group(ctl: BrokerController, req: RemotingCommand, conn: Connecti
     return req.response()
 
 
-def consume_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def consume_stats(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``getConsumeStats``: every read queue of the topic (or of each topic the group has offsets
     for), broker and consumer offsets (negative as 0) and the store time of the last consumed one."""
     h = req.header(hd.GetConsumeStatsRequestHeader)
@@ -144,7 +144,7 @@ def consume_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection)
     return req.response(body=jb.encode(stats))
 
 
-def broker_consume_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def broker_consume_stats(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``fetchAllConsumeStatsInBroker``: per subscription group, the consume stats of each topic it
     has offsets for (write queues; only order topics with ``isOrder``)."""
     h = req.header(hd.GetConsumeStatsInBrokerHeader)
@@ -164,7 +164,7 @@ def broker_consume_stats(ctl: BrokerController, req: RemotingCommand, conn: Conn
     return req.response(body=jb.encode(out))
 
 
-def topic_consume_by_who(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def topic_consume_by_who(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``queryTopicConsumeByWho``: online groups subscribed to the topic, and groups with offsets."""
     from formats.javahash import hashmap_order
 
@@ -174,7 +174,7 @@ def topic_consume_by_who(ctl: BrokerController, req: RemotingCommand, conn: Conn
     return req.response(body=jb.encode(jb.GroupList(group_list=hashmap_order(groups))))
 
 
-def clone_group_offset(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def clone_group_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``cloneGroupOffset``: copy ``topic@src`` to ``topic@dest`` (every topic of src when blank);
     online source groups only for the topics they subscribe, unless ``offline``."""
     h = req.header(hd.CloneGroupOffsetRequestHeader)
@@ -196,7 +196,7 @@ def clone_group_offset(ctl: BrokerController, req: RemotingCommand, conn: Connec
     return req.response()
 
 
-def all_consumer_offsets(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def all_consumer_offsets(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``ConsumerOffsetManager.encode`` (what a slave copies): ``{"offsetTable": …}``."""
     table = ctl.writer.config.consumer_offsets
     body = jb.ConsumerOffsetSerializeWrapper(offset_table={k: dict(v) for k, v in table.items()})

@@ -13,13 +13,13 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 BROKER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal(): what this broker says it is
 BROKER_VERSION_DESC = "V4_9_7"
 
 
-def runtime_info(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def runtime_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``AdminBrokerProcessor.prepareRuntimeInfo`` (the keys mqadmin reads)."""
     store = ctl.store
     now = int(time.time() * 1000)

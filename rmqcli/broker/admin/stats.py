@@ -25,14 +25,14 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 GROUP_GET_NUMS = "GROUP_GET_NUMS"
 WINDOWS = (("stats_minute", 60_000), ("stats_hour", 3_600_000), ("stats_day", 86_400_000))
 
 
-def message_store_time(ctl: BrokerController, topic: str, queue_id: int, offset: int) -> int:
+def message_store_time(ctl: BrokerContext, topic: str, queue_id: int, offset: int) -> int:
     """``getMessageStoreTimeStamp``: store time of the message at a queue offset, -1 when none."""
     units = ctl.store.units(topic, queue_id, offset, 1)
     if not units:
@@ -41,11 +41,11 @@ def message_store_time(ctl: BrokerController, topic: str, queue_id: int, offset:
     return -1 if value is None else value
 
 
-def _queue_ids(ctl: BrokerController, topic: str) -> list[int]:
+def _queue_ids(ctl: BrokerContext, topic: str) -> list[int]:
     return sorted(q for (t, q) in ctl.writer.dispatcher.cqs if t == topic)
 
 
-def _first_since(ctl: BrokerController, topic: str, queue_id: int, since: int) -> int:
+def _first_since(ctl: BrokerContext, topic: str, queue_id: int, since: int) -> int:
     """The first queue offset whose message was stored at or after ``since`` (max offset if none)."""
     low, high = ctl.store.min_offset(topic, queue_id), ctl.store.max_offset(topic, queue_id)
     while low < high:
@@ -57,7 +57,7 @@ def _first_since(ctl: BrokerController, topic: str, queue_id: int, since: int) -
     return low
 
 
-def _sums(ctl: BrokerController, topic: str, group: str | None, now: int) -> dict[str, int]:
+def _sums(ctl: BrokerContext, topic: str, group: str | None, now: int) -> dict[str, int]:
     """Messages of ``topic`` stored in each window (consumed by ``group`` when given)."""
     sums = {name: 0 for name, _ in WINDOWS}
     for queue_id in _queue_ids(ctl, topic):
@@ -69,7 +69,7 @@ def _sums(ctl: BrokerController, topic: str, group: str | None, now: int) -> dic
     return sums
 
 
-def stats_data(ctl: BrokerController, name: str, key: str) -> jb.BrokerStatsData | None:
+def stats_data(ctl: BrokerContext, name: str, key: str) -> jb.BrokerStatsData | None:
     """The three windows of one stats item; None when the item does not exist."""
     now = int(time.time() * 1000)
     if name == TOPIC_PUT_NUMS:
@@ -92,13 +92,13 @@ def stats_data(ctl: BrokerController, name: str, key: str) -> jb.BrokerStatsData
     return data
 
 
-def group_get_tps(ctl: BrokerController, group: str, topic: str) -> float:
+def group_get_tps(ctl: BrokerContext, group: str, topic: str) -> float:
     """``BrokerStatsManager.tpsGroupGetNums``: the per-minute TPS of ``GROUP_GET_NUMS``."""
     data = stats_data(ctl, GROUP_GET_NUMS, f"{topic}@{group}")
     return data.stats_minute.tps if data is not None else 0.0
 
 
-def view_broker_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def view_broker_stats(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.ViewBrokerStatsDataRequestHeader)
     data = stats_data(ctl, h.stats_name, h.stats_key)
     if data is None:

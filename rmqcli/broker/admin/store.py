@@ -39,7 +39,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.naming import topic_dir
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
     from rmqcli.store.write.cq import ConsumeQueueWriter
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ MAX_EXT_ADDRESS = -(1 << 31) - 1  # ConsumeQueueExt.MAX_ADDRESS: tags codes at o
 
 
 # --- statistics and inspection -----------------------------------------------------------------
-def topic_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def topic_stats(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``getTopicStatsInfo``: min/max offset and the last store time of every write queue."""
     from rmqcli.broker.admin.stats import message_store_time
 
@@ -67,7 +67,7 @@ def topic_stats(ctl: BrokerController, req: RemotingCommand, conn: Connection) -
     return req.response(body=jb.encode(table))
 
 
-def query_consume_queue(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def query_consume_queue(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``queryConsumeQueue``: up to ``count`` units from ``index`` to the end of its file, with the
     group's subscription when ``consumerGroup`` is given; an index outside the queue answers
     SUCCESS without a body and says so in the remark."""
@@ -100,20 +100,20 @@ def query_consume_queue(ctl: BrokerController, req: RemotingCommand, conn: Conne
     return req.response(body=jb.encode(body))
 
 
-def system_topics(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def system_topics(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     from formats.javahash import hashmap_order
 
     return req.response(body=jb.encode(jb.TopicList(topic_list=hashmap_order(list(SYSTEM_TOPICS)))))
 
 
-def all_delay_offsets(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def all_delay_offsets(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``ScheduleMessageService.encode``: ``{"offsetTable":{level:offset}}`` (delayOffset.json)."""
     table = dict(sorted(ctl.writer.config.delay_offsets.items()))
     return req.response(body=jb.encode(jb.DelayOffsetSerializeWrapper(offset_table=table)))
 
 
 # --- clean-ups ---------------------------------------------------------------------------------
-def destroy_queues(ctl: BrokerController, keys: list[tuple[str, int]]) -> None:
+def destroy_queues(ctl: BrokerContext, keys: list[tuple[str, int]]) -> None:
     """``ConsumeQueue.destroy`` + ``removeQueueFromTopicQueueTable``: files gone, the next message
     of the queue gets offset 0; empty topic directories go too. A topic that names no directory of
     its own under ``consumequeue/`` (``rmqcli.store.naming.topic_dir``) has no files to remove."""
@@ -136,7 +136,7 @@ def destroy_queues(ctl: BrokerController, keys: list[tuple[str, int]]) -> None:
             directory.rmdir()
 
 
-def clean_unused_topics(ctl: BrokerController) -> list[str]:
+def clean_unused_topics(ctl: BrokerContext) -> list[str]:
     """``DefaultMessageStore.cleanUnusedTopic``: the queues of topics that have no config (but the
     schedule and transaction-op topics')."""
     keep = (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC)
@@ -145,7 +145,7 @@ def clean_unused_topics(ctl: BrokerController) -> list[str]:
     return sorted({k[0] for k in keys})
 
 
-def commitlog_min_offset(ctl: BrokerController) -> int:
+def commitlog_min_offset(ctl: BrokerContext) -> int:
     files = ctl.writer.commitlog.files
     return files[0].from_offset if files else 0
 
@@ -158,7 +158,7 @@ def _last_unit_offset(cq: ConsumeQueueWriter) -> int:
     return -1
 
 
-def clean_expired_queues(ctl: BrokerController) -> list[tuple[str, int]]:
+def clean_expired_queues(ctl: BrokerContext) -> list[tuple[str, int]]:
     low = commitlog_min_offset(ctl)
     keys = []
     for key, cq in ctl.writer.dispatcher.cqs.items():
@@ -182,7 +182,7 @@ def _correct_min_offset(cq: ConsumeQueueWriter, low: int) -> None:
             return
 
 
-def delete_expired_files(ctl: BrokerController, reserved_hours: int, now_ms: int) -> list[str]:
+def delete_expired_files(ctl: BrokerContext, reserved_hours: int, now_ms: int) -> list[str]:
     """The CommitLog files deleted (then the queue and index files they leave pointless)."""
     files = ctl.writer.commitlog.files
     expired_ms = reserved_hours * 3600 * 1000
@@ -215,7 +215,7 @@ def delete_expired_files(ctl: BrokerController, reserved_hours: int, now_ms: int
     return deleted
 
 
-def delete_expired_commitlog(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def delete_expired_commitlog(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     from rmqcli.broker.admin.config import current_properties
 
     reserved = int(current_properties(ctl)["fileReservedTime"])
@@ -223,12 +223,12 @@ def delete_expired_commitlog(ctl: BrokerController, req: RemotingCommand, conn: 
     return req.response()
 
 
-def clean_expired_consume_queue(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def clean_expired_consume_queue(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     clean_expired_queues(ctl)
     return req.response()
 
 
-def clean_unused_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def clean_unused_topic(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     clean_unused_topics(ctl)
     return req.response()
 

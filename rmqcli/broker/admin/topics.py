@@ -15,10 +15,10 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.controller import BrokerController
+    from rmqcli.broker.context import BrokerContext
 
 
-def topic_problem(ctl: BrokerController, topic: str) -> str | None:
+def topic_problem(ctl: BrokerContext, topic: str) -> str | None:
     """``TopicValidator.validateTopic`` then ``isSystemTopic``, whose set holds the broker's cluster
     and broker names (``TopicConfigManager``): the remark of UPDATE_AND_CREATE_TOPIC and
     DELETE_TOPIC_IN_BROKER, both SYSTEM_ERROR."""
@@ -31,7 +31,7 @@ def topic_problem(ctl: BrokerController, topic: str) -> str | None:
     return None
 
 
-def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def update_and_create_topic(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.CreateTopicRequestHeader)
     if ctl.config.broker_id != 0:
         return req.response(
@@ -56,7 +56,7 @@ def update_and_create_topic(ctl: BrokerController, req: RemotingCommand, conn: C
     return req.response()
 
 
-def delete_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def delete_topic(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``deleteTopic``: the config goes, then ``cleanUnusedTopic`` destroys the queues of every
     topic left without a config."""
     if ctl.config.broker_id != 0:
@@ -76,7 +76,7 @@ def delete_topic(ctl: BrokerController, req: RemotingCommand, conn: Connection) 
     return req.response()
 
 
-def all_topic_config(ctl: BrokerController, req: RemotingCommand, conn: Connection) -> Reply:
+def all_topic_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     if not ctl.topics.table:
         return req.response(RS.SYSTEM_ERROR, "No topic in this broker")
     return req.response(body=jb.encode(ctl.topics.wrapper()))

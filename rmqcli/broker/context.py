@@ -1,0 +1,67 @@
+"""What a request handler may use of the broker: ``BrokerContext``, and the ``Handler`` signature.
+
+Every processor module (``send``, ``pull``, ``query``, ``consumer``, ``sendback``, ``transaction``,
+``schedule``, ``sendlane``, ``acl.handlers``, ``admin``) registers ``Handler`` functions in its
+``HANDLERS`` table, ``{request code: handler}``; ``controller.BrokerController.dispatch`` calls the
+one registered for a request's code (PROTOCOL.md B.3, B.4) with itself as the context.
+
+Design note: handlers see the broker through this narrow interface, not through
+``BrokerController``. The members are exactly what the handlers touch: the configuration, the open
+store (``writer`` and the ``store`` over it), the state managers of ``state``, the held pulls, the
+put/get rates, the ACL, and two controller services (``addr``, ``persist``). Each member's type
+comes from the module that defines it, and none of those imports the controller or a handler, so
+the processors depend on the parts they use and the controller depends on the processors, never
+the other way round (no import cycle, not even a type-only one). ``BrokerController`` satisfies the
+protocol structurally; a test can hand a handler any object with these members. A handler that
+needs something new adds it here first, which keeps what the processors share visible in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from rmqcli.broker.acl.setup import BrokerAcl
+from rmqcli.broker.config import BrokerConfig
+from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.holds import HoldService
+from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.state import (
+    ClientManager,
+    ConsumerOffsetManager,
+    LockManager,
+    SubscriptionGroupManager,
+    TopicConfigManager,
+)
+from rmqcli.broker.tps import Stats
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.store.write.writer import StoreWriter
+
+
+class BrokerContext(Protocol):
+    """The broker as its request handlers and services (schedule, transaction check, send lane) see it."""
+
+    config: BrokerConfig  # the broker's settings (``broker.properties`` and the command line)
+    writer: StoreWriter  # the open store: commit log, dispatcher, config state, clock
+    store: MessageStore  # appends, reads and flushes over ``writer``
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    clients: ClientManager  # online producers and consumers
+    locks: LockManager  # queue locks of orderly consumers
+    holds: HoldService  # long-polling pulls
+    stats: Stats  # put/get rates
+    acl: BrokerAcl | None  # None when ``aclEnable`` is off
+    defer_dispatch: bool  # True when the server dispatches sends after answering them
+
+    @property
+    def addr(self) -> str:
+        """``brokerIP1:listenPort``, the address the broker registers."""
+        ...
+
+    def persist(self) -> None:
+        """Write the topics, subscription groups, consumer and delay offsets now."""
+        ...
+
+
+Handler = Callable[[BrokerContext, RemotingCommand, Connection], "Reply | Awaitable[Reply]"]
