@@ -9,7 +9,8 @@ properties map plus, optionally, the properties string already serialised by its
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
+from typing import Any
 
 from formats import commitlog as fmt
 
@@ -63,27 +64,25 @@ class Message:
     store_timestamp: int | None = None
 
 
-@dataclass(slots=True)
-class InnerMessage:
-    """``MessageExtBrokerInner``: what ``CommitLog.putMessage`` stores.
+def _with_properties_string(message: type) -> list[tuple[str, Any, Any]]:
+    """``message``'s fields with ``properties_string`` (bytes or None) after ``properties``."""
+    out: list[tuple[str, Any, Any]] = []
+    for f in fields(message):
+        out.append((f.name, f.type, field(default=f.default, default_factory=f.default_factory)))
+        if f.name == "properties":
+            out.append(("properties_string", "bytes | None", field(default=None)))
+    return out
+
+
+# ``MessageExtBrokerInner`` carries a message's fields and the properties string: derived from
+# ``Message`` so that the two never drift (positional order: ``Message``'s, the string 5th).
+InnerMessage = make_dataclass("InnerMessage", _with_properties_string(Message), slots=True)
+InnerMessage.__module__ = __name__  # for pickle and repr (``make_dataclass`` takes no module before 3.12)
+InnerMessage.__doc__ = """``MessageExtBrokerInner``: what ``CommitLog.putMessage`` stores.
 
     ``properties`` is the broker's map (it decides delay handling); ``properties_string`` is the
     serialised form to store. When ``None`` the writer serialises the map in ``HashMap`` order.
     """
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: dict[str, str] = field(default_factory=dict)
-    properties_string: bytes | None = None
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: Host = LOOPBACK
-    store_host: Host | None = None
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    store_timestamp: int | None = None
 
 
 @dataclass(slots=True)
