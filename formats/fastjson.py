@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 MAX_DEPTH = 64
@@ -179,14 +179,30 @@ class _Parser:
             return bare.group()
         return self.value()
 
-    def object(self) -> dict[Any, Any]:
-        self.enter("{")
-        result: dict[Any, Any] = {}
-        if self.peek() == "}":
+    def members(self, opening: str, closing: str, *, trailing_comma: bool) -> Iterator[None]:
+        """Enter an object or array and yield once per member, which the caller parses at each
+        yield; the commas, the closing bracket and the nesting depth are handled here. Objects
+        tolerate a trailing comma (fastjson does), arrays do not."""
+        self.enter(opening)
+        if self.peek() == closing:
             self.pos += 1
-            self.depth -= 1
-            return result
-        while True:
+        else:
+            while True:
+                yield
+                ch = self.peek()
+                self.pos += 1
+                if ch == closing:
+                    break
+                if ch != ",":
+                    raise FastjsonDecodeError(f"expected ',' or '{closing}'", self.pos - 1)
+                if trailing_comma and self.peek() == closing:
+                    self.pos += 1
+                    break
+        self.depth -= 1
+
+    def object(self) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        for _ in self.members("{", "}", trailing_comma=True):
             start = self.pos
             key = self.key()
             self.expect(":")
@@ -194,34 +210,13 @@ class _Parser:
                 result[key] = self.value()
             except TypeError:  # an object or array key holding objects or arrays
                 raise FastjsonDecodeError("a map key nests an object or array", start) from None
-            ch = self.peek()
-            self.pos += 1
-            if ch == "}":
-                self.depth -= 1
-                return result
-            if ch != ",":
-                raise FastjsonDecodeError("expected ',' or '}'", self.pos - 1)
-            if self.peek() == "}":  # tolerate a trailing comma
-                self.pos += 1
-                self.depth -= 1
-                return result
+        return result
 
     def array(self) -> list[Any]:
-        self.enter("[")
         result: list[Any] = []
-        if self.peek() == "]":
-            self.pos += 1
-            self.depth -= 1
-            return result
-        while True:
+        for _ in self.members("[", "]", trailing_comma=False):
             result.append(self.value())
-            ch = self.peek()
-            self.pos += 1
-            if ch == "]":
-                self.depth -= 1
-                return result
-            if ch != ",":
-                raise FastjsonDecodeError("expected ',' or ']'", self.pos - 1)
+        return result
 
 
 def _scalar(value: Any) -> str:
