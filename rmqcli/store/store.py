@@ -5,9 +5,11 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import overload
 
 from formats import indexfile
 from formats.consumequeue import CQ_UNIT_SIZE
@@ -101,9 +103,7 @@ def infer_size(files: list[tuple[int, int]], unit: int = 1) -> tuple[int | None,
     every start offset, a multiple of ``unit`` (consume queues: 20 bytes), the most common; ties go to
     the larger. Returns it (``None`` when no file has a usable size) and the count of each size.
     """
-    counts: dict[int, int] = {}
-    for _start, size in files:
-        counts[size] = counts.get(size, 0) + 1
+    counts = dict(Counter(size for _start, size in files))
 
     def rank(size: int) -> tuple[bool, bool, int, int]:
         fits = all(start % size == 0 for start, _ in files)
@@ -128,9 +128,7 @@ def _choose(
 def _choose_index(settings: StoreSettings, sizes: list[int], explicit: frozenset[str]) -> SizeChoice:
     """Index geometry: a file's size gives its slots and entries only with the default 1:4 ratio."""
     current = {"max_hash_slot_num": settings.max_hash_slot_num, "max_index_num": settings.max_index_num}
-    counts: dict[int, int] = {}
-    for size in sizes:
-        counts[size] = counts.get(size, 0) + 1
+    counts = dict(Counter(sizes))
     if explicit & set(current):
         return SizeChoice("index", current, "config", counts)
     fitting = [size for size in counts if indexfile.geometry_from_size(size) is not None]
@@ -138,6 +136,20 @@ def _choose_index(settings: StoreSettings, sizes: list[int], explicit: frozenset
         return SizeChoice("index", current, "default", counts)
     slots, num = indexfile.geometry_from_size(max(fitting, key=lambda n: (counts[n], n)))  # type: ignore[misc]
     return SizeChoice("index", {"max_hash_slot_num": slots, "max_index_num": num}, "files", counts)
+
+
+class _BelowRoot:
+    """A ``Store`` attribute: the path of a fixed name below the store root (FORMATS.md §0.1)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @overload
+    def __get__(self, store: None, owner: type | None = None) -> _BelowRoot: ...
+    @overload
+    def __get__(self, store: Store, owner: type | None = None) -> Path: ...
+    def __get__(self, store: Store | None, owner: type | None = None) -> Path | _BelowRoot:
+        return self if store is None else store.root / self.name
 
 
 class Store:
@@ -174,29 +186,12 @@ class Store:
             return [Path(p) for p in self.settings.store_path_commitlog]
         return [self.root / COMMITLOG_DIR]
 
-    @property
-    def consumequeue_dir(self) -> Path:
-        return self.root / CONSUMEQUEUE_DIR
-
-    @property
-    def index_dir(self) -> Path:
-        return self.root / INDEX_DIR
-
-    @property
-    def config_dir(self) -> Path:
-        return self.root / CONFIG_DIR
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.root / CHECKPOINT_FILE
-
-    @property
-    def abort_path(self) -> Path:
-        return self.root / ABORT_FILE
-
-    @property
-    def lock_path(self) -> Path:
-        return self.root / LOCK_FILE
+    consumequeue_dir = _BelowRoot(CONSUMEQUEUE_DIR)
+    index_dir = _BelowRoot(INDEX_DIR)
+    config_dir = _BelowRoot(CONFIG_DIR)
+    checkpoint_path = _BelowRoot(CHECKPOINT_FILE)
+    abort_path = _BelowRoot(ABORT_FILE)
+    lock_path = _BelowRoot(LOCK_FILE)
 
     # --- parts --------------------------------------------------------------------------------
     def _explicit_size(self, name: str) -> int | None:
