@@ -70,23 +70,6 @@ def _store(root: Path, config: Path | None) -> Store:
 def uncapped_index(files: list[IndexFile]) -> IndexService:
     """``IndexService.queryOffset`` over ``files`` (newest file first, the same walk and stops)
     without its ``maxMsgsNumBatch`` cap: an offline reader can follow a chain to its end."""
-    from formats.indexfile import index_key
     from rmqcli.store.read.index import IndexService
 
-    class AllChainEntries(IndexService):
-        def __init__(self, opened: list[IndexFile]):  # opened already: no super().__init__
-            self.files = opened
-
-        def query(
-            self, topic: str, key: str, max_num: int = BROKER_MAX, begin: int = 0, end: int = JAVA_LONG_MAX
-        ) -> list[int]:
-            found: list[int] = []
-            full_key = index_key(topic, key)
-            for f in reversed(self.files):
-                if f.is_time_matched(begin, end):
-                    f.select(full_key, max_num, begin, end, found)
-                if f.header.begin_timestamp < begin or len(found) >= max_num:
-                    break
-            return found
-
-    return AllChainEntries(files)
+    return IndexService.uncapped(files)

@@ -133,14 +133,33 @@ class IndexFile:
 
 
 class IndexService:
-    """All index files of a store, oldest first."""
+    """All index files of a store, oldest first.
 
-    def __init__(self, directory: Path, hash_slot_num: int | None = None, index_num: int | None = None):
+    ``cap``: the most offsets a query returns, ``maxMsgsNumBatch`` as a broker caps them; ``None``
+    (``uncapped``) lets an offline reader follow a chain to its end.
+    """
+
+    def __init__(
+        self,
+        directory: Path | None,
+        hash_slot_num: int | None = None,
+        index_num: int | None = None,
+        *,
+        cap: int | None = fmt.MAX_QUERY_RESULTS,
+    ):
         self.directory = directory
-        names = (
-            sorted(p.name for p in directory.iterdir() if is_index_name(p.name)) if directory.is_dir() else []
-        )
-        self.files = [IndexFile(directory / n, hash_slot_num, index_num) for n in names]
+        self.files: list[IndexFile] = []
+        if directory is not None and directory.is_dir():
+            names = sorted(p.name for p in directory.iterdir() if is_index_name(p.name))
+            self.files = [IndexFile(directory / n, hash_slot_num, index_num) for n in names]
+        self.cap = cap
+
+    @classmethod
+    def uncapped(cls, files: list[IndexFile]) -> IndexService:
+        """The same walk over index files already open (oldest first), without the cap."""
+        service = cls(None, cap=None)
+        service.files = files
+        return service
 
     def query(
         self,
@@ -151,7 +170,8 @@ class IndexService:
         end: int = JAVA_LONG_MAX,
     ) -> list[int]:
         """``IndexService.queryOffset``: physical offsets for ``topic#key``, newest file first."""
-        max_num = min(max_num, fmt.MAX_QUERY_RESULTS)
+        if self.cap is not None:
+            max_num = min(max_num, self.cap)
         found: list[int] = []
         full_key = fmt.index_key(topic, key)
         for f in reversed(self.files):
