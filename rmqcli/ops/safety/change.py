@@ -207,6 +207,13 @@ class Change:
         self._n += 1
         return rel, self.root / rel, n
 
+    def _begin_on(self, rel: str, directory: bool = False) -> tuple[str, Path, int]:
+        """``_begin`` of a step on a file (or directory) that must exist: ``NotFoundError`` if not."""
+        rel, path, n = self._begin(rel)
+        if not (path.is_dir() if directory else path.is_file()):
+            raise NotFoundError(f"{rel}: no such {'directory' if directory else 'file'} in {self.root}")
+        return rel, path, n
+
     def _name(self, path: Path) -> str:
         """How the journal names ``path`` (store-relative, or absolute in an extra root)."""
         return _rel(Path(os.path.abspath(path)), self.root, self.roots)
@@ -227,6 +234,14 @@ class Change:
         crashpoint()
         self._journal({"n": n, **record, "piece": piece, "stored": stored, "zeros": zeros, "sha256": sha})
         return stored
+
+    def _move_to_backup(self, path: Path, piece: str) -> None:
+        """Rename ``path`` (a file or directory on the backup's filesystem, its step journalled
+        already) into the backup as ``piece``; both directories fsynced."""
+        os.rename(path, self.dir / piece)
+        fsync_dir(path.parent)
+        fsync_dir(self.dir)
+        crashpoint()
 
     def _back_up_copy(self, path: Path, n: int, record: dict[str, Any]) -> None:
         """``_back_up`` of the whole file ``path``, as a copy."""
@@ -256,9 +271,7 @@ class Change:
     @_wrap_os_errors
     def truncate_file(self, rel: str, new_size_valid: int, *, keep_size: bool = True) -> None:
         """Back up bytes [new_size_valid, EOF), then zero them (``keep_size``) or cut the file there."""
-        rel, path, n = self._begin(rel)
-        if not path.is_file():
-            raise NotFoundError(f"{rel}: no such file in {self.root}")
+        rel, path, n = self._begin_on(rel)
         fd = os.open(path, os.O_RDWR)
         try:
             orig = os.fstat(fd).st_size
@@ -291,9 +304,7 @@ class Change:
     @_wrap_os_errors
     def write_range(self, rel: str, offset: int, data: bytes) -> None:
         """Overwrite ``data`` at ``offset`` in place (may extend the file); the old range is backed up."""
-        rel, path, n = self._begin(rel)
-        if not path.is_file():
-            raise NotFoundError(f"{rel}: no such file in {self.root}")
+        rel, path, n = self._begin_on(rel)
         if offset < 0:
             raise UsageError(f"{rel}: negative offset {offset}")
         fd = os.open(path, os.O_RDWR)
@@ -316,9 +327,7 @@ class Change:
     @_wrap_os_errors
     def delete_file(self, rel: str) -> None:
         """Move the file into the backup (copy it when on another filesystem), then remove it."""
-        rel, path, n = self._begin(rel)
-        if not path.is_file():
-            raise NotFoundError(f"{rel}: no such file in {self.root}")
+        rel, path, n = self._begin_on(rel)
         record = {"action": "delete", "path": rel}
         if same_device(path.parent, self.dir):
             piece = _piece(n)
@@ -326,14 +335,12 @@ class Change:
             self._journal(
                 {"n": n, **record, "piece": piece, "mode": "move", "stored": size, "zeros": 0, "sha256": sha}
             )
-            os.rename(path, self.dir / piece)
-            fsync_dir(self.dir)
-            crashpoint()
+            self._move_to_backup(path, piece)
         else:
             self._back_up_copy(path, n, record)
             path.unlink()
-        fsync_dir(path.parent)
-        crashpoint()
+            fsync_dir(path.parent)
+            crashpoint()
 
     @_wrap_os_errors
     def replace_file(self, rel: str, data: bytes) -> None:
@@ -434,10 +441,7 @@ class Change:
         record = {"action": "replace-dir", "path": rel, "existed": existed, "staged": str(staged)}
         self._journal({"n": n, **record, "piece": piece, **_listed(listing)})
         if existed:
-            os.rename(path, self.dir / piece)
-            fsync_dir(path.parent)
-            fsync_dir(self.dir)
-            crashpoint()
+            self._move_to_backup(path, piece)
         fsync_tree(staged)
         os.rename(staged, path)
         fsync_dir(path.parent)
@@ -447,18 +451,13 @@ class Change:
     @_wrap_os_errors
     def delete_dir(self, rel: str) -> None:
         """Move the directory into the backup (it must be on the store root's filesystem)."""
-        rel, path, n = self._begin(rel)
-        if not path.is_dir():
-            raise NotFoundError(f"{rel}: no such directory in {self.root}")
+        rel, path, n = self._begin_on(rel, directory=True)
         if not same_device(path, self.dir) or path.is_mount():
             raise ChangeError(f"{rel}: on another filesystem than {self.root}; cannot move it to the backup")
         piece = f"{n:05d}.dir"
         record = {"action": "delete-dir", "path": rel, "mode": "move"}
         self._journal({"n": n, **record, "piece": piece, **_listed(tree_listing(path))})
-        os.rename(path, self.dir / piece)
-        fsync_dir(path.parent)
-        fsync_dir(self.dir)
-        crashpoint()
+        self._move_to_backup(path, piece)
 
     # --- the end ------------------------------------------------------------------------------
     @_wrap_os_errors
