@@ -84,6 +84,7 @@ def schema_help() -> str:
 
 
 def arrow_schema(body: ExportBody):  # type: ignore[no-untyped-def]
+    """The Arrow schema of the exported rows: ``COLUMNS`` (and the body column) in order."""
     import pyarrow as pa
 
     kinds = {
@@ -99,15 +100,8 @@ def arrow_schema(body: ExportBody):  # type: ignore[no-untyped-def]
 
 
 def spark_schema(body: ExportBody):  # type: ignore[no-untyped-def]
-    from pyspark.sql import types as T
+    """The Spark form of ``arrow_schema``, by PySpark's own Arrow type mapping (the one
+    ``mapInArrow`` applies to the batches export writes), so the two cannot disagree."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    kinds = {
-        "string": T.StringType(),
-        "long": T.LongType(),
-        "int": T.IntegerType(),
-        "bool": T.BooleanType(),
-        "binary": T.BinaryType(),
-        "map": T.MapType(T.StringType(), T.StringType()),
-        "list": T.ArrayType(T.StringType()),
-    }
-    return T.StructType([T.StructField(name, kinds[kind], True) for name, kind, _ in columns(body)])
+    return from_arrow_schema(arrow_schema(body))
