@@ -23,6 +23,7 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from formats import indexfile
 from formats.consumequeue import CQ_UNIT_SIZE
@@ -41,6 +42,7 @@ from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 from rmqcli.store.write.dispatch import Dispatcher, UnsafeTopic
 
 STAGING_NAME = "rebuild"
+D = TypeVar("D", Dispatcher, FastDispatcher)
 
 
 @dataclass
@@ -64,6 +66,39 @@ class IndexScan:
             f.close()
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a rebuild rebuilds: consume queues (``--cq``, of one ``--topic`` or all), the index
+    (``--index``), or both."""
+
+    consume_queues: bool = True
+    index: bool = True
+    topic: str | None = None
+
+    def check(self) -> None:
+        """The option checks of a rebuild (``rmq rebuild``, ``rmq pipeline rebuild``)."""
+        if self.topic is not None and self.index:
+            raise UsageError(
+                "--topic rebuilds consume queues only (the index is shared by all topics); add --cq"
+            )
+        if not self.consume_queues and not self.index:
+            raise UsageError("nothing to rebuild: give --cq and/or --index")
+        problem = topic_dir_problem(self.topic) if self.topic is not None else None
+        if problem is not None:
+            raise UsageError(f"--topic {self.topic!r}: {problem}; no consume queue can have that name")
+
+    def dispatcher(self, kind: type[D], staged: Path, settings: StoreSettings) -> D:
+        """A ``Dispatcher`` or ``FastDispatcher`` writing this scope into ``staged``."""
+        return kind(
+            staged,
+            settings,
+            rebuild_namer,
+            consume_queues=self.consume_queues,
+            index=self.index,
+            topic=self.topic,
+        )
+
+
 @dataclass
 class RebuildResult:
     """A staged rebuild: what it produced and the plan to put it in place."""
@@ -79,6 +114,7 @@ class RebuildResult:
     replaced: list[str] = field(default_factory=list)  # store-relative dirs swapped in
     unsafe: dict[str, UnsafeTopic] = field(default_factory=dict)  # topics whose records got no queue
     index_scan: IndexScan = field(default_factory=IndexScan)  # the store's index files, as found
+    scope: Scope = field(default_factory=Scope)  # what was rebuilt
 
     def take_counts(self, dispatcher: FastDispatcher) -> None:
         """What a bulk dispatch (``fastdispatch``) wrote: records, queues, units, index files and
@@ -201,7 +237,8 @@ def stage_rebuild(
     ``from_offset``: keep units and index files below it and dispatch from there on.
     ``until``: dispatch only records that start before it (a CommitLog about to be cut there).
     """
-    check_options(consume_queues, index, topic)
+    scope = Scope(consume_queues, index, topic)
+    scope.check()
     scan = scan_index(store)
     settings = repair_settings(store, scan)
     staged = staging_dir(store.root, STAGING_NAME)
@@ -209,65 +246,46 @@ def stage_rebuild(
     notes = size_notes(store, settings, consume_queues, index, scan)
     if index:
         notes += [f"{why}; the index is rebuilt" for _, why in scan.damaged]
-    result = RebuildResult(Plan("rebuild", store.root, [], notes), staged)
-    result.index_scan = scan
+    result = RebuildResult(Plan("rebuild", store.root, [], notes), staged, index_scan=scan, scope=scope)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     seeded = from_offset is not None and from_offset > start
     bulk = not seeded and until is None and FastDispatcher.supports(settings)
-    stamps = _dispatch_in_bulk(store, settings, result, consume_queues, index, topic, start) if bulk else None
+    stamps = _dispatch_in_bulk(store, settings, result, start) if bulk else None
     if stamps is not None:
         logics, index_ts = stamps
     else:
-        logics, index_ts = _dispatch_each(
-            store, settings, result, consume_queues, index, topic, start, from_offset, until
-        )
-    result.checkpoint = rebuilt_checkpoint(old, logics, index_ts, consume_queues, index, topic)
-    finish_plan(store, result, consume_queues, index, topic)
+        logics, index_ts = _dispatch_each(store, settings, result, start, from_offset, until)
+    result.checkpoint = rebuilt_checkpoint(old, logics, index_ts, scope)
+    finish_plan(store, result)
     scan.close()
     return result
 
 
-def rebuilt_checkpoint(
-    old: Checkpoint, logics: int, index_ts: int, consume_queues: bool, index: bool, topic: str | None
-) -> Checkpoint:
+def rebuilt_checkpoint(old: Checkpoint, logics: int, index_ts: int, scope: Scope) -> Checkpoint:
     """The checkpoint after a rebuild: the logics timestamp follows rebuilt queues (all of them),
     the index timestamp a rebuilt index (``logics``, ``index_ts``: the dispatch's)."""
     return Checkpoint(
         old.physic_msg_timestamp,
-        logics if consume_queues and topic is None else old.logics_msg_timestamp,
-        index_ts if index else old.index_msg_timestamp,
+        logics if scope.consume_queues and scope.topic is None else old.logics_msg_timestamp,
+        index_ts if scope.index else old.index_msg_timestamp,
         old.master_flushed_offset,
         old.confirm_phy_offset,
     )
 
 
 def check_options(consume_queues: bool, index: bool, topic: str | None) -> None:
-    """The option checks of a rebuild (``rmq rebuild``, ``rmq pipeline rebuild``)."""
-    if topic is not None and index:
-        raise UsageError("--topic rebuilds consume queues only (the index is shared by all topics); add --cq")
-    if not consume_queues and not index:
-        raise UsageError("nothing to rebuild: give --cq and/or --index")
-    problem = topic_dir_problem(topic) if topic is not None else None
-    if problem is not None:
-        raise UsageError(f"--topic {topic!r}: {problem}; no consume queue can have that name")
+    """The option checks of a rebuild (``Scope.check``)."""
+    Scope(consume_queues, index, topic).check()
 
 
-def finish_plan(
-    store: Store, result: RebuildResult, consume_queues: bool, index: bool, topic: str | None
-) -> None:
+def finish_plan(store: Store, result: RebuildResult) -> None:
     """The plan's steps, and its notes on records that went to no queue."""
-    plan_steps(store, result, consume_queues, index, topic)
+    plan_steps(store, result)
     unsafe_topics.report(result.plan, store, result.unsafe)
 
 
 def _dispatch_in_bulk(
-    store: Store,
-    settings: StoreSettings,
-    result: RebuildResult,
-    consume_queues: bool,
-    index: bool,
-    topic: str | None,
-    start: int,
+    store: Store, settings: StoreSettings, result: RebuildResult, start: int
 ) -> tuple[int, int] | None:
     """A fresh rebuild of whole queues and index: whole files of records at a time (``fastdispatch``).
 
@@ -275,9 +293,7 @@ def _dispatch_in_bulk(
     not valid throughout gives None and an empty staging directory: the record by record path
     then skips what a broker's reput skips.
     """
-    dispatcher = FastDispatcher(
-        result.staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
-    )
+    dispatcher = result.scope.dispatcher(FastDispatcher, result.staged, settings)
     try:
         error = dispatch_commitlog(store.commitlog, dispatcher, start, store.record_offsets())
     finally:
@@ -294,22 +310,14 @@ def _dispatch_each(
     store: Store,
     settings: StoreSettings,
     result: RebuildResult,
-    consume_queues: bool,
-    index: bool,
-    topic: str | None,
     start: int,
     from_offset: int | None,
     until: int | None,
 ) -> tuple[int, int]:
     """Record by record through ``Dispatcher`` (``--from`` seeding, ``--until``)."""
-    staged = result.staged
-    dispatcher = Dispatcher(
-        staged, settings, rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
-    )
+    dispatcher = result.scope.dispatcher(Dispatcher, result.staged, settings)
     if from_offset is not None and from_offset > start:
-        start = _seed_from_existing(
-            store, staged, dispatcher, from_offset, consume_queues, index, topic, result.index_scan
-        )
+        start = _seed_from_existing(store, result, dispatcher, from_offset)
     files = store.commitlog.files
     end = until if until is not None else (files[-1].from_offset + files[-1].size if files else 0)
     for rec in reput_records(store, start, end, {}, result.plan.notes):
@@ -367,30 +375,22 @@ def size_notes(
     return notes
 
 
-def _seed_from_existing(
-    store: Store,
-    staged: Path,
-    dispatcher: Dispatcher,
-    from_offset: int,
-    consume_queues: bool,
-    index: bool,
-    topic: str | None,
-    index_scan: IndexScan,
-) -> int:
+def _seed_from_existing(store: Store, result: RebuildResult, dispatcher: Dispatcher, from_offset: int) -> int:
     """``--from``: keep what lies before ``from_offset`` and return where dispatch restarts.
 
     Index files are kept in name order up to the first that reaches ``from_offset`` or is damaged.
     """
+    staged, topic = result.staged, result.scope.topic
     start = from_offset
-    if consume_queues:
+    if result.scope.consume_queues:
         source = topic_dir(store.root, topic) if topic else store.consumequeue_dir
         target = topic_dir(staged, topic) if topic else staged / CONSUMEQUEUE_DIR
         if source.is_dir():
             shutil.copytree(source, target)
-    if index and store.index_dir.is_dir():
+    if result.scope.index and store.index_dir.is_dir():
         (staged / INDEX_DIR).mkdir(parents=True, exist_ok=True)
         kept_end = store.commitlog.min_offset  # where the index files kept so far end
-        for _, f, _ in index_scan.entries:
+        for _, f, _ in result.index_scan.entries:
             if f is not None and f.header.end_phy_offset < from_offset:
                 shutil.copy2(f.path, staged / INDEX_DIR / f.name)
                 kept_end = f.header.end_phy_offset
@@ -406,11 +406,10 @@ def _seed_from_existing(
     return start
 
 
-def plan_steps(
-    store: Store, result: RebuildResult, consume_queues: bool, index: bool, topic: str | None
-) -> None:
+def plan_steps(store: Store, result: RebuildResult) -> None:
     """Swap in what differs from the store (a rebuild of an intact store plans nothing)."""
     steps = result.plan.steps
+    consume_queues, index, topic = result.scope.consume_queues, result.scope.index, result.scope.topic
     if consume_queues:
         rel = f"{CONSUMEQUEUE_DIR}/{topic}" if topic else CONSUMEQUEUE_DIR
         if not same_tree(store.root / rel, result.staged / rel):

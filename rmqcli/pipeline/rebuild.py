@@ -57,7 +57,8 @@ def stage_from_scans(
     """``stage_rebuild`` of a whole store, dispatching scans made elsewhere (in file order)."""
     import numpy as np
 
-    check_options(consume_queues, index, topic)
+    scope = ops.Scope(consume_queues, index, topic)
+    scope.check()
     settings = store.effective_settings()
     if not FastDispatcher.supports(settings):  # an index geometry only the per-record path handles
         for _ in scans:
@@ -66,11 +67,9 @@ def stage_from_scans(
     staged = staging_dir(store.root, ops.STAGING_NAME)
     start = store.commitlog.min_offset
     notes = ops.size_notes(store, settings, consume_queues, index)
-    result = ops.RebuildResult(Plan("rebuild", store.root, [], notes), staged)
+    result = ops.RebuildResult(Plan("rebuild", store.root, [], notes), staged, scope=scope)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
-    dispatcher = FastDispatcher(
-        staged, settings, ops.rebuild_namer, consume_queues=consume_queues, index=index, topic=topic
-    )
+    dispatcher = scope.dispatcher(FastDispatcher, staged, settings)
     damaged = False
     try:
         for scan in scans:
@@ -87,9 +86,9 @@ def stage_from_scans(
         return ops.stage_rebuild(store, consume_queues=consume_queues, index=index, topic=topic)
     result.take_counts(dispatcher)
     result.checkpoint = ops.rebuilt_checkpoint(
-        old, dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp, consume_queues, index, topic
+        old, dispatcher.logics_msg_timestamp, dispatcher.completed_end_timestamp, scope
     )
-    ops.finish_plan(store, result, consume_queues, index, topic)
+    ops.finish_plan(store, result)
     return result
 
 
