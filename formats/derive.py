@@ -4,6 +4,13 @@ Hot loops read fixed-size prefixes millions of times; Construct's parser is too 
 this module turns a ``Struct`` of fixed-size members (format fields, fixed-length ``Bytes`` and
 nested structs of those) into the equivalent ``struct.Struct`` at import time. The layout is
 still declared once, in Construct.
+
+Design note: the Construct declarations in ``formats/`` are the single source of every layout
+(field order, widths, byte order, each named as FORMATS.md names it); the fast forms that hot
+paths use (``struct.Struct`` here, field offsets, the numpy dtypes of the bulk scans) are
+derived from them, never typed by hand, so a layout cannot be fixed in one form and left wrong
+in another. This is what to keep and follow: a new format is a declaration in ``formats/``
+plus whatever compiled form it needs, derived by a function like these.
 """
 
 from __future__ import annotations

@@ -1,4 +1,13 @@
-"""The one error hierarchy of rmq; each class has a stable process exit code (see README)."""
+"""The one error hierarchy of rmq; each class has a stable process exit code (see README).
+
+Design note: every error rmq reports is an ``RmqError`` subclass that carries its exit code
+(``exit_code``, listed in ``EXIT_CODES``) and a message of one line that says where: the file
+and byte offset for data (``CorruptDataError(message, path, offset)``), the host and port for
+the network (``NetworkError(f"{addr}: ...")``), the store, file or name for the rest. The CLI
+prints that line and exits with that code; no layer below it prints or exits. This is what to
+keep and follow: a new error is a subclass here with a code from ``EXIT_CODES`` (a new code
+only with a new line there and in the README), raised with its place in the message.
+"""
 
 from __future__ import annotations
 
