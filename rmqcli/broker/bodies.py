@@ -5,6 +5,10 @@ missing body (``new String(null)``), a ``null`` one, or a ``null`` where the bea
 list or a string, ends in a ``NullPointerException`` that ``NettyRemotingAbstract`` answers with
 SYSTEM_ERROR. ``required_body`` raises ``BodyError`` for each of these, which the connection
 answers with SYSTEM_ERROR and the error's message, without logging a traceback.
+
+``properties_body`` reads the ``key=value`` text of UPDATE_BROKER_CONFIG (25) and
+UPDATE_NAMESRV_CONFIG (318), ``properties_text`` writes the one GET_BROKER_CONFIG (26) and
+GET_NAMESRV_CONFIG (319) answer (B.4, B.2).
 """
 
 from __future__ import annotations
@@ -62,3 +66,24 @@ def required_body(cls: type[T], body: bytes) -> T:
         raise BodyError(f"{cls.__name__} body is null")
     _no_nulls(value, cls.__name__)
     return value
+
+
+def properties_body(body: bytes, *, pairs_only: bool = False) -> dict[str, str]:
+    """``MixAll.string2Properties`` of a config body: ``key=value`` lines, ``#``/``!`` comments
+    skipped, keys and values stripped. A line without ``=`` is a key with an empty value, unless
+    ``pairs_only`` (the name server's reading), which also skips a line with an empty key."""
+    out: dict[str, str] = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        key, sep, value = text.partition("=")
+        if pairs_only and not (sep and key.strip()):
+            continue
+        out[key.strip()] = value.strip()
+    return out
+
+
+def properties_text(props: dict[str, str]) -> bytes:
+    """``Configuration.getAllConfigsFormatString``: one ``key=value`` line a property, UTF-8."""
+    return "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")

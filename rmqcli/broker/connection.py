@@ -146,17 +146,12 @@ class Connection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         limits = self.server.limits
         if limits.connections >= limits.max_connections:
-            suffix = limits.cap_log.admit()
-            if suffix is not None:
-                log.warning(
-                    "%s: refused a connection from %s: %d connections are open, the limit "
-                    "(--max-connections, rmqMaxConnections)%s",
-                    self.server.name,
-                    self.address,
-                    limits.connections,
-                    suffix,
-                )
-            self.abort()
+            self._drop(
+                limits.cap_log,
+                "%s: refused a connection from %s: %d connections are open, the limit "
+                "(--max-connections, rmqMaxConnections)%s",
+                limits.connections,
+            )
             return
         limits.connections += 1
         self.counted = True
@@ -186,19 +181,22 @@ class Connection(asyncio.Protocol):
         self.held = pending
         if not grew or limits.pending_bytes <= limits.max_pending_bytes:
             return True
-        suffix = limits.budget_log.admit()
-        if suffix is not None:
-            log.warning(
-                "%s: dropped %s: partly received frames would hold %d bytes, more than the budget of "
-                "%d (--max-buffered-bytes, rmqMaxPendingFrameBytes)%s",
-                self.server.name,
-                self.address,
-                limits.pending_bytes,
-                limits.max_pending_bytes,
-                suffix,
-            )
-        self.abort()
+        self._drop(
+            limits.budget_log,
+            "%s: dropped %s: partly received frames would hold %d bytes, more than the budget of "
+            "%d (--max-buffered-bytes, rmqMaxPendingFrameBytes)%s",
+            limits.pending_bytes,
+            limits.max_pending_bytes,
+        )
         return False
+
+    def _drop(self, log_limit: LogLimiter, message: str, *args: object) -> None:
+        """Abort the connection over a server limit, with a warning when ``log_limit`` admits one:
+        ``message`` takes the server's name, the client's address, ``args`` and the limiter's suffix."""
+        suffix = log_limit.admit()
+        if suffix is not None:
+            log.warning(message, self.server.name, self.address, *args, suffix)
+        self.abort()
 
     def _release_pending(self) -> None:
         self.decoder.clear()

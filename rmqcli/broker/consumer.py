@@ -115,22 +115,18 @@ def update_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) ->
     return req.response()
 
 
-def lock_batch(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+def queue_locks(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """LOCK_BATCH_MQ (41) answers the queues it locked for the client, UNLOCK_BATCH_MQ (42) frees
+    them (``RebalanceLockManager``); both read a ``LockBatchRequestBody``."""
     body = required_body(jb.LockBatchRequestBody, req.body)
     problem = validate_group(body.consumer_group)
     if problem:
         return req.response(RS.SYSTEM_ERROR, problem)
+    if req.code == RC.UNLOCK_BATCH_MQ:
+        ctl.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
+        return req.response()
     locked = ctl.locks.lock(body.consumer_group, body.mq_set, body.client_id)
     return req.response(body=jb.encode(jb.LockBatchResponseBody(lock_ok_mq_set=locked)))
-
-
-def unlock_batch(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
-    body = required_body(jb.UnlockBatchRequestBody, req.body)
-    problem = validate_group(body.consumer_group)
-    if problem:
-        return req.response(RS.SYSTEM_ERROR, problem)
-    ctl.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
-    return req.response()
 
 
 HANDLERS = {
@@ -139,6 +135,6 @@ HANDLERS = {
     RC.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
     RC.QUERY_CONSUMER_OFFSET: query_offset,
     RC.UPDATE_CONSUMER_OFFSET: update_offset,
-    RC.LOCK_BATCH_MQ: lock_batch,
-    RC.UNLOCK_BATCH_MQ: unlock_batch,
+    RC.LOCK_BATCH_MQ: queue_locks,
+    RC.UNLOCK_BATCH_MQ: queue_locks,
 }

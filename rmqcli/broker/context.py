@@ -65,3 +65,15 @@ class BrokerContext(Protocol):
 
 
 Handler = Callable[[BrokerContext, RemotingCommand, Connection], "Reply | Awaitable[Reply]"]
+
+
+def acknowledged(action: Callable[[BrokerContext], object]) -> Handler:
+    """The handler of a request that only asks for ``action`` (the admin clean-ups): run it, answer
+    SUCCESS without a header or body, whatever the action returns."""
+
+    def handle(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+        action(ctl)
+        return req.response()
+
+    handle.__name__ = handle.__qualname__ = action.__name__
+    return handle

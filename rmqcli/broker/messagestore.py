@@ -22,16 +22,9 @@ from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
 from rmqcli.store.read.commitlog import Record, RecordError, decode_record
 from rmqcli.store.read.index import IndexService
 from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
+from rmqcli.store.write import messages  # the message and result types the store takes
 from rmqcli.store.write.cq import ConsumeQueueWriter
 from rmqcli.store.write.files import WritableFile, fsync_dir
-from rmqcli.store.write.messages import (
-    AppendResult,
-    BatchAppendResult,
-    BatchMessage,
-    Host,
-    InnerMessage,
-    Message,
-)
 from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -69,7 +62,7 @@ class MessageStore:
         self._arrivals: list[tuple[str, int]] = []  # deferred puts whose listeners wait for catch_up
 
     # --- appending ----------------------------------------------------------------------------
-    def put(self, message: Message, *, defer_dispatch: bool = False) -> AppendResult:
+    def put(self, message: messages.Message, *, defer_dispatch: bool = False) -> messages.AppendResult:
         """``DefaultMessageStore.putMessage``. With ``defer_dispatch`` the consume-queue and index
         entries and the arrival listeners wait for ``catch_up`` (``ReputMessageService`` runs behind
         the CommitLog): the send processor answers first, the connection catches up right after."""
@@ -90,7 +83,7 @@ class MessageStore:
         flag: int,
         sys_flag: int,
         born_timestamp: int,
-        born_host: Host,
+        born_host: messages.Host,
         reconsume_times: int,
     ) -> tuple[int, int]:
         """``put`` with deferred dispatch of a plain message whose properties string the caller
@@ -130,14 +123,14 @@ class MessageStore:
         for topic, queue_id in dict.fromkeys(arrivals):
             self._notify(topic, queue_id)
 
-    def put_inner(self, inner: InnerMessage) -> AppendResult:
+    def put_inner(self, inner: messages.InnerMessage) -> messages.AppendResult:
         """``putMessage`` of a ``MessageExtBrokerInner`` the broker builds itself (send-back, delayed
         delivery, transactions): its properties string is stored as given."""
         result = self.writer.put_message(inner)
         self._appended(result.topic, result.queue_id, 1)
         return result
 
-    def put_batch(self, batch: BatchMessage) -> BatchAppendResult:
+    def put_batch(self, batch: messages.BatchMessage) -> messages.BatchAppendResult:
         """``DefaultMessageStore.putMessages``: a classic batch, one record per element."""
         result = self.writer.append_batch(batch)
         self._appended(batch.topic, batch.queue_id, len(result.records))

@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from formats.names import ORDER_TOPIC_CONFIG, PERM_WRITE
-from rmqcli.broker.bodies import required_body
+from rmqcli.broker.bodies import properties_body, properties_text, required_body
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -367,27 +367,17 @@ def _listen_port(ns: NameServer, conn: Connection) -> None:
 def get_config(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
     """``Configuration.getAllConfigsFormatString``: ``key=value`` lines."""
     _listen_port(ns, conn)
-    text = "".join(f"{k}={v}\n" for k, v in ns.config.items())
-    return req.response(body=text.encode("utf-8"))
+    return req.response(body=properties_text(ns.config))
 
 
 def update_config(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
     """``DefaultRequestProcessor.updateConfig``: the config paths cannot change (NO_PERMISSION);
     other keys change only when they exist (``Configuration.mergeIfExist``)."""
     _listen_port(ns, conn)
-    changes = {}
-    for line in req.body.decode("utf-8", "replace").splitlines():
-        text = line.strip()
-        if not text or text[0] in "#!":
-            continue
-        key, sep, value = text.partition("=")
-        if sep and key.strip():
-            changes[key.strip()] = value.strip()
+    changes = properties_body(req.body, pairs_only=True)
     if any(key in changes for key in PATH_KEYS):
         return req.response(RS.NO_PERMISSION, "Can not update config path")
-    for key, value in changes.items():
-        if key in ns.config:
-            ns.config[key] = value
+    ns.config.update((key, value) for key, value in changes.items() if key in ns.config)
     return req.response()
 
 

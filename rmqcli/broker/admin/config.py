@@ -17,6 +17,7 @@ import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from rmqcli.broker.bodies import properties_body, properties_text
 from rmqcli.broker.config import _KEYS as BROKER_KEYS
 from rmqcli.broker.config import broker_config_from_properties
 from rmqcli.broker.connection import Connection, Reply
@@ -114,21 +115,9 @@ def apply_update(ctl: BrokerContext, changes: dict[str, str]) -> list[str]:
     return applied
 
 
-def parse_properties(body: bytes) -> dict[str, str]:
-    """``MixAll.string2Properties``: ``key=value`` lines, ``#``/``!`` comments skipped."""
-    out: dict[str, str] = {}
-    for line in body.decode("utf-8", "replace").splitlines():
-        text = line.strip()
-        if not text or text[0] in "#!":
-            continue
-        key, _, value = text.partition("=")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def update_broker_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     if req.body:
-        applied = apply_update(ctl, parse_properties(req.body))
+        applied = apply_update(ctl, properties_body(req.body))
         if "brokerPermission" in applied:  # the topic data version moves, then registerBrokerAll
             ctl.writer.config.topics_version.bump(ctl.writer.clock())
             ctl.topics.on_change()
@@ -139,8 +128,8 @@ def broker_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) ->
     """``getAllConfigsFormatString`` as the body, ``Configuration.getDataVersionJson`` as ``version``."""
     state = config_state(ctl)
     version = jb.encode(jb.DataVersion(counter=state.counter, timestamp=state.timestamp)).decode()
-    text = "".join(f"{k}={v}\n" for k, v in current_properties(ctl).items())
-    return req.response(header=hd.GetBrokerConfigResponseHeader(version=version), body=text.encode("utf-8"))
+    body = properties_text(current_properties(ctl))
+    return req.response(header=hd.GetBrokerConfigResponseHeader(version=version), body=body)
 
 
 HANDLERS = {

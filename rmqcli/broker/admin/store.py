@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
 from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.context import acknowledged
 from rmqcli.broker.names import SYSTEM_TOPICS
 from rmqcli.errors import UnsafeNameError
 from rmqcli.remoting import headers as hd
@@ -41,6 +42,8 @@ from rmqcli.store.naming import topic_dir
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
     from rmqcli.store.write.cq import ConsumeQueueWriter
+    from rmqcli.store.write.files import WritableFile
+    from rmqcli.store.write.index import IndexFileWriter
 
 log = logging.getLogger(__name__)
 
@@ -150,12 +153,25 @@ def commitlog_min_offset(ctl: BrokerContext) -> int:
     return files[0].from_offset if files else 0
 
 
+def _file_last_unit(f: WritableFile) -> int:
+    """The CommitLog offset in the last unit of a consume-queue file that holds one."""
+    return CQ_UNIT_STRUCT.unpack(f.read(f.wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE))[0]
+
+
 def _last_unit_offset(cq: ConsumeQueueWriter) -> int:
     """``ConsumeQueue.getLastOffset``-like: the CommitLog offset of the queue's last unit, -1 if none."""
     for f in reversed(cq.files.files):
         if f.wrote >= CQ_UNIT_SIZE:
-            return CQ_UNIT_STRUCT.unpack(f.read(f.wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE))[0]
+            return _file_last_unit(f)
     return -1
+
+
+def _delete_first(files: list[WritableFile] | list[IndexFileWriter]) -> str:
+    """Close and delete the oldest of ``files``, taking it off the list; its name."""
+    gone = files.pop(0)
+    gone.close()
+    gone.path.unlink(missing_ok=True)
+    return gone.path.name
 
 
 def clean_expired_queues(ctl: BrokerContext) -> list[tuple[str, int]]:
@@ -186,51 +202,31 @@ def delete_expired_files(ctl: BrokerContext, reserved_hours: int, now_ms: int) -
     """The CommitLog files deleted (then the queue and index files they leave pointless)."""
     files = ctl.writer.commitlog.files
     expired_ms = reserved_hours * 3600 * 1000
-    deleted = []
+    deleted: list[str] = []
     while len(files) > 1 and len(deleted) < DELETE_FILES_BATCH_MAX:
         first = files[0]
         if now_ms < int(os.stat(first.path).st_mtime * 1000) + expired_ms:
             break
-        first.close()
-        first.path.unlink(missing_ok=True)
-        files.pop(0)
-        deleted.append(first.path.name)
+        deleted.append(_delete_first(files))
     if deleted:
         low = commitlog_min_offset(ctl)
         for cq in ctl.writer.dispatcher.cqs.values():
             queue = cq.files.files
-            while len(queue) > 1 and queue[0].wrote >= CQ_UNIT_SIZE:
-                last = CQ_UNIT_STRUCT.unpack(queue[0].read(queue[0].wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE))[0]
-                if last >= low:
-                    break
-                gone = queue.pop(0)
-                gone.close()
-                gone.path.unlink(missing_ok=True)
+            while len(queue) > 1 and queue[0].wrote >= CQ_UNIT_SIZE and _file_last_unit(queue[0]) < low:
+                _delete_first(queue)
             _correct_min_offset(cq, low)
         index = ctl.writer.index.files
         while len(index) > 1 and index[0].end_phy_offset < low:
-            gone_index = index.pop(0)
-            gone_index.close()
-            gone_index.path.unlink(missing_ok=True)
+            _delete_first(index)
     return deleted
 
 
-def delete_expired_commitlog(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+def delete_expired_now(ctl: BrokerContext) -> list[str]:
+    """DELETE_EXPIRED_COMMITLOG: ``delete_expired_files`` past ``fileReservedTime`` hours from now."""
     from rmqcli.broker.admin.config import current_properties
 
     reserved = int(current_properties(ctl)["fileReservedTime"])
-    delete_expired_files(ctl, reserved, int(time.time() * 1000))
-    return req.response()
-
-
-def clean_expired_consume_queue(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
-    clean_expired_queues(ctl)
-    return req.response()
-
-
-def clean_unused_topic(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
-    clean_unused_topics(ctl)
-    return req.response()
+    return delete_expired_files(ctl, reserved, int(time.time() * 1000))
 
 
 HANDLERS = {
@@ -238,7 +234,7 @@ HANDLERS = {
     RC.QUERY_CONSUME_QUEUE: query_consume_queue,
     RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
     RC.GET_ALL_DELAY_OFFSET: all_delay_offsets,
-    RC.DELETE_EXPIRED_COMMITLOG: delete_expired_commitlog,
-    RC.CLEAN_EXPIRED_CONSUMEQUEUE: clean_expired_consume_queue,
-    RC.CLEAN_UNUSED_TOPIC: clean_unused_topic,
+    RC.DELETE_EXPIRED_COMMITLOG: acknowledged(delete_expired_now),
+    RC.CLEAN_EXPIRED_CONSUMEQUEUE: acknowledged(clean_expired_queues),
+    RC.CLEAN_UNUSED_TOPIC: acknowledged(clean_unused_topics),
 }
