@@ -165,7 +165,7 @@ def queued(broker: str, topic: str) -> int:
 
 
 def serve(tmp: Path, name: str, flush: str, command: list[str] | None = None):  # type: ignore[no-untyped-def]
-    from tests.test_broker_client import ServeProcess, write_conf
+    from tests.support.serve import ServeProcess, write_conf
 
     conf = write_conf(tmp / f"{name}.conf", flushDiskType=flush, mappedFileSizeCommitLog=str(1 << 30))
     return ServeProcess(tmp / name, conf, command=command).start()

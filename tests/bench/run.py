@@ -126,7 +126,7 @@ def admin_latency(rounds: int = 11) -> dict[str, float]:
     import tempfile
 
     from fixtures.generate import generate
-    from tests.test_broker_client import ServeProcess
+    from tests.support.serve import ServeProcess
 
     def median(argv: list[str]) -> float:
         times = []

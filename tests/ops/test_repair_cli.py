@@ -1,0 +1,183 @@
+"""``rmq recover|truncate|rebuild`` end to end in real processes: plans, --yes, backups, kills."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support import ROOT
+from tests.support.cli import RMQ
+from tests.support.stores import converges, store_state, writable_copy
+
+
+def test_plan_changes_nothing_and_yes_applies(damaged_source, tmp_path, rmq_proc):
+    root = writable_copy(damaged_source, tmp_path / "s")
+    before = store_state(root)
+    plan = rmq_proc("recover", str(root), "--json", check=True)
+    doc = json.loads(plan.stdout)
+    assert doc["applied"] is False and doc["steps"]
+    assert store_state(root) == before
+
+    assert rmq_proc("recover", str(root), "--dry-run", "--yes").returncode == 2
+    applied = rmq_proc("recover", str(root), "--yes", check=True)
+    assert "applied" in applied.stdout
+    after = store_state(root)
+    assert after != before and "abort" not in after
+    assert rmq_proc("verify", str(root)).returncode == 0
+
+    backups = json.loads(rmq_proc("backups", str(root), "--json", check=True).stdout)
+    assert len(backups) == 1
+    rmq_proc("restore-backup", str(root), backups[0]["timestamp"], "--yes", check=True)
+    assert store_state(root) == before
+
+
+def test_truncate_and_rebuild_commands(damaged_source, tmp_path, rmq_proc):
+    from rmqcli.store import Store
+
+    root = writable_copy(damaged_source, tmp_path / "s")
+    rmq_proc("recover", str(root), "--yes", check=True)
+    store = Store.open(root)
+    records = list(store.commitlog.records())
+    store.close()
+    cut = records[len(records) // 2]
+    rmq_proc("truncate", str(root), "--offset", str(cut.position - 1), "--yes", check=True)
+    store = Store.open(root)
+    assert store.commitlog.max_offset() == cut.position
+    store.close()
+    assert rmq_proc("verify", str(root)).returncode == 0
+
+    truncated = store_state(root)
+    shutil.rmtree(root / "consumequeue")
+    plan = rmq_proc("rebuild", str(root), "--cq", check=True)
+    assert "pass --config" in plan.stdout  # no files left to read the queue file size from
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeConsumeQueue=600\n")
+    rmq_proc("rebuild", str(root), "--cq", "--config", str(conf), "--yes", check=True)
+    assert store_state(root) == truncated
+    assert rmq_proc("truncate", str(root)).returncode == 2  # neither --offset nor --time
+
+
+def test_refuses_while_a_broker_holds_the_lock(damaged_source, tmp_path, rmq_proc):
+    root = writable_copy(damaged_source, tmp_path / "s")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,sys,time;fd=os.open(sys.argv[1],os.O_RDWR);"
+            "fcntl.lockf(fd,fcntl.LOCK_EX,1,0);print('locked',flush=True);time.sleep(60)",
+            str(root / "lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = store_state(root)
+        proc = rmq_proc("recover", str(root), "--yes")
+        assert proc.returncode == 7 and "--force-unlocked" in proc.stderr
+        assert store_state(root) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("command", [["recover"], ["rebuild"]])
+def test_killed_at_every_crash_point_then_rerun(command, damaged_source, tmp_path, rmq_proc):
+    reference = writable_copy(damaged_source, tmp_path / "ref")
+    if command == ["rebuild"]:
+        rmq_proc("recover", str(reference), "--yes", check=True)
+        source = writable_copy(reference, tmp_path / "rebuild-src")
+        shutil.rmtree(source / ".rmq-backup")
+        shutil.rmtree(source / "consumequeue")
+        (source / "checkpoint").write_bytes(bytes(4096))  # stale: rebuild rewrites it too
+    else:
+        source = damaged_source
+    reference = writable_copy(source, tmp_path / "ref2")
+    rmq_proc(*command, str(reference), "--yes", check=True)
+    expected = store_state(reference)
+    points = 0
+    while converges(command, source, tmp_path, expected, points + 1):
+        points += 1
+    assert points >= 10, points  # with both commands: at least 20 distinct kill points
+
+
+def test_killed_at_random_moments_then_rerun(damaged_source, tmp_path, rmq_proc):
+    """Timed SIGKILLs also land in the planning and staging phases, before any journal exists."""
+    reference = writable_copy(damaged_source, tmp_path / "ref")
+    rmq_proc("recover", str(reference), "--yes", check=True)
+    expected = store_state(reference)
+    for i, delay in enumerate([0.3, 0.5, 0.7, 0.9, 1.1]):
+        root = writable_copy(damaged_source, tmp_path / f"t{i}")
+        child = subprocess.Popen([*RMQ, "recover", str(root), "--yes"], stdout=subprocess.DEVNULL)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        rmq_proc("recover", str(root), "--yes", check=True)
+        assert store_state(root) == expected, delay
+
+
+# `rmq recover --yes` whose staging fails half-way (after the staged copy was made)
+STAGING_FAILS = r"""
+import sys
+from rmqcli.cli.main import run
+from rmqcli.errors import CorruptDataError
+from rmqcli.ops import recover
+
+def walk(*args, **kwargs):
+    raise CorruptDataError("staging failed half-way")
+
+recover.walk = walk
+run(["recover", sys.argv[1], *sys.argv[2:]])
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["--yes"]])
+def test_staging_is_removed_when_staging_fails(flags, damaged_source, tmp_path):
+    root = writable_copy(damaged_source, tmp_path / "s")
+    before = store_state(root)
+    proc = subprocess.run(
+        [sys.executable, "-c", STAGING_FAILS, str(root), *flags], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 4 and "staging failed half-way" in proc.stderr
+    assert not (root / ".rmq-staging").exists()
+    assert store_state(root) == before
+
+
+def test_plans_leave_no_staging_dir(damaged_source, tmp_path, rmq_proc):
+    root = writable_copy(damaged_source, tmp_path / "s")
+    rmq_proc("recover", str(root), check=True)
+    assert not (root / ".rmq-staging").exists()
+    rmq_proc("recover", str(root), "--yes", check=True)
+    assert not (root / ".rmq-staging").exists()
+    for command in (["rebuild"], ["truncate", "--offset", "0"], ["recover", "--yes"]):
+        out = rmq_proc(command[0], str(root), *command[1:], check=True).stdout
+        assert not (root / ".rmq-staging").exists(), command
+    assert out.strip().endswith("left as it is")  # an empty plan, discarded
+
+
+def test_truncate_cuts_in_front_of_damage(damaged_source, tmp_path, rmq_proc):
+    """The point of truncate: a corrupt record after the cut does not stop it."""
+    from rmqcli.store import Store
+
+    root = writable_copy(damaged_source, tmp_path / "s")
+    rmq_proc("recover", str(root), "--yes", check=True)
+    store = Store.open(root)
+    records = list(store.commitlog.records())
+    victim = records[-5]
+    mf = store.commitlog.queue.find(victim.position)
+    store.close()
+    data = bytearray(mf.path.read_bytes())
+    data[victim.file_position + 4 : victim.file_position + 8] = b"\x12\x34\x56\x78"  # bad magic
+    mf.path.write_bytes(bytes(data))
+    cut = records[-10]
+    rmq_proc("truncate", str(root), "--offset", str(cut.position), "--yes", check=True)
+    store = Store.open(root)
+    assert store.commitlog.max_offset() == cut.position
+    store.close()
+    assert rmq_proc("verify", str(root)).returncode == 0

@@ -1,0 +1,113 @@
+"""Lock handling fails closed: a held or unusable ``lock`` stops every change, unless --force-unlocked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rmqcli.ops.safety import Change, StoreBusyError, ensure_unlocked, finish_interrupted
+from rmqcli.store import Store
+from tests.support import ROOT
+from tests.support.cli import RMQ
+from tests.support.stores import broker_lock, store_state
+
+# `rmq recover --yes` in which a broker starts (in another process) while the plan is being staged,
+# i.e. after the command checked the lock and before it opens its Change
+BROKER_STARTS_DURING_STAGING = r"""
+import subprocess, sys
+from rmqcli.cli.main import run
+from rmqcli.ops import recover
+from tests.support.stores import LOCKER
+
+real = recover.stage_recover
+children = []
+
+def stage_then_broker_starts(store, **kwargs):
+    result = real(store, **kwargs)
+    lock, pipe = str(store.root / "lock"), subprocess.PIPE
+    child = subprocess.Popen([sys.executable, "-c", LOCKER, lock], stdin=pipe, stdout=pipe)
+    assert child.stdout.readline().strip() == b"locked"
+    children.append(child)
+    return result
+
+recover.stage_recover = stage_then_broker_starts
+run(["recover", sys.argv[1], "--yes", *sys.argv[2:]])
+"""
+
+
+def test_change_refuses_while_a_broker_holds_the_lock(store: Path) -> None:
+    """``_Locks`` no longer carries on without the broker's lock."""
+    before = store_state(store, dirs=True)
+    with broker_lock(store):
+        with pytest.raises(StoreBusyError, match="running broker holds the store lock") as info:
+            Change(store, "t")
+        assert info.value.exit_code == 7 and "--force-unlocked" in str(info.value)
+        assert store_state(store, dirs=True) == before
+        assert not [p for p in (store / ".rmq-backup").iterdir() if p.is_dir()]  # no change was begun
+        with Change(store, "t", force_unlocked=True) as change:  # the operator's decision
+            change.write_range("checkpoint", 0, b"\x01")
+    with Change(store, "t") as change:  # free again; and the flock was released after the refusal
+        change.write_range("checkpoint", 1, b"\x02")
+
+
+def test_a_lock_that_cannot_be_checked_counts_as_held(store: Path) -> None:
+    """A lock file that exists but cannot be opened (here: a symlink loop) is not "free"."""
+    (store / "lock").unlink()
+    assert not Store(store).lock_held()  # no lock file: no broker
+    os.symlink("lock", store / "lock")  # ELOOP on open, even for root
+    assert Store(store).lock_held()
+    with pytest.raises(StoreBusyError, match="cannot check the store lock"):
+        ensure_unlocked(store)
+    with pytest.raises(StoreBusyError, match="cannot take the store lock"):
+        Change(store, "t")
+    ensure_unlocked(store, force=True)
+    with Change(store, "t", force_unlocked=True) as change:
+        change.write_range("checkpoint", 0, b"\x01")
+    assert finish_interrupted(store) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root opens files whatever their mode")
+def test_an_unreadable_lock_counts_as_held(store: Path) -> None:
+    (store / "lock").chmod(0)
+    assert Store(store).lock_held()
+    with pytest.raises(StoreBusyError):
+        Change(store, "t")
+
+
+def test_a_broker_started_during_planning_stops_the_change(damaged_source: Path, tmp_path: Path) -> None:
+    """The lock is checked before planning and taken again by the Change: a broker that started in
+    between (another process) makes ``recover --yes`` refuse with exit 7, touching nothing."""
+    import shutil
+
+    root = tmp_path / "s"
+    shutil.copytree(damaged_source, root)
+    before = store_state(root)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", BROKER_STARTS_DURING_STAGING, str(root)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 7, proc.stderr
+    assert "running broker holds the store lock" in proc.stderr
+    assert store_state(root) == before
+    assert not (root / ".rmq-staging").exists()
+    # with --force-unlocked the operator overrides it
+    forced = subprocess.run(
+        [sys.executable, "-c", BROKER_STARTS_DURING_STAGING, str(root), "--force-unlocked"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert store_state(root) != before
+    assert subprocess.run([*RMQ, "verify", str(root)], capture_output=True).returncode == 0

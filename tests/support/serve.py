@@ -1,0 +1,139 @@
+"""``rmq serve`` as a child process on free loopback ports, and the broker.conf the tests give it
+(DESIGN.md "broker end-to-end")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from rmqcli.remoting.client import RemotingClient
+from rmqcli.remoting.codec import RemotingCommand
+from tests.support import ROOT
+from tests.support.cli import RMQ
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServeProcess:
+    """``rmq serve STORE`` on free loopback ports; ``stop()`` sends SIGTERM and waits."""
+
+    def __init__(
+        self,
+        store: Path,
+        conf: Path | None = None,
+        extra: list[str] | None = None,
+        command: list[str] | None = None,
+    ):
+        self.store = store
+        self.conf = conf
+        self.extra = extra or []
+        self.command = command or RMQ  # what runs ``rmq``
+        self.namesrv_port = free_port()
+        self.port = free_port()
+        while self.port == self.namesrv_port:
+            self.port = free_port()
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = store.parent / f"serve-{self.port}.log"
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 15.0) -> ServeProcess:
+        args = [
+            *self.command,
+            "serve",
+            str(self.store),
+            "--namesrv-port",
+            str(self.namesrv_port),
+            "--port",
+            str(self.port),
+        ]
+        if self.conf is not None:
+            args += ["--config", str(self.conf)]
+        args += self.extra
+        handle = open(self.log, "w")  # noqa: SIM115 - kept open for the child
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True)
+        handle.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"rmq serve exited {self.proc.returncode}: {self.output()}")
+            if "; store " in self.output() and _connectable(self.port):
+                time.sleep(0.3)  # the first REGISTER_BROKER
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise AssertionError(f"rmq serve did not start: {self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def stop(self, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"rmq serve did not stop on SIGTERM: {self.output()}") from None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> ServeProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def _connectable(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        return True
+    return False
+
+
+def write_conf(path: Path, **extra: str) -> Path:
+    lines = {
+        "brokerName": "broker-a",
+        "brokerClusterName": "DefaultCluster",
+        "mappedFileSizeCommitLog": "4194304",
+    }
+    lines.update(extra)
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return path
+
+
+# delay levels of 1 s and 2 s (messageDelayLevel) for tests of delayed delivery and retries
+LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
+
+
+def run(coro_fn, *args):  # type: ignore[no-untyped-def]
+    async def go():  # type: ignore[no-untyped-def]
+        async with RemotingClient() as client:
+            return await coro_fn(client, *args)
+
+    return asyncio.run(go())
+
+
+async def invoke(
+    client: RemotingClient, addr: str, code: int, header=None, body: bytes = b""
+) -> RemotingCommand:  # type: ignore[no-untyped-def]  # noqa: E501
+    return await client.invoke(addr, RemotingCommand.request(code, header, body, version=407), 10.0)

@@ -1,0 +1,130 @@
+"""Store copies and what tests compare of them: writable copies of read-only fixtures, a store
+after a crash (a torn last record, FORMATS.md §1), and digests of a store's files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from formats import indexfile
+from rmqcli.store import Store
+from rmqcli.store.store import CONSUMEQUEUE_DIR
+from tests.support.cli import run_rmq
+
+SAFETY_DIRS = (".rmq-backup", ".rmq-staging")  # rmq's own areas inside a store
+# a CommitLog file and a consume queue file of the generated small store (conftest's ``pristine``)
+CL1 = "commitlog/00000000000000065536"
+CQ = "consumequeue/TopicA/0/00000000000000000000"
+
+
+def writable_copy(source: Path, target: Path) -> Path:
+    """``source`` copied to ``target`` with the owner's write bit on everything (the fixtures under
+    ../shared are read-only)."""
+    shutil.copytree(source, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return target
+
+
+def tear_last_record(root: Path) -> Path:
+    """Zero the second half of the store's last record and leave ``abort``: a broker killed while
+    writing it."""
+    store = Store.open(root)
+    last = list(store.commitlog.records())[-1]
+    mf = store.commitlog.queue.find(last.position)
+    store.close()
+    data = bytearray(mf.path.read_bytes())
+    start = last.position - mf.from_offset
+    data[start + last.total_size // 2 : start + last.total_size] = bytes(
+        last.total_size - last.total_size // 2
+    )
+    mf.path.write_bytes(bytes(data))
+    (root / "abort").touch()
+    return root
+
+
+def file_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` by its relative name."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def cq_files(root: Path) -> dict[str, bytes]:
+    return file_bytes(root / CONSUMEQUEUE_DIR)
+
+
+def index_contents(root: Path) -> list[tuple]:
+    """Per index file: header and every entry and slot (file names left out); ``root`` may be a
+    staging directory, which has no CommitLog."""
+    store = Store(root)
+    out = []
+    for f in store.index.files:
+        data = f.path.read_bytes()
+        slots = data[indexfile.HEADER_SIZE : indexfile.slot_position(f.hash_slot_num)]
+        out.append((f.header, list(f.entries()), slots))
+    store.close()
+    return out
+
+
+def store_state(root: Path, *, dirs: bool = False) -> dict[str, str | None]:
+    """sha256 of every file under ``root`` outside rmq's own areas; with ``dirs`` every directory
+    too (``name/``: None)."""
+    out: dict[str, str | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        if Path(dirpath) == root:
+            dirnames[:] = [d for d in dirnames if d not in SAFETY_DIRS]
+        base = Path(dirpath)
+        if dirs:
+            out.update({(base / d).relative_to(root).as_posix() + "/": None for d in dirnames})
+        for name in filenames:
+            out[(base / name).relative_to(root).as_posix()] = hashlib.sha256(
+                (base / name).read_bytes()
+            ).hexdigest()
+    return dict(sorted(out.items()))
+
+
+LOCKER = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0, os.SEEK_SET)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def broker_lock(store: Path) -> Iterator[None]:
+    """Hold the POSIX lock on STORE/lock byte 0 from another process, as a running broker does."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(store / "lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"locked"
+        yield
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=10)
+
+
+def converges(
+    command: list[str], source: Path, tmp_path: Path, expected: dict[str, str], crash_at: int
+) -> bool:
+    """Kill ``command`` at crash point ``crash_at``, re-run it: the store must end as ``expected``.
+
+    Returns False when the command finished before reaching that crash point.
+    """
+    root = writable_copy(source, tmp_path / f"k{crash_at}")
+    first = run_rmq(*command, str(root), "--yes", env={"RMQ_TEST_CRASH_AT": str(crash_at)})
+    killed = first.returncode == -signal.SIGKILL
+    run_rmq(*command, str(root), "--yes", check=True)
+    assert store_state(root) == expected, (command, crash_at)
+    shutil.rmtree(root)
+    return killed
