@@ -55,17 +55,12 @@ from rmqcli.remoting.codec import FrameDecoder, RemotingCommand, decode, encode
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import JS
-from tests.support.broker_drivers import HAVE_CLIENT
 from tests.support.cli import run_rmq
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port, needs_java
+from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
 from tests.support.serve import ServeProcess, free_port, write_conf
 
-HAVE_ONS = shutil.which("node") is not None and (JS / "node_modules" / "ali-ons" / "package.json").is_file()
 PREFIX = "org.apache.rocketmq.acl.common.AclException: "
 
-
-needs_cpp = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq 0.4.4 C++ client is not installed")
-needs_ons = pytest.mark.skipif(not HAVE_ONS, reason="node or tests/js/node_modules/ali-ons is missing")
 
 ADMIN = Credentials("aclAdmin01", "adminSecret01")
 USER = Credentials("aclUser001", "userSecret001")
@@ -347,7 +342,7 @@ def refused_in_log(log: str, message: str) -> bool:
     return f"{PREFIX}{message}, error code:16" in log or f"{PREFIX}{message},error:16" in log
 
 
-@needs_cpp
+@pytest.mark.cpp
 def test_cpp_client_with_session_credentials(acl_serve: tuple[ServeProcess, Path], tmp_path: Path) -> None:
     server, _ = acl_serve
     ns = server.namesrv
@@ -418,7 +413,7 @@ def ons_refused(result: dict, message: str) -> bool:
     )
 
 
-@needs_ons
+@pytest.mark.js
 def test_ali_ons_with_access_keys(acl_serve: tuple[ServeProcess, Path], tmp_path: Path) -> None:
     server, _ = acl_serve
     ns = server.namesrv
@@ -482,7 +477,7 @@ def mqadmin(tmp: Path, runs: list[tuple[Credentials | None, list[str]]]) -> list
     return outputs
 
 
-@needs_java
+@pytest.mark.java
 def test_real_mqadmin_signs_with_its_tools_yml(
     acl_serve: tuple[ServeProcess, Path], tmp_path: Path, rmq_proc
 ) -> None:
@@ -601,7 +596,7 @@ def real_refusal(answer: RemotingCommand, message: str) -> bool:
     )
 
 
-@needs_java
+@pytest.mark.java
 def test_rmq_commands_sign_for_the_real_broker(real_broker: tuple[str, str, Path], rmq_proc) -> None:
     ns, broker, acl_file = real_broker
     sent = rmq_proc("sendMessage", "-n", ns, "-t", "topicB", "-p", "stock-body é中", "-k", "clé",
@@ -682,7 +677,7 @@ def parity_cases() -> list[tuple[str, RemotingCommand, str | None]]:
     ]  # fmt: skip
 
 
-@needs_java
+@pytest.mark.java
 def test_rmq_serve_and_the_real_broker_agree_on_the_stock_file(
     real_broker: tuple[str, str, Path], tmp_path: Path, rmq_proc
 ) -> None:
@@ -710,7 +705,7 @@ def test_rmq_serve_and_the_real_broker_agree_on_the_stock_file(
     assert acl_file.read_bytes() == STOCK_ACL.read_bytes()  # read, never written
 
 
-@needs_java
+@pytest.mark.java
 def test_rmq_acl_commands_against_the_real_broker(real_broker: tuple[str, str, Path], rmq_proc) -> None:
     """updateAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr and deleteAclConfig as the
     real broker takes them (its copy of the stock file changes: this test comes last)."""

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_drivers import HAVE_CLIENT
 from tests.support.serve import ServeProcess, write_conf
 
 # The client side, run in a child process: one JSON document on stdout.
@@ -125,7 +124,7 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq 0.4.4 C++ client is not installed")
+@pytest.mark.cpp
 def test_cpp_client_produce_consume_restart(tmp_path: Path, rmq_proc) -> None:
     store = tmp_path / "store"
     conf = write_conf(tmp_path / "broker.conf")

@@ -13,10 +13,10 @@ import pytest
 
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
+from tests.support.broker_drivers import Driver, run_driver
 from tests.support.serve import LEVELS, ServeProcess, invoke, run, write_conf
 
-pytestmark = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq 0.4.4 C++ client is not installed")
+pytestmark = pytest.mark.cpp
 
 
 def test_reconsume_later_comes_back_through_the_retry_topic(tmp_path: Path) -> None:

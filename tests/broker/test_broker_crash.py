@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
-from tests.support.broker_drivers import HAVE_CLIENT, Driver
+from tests.support.broker_drivers import Driver
 from tests.support.cli import RMQ
 from tests.support.serve import ServeProcess, write_conf
 
-pytestmark = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq 0.4.4 C++ client is not installed")
+pytestmark = pytest.mark.cpp
 
 ROUNDS = 20
 TOPIC = "TopicCrash"

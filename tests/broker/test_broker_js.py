@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -21,8 +20,7 @@ from tests.support import JS, ROOT
 from tests.support.cli import RMQ
 from tests.support.serve import LEVELS, ServeProcess, write_conf
 
-HAVE_ONS = shutil.which("node") is not None and (JS / "node_modules" / "ali-ons" / "package.json").is_file()
-pytestmark = pytest.mark.skipif(not HAVE_ONS, reason="node or tests/js/node_modules/ali-ons is missing")
+pytestmark = pytest.mark.js
 
 
 def test_ali_ons_produces_consumes_and_retries(tmp_path: Path) -> None:

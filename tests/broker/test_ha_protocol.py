@@ -57,7 +57,7 @@ from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.dispatch import Dispatcher
 from rmqcli.store.write.messages import Message
 from rmqcli.store.write.writer import StoreWriter
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port, needs_java
+from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
 from tests.support.realfixtures import REAL_ROOT
 from tests.support.serve import free_port
 
@@ -837,7 +837,7 @@ def _wait_equal(
         time.sleep(0.25)
 
 
-@needs_java
+@pytest.mark.java
 def test_rmq_slave_of_a_real_4_9_8_master(kit: Kit) -> None:
     """``bin/clienttest`` sends 3,000 messages to the real master; rmq's slave, connected before
     the first one (an empty slave is served from the start of the master's last file: 0), holds
@@ -887,7 +887,7 @@ async def _noop() -> None:
     return None
 
 
-@needs_java
+@pytest.mark.java
 def test_real_4_9_8_slave_of_the_rmq_master(kit: Kit) -> None:
     """The real slave's CommitLog files come out equal to the served store's, and its reput over
     them builds the real store's consume queues."""
@@ -918,7 +918,7 @@ def test_real_4_9_8_slave_of_the_rmq_master(kit: Kit) -> None:
     )
 
 
-@needs_java
+@pytest.mark.java
 def test_rmq_slave_pointed_at_a_remoting_port(kit: Kit, caplog: pytest.LogCaptureFixture) -> None:
     """The NameServer's remoting port is no HA port: the slave backs off, writes nothing."""
     slave_dir = kit.tmp / "rmq-slave-wrong"

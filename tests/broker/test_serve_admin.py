@@ -32,7 +32,6 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.support.broker_drivers import HAVE_CLIENT
 from tests.support.cli import invoke_rmq
 from tests.support.serve import ServeProcess
 
@@ -588,7 +587,7 @@ class LiveClient:
                 self.proc.wait(10)
 
 
-@pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq 0.4.4 C++ client is not installed")
+@pytest.mark.cpp
 def test_online_consumer_commands(served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = served
     s.rmq("updateTopic", "-c", CLUSTER, "-t", "LiveTopic", "-r", "4", "-w", "4")

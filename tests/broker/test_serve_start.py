@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from formats.commitlog import offset_msg_id
-from tests.support.broker_drivers import HAVE_CLIENT, run_driver
+from tests.support.broker_drivers import run_driver
 from tests.support.cli import one_line_error
 from tests.support.foreign import HttpLike
 from tests.support.serve import ServeProcess, free_port, write_conf
@@ -42,7 +42,7 @@ def test_serve_on_a_port_in_use_exits_5_without_a_stopped_line(
     assert not (store / "abort").exists()  # the store it opened is closed cleanly
 
 
-@pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq C++ client is not installed")
+@pytest.mark.cpp
 def test_query_msg_by_id_tells_offset_ids_from_unique_keys(tmp_path: Path, rmq) -> None:
     """The C++ client's msgIds are unique keys: found through the topic's brokers (QUERY_MESSAGE),
     never by connecting to the address they would decode to; offset ids are read from the broker

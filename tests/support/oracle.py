@@ -11,8 +11,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.support import SHARED
 from tests.support.serve import free_port
 
@@ -30,7 +28,6 @@ def _java_17() -> bool:
 
 
 HAVE_JAVA = _java_17()
-needs_java = pytest.mark.skipif(not HAVE_JAVA, reason="Java 17 or ../shared/rocketmq-4.9.8 is missing")
 
 
 def broker_port() -> int:
