@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from formats.names import ORDER_TOPIC_CONFIG, PERM_WRITE
 from rmqcli.broker.bodies import properties_body, properties_text, required_body
 from rmqcli.broker.connection import Connection, Reply, not_supported
+from rmqcli.broker.refusal import FAQ
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 BROKER_EXPIRED_SECONDS = 120.0  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 SCAN_SECONDS = 10.0
 STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
-FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 PATH_KEYS = ("kvConfigPath", "configStorePath")  # UPDATE_NAMESRV_CONFIG refuses these (4.9.7)
 
 

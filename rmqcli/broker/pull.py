@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.refusal import FAQ, Refusal
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
@@ -29,7 +30,6 @@ from rmqcli.remoting.codes import ResponseCode as RS
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
-FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 MAX_TRANSFER_COUNT = 32  # maxTransferCountOnMessageInMemory
 MAX_TRANSFER_BYTES = 256 * 1024  # maxTransferBytesOnMessageInMemory
 MAX_FILTER_BYTES = 16000  # DefaultMessageStore.getMessage: max(16000, maxMsgNums * 20) bytes of units
@@ -55,11 +55,8 @@ class PullRequest:
     codes: set[int] | None
 
 
-class PullError(Exception):
-    def __init__(self, code: int, remark: str):
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
+class PullError(Refusal):
+    """A pull the broker refuses: the response code and remark."""
 
 
 def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
@@ -187,7 +184,7 @@ def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
     try:
         pull = parse(ctl, req)
     except PullError as exc:
-        return req.response(exc.code, exc.remark)
+        return exc.answer(req)
     h = pull.header
     if h.sys_flag & hd.PULL_FLAG_COMMIT_OFFSET and ctl.config.broker_id == 0 and h.commit_offset >= 0:
         ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)

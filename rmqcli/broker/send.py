@@ -13,6 +13,15 @@ stores the encoded batch as one message (B.6). This broker reads ``"1"`` as true
 arrive as the separate messages their sender meant. A single message with ``TRAN_MSG=true`` is
 stored as a transaction half message (``rmqcli.broker.transaction``) unless
 ``rejectTransactionMessage`` is set.
+
+Design note: this module is the shape to copy for a request family. ``parse`` does every check and
+either raises a ``SendError`` (a ``refusal.Refusal``: code and remark, stated where the check is) or
+returns the value to store; ``apply`` does the one thing with a checked value and makes the answer;
+the handler is the few lines that join them, and ``HANDLERS`` maps the request codes to it. So the
+checks read as one list in Java's order, ``apply`` only ever sees valid input, and each step can be
+read and tested alone: the send lane (``sendlane``) is held to the same bytes as ``parse`` and
+``apply`` and leaves every refusal to ``parse``. A new family (a processor module) follows it:
+parse, apply, a ``HANDLERS`` table, handlers typed with ``context.BrokerContext``.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import TYPE_CHECKING
 from formats import commitlog as cfmt
 from formats.remoting import FLAG_RESPONSE
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.refusal import FAQ, Refusal
 from rmqcli.broker.sendback import DLQ_NUMS_PER_GROUP, VERSION_V3_4_9
 from rmqcli.broker.state import (
     DLQ_PREFIX,
@@ -45,19 +55,13 @@ from rmqcli.store.write.messages import BatchElement, BatchMessage, Host, Messag
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
-FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 MAX_PROPERTIES_LENGTH = 32767
 _BATCH_HEAD = cfmt.BATCH_ELEMENT_HEAD_STRUCT  # the declaration: formats.commitlog.BatchElement
 _PROPS_LEN = cfmt.PROPERTIES_LENGTH_STRUCT
 
 
-class SendError(Exception):
+class SendError(Refusal):
     """A send the broker refuses: the response code and remark."""
-
-    def __init__(self, code: int, remark: str):
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
 
 
 def born_host(conn: Connection) -> Host:
@@ -275,7 +279,7 @@ def send(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | 
     try:
         message = parse(ctl, req, conn)
     except SendError as exc:
-        return req.response(exc.code, exc.remark)
+        return exc.answer(req)
     return apply(ctl, req, message)
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, inner_from_record
+from rmqcli.broker.refusal import FAQ
 from rmqcli.broker.state import (
     DLQ_PREFIX,
     PERM_READ_WRITE,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 DLQ_NUMS_PER_GROUP = 1  # MixAll.DLQ_NUMS_PER_GROUP
 VERSION_V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal()
-FAQ_GROUP = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
 def send_back_message(rec: Record, new_topic: str, queue_id: int, delay_level: int) -> InnerMessage:
@@ -71,9 +71,7 @@ def consumer_send_msg_back(ctl: BrokerContext, req: RemotingCommand, conn: Conne
         return req.response(RS.SYSTEM_ERROR, problem)
     group = ctl.groups.find(h.group)
     if group is None:
-        return req.response(
-            RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group} {FAQ_GROUP}"
-        )
+        return req.response(RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group} {FAQ}")
     if not is_writable(ctl.config.broker_permission):
         return req.response(
             RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending message is forbidden"

@@ -1,0 +1,25 @@
+"""A request a processor refuses: its response code and remark (PROTOCOL.md B.3, B.7).
+
+The checks of a processor's ``parse`` step raise a ``Refusal`` (``send.SendError``,
+``pull.PullError``); the handler answers it with ``answer``, so every check states its code and
+remark where it is made. ``FAQ`` is the suffix 4.9.x's ``FAQUrl.suggestTodo`` adds to some remarks.
+"""
+
+from __future__ import annotations
+
+from rmqcli.remoting.codec import RemotingCommand
+
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
+class Refusal(Exception):
+    """A request the broker refuses: the response code and remark."""
+
+    def __init__(self, code: int, remark: str):
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+    def answer(self, req: RemotingCommand) -> RemotingCommand:
+        """The response that refuses ``req``."""
+        return req.response(self.code, self.remark)
