@@ -1,9 +1,12 @@
 """What a request handler may use of the broker: ``BrokerContext``, and the ``Handler`` signature.
 
 Every processor module (``send``, ``pull``, ``query``, ``consumer``, ``sendback``, ``transaction``,
-``schedule``, ``sendlane``, ``acl.handlers``, ``admin``) registers ``Handler`` functions in its
-``HANDLERS`` table, ``{request code: handler}``; ``controller.BrokerController.dispatch`` calls the
-one registered for a request's code (PROTOCOL.md B.3, B.4) with itself as the context.
+``acl.handlers``, ``admin``) registers ``Handler`` functions in its ``HANDLERS`` table,
+``{request code: handler}``; ``controller.BrokerController.dispatch`` calls the one registered for a
+request's code (PROTOCOL.md B.3, B.4) with itself as the context. The services that act for the
+broker (``schedule.ScheduleService``, ``transaction.TransactionCheckService``, ``sendlane.SendLane``)
+are built over the same context. ``acknowledged`` makes the handler of a request that only asks for
+an action.
 
 Design note: handlers see the broker through this narrow interface, not through
 ``BrokerController``. The members are exactly what the handlers touch: the configuration, the open

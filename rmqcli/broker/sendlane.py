@@ -17,6 +17,11 @@ that path. It takes only the regular case:
 
 Everything else, every refusal included, goes the general way, so each check, error and remark
 keeps one source. The tests compare the two paths byte for byte.
+
+Design note: a fast path is written this way. Its docstring lists exactly the cases it takes, as a
+list a reader can check against the code, and it declines everything else to the general path
+instead of repeating a refusal; so it can only be faster, never different, and the byte-for-byte
+tests keep it so. Any other fast path (a pull lane, say) should state its cases as precisely.
 """
 
 from __future__ import annotations
