@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rmqcli.errors import NetworkError, RmqError, UsageError
+from rmqcli.errors import RmqError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.admin.session import AdminSession
@@ -67,17 +67,13 @@ def targets(
 
 def _each(session: AdminSession, addrs: list[str], code: int, header: CommandHeader) -> AclUpdateResult:
     from rmqcli.admin.broker import error_kind
-    from rmqcli.remoting.client import expect
 
     result = AclUpdateResult()
-    for addr, response in zip(addrs, session.call_many([(a, code, header, b"") for a in addrs]), strict=True):
-        try:
-            if isinstance(response, NetworkError):
-                raise response
-            expect(response, addr)
+    for addr, response in zip(addrs, session.call_each(addrs, code, header), strict=True):
+        if isinstance(response, RmqError):
+            result.brokers.append(BrokerOutcome(addr, False, str(response), error_kind(response)))
+        else:
             result.brokers.append(BrokerOutcome(addr, True))
-        except RmqError as exc:
-            result.brokers.append(BrokerOutcome(addr, False, str(exc), error_kind(exc)))
     return result
 
 
@@ -136,16 +132,15 @@ def update_global_white_addr(
 def acl_config_versions(session: AdminSession, addrs: list[str]) -> AclVersionResult:
     """GET_BROKER_CLUSTER_ACL_INFO (52) of each broker: one row per ACL file."""
     from rmqcli.admin.broker import error_kind
-    from rmqcli.remoting.client import expect
     from rmqcli.remoting.codes import RequestCode
 
     result = AclVersionResult()
-    calls = [(a, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, None, b"") for a in addrs]
-    for addr, response in zip(addrs, session.call_many(calls), strict=True):
+    answers = session.call_each(addrs, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+    for addr, response in zip(addrs, answers, strict=True):
         try:
-            if isinstance(response, NetworkError):
+            if isinstance(response, RmqError):
                 raise response
-            fields = expect(response, addr).ext_fields
+            fields = response.ext_fields
             try:
                 table = json.loads(fields.get("allAclFileVersion") or "{}")
             except ValueError:

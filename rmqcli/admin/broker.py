@@ -37,18 +37,15 @@ def properties_text(pairs: dict[str, str]) -> bytes:
 def _runtime(session: AdminSession, addrs: list[str]) -> list[dict[str, str] | RmqError]:
     """GET_BROKER_RUNTIME_INFO (28) to each address at once: its KVTable, or the error it met."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.client import expect
     from rmqcli.remoting.codes import RequestCode
 
-    results = session.call_many([(a, RequestCode.GET_BROKER_RUNTIME_INFO, None, b"") for a in addrs])
     out: list[dict[str, str] | RmqError] = []
-    for addr, response in zip(addrs, results, strict=True):
-        if isinstance(response, NetworkError):
+    for response in session.call_each(addrs, RequestCode.GET_BROKER_RUNTIME_INFO):
+        if isinstance(response, RmqError):
             out.append(response)
             continue
         try:
-            expect(response, addr)
-            out.append(jb.decode(jb.KVTable, response.body).table if response.body else {})
+            out.append(jb.decode_or_empty(jb.KVTable, response.body).table)
         except RmqError as exc:
             out.append(exc)
     return out
@@ -271,22 +268,16 @@ class CleanResult:
 
 
 def _clean(session: AdminSession, code: int, broker_addr: str | None, cluster: str | None) -> CleanResult:
-    from rmqcli.remoting.client import expect
-
     if broker_addr:
         addrs = [broker_addr.strip()]
     else:
         addrs = session.all_addrs_of_cluster(cluster.strip() if cluster else None)
     result = CleanResult(brokers=addrs, ok=True)
-    for addr, response in zip(addrs, session.call_many([(a, code, None, b"") for a in addrs]), strict=True):
-        try:
-            if isinstance(response, NetworkError):
-                raise response
-            expect(response, addr)
-        except RmqError as exc:
+    for response in session.call_each(addrs, code):
+        if isinstance(response, RmqError):
             result.ok = False
-            result.errors.append(str(exc))
-            result.error_kind = result.error_kind or error_kind(exc)
+            result.errors.append(str(response))
+            result.error_kind = result.error_kind or error_kind(response)
     return result
 
 

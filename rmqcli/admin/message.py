@@ -21,7 +21,7 @@ from rmqcli.admin.mqclient import (  # noqa: F401 - Message and decode_messages 
     decode_messages,
 )
 from rmqcli.admin.msgview import MessageView, view
-from rmqcli.admin.session import AdminSession, master_addr
+from rmqcli.admin.session import AdminSession, masters
 from rmqcli.errors import BrokerError, BrokerNotFoundError, NetworkError, NotFoundError, UsageError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode, ResponseCode
@@ -140,7 +140,7 @@ def find_by_unique_key(
             addrs = [broker_addr.strip()]
         else:
             route = session.route(topics[0])
-            addrs = [a for a in (master_addr(d.broker_addrs) for d in route.broker_datas) if a]
+            addrs = [addr for _, addr in masters(route.broker_datas)]
     else:
         from rmqcli.admin.topic import topic_list
 
@@ -149,7 +149,7 @@ def find_by_unique_key(
             addrs = [broker_addr.strip()]
         else:
             table = session.cluster_info().broker_addr_table
-            addrs = sorted({a for a in (master_addr(d.broker_addrs) for d in table.values()) if a})
+            addrs = sorted({addr for _, addr in masters(table.values())})
     calls = [
         (addr, RequestCode.QUERY_MESSAGE, _query_header(t, key, 32, 0, (1 << 63) - 1, True), b"")
         for t in topics
@@ -209,7 +209,7 @@ def query_message(
     from rmqcli.remoting.client import expect
 
     route = session.route(topic)
-    addrs = [a for a in (master_addr(d.broker_addrs) for d in route.broker_datas) if a]
+    addrs = [addr for _, addr in masters(route.broker_datas)]
     if not addrs:
         code = ResponseCode.TOPIC_NOT_EXIST
         raise BrokerError(f"{code.name}({int(code)}): The topic[{topic}] not matched route info")
@@ -270,9 +270,7 @@ def consume_message_directly(
     response = session.call(
         msg.store_host, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout=session.timeout * 3
     )
-    if not response.body:
-        return ConsumeMessageDirectlyResult()
-    return jb.decode(ConsumeMessageDirectlyResult, response.body)
+    return jb.decode_or_empty(ConsumeMessageDirectlyResult, response.body)
 
 
 def query_msg_by_offset(
@@ -474,11 +472,7 @@ def query_cq(
         consumer_group=group.strip() if group else None,
     )
     response = session.call(addr, RequestCode.QUERY_CONSUME_QUEUE, header)
-    return (
-        jb.decode(jb.QueryConsumeQueueResponseBody, response.body)
-        if response.body
-        else jb.QueryConsumeQueueResponseBody()
-    )
+    return jb.decode_or_empty(jb.QueryConsumeQueueResponseBody, response.body)
 
 
 def send_message(

@@ -9,10 +9,9 @@ import os
 from dataclasses import dataclass
 
 from rmqcli.admin.mqclient import Message
-from rmqcli.admin.session import AdminSession, master_addr
+from rmqcli.admin.session import AdminSession
 from rmqcli.errors import BrokerError, NetworkError
-from rmqcli.remoting import headers as hd
-from rmqcli.remoting.codes import RequestCode, ResponseCode
+from rmqcli.remoting.codes import ResponseCode
 
 BODY_DIR = os.path.join("rocketmq", "msgbodys")
 
@@ -75,20 +74,9 @@ def message_tracks(session: AdminSession, msg: Message) -> list[MessageTrack]:
     """``messageTrackDetail``: groups from QUERY_TOPIC_CONSUME_BY_WHO (300), each group's
     connection (203) and, for push consumers, whether its offset passed the message (208)."""
     from rmqcli.admin import group as groups
-    from rmqcli.remoting import json_body as jb
-
-    route = session.route(msg.topic)
-    names: list[str] = []
-    if route.broker_datas:
-        addr = master_addr(route.broker_datas[0].broker_addrs)
-        if addr:
-            header = hd.QueryTopicConsumeByWhoRequestHeader(topic=msg.topic)
-            reply = session.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, header)
-            names = jb.decode(jb.GroupList, reply.body).group_list if reply.body else []
-    from formats.javahash import hashmap_order
 
     tracks = []
-    for name in hashmap_order(names):
+    for name in groups.consuming_groups(session, msg.topic, session.route(msg.topic)):
         track = MessageTrack(consumer_group=name)
         tracks.append(track)
         try:

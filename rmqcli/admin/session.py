@@ -12,13 +12,13 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rmqcli.errors import NetworkError, NotFoundError, UsageError
+from rmqcli.errors import BrokerError, NetworkError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.remoting.acl import Credentials
     from rmqcli.remoting.client import SyncClient
     from rmqcli.remoting.codec import RemotingCommand
-    from rmqcli.remoting.json_body import ClusterInfo, TopicRouteData
+    from rmqcli.remoting.json_body import BrokerData, ClusterInfo, TopicRouteData
 
 NAMESRV_ENV = "NAMESRV_ADDR"
 NAMESRV_HINT = (
@@ -121,6 +121,23 @@ class AdminSession:
             [(addr, self.request(code, header, body)) for addr, code, header, body in calls], self.timeout
         )
 
+    def call_each(
+        self, addrs: list[str], code: int, header: Any = None, body: bytes = b""
+    ) -> list[RemotingCommand | NetworkError | BrokerError]:
+        """The same request to every address at once, each answer checked as ``call`` checks it:
+        the response, or the ``NetworkError`` / ``BrokerError`` that address met, in ``addrs`` order."""
+        from rmqcli.remoting.client import expect
+
+        out: list[RemotingCommand | NetworkError | BrokerError] = []
+        for addr, response in zip(
+            addrs, self.call_many([(a, code, header, body) for a in addrs]), strict=True
+        ):
+            try:
+                out.append(response if isinstance(response, NetworkError) else expect(response, addr))
+            except BrokerError as exc:
+                out.append(exc)
+        return out
+
     # --- lookups ---------------------------------------------------------------------------
     def cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (106), fetched once per session (B.2, B.9)."""
@@ -129,9 +146,7 @@ class AdminSession:
             from rmqcli.remoting.codes import RequestCode
 
             response = self.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
-            self._cluster_info = (
-                jb.decode(jb.ClusterInfo, response.body) if response.body else jb.ClusterInfo()
-            )
+            self._cluster_info = jb.decode_or_empty(jb.ClusterInfo, response.body)
         return self._cluster_info
 
     def broker_names_of_cluster(self, cluster: str) -> list[str]:
@@ -185,6 +200,11 @@ def master_addr(broker_addrs: Mapping[int, str]) -> str | None:
     if MASTER_ID in broker_addrs:
         return broker_addrs[MASTER_ID]
     return broker_addrs[min(broker_addrs)] if broker_addrs else None
+
+
+def masters(datas: Iterable[BrokerData]) -> list[tuple[BrokerData, str]]:
+    """Each broker with its ``master_addr``, in order; a broker without any address is left out."""
+    return [(data, addr) for data in datas if (addr := master_addr(data.broker_addrs))]
 
 
 def target_addrs(session: AdminSession, broker_addr: str | None, cluster: str | None) -> list[str]:

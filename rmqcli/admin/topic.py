@@ -16,8 +16,8 @@ from formats.names import (
     PERM_WRITE,
     RETRY_PREFIX,
 )
-from rmqcli.admin.session import AdminSession, master_addr, target_addrs
-from rmqcli.errors import NotFoundError, UsageError
+from rmqcli.admin.session import AdminSession, masters, target_addrs
+from rmqcli.errors import NotFoundError, RmqError, UsageError
 from rmqcli.remoting import headers as hd
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ def topic_list(session: AdminSession, *, cluster_mode: bool = False) -> TopicLis
     from rmqcli.remoting.codes import RequestCode
 
     response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-    topics = _hashset_order(jb.decode(jb.TopicList, response.body).topic_list if response.body else [])
+    topics = _hashset_order(jb.decode_or_empty(jb.TopicList, response.body).topic_list)
     result = TopicListResult(topics=topics)
     if not cluster_mode:
         return result
@@ -261,14 +261,14 @@ def topic_list(session: AdminSession, *, cluster_mode: bool = False) -> TopicLis
         if route.broker_datas:
             first = route.broker_datas[0]
             cluster = owner.get(first.broker_name, first.cluster)
-            addr = next((master_addr(b.broker_addrs) for b in route.broker_datas if b.broker_addrs), None)
+            addr = next((addr for _, addr in masters(route.broker_datas)), None)
             if addr:
                 reply = session.call(
                     addr,
                     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
                     hd.QueryTopicConsumeByWhoRequestHeader(topic=topic),
                 )
-                groups = _hashset_order(jb.decode(jb.GroupList, reply.body).group_list) if reply.body else []
+                groups = _hashset_order(jb.decode_or_empty(jb.GroupList, reply.body).group_list)
         for group in groups or [""]:
             rows.append(TopicClusterRow(cluster=cluster, topic=topic, group=group))
     result.clusters = rows
@@ -325,20 +325,17 @@ class QueueStatus:
 def topic_status(session: AdminSession, topic: str) -> list[QueueStatus]:
     """``topicStatus``: 105, then GET_TOPIC_STATS_INFO (202) to each broker's master, sorted by queue."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.client import expect
     from rmqcli.remoting.codes import RequestCode
 
     topic = topic.strip()
     route = session.route(topic)
-    addrs = [a for a in (master_addr(b.broker_addrs) for b in route.broker_datas) if a]
+    addrs = [addr for _, addr in masters(route.broker_datas)]
     header = hd.GetTopicStatsInfoRequestHeader(topic=topic)
-    results = session.call_many([(addr, RequestCode.GET_TOPIC_STATS_INFO, header, b"") for addr in addrs])
     rows = []
-    for addr, response in zip(addrs, results, strict=True):
-        if isinstance(response, Exception):
+    for response in session.call_each(addrs, RequestCode.GET_TOPIC_STATS_INFO, header):
+        if isinstance(response, RmqError):
             raise response
-        expect(response, addr)
-        table = jb.decode(jb.TopicStatsTable, response.body) if response.body else jb.TopicStatsTable()
+        table = jb.decode_or_empty(jb.TopicStatsTable, response.body)
         for mq, offset in table.offset_table.items():
             rows.append(
                 QueueStatus(

@@ -167,6 +167,11 @@ def decode(cls: type[T], data: bytes | bytearray | memoryview | str) -> T:
     return from_value(cls, raw)
 
 
+def decode_or_empty(cls: type[T], data: bytes | bytearray | memoryview | str | None) -> T:
+    """``decode``, or an empty ``cls()`` for an answer without a body (a broker with nothing to say)."""
+    return decode(cls, data) if data else cls()
+
+
 def from_value(cls: type[T], raw: Any) -> T:
     """Convert an already parsed JSON value into ``cls`` (or any supported type)."""
     try:

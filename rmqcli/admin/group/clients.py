@@ -4,10 +4,10 @@ of one consumer, relayed by a broker (PROTOCOL.md C.2, C.4.7; requests B.4, B.5;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from formats.names import RETRY_PREFIX
-from rmqcli.admin.session import AdminSession, master_addr
+from rmqcli.admin.session import AdminSession, master_addr, masters
 from rmqcli.errors import BrokerError, NetworkError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import ResponseCode
@@ -15,6 +15,8 @@ from rmqcli.remoting.codes import ResponseCode
 if TYPE_CHECKING:
     from rmqcli.admin.beans import ConsumerRunningInfo
     from rmqcli.remoting.json_body import ConsumerConnection, ProducerConnection
+
+C = TypeVar("C")
 
 NOT_ONLINE = f"{ResponseCode.CONSUMER_NOT_ONLINE.name}({int(ResponseCode.CONSUMER_NOT_ONLINE)})"
 NO_CONNECTION = f"{NOT_ONLINE}: Not found the consumer group connection"
@@ -24,28 +26,37 @@ class ConsumerNotOnline(BrokerError):
     """mqadmin's ``MQClientException(CONSUMER_NOT_ONLINE, …)``: exit 6 like a broker error."""
 
 
+def _random_master(session: AdminSession, topic: str) -> str | None:
+    """The master of one broker of ``topic``'s route, picked at random (105); None for no broker."""
+    import random
+
+    datas = session.route(topic).broker_datas
+    return master_addr(random.choice(datas).broker_addrs) if datas else None
+
+
+def _connections(
+    session: AdminSession, addr: str | None, code: int, header: hd.CommandHeader, cls: type[C]
+) -> C:
+    """The connection list ``code`` asks ``addr`` for, as ``cls``: empty without an address or a body."""
+    from rmqcli.remoting import json_body as jb
+
+    return jb.decode_or_empty(cls, session.call(addr, code, header).body) if addr else cls()
+
+
 def consumer_connection(
     session: AdminSession, group: str, broker_addr: str | None = None
 ) -> ConsumerConnection:
     """``examineConsumerConnectionInfo``: GET_CONSUMER_CONNECTION_LIST (203) to ``-b``, else to one
     broker of the ``%RETRY%G`` route (105); no connection is CONSUMER_NOT_ONLINE."""
-    import random
-
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
 
     group = group.strip()
-    if broker_addr:
-        addr: str | None = broker_addr.strip()
-    else:
-        datas = session.route(RETRY_PREFIX + group).broker_datas
-        addr = master_addr(random.choice(datas).broker_addrs) if datas else None
-    result = jb.ConsumerConnection()
-    if addr:
-        header = hd.GetConsumerConnectionListRequestHeader(consumer_group=group)
-        response = session.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
-        if response.body:
-            result = jb.decode(jb.ConsumerConnection, response.body)
+    addr = broker_addr.strip() if broker_addr else _random_master(session, RETRY_PREFIX + group)
+    header = hd.GetConsumerConnectionListRequestHeader(consumer_group=group)
+    result = _connections(
+        session, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header, jb.ConsumerConnection
+    )
     if not result.connection_set:
         raise ConsumerNotOnline(NO_CONNECTION)
     return result
@@ -53,19 +64,14 @@ def consumer_connection(
 
 def producer_connection(session: AdminSession, group: str, topic: str) -> ProducerConnection:
     """``producerConnection``: 105 for the topic, GET_PRODUCER_CONNECTION_LIST (204) to one broker."""
-    import random
-
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
 
-    datas = session.route(topic.strip()).broker_datas
-    result = jb.ProducerConnection()
-    addr = master_addr(random.choice(datas).broker_addrs) if datas else None
-    if addr:
-        header = hd.GetProducerConnectionListRequestHeader(producer_group=group.strip())
-        response = session.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, header)
-        if response.body:
-            result = jb.decode(jb.ProducerConnection, response.body)
+    addr = _random_master(session, topic.strip())
+    header = hd.GetProducerConnectionListRequestHeader(producer_group=group.strip())
+    result = _connections(
+        session, addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, header, jb.ProducerConnection
+    )
     if not result.connection_set:
         raise BrokerError("Not found the producer group connection")
     return result
@@ -81,14 +87,14 @@ def running_info(
     from rmqcli.remoting.codes import RequestCode
 
     datas = session.route(RETRY_PREFIX + group).broker_datas
-    addr = next((a for a in (master_addr(d.broker_addrs) for d in datas) if a), None)
+    addr = next((addr for _, addr in masters(datas)), None)
     if addr is None:
         raise BrokerError(f"no broker in the route of {RETRY_PREFIX}{group}")
     header = hd.GetConsumerRunningInfoRequestHeader(
         consumer_group=group, client_id=client_id, jstack_enable=jstack
     )
     response = session.call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, timeout=session.timeout * 3)
-    return jb.decode(ConsumerRunningInfo, response.body) if response.body else ConsumerRunningInfo()
+    return jb.decode_or_empty(ConsumerRunningInfo, response.body)
 
 
 @dataclass

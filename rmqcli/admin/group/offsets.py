@@ -9,7 +9,7 @@ from datetime import datetime
 from rmqcli.admin import mqclient
 from rmqcli.admin.beans import hash_order
 from rmqcli.admin.group.progress import consume_stats
-from rmqcli.admin.session import AdminSession, master_addr
+from rmqcli.admin.session import AdminSession, masters
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import ResponseCode
@@ -73,19 +73,16 @@ def reset_offset_old(
     route = session.route(topic)
     read_nums = {q.broker_name: q.read_queue_nums for q in route.queue_datas}
     out = []
-    for data in route.broker_datas:
-        addr = master_addr(data.broker_addrs)
-        if addr is None:
-            continue
+    for data, addr in masters(route.broker_datas):
         stats_header = hd.GetConsumeStatsRequestHeader(consumer_group=group)
         response = session.call(addr, RequestCode.GET_CONSUME_STATS, stats_header)
-        stats = jb.decode(jb.ConsumeStats, response.body) if response.body else jb.ConsumeStats()
+        stats = jb.decode_or_empty(jb.ConsumeStats, response.body)
         queues = [(mq, w) for mq, w in stats.offset_table.items() if mq.topic == topic]
         queues = [(mq, stats.offset_table[mq]) for mq in hash_order(mq for mq, _ in queues)]
         if not queues:
             topic_header = hd.GetTopicStatsInfoRequestHeader(topic=topic)
             reply = session.call(addr, RequestCode.GET_TOPIC_STATS_INFO, topic_header)
-            table = jb.decode(jb.TopicStatsTable, reply.body) if reply.body else jb.TopicStatsTable()
+            table = jb.decode_or_empty(jb.TopicStatsTable, reply.body)
             for i in range(read_nums.get(data.broker_name, 0)):
                 mq = jb.MessageQueue(broker_name=data.broker_name, queue_id=i, topic=topic)
                 stat = table.offset_table.get(mq, jb.TopicOffset())
@@ -137,10 +134,7 @@ def reset_offset_by_time(
     route = session.route(topic)
     table: dict[jb.MessageQueue, int] = {}
     header = hd.ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp, is_force=force)
-    for data in route.broker_datas:
-        addr = master_addr(data.broker_addrs)
-        if addr is None:
-            continue
+    for _, addr in masters(route.broker_datas):
         request = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
         if cplus:
             from formats.remoting import LanguageCode
@@ -152,8 +146,7 @@ def reset_offset_by_time(
             result.rollback = reset_offset_old(session, group, topic, timestamp, force)
             return result
         expect(response, addr)
-        if response.body:
-            table.update(jb.decode(jb.ResetOffsetBody, response.body).offset_table)
+        table.update(jb.decode_or_empty(jb.ResetOffsetBody, response.body).offset_table)
     result.rows = [ResetRow(mq.broker_name, mq.queue_id, table[mq]) for mq in hash_order(table)]
     return result
 
@@ -169,7 +162,7 @@ def clone_group_offset(
     src, dest, topic = src_group.strip(), dest_group.strip(), topic.strip()
     stats = consume_stats(session, src)
     route = session.route(topic)
-    addrs = {d.broker_name: master_addr(d.broker_addrs) for d in route.broker_datas}
+    addrs = {data.broker_name: addr for data, addr in masters(route.broker_datas)}
     done = []
     for row in stats.rows:
         addr = addrs.get(row.broker_name)

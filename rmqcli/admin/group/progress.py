@@ -13,7 +13,7 @@ from rmqcli.admin.group.clients import (
     consumer_connection,
     running_info,
 )
-from rmqcli.admin.session import AdminSession, master_addr
+from rmqcli.admin.session import AdminSession, masters
 from rmqcli.errors import BrokerError, NetworkError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import version_desc
@@ -62,12 +62,9 @@ def consume_stats(session: AdminSession, group: str, topic: str | None = None) -
     table: dict[jb.MessageQueue, jb.OffsetWrapper] = {}
     tps = 0.0
     header = hd.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
-    for data in route.broker_datas:
-        addr = master_addr(data.broker_addrs)
-        if addr is None:
-            continue
+    for _, addr in masters(route.broker_datas):
         response = session.call(addr, RequestCode.GET_CONSUME_STATS, header)
-        stats = jb.decode(jb.ConsumeStats, response.body) if response.body else jb.ConsumeStats()
+        stats = jb.decode_or_empty(jb.ConsumeStats, response.body)
         table.update(stats.offset_table)
         tps += stats.consume_tps
     if not table:
@@ -141,7 +138,7 @@ def consumer_progress_all(session: AdminSession) -> list[GroupSummary]:
     from rmqcli.remoting.codes import RequestCode
 
     response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-    topics = jb.decode(jb.TopicList, response.body).topic_list if response.body else []
+    topics = jb.decode_or_empty(jb.TopicList, response.body).topic_list
     from formats.javahash import hashmap_order
 
     out = []

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from formats.names import DLQ_PREFIX, RETRY_PREFIX
 from rmqcli.admin.beans import mq_key
 from rmqcli.admin.group.progress import consume_stats
-from rmqcli.admin.session import AdminSession, master_addr
+from rmqcli.admin.group.subscription import consuming_groups
+from rmqcli.admin.session import AdminSession
 from rmqcli.errors import BrokerError, NetworkError
 from rmqcli.remoting import headers as hd
 
@@ -42,7 +43,7 @@ def _broker_stats(session: AdminSession, addr: str, name: str, key: str) -> tupl
         response = session.call(addr, RequestCode.VIEW_BROKER_STATS_DATA, header)
     except (BrokerError, NetworkError):
         return 0.0, 0
-    data = jb.decode(jb.BrokerStatsData, response.body) if response.body else jb.BrokerStatsData()
+    data = jb.decode_or_empty(jb.BrokerStatsData, response.body)
     return data.stats_minute.tps, _sum_24h(data)
 
 
@@ -54,7 +55,7 @@ def stats_all(session: AdminSession, topic: str | None = None, active_only: bool
     from rmqcli.remoting.codes import RequestCode
 
     response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-    topics = jb.decode(jb.TopicList, response.body).topic_list if response.body else []
+    topics = jb.decode_or_empty(jb.TopicList, response.body).topic_list
     rows: list[StatsRow] = []
     for name in hashmap_order(topics):
         if name.startswith(RETRY_PREFIX) or name.startswith(DLQ_PREFIX):
@@ -69,21 +70,9 @@ def stats_all(session: AdminSession, topic: str | None = None, active_only: bool
 
 
 def _topic_stats(session: AdminSession, topic: str, active_only: bool) -> list[StatsRow]:
-    from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
-
     route = session.route(topic)
     masters = [d.broker_addrs[0] for d in route.broker_datas if 0 in d.broker_addrs]
-    groups: list[str] = []
-    if route.broker_datas:
-        first = master_addr(route.broker_datas[0].broker_addrs)
-        if first:
-            header = hd.QueryTopicConsumeByWhoRequestHeader(topic=topic)
-            reply = session.call(first, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, header)
-            groups = jb.decode(jb.GroupList, reply.body).group_list if reply.body else []
-            from formats.javahash import hashmap_order
-
-            groups = hashmap_order(groups)
+    groups = consuming_groups(session, topic, route)
     in_tps, in_24h = 0.0, 0
     for addr in masters:
         tps, total = _broker_stats(session, addr, "TOPIC_PUT_NUMS", topic)
@@ -145,7 +134,7 @@ def broker_consume_stats(
     header = hd.GetConsumeStatsInBrokerHeader(is_order=is_order)
     request = session.request(RequestCode.GET_BROKER_CONSUME_STATS, header)
     response = expect(session.client.invoke(addr, request, max(timeout_millis / 1000, 0.1)), addr)
-    stats = jb.decode(jb.ConsumeStatsList, response.body) if response.body else jb.ConsumeStatsList()
+    stats = jb.decode_or_empty(jb.ConsumeStatsList, response.body)
     rows = []
     for mapping in stats.consume_stats_list:
         for group, items in mapping.items():

@@ -11,7 +11,22 @@ from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.remoting import headers as hd
 
 if TYPE_CHECKING:
-    from rmqcli.remoting.json_body import SubscriptionGroupConfig
+    from rmqcli.remoting.json_body import SubscriptionGroupConfig, TopicRouteData
+
+
+def consuming_groups(session: AdminSession, topic: str, route: TopicRouteData) -> list[str]:
+    """``queryTopicConsumeByWho``: QUERY_TOPIC_CONSUME_BY_WHO (300) to the first broker of the
+    topic's ``route``; the groups in ``HashSet`` order, none when that broker has no address."""
+    from formats.javahash import hashmap_order
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.codes import RequestCode
+
+    addr = master_addr(route.broker_datas[0].broker_addrs) if route.broker_datas else None
+    if not addr:
+        return []
+    header = hd.QueryTopicConsumeByWhoRequestHeader(topic=topic)
+    reply = session.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, header)
+    return hashmap_order(jb.decode_or_empty(jb.GroupList, reply.body).group_list)
 
 
 @dataclass
@@ -128,8 +143,8 @@ def get_consumer_config(session: AdminSession, group: str) -> list[ConsumerConfi
         if addr is None:
             continue
         response = session.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        wrapper = jb.decode(jb.SubscriptionGroupWrapper, response.body) if response.body else None
-        config = wrapper.subscription_group_table.get(group) if wrapper else None
+        wrapper = jb.decode_or_empty(jb.SubscriptionGroupWrapper, response.body)
+        config = wrapper.subscription_group_table.get(group)
         if config is None:
             continue
         cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), None)
