@@ -44,12 +44,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         transactionCheckMax="2",
         flushConsumerOffsetInterval="300",
     )
-    proc = ServeProcess(tmp / "store", conf)
-    proc.start()
-    try:
+    with ServeProcess(tmp / "store", conf) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 async def send(

@@ -31,12 +31,8 @@ from tests.support.serve import ServeProcess, write_conf
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     tmp = tmp_path_factory.mktemp("serve")
     conf = write_conf(tmp / "broker.conf", flushDiskType="SYNC_FLUSH")
-    proc = ServeProcess(tmp / "store", conf)
-    proc.start()
-    try:
+    with ServeProcess(tmp / "store", conf) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def call(addr: str, code: int, header: dict | None = None, body: bytes = b"", *, version: int = 407,
@@ -300,19 +296,20 @@ def test_heartbeat_membership_and_consumer_list(server: ServeProcess) -> None:
     assert call(server.namesrv, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%G_MEMBERS"}).code == RS.SUCCESS
 
 
-def test_admin_topic_requests(server: ServeProcess) -> None:
-    create = hd.CreateTopicRequestHeader(
-        topic="TopicAdmin", default_topic="TBW102", read_queue_nums=2, write_queue_nums=2, perm=6,
+def create_topic(topic: str, queues: int) -> dict[str, str]:
+    """UPDATE_AND_CREATE_TOPIC's header for ``topic`` with ``queues`` read and write queues."""
+    return hd.CreateTopicRequestHeader(
+        topic=topic, default_topic="TBW102", read_queue_nums=queues, write_queue_nums=queues, perm=6,
         topic_filter_type="SINGLE_TAG",
-    )  # fmt: skip
-    assert call(server.broker, RC.UPDATE_AND_CREATE_TOPIC, create.to_ext_fields()).code == RS.SUCCESS
+    ).to_ext_fields()  # fmt: skip
+
+
+def test_admin_topic_requests(server: ServeProcess) -> None:
+    create = RC.UPDATE_AND_CREATE_TOPIC
+    assert call(server.broker, create, create_topic("TopicAdmin", 2)).code == RS.SUCCESS
     table = fastjson.loads(call(server.broker, RC.GET_ALL_TOPIC_CONFIG).body)["topicConfigTable"]
     assert table["TopicAdmin"]["readQueueNums"] == 2
-    bad = hd.CreateTopicRequestHeader(
-        topic="bad topic", default_topic="TBW102", read_queue_nums=1, write_queue_nums=1, perm=6,
-        topic_filter_type="SINGLE_TAG",
-    )  # fmt: skip
-    assert call(server.broker, RC.UPDATE_AND_CREATE_TOPIC, bad.to_ext_fields()).code == RS.SYSTEM_ERROR
+    assert call(server.broker, create, create_topic("bad topic", 1)).code == RS.SYSTEM_ERROR
     runtime = json.loads(call(server.broker, RC.GET_BROKER_RUNTIME_INFO).body)["table"]
     for key in (
         "brokerVersionDesc",

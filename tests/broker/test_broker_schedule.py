@@ -7,17 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from formats import commitlog as fmt
-from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.controller import BrokerController
 from rmqcli.store.write.messages import InnerMessage, Message
-from rmqcli.store.write.writer import StoreWriter
+from tests.support.controller import broker_controller
 
 T0 = 1_800_000_000_000
-
-
-def controller(root: Path, clock: list[int]) -> BrokerController:
-    writer = StoreWriter(root, clock=lambda: clock[0])
-    return BrokerController(BrokerConfig(broker_ip1="127.0.0.1"), writer, [])
 
 
 def delayed(ctl: BrokerController, key: str, level: int) -> None:
@@ -31,8 +25,7 @@ def keys_in(ctl: BrokerController, topic: str, queue_id: int) -> list[str]:
 
 def test_due_units_are_delivered_in_order(tmp_path: Path) -> None:
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock)
-    try:
+    with broker_controller(tmp_path / "store", clock) as ctl:
         delayed(ctl, "a", 2)  # 5 s
         clock[0] += 1000
         delayed(ctl, "b", 2)
@@ -46,24 +39,18 @@ def test_due_units_are_delivered_in_order(tmp_path: Path) -> None:
         assert keys_in(ctl, "TopicS", 1) == ["c", "a", "b"]
         assert service.offsets == {1: 1, 2: 2} and service.changed
         assert service.deliver_due(now=T0 + 99_000) == 0
-    finally:
-        ctl.writer.close()
 
 
 def test_a_delivery_time_beyond_the_levels_delay_counts_as_now(tmp_path: Path) -> None:
     clock = [T0 + 60_000]  # stored "in the future": the broker's clock went back since
-    ctl = controller(tmp_path / "store", clock)
-    try:
+    with broker_controller(tmp_path / "store", clock) as ctl:
         delayed(ctl, "future", 1)
         assert ctl.schedule.deliver_due(now=T0) == 1
-    finally:
-        ctl.writer.close()
 
 
 def test_a_record_with_a_bad_real_queue_id_is_skipped(tmp_path: Path) -> None:
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock)
-    try:
+    with broker_controller(tmp_path / "store", clock) as ctl:
         props = {"KEYS": "bad", "REAL_TOPIC": "TopicS", "REAL_QID": "x", "DELAY": "1"}
         text = fmt.encode_properties_as_broker(props)
         del props["DELAY"]  # the map decides the store's delay handling; the string keeps DELAY
@@ -72,18 +59,13 @@ def test_a_record_with_a_bad_real_queue_id_is_skipped(tmp_path: Path) -> None:
         assert ctl.schedule.deliver_due(now=T0 + 1000) == 1
         assert keys_in(ctl, "TopicS", 1) == ["good"]
         assert ctl.schedule.offsets == {1: 2}
-    finally:
-        ctl.writer.close()
 
 
 def test_offsets_outside_the_queue_are_corrected(tmp_path: Path) -> None:
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock)
-    try:
+    with broker_controller(tmp_path / "store", clock) as ctl:
         delayed(ctl, "a", 1)
         ctl.writer.config.delay_offsets.update({1: 7, 3: 2})  # level 3 has no queue: left alone
         ctl.schedule.correct_offsets()
         assert ctl.schedule.offsets == {1: 1, 3: 2}
         assert ctl.schedule.deliver_due(now=T0 + 5000) == 0  # offset 1 is the end of the queue
-    finally:
-        ctl.writer.close()

@@ -6,28 +6,34 @@ offsets move as far as they are done."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from rmqcli.broker import transaction as tx
-from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.controller import BrokerController
 from rmqcli.store.write.messages import Message
-from rmqcli.store.write.writer import StoreWriter
+from tests.support.controller import broker_controller
 
 T0 = 1_800_000_000_000
 HOUR = 3_600_000
 
 
-def controller(root: Path, clock: list[int], **config: int) -> BrokerController:
-    writer = StoreWriter(root, clock=lambda: clock[0])
-    base = BrokerConfig(broker_ip1="127.0.0.1", transaction_timeout=6000, transaction_check_max=2)
-    return BrokerController(replace(base, **config), writer, [])
+def controller(root: Path, clock: list[int], **config: int) -> AbstractContextManager[BrokerController]:
+    return broker_controller(
+        root, clock, **{"transaction_timeout": 6000, "transaction_check_max": 2, **config}
+    )
 
 
-def half(ctl: BrokerController, key: str, born: int) -> None:
-    props = {"KEYS": key, "TRAN_MSG": "true", "PGROUP": "PG"}
+def half(ctl: BrokerController, key: str, born: int, **extra: str) -> None:
+    """A half message of producer group PG with KEYS ``key`` (and ``extra`` properties)."""
+    props = {"KEYS": key, "TRAN_MSG": "true", "PGROUP": "PG", **extra}
     tx.prepare(ctl, Message("TopicT", 0, key.encode(), props, sys_flag=4, born_timestamp=born))
+
+
+def check_at(ctl: BrokerController, clock: list[int], now: int) -> int:
+    """The transaction check at ``now``, the store's clock at ``now`` too."""
+    clock[0] = now
+    return ctl.transactions.check(now=now)
 
 
 def keys(ctl: BrokerController, topic: str) -> list[tuple[str, str | None]]:
@@ -47,73 +53,55 @@ def offsets(ctl: BrokerController) -> tuple[int, int]:
 
 def test_the_check_walks_the_half_queue(tmp_path: Path) -> None:
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock)
-    try:
+    with controller(tmp_path / "store", clock) as ctl:
         half(ctl, "done", T0 - 10_000)
         half(ctl, "open", T0 - 10_000)
         half(ctl, "young", T0 - 1_000)
         first = ctl.store.look_message(ctl.store.units(tx.HALF_TOPIC, 0, 0, 1)[0].physical_offset)
         assert first is not None
         tx.put_op(ctl, first)  # "done" was committed or rolled back
-        clock[0] = T0 + 1  # stored before the check starts
-        service = ctl.transactions
-        assert service.check(now=T0 + 1) == 0  # no producer online: nobody to ask
+        assert check_at(ctl, clock, T0 + 1) == 0  # no producer online: nobody to ask
         # "open" was stored again with one check; "young" stopped the walk
         assert keys(ctl, tx.HALF_TOPIC)[3:] == [("open", "1")]
         assert offsets(ctl) == (2, 1)
-        clock[0] = T0 + 10_000
-        service.check(now=T0 + 10_000)  # young is old enough now; the renewed open is checked again
+        check_at(ctl, clock, T0 + 10_000)  # young is old enough now; the renewed open is checked again
         assert keys(ctl, tx.HALF_TOPIC)[4:] == [("young", "1"), ("open", "2")]
-        clock[0] = T0 + 20_000
-        service.check(now=T0 + 20_000)
+        check_at(ctl, clock, T0 + 20_000)
         # the open one was checked transactionCheckMax (2) times: moved aside, not renewed
         assert keys(ctl, tx.CHECK_MAX_TIME_TOPIC) == [("open", "2")]
         assert keys(ctl, tx.HALF_TOPIC)[6:] == [("young", "2")]
         assert offsets(ctl) == (6, 1)
-    finally:
-        ctl.writer.close()
 
 
 def test_half_messages_older_than_the_reserved_time_are_moved_aside(tmp_path: Path) -> None:
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock, file_reserved_time=1)
-    try:
+    with controller(tmp_path / "store", clock, file_reserved_time=1) as ctl:
         half(ctl, "ancient", T0 - 2 * HOUR)
-        clock[0] = T0 + 1
-        ctl.transactions.check(now=T0 + 1)
+        check_at(ctl, clock, T0 + 1)
         assert keys(ctl, tx.CHECK_MAX_TIME_TOPIC) == [("ancient", "1")]
         assert keys(ctl, tx.HALF_TOPIC) == [("ancient", None)]
         assert offsets(ctl)[0] == 1
-    finally:
-        ctl.writer.close()
 
 
 def test_ops_of_earlier_half_offsets_move_the_op_offset(tmp_path: Path) -> None:
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock)
-    try:
+    with controller(tmp_path / "store", clock) as ctl:
         for key in ("a", "b", "c"):
             half(ctl, key, T0 - 10_000)
         recs = [ctl.store.look_message(u.physical_offset) for u in ctl.store.units(tx.HALF_TOPIC, 0, 0, 3)]
         for rec in (recs[2], recs[0], recs[1]):  # resolved out of order
             assert rec is not None
             tx.put_op(ctl, rec)
-        clock[0] = T0 + 1
-        ctl.transactions.check(now=T0 + 1)
+        check_at(ctl, clock, T0 + 1)
         assert offsets(ctl) == (3, 3)  # all three done: both offsets past them
         assert len(keys(ctl, tx.HALF_TOPIC)) == 3  # nothing renewed
-    finally:
-        ctl.writer.close()
 
 
 def test_a_half_message_within_its_own_immunity_time_is_put_back_not_checked(tmp_path: Path) -> None:
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock)
-    try:
-        props = {"KEYS": "imm", "TRAN_MSG": "true", "PGROUP": "PG", "CHECK_IMMUNITY_TIME_IN_SECONDS": "60"}
-        tx.prepare(ctl, Message("TopicT", 0, b"i", props, sys_flag=4, born_timestamp=T0 - 10_000))
-        clock[0] = T0 + 1
-        ctl.transactions.check(now=T0 + 1)  # 10 s old: past transactionTimeOut, not past 60 s
+    with controller(tmp_path / "store", clock) as ctl:
+        half(ctl, "imm", T0 - 10_000, CHECK_IMMUNITY_TIME_IN_SECONDS="60")
+        check_at(ctl, clock, T0 + 1)  # 10 s old: past transactionTimeOut, not past 60 s
         [_, again] = [
             ctl.store.look_message(u.physical_offset) for u in ctl.store.units(tx.HALF_TOPIC, 0, 0, 2)
         ]
@@ -123,25 +111,17 @@ def test_a_half_message_within_its_own_immunity_time_is_put_back_not_checked(tmp
         first = ctl.store.look_message(ctl.store.units(tx.HALF_TOPIC, 0, 0, 1)[0].physical_offset)
         assert first is not None
         tx.put_op(ctl, first)  # the producer ends the transaction of the first record
-        clock[0] = T0 + 2
-        ctl.transactions.check(now=T0 + 2)
+        check_at(ctl, clock, T0 + 2)
         # as in Java, an op for an offset below the half offset only counts as done: the copy does
         # not find its remembered offset among the removed ones and is put back once more
         assert offsets(ctl) == (2, 1)
         assert keys(ctl, tx.HALF_TOPIC) == [("imm", None), ("imm", "1"), ("imm", "2")]
-    finally:
-        ctl.writer.close()
 
 
 def test_an_unreadable_check_count_counts_as_minus_one(tmp_path: Path) -> None:
     """``getInt`` answers -1 for text that is not a number: the next count is 0."""
     clock = [T0]
-    ctl = controller(tmp_path / "store", clock)
-    try:
-        props = {"KEYS": "odd", "TRAN_MSG": "true", "PGROUP": "PG", "TRANSACTION_CHECK_TIMES": "x"}
-        tx.prepare(ctl, Message("TopicT", 0, b"o", props, sys_flag=4, born_timestamp=T0 - 10_000))
-        clock[0] = T0 + 1
-        ctl.transactions.check(now=T0 + 1)
+    with controller(tmp_path / "store", clock) as ctl:
+        half(ctl, "odd", T0 - 10_000, TRANSACTION_CHECK_TIMES="x")
+        check_at(ctl, clock, T0 + 1)
         assert keys(ctl, tx.HALF_TOPIC) == [("odd", "x"), ("odd", "0")]
-    finally:
-        ctl.writer.close()

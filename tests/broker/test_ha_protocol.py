@@ -53,24 +53,18 @@ from rmqcli.broker.ha.slave import HASlave, SlaveState
 from rmqcli.broker.ha.source import StoreFilesSource, WriterSource
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.read.commitlog import CommitLog
-from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.dispatch import Dispatcher
 from rmqcli.store.write.messages import Message
 from rmqcli.store.write.writer import StoreWriter
 from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
 from tests.support.realfixtures import REAL_ROOT
 from tests.support.serve import free_port
+from tests.support.stores import geometry
 
 REAL = REAL_ROOT / "basic-1" / "store"
 FILE = 1024 * 1024
 REAL_END = 5239795  # the real store's max physical offset (basic-1/expected.json's records)
-SETTINGS = StoreSettings(
-    mapped_file_size_commitlog=FILE,
-    mapped_file_size_consume_queue=6000,
-    max_hash_slot_num=500,
-    max_index_num=2000,
-    explicit=frozenset({"mapped_file_size_commitlog", "mapped_file_size_consume_queue"}),
-)
+SETTINGS = geometry(FILE, 6000, 500, 2000)
 FAST = HAConfig(ha_send_heartbeat_interval=200, ha_housekeeping_interval=1000)
 SLAVE_LOG = "rmqcli.broker.ha.slave"
 MASTER_LOG = "rmqcli.broker.ha.master"

@@ -186,13 +186,67 @@ def test_random_bytes_only_raise_record_error(data):
         pass
 
 
-@given(i64, i32, i64)
-def test_cq_unit_round_trip(offset, size, tags):
-    unit = dict(commitlog_offset=offset, size=size, tags_code=tags)
-    data = consumequeue.CqUnit.build(unit)
-    assert len(data) == consumequeue.CQ_UNIT_SIZE
-    assert consumequeue.CQ_UNIT_STRUCT.unpack(data) == (offset, size, tags)
-    assert _strip(consumequeue.CqUnit.parse(data)) == unit
+# fixed-size layouts: (schema, field strategies in layout order, struct of the same bytes or None,
+# size, where zero padding starts or None); FORMATS.md §2 (consume queue unit), §3 (index header and
+# entry), §5 (checkpoint page)
+FIXED_LAYOUTS = {
+    "cq-unit": (
+        consumequeue.CqUnit,
+        dict(commitlog_offset=i64, size=i32, tags_code=i64),
+        consumequeue.CQ_UNIT_STRUCT,
+        consumequeue.CQ_UNIT_SIZE,
+        None,
+    ),
+    "index-header": (
+        indexfile.IndexHeader,
+        dict(
+            begin_timestamp=i64,
+            end_timestamp=i64,
+            begin_phy_offset=i64,
+            end_phy_offset=i64,
+            hash_slot_count=i32,
+            index_count=i32,
+        ),
+        indexfile.HEADER_STRUCT,
+        indexfile.HEADER_SIZE,
+        None,
+    ),
+    "index-entry": (
+        indexfile.IndexEntry,
+        dict(key_hash=i32, phy_offset=i64, time_diff=i32, prev_index=i32),
+        indexfile.ENTRY_STRUCT,
+        indexfile.ENTRY_SIZE,
+        None,
+    ),
+    "checkpoint": (
+        checkpoint.CheckpointPage,
+        dict(
+            physic_msg_timestamp=i64,
+            logics_msg_timestamp=i64,
+            index_msg_timestamp=i64,
+            master_flushed_offset=i64,
+            confirm_phy_offset=i64,
+        ),
+        None,
+        checkpoint.PAGE_SIZE,
+        40,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "fields", "packed", "size", "zeros_from"), FIXED_LAYOUTS.values(), ids=FIXED_LAYOUTS
+)
+@given(data=st.data())
+def test_fixed_layout_round_trip(schema, fields, packed, size, zeros_from, data):
+    values = data.draw(st.fixed_dictionaries(fields))
+    built = schema.build(values)
+    assert len(built) == size
+    if packed is not None:
+        assert packed.unpack(built) == tuple(values[name] for name in fields)
+    if zeros_from is not None:
+        assert built[zeros_from:] == bytes(size - zeros_from)
+    assert _strip(schema.parse(built)) == values
 
 
 @given(i64, i64, st.binary(max_size=64))
@@ -210,27 +264,6 @@ def test_ext_address_arithmetic():
     assert not consumequeue.is_ext_address(-(2**31))
 
 
-@given(i64, i64, i64, i64, i32, i32)
-def test_index_header_round_trip(a, b, c, d, e, f):
-    header = dict(
-        begin_timestamp=a,
-        end_timestamp=b,
-        begin_phy_offset=c,
-        end_phy_offset=d,
-        hash_slot_count=e,
-        index_count=f,
-    )
-    data = indexfile.IndexHeader.build(header)
-    assert indexfile.HEADER_STRUCT.unpack(data) == (a, b, c, d, e, f)
-    assert _strip(indexfile.IndexHeader.parse(data)) == header
-
-
-@given(i32, i64, i32, i32)
-def test_index_entry_round_trip(h, off, diff, prev):
-    entry = dict(key_hash=h, phy_offset=off, time_diff=diff, prev_index=prev)
-    assert _strip(indexfile.IndexEntry.parse(indexfile.IndexEntry.build(entry))) == entry
-
-
 def test_index_positions():
     assert indexfile.slot_position(0) == 40
     assert indexfile.entry_position(1, 500) == 40 + 500 * 4 + 20
@@ -239,21 +272,6 @@ def test_index_positions():
     assert indexfile.time_diff_seconds(5999, 1000) == 4
     assert indexfile.time_diff_seconds(0, 1000) == 0
     assert indexfile.time_diff_seconds(5000, 0) == 0
-
-
-@given(i64, i64, i64, i64, i64)
-def test_checkpoint_round_trip(a, b, c, d, e):
-    fields = dict(
-        physic_msg_timestamp=a,
-        logics_msg_timestamp=b,
-        index_msg_timestamp=c,
-        master_flushed_offset=d,
-        confirm_phy_offset=e,
-    )
-    data = checkpoint.CheckpointPage.build(fields)
-    assert len(data) == checkpoint.PAGE_SIZE
-    assert data[40:] == bytes(checkpoint.PAGE_SIZE - 40)
-    assert _strip(checkpoint.CheckpointPage.parse(data)) == fields
 
 
 def test_checkpoint_derived_values():

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.cli import RMQ
-from tests.support.stores import converges, store_state, writable_copy
+from tests.support.stores import broker_lock, converges_at_every_crash_point, store_state, writable_copy
 
 
 def test_plan_changes_nothing_and_yes_applies(damaged_source, tmp_path, rmq_proc):
@@ -65,26 +65,11 @@ def test_truncate_and_rebuild_commands(damaged_source, tmp_path, rmq_proc):
 
 def test_refuses_while_a_broker_holds_the_lock(damaged_source, tmp_path, rmq_proc):
     root = writable_copy(damaged_source, tmp_path / "s")
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl,os,sys,time;fd=os.open(sys.argv[1],os.O_RDWR);"
-            "fcntl.lockf(fd,fcntl.LOCK_EX,1,0);print('locked',flush=True);time.sleep(60)",
-            str(root / "lock"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with broker_lock(root):
         before = store_state(root)
         proc = rmq_proc("recover", str(root), "--yes")
         assert proc.returncode == 7 and "--force-unlocked" in proc.stderr
         assert store_state(root) == before
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 @pytest.mark.parametrize("command", [["recover"], ["rebuild"]])
@@ -98,12 +83,7 @@ def test_killed_at_every_crash_point_then_rerun(command, damaged_source, tmp_pat
         (source / "checkpoint").write_bytes(bytes(4096))  # stale: rebuild rewrites it too
     else:
         source = damaged_source
-    reference = writable_copy(source, tmp_path / "ref2")
-    rmq_proc(*command, str(reference), "--yes", check=True)
-    expected = store_state(reference)
-    points = 0
-    while converges(command, source, tmp_path, expected, points + 1):
-        points += 1
+    points, _ = converges_at_every_crash_point(command, source, tmp_path)
     assert points >= 10, points  # with both commands: at least 20 distinct kill points
 
 

@@ -12,8 +12,7 @@ import pytest
 from rmqcli.ops.safety import Change, StoreBusyError, ensure_unlocked, finish_interrupted
 from rmqcli.store import Store
 from tests.support import ROOT
-from tests.support.cli import RMQ
-from tests.support.stores import broker_lock, store_state
+from tests.support.stores import broker_lock, store_state, writable_copy
 
 # `rmq recover --yes` in which a broker starts (in another process) while the plan is being staged,
 # i.e. after the command checked the lock and before it opens its Change
@@ -78,36 +77,32 @@ def test_an_unreadable_lock_counts_as_held(store: Path) -> None:
         Change(store, "t")
 
 
-def test_a_broker_started_during_planning_stops_the_change(damaged_source: Path, tmp_path: Path) -> None:
-    """The lock is checked before planning and taken again by the Change: a broker that started in
-    between (another process) makes ``recover --yes`` refuse with exit 7, touching nothing."""
-    import shutil
-
-    root = tmp_path / "s"
-    shutil.copytree(damaged_source, root)
-    before = store_state(root)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", BROKER_STARTS_DURING_STAGING, str(root)],
+def recover_while_a_broker_starts(root: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``rmq recover ROOT --yes FLAGS`` during whose staging a broker takes the store lock."""
+    return subprocess.run(
+        [sys.executable, "-c", BROKER_STARTS_DURING_STAGING, str(root), *flags],
         cwd=ROOT,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_a_broker_started_during_planning_stops_the_change(
+    damaged_source: Path, tmp_path: Path, rmq_proc
+) -> None:
+    """The lock is checked before planning and taken again by the Change: a broker that started in
+    between (another process) makes ``recover --yes`` refuse with exit 7, touching nothing."""
+    root = writable_copy(damaged_source, tmp_path / "s")
+    before = store_state(root)
+    proc = recover_while_a_broker_starts(root)
     assert proc.returncode == 7, proc.stderr
     assert "running broker holds the store lock" in proc.stderr
     assert store_state(root) == before
     assert not (root / ".rmq-staging").exists()
     # with --force-unlocked the operator overrides it
-    forced = subprocess.run(
-        [sys.executable, "-c", BROKER_STARTS_DURING_STAGING, str(root), "--force-unlocked"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    forced = recover_while_a_broker_starts(root, "--force-unlocked")
     assert forced.returncode == 0, forced.stderr
     assert store_state(root) != before
-    assert subprocess.run([*RMQ, "verify", str(root)], capture_output=True).returncode == 0
+    assert rmq_proc("verify", str(root)).returncode == 0

@@ -17,7 +17,7 @@ from rmqcli.ops.salvage import GAP_TOPIC, SALVAGED_PROPERTY
 from rmqcli.ops.verify import verify_store
 from rmqcli.store import Store
 from rmqcli.store.read.commitlog import Record
-from tests.support.stores import converges, cq_files, store_state, writable_copy
+from tests.support.stores import converges_at_every_crash_point, cq_files, store_state
 
 SMALL_CONF = (
     "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=600\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
@@ -41,6 +41,15 @@ def _records(root: Path) -> list[Record]:
     store = _open(root)
     try:
         return [r for r in store.commitlog.records() if isinstance(r, Record)]
+    finally:
+        store.close()
+
+
+def _recovery_start(root: Path, *, abnormal: bool = True) -> tuple[int, int]:
+    """The CommitLog file a broker's recovery starts from, and how many files there are."""
+    store = _open(root)
+    try:
+        return start_file_index(store, abnormal=abnormal), len(store.commitlog.files)
     finally:
         store.close()
 
@@ -79,9 +88,7 @@ def _report(root: Path):
 
 def test_a_flipped_body_byte_becomes_a_tombstone_and_the_rest_stays(tmp_path):
     root = _store(tmp_path)
-    store = _open(root)
-    walked = start_file_index(store, abnormal=True)
-    store.close()
+    walked, _ = _recovery_start(root)
     original = _records(root)
     victim, path, pos = _victim(root, walked)
     flipped = path.read_bytes()[pos + victim.body_offset + 3] ^ 0xFF
@@ -165,9 +172,7 @@ def _unit_at(data: bytes, offset: int) -> tuple[int, int, int]:
 )
 def test_regions_whose_size_is_lost_are_cut_by_the_consume_queue_units(damage, tmp_path):
     root = _store(tmp_path)
-    store = _open(root)
-    walked = start_file_index(store, abnormal=True)
-    store.close()
+    walked, _ = _recovery_start(root)
     original = _records(root)
     victim, path, pos = _victim(root, walked)
     following = next(r for r in original if r.position == victim.position + victim.total_size)
@@ -202,10 +207,7 @@ def test_regions_whose_size_is_lost_are_cut_by_the_consume_queue_units(damage, t
 def test_garbage_to_the_end_of_a_file_ends_it_with_a_blank(tmp_path):
     """Normal recovery walks the last three files; the damage runs to the end of the first of them."""
     root = _store(tmp_path)
-    store = _open(root)
-    walked = start_file_index(store, abnormal=False)
-    files = len(store.commitlog.files)
-    store.close()
+    walked, files = _recovery_start(root, abnormal=False)
     assert files - walked >= 2
     original = _records(root)
     victim, path, pos = _victim(root, walked, last_in_file=True)
@@ -227,9 +229,7 @@ def test_garbage_to_the_end_of_a_file_ends_it_with_a_blank(tmp_path):
 def test_bytes_of_unknown_records_become_a_rollback_gap(tmp_path):
     """With the consume queues gone, nothing tells what the region held."""
     root = _store(tmp_path)
-    store = _open(root)
-    walked = start_file_index(store, abnormal=True)
-    store.close()
+    walked, _ = _recovery_start(root)
     victim, path, pos = _victim(root, walked)
     _damage(path, pos, (1 << 20).to_bytes(4, "big"))
     shutil.rmtree(root / "consumequeue")
@@ -263,9 +263,7 @@ def test_nothing_valid_after_the_bad_record_ends_the_log_as_the_broker_does(tmp_
 
 def test_cli_salvage_plan_then_apply_and_killed_runs_converge(tmp_path, rmq_proc):
     source = _store(tmp_path)
-    store = _open(source)
-    walked = start_file_index(store, abnormal=True)
-    store.close()
+    walked, _ = _recovery_start(source)
     victim, path, pos = _victim(source, walked)
     _damage(path, pos + victim.body_offset, b"\xee")
     (source / "abort").touch()
@@ -277,13 +275,8 @@ def test_cli_salvage_plan_then_apply_and_killed_runs_converge(tmp_path, rmq_proc
     assert step["detail"].startswith(f"bytes {pos}..{pos + victim.total_size} ")
     assert any(note.startswith("--salvage:") for note in planned["notes"])
 
-    reference = writable_copy(source, tmp_path / "ref")
-    rmq_proc("recover", str(reference), "--salvage", "--yes", check=True)
-    expected = store_state(reference)
-    assert store_state(source) != expected
-    points = 0
-    while converges(["recover", "--salvage"], source, tmp_path, expected, points + 1):
-        points += 1
+    points, reference = converges_at_every_crash_point(["recover", "--salvage"], source, tmp_path)
+    assert store_state(source) != store_state(reference)
     assert points >= 5, points
     verify = rmq_proc("verify", str(reference), "--json")
     assert verify.returncode == 0, verify.stdout

@@ -29,17 +29,11 @@ from rmqcli.store.naming import (
     topic_dir,
     topic_dir_problem,
 )
-from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.messages import Message
 from rmqcli.store.write.writer import StoreWriter
+from tests.support.stores import geometry
 
-SETTINGS = StoreSettings(
-    mapped_file_size_commitlog=64 * 1024,
-    mapped_file_size_consume_queue=6000,
-    max_hash_slot_num=64,
-    max_index_num=256,
-    explicit=frozenset({"mapped_file_size_commitlog", "mapped_file_size_consume_queue"}),
-)
+SETTINGS = geometry(64 * 1024, 6000, 64, 256)
 EVIL = "../../evil"
 COMMITLOG_FILE = "commitlog/00000000000000000000"
 

@@ -22,7 +22,7 @@ from rmqcli.cli.main import invoke
 from rmqcli.ops.verify import VerifyReport, verify_store
 from rmqcli.store import Store
 from tests.support.realfixtures import REAL_ROOT
-from tests.support.stores import writable_copy
+from tests.support.stores import geometry, writable_copy
 
 BASIC = REAL_ROOT / "basic-1" / "store"
 IPV6 = REAL_ROOT / "ipv6" / "store"
@@ -274,18 +274,10 @@ CUSTOM_LEVELS = "1s 7s 1m 2h"  # level 2 is 7 s (default 5 s), level 3 one minut
 def _delayed_store(root: Path, levels: str) -> Path:
     """A store written with ``messageDelayLevel=levels``: delayed sends of levels 1 to 3, each put
     in ``SCHEDULE_TOPIC_XXXX`` queue level-1 with its delivery time as the unit's tagsCode."""
-    from rmqcli.store.settings import StoreSettings
     from rmqcli.store.write.messages import Message
     from rmqcli.store.write.writer import StoreWriter
 
-    settings = StoreSettings(
-        mapped_file_size_commitlog=64 * 1024,
-        mapped_file_size_consume_queue=600,
-        max_hash_slot_num=64,
-        max_index_num=256,
-        message_delay_level=levels,
-        explicit=frozenset({"mapped_file_size_commitlog", "mapped_file_size_consume_queue"}),
-    )
+    settings = geometry(64 * 1024, 600, 64, 256, message_delay_level=levels)
     now = [1_700_000_000_000]
 
     def clock() -> int:

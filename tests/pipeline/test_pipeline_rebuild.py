@@ -6,13 +6,12 @@ import contextlib
 import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rmqcli.cli.main import invoke
-from tests.support.stores import store_state, writable_copy
+from tests.support.stores import broker_lock, store_state, writable_copy
 
 
 def trees(root: Path) -> dict[str, bytes]:
@@ -86,25 +85,10 @@ def test_cq_of_one_topic(spark, generated_stores, tmp_path, rmq_proc):
 def test_refused_while_a_broker_holds_the_lock(spark, generated_stores, tmp_path):
     root = writable_copy(generated_stores[0], tmp_path / "s")
     (root / "lock").touch()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl,os,sys,time;fd=os.open(sys.argv[1],os.O_RDWR);"
-            "fcntl.lockf(fd,fcntl.LOCK_EX,1,0);print('locked',flush=True);time.sleep(60)",
-            str(root / "lock"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with broker_lock(root):
         before = store_state(root)
         assert pipeline(str(root), "--yes")[0] == 7
         assert store_state(root) == before
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_option_errors(generated_stores, rmq_proc):

@@ -24,6 +24,7 @@ from rmqcli.store.write.dispatch import Dispatcher
 from rmqcli.store.write.messages import Host, InnerMessage
 from rmqcli.store.write.writer import StoreWriter
 from tests.support.realfixtures import variant_params
+from tests.support.stores import geometry
 
 SEP, NV = fmt.PROPERTY_SEPARATOR.encode(), fmt.NAME_VALUE_SEPARATOR.encode()
 
@@ -146,13 +147,7 @@ def write_odd_store(root: Path, seed: int, settings: StoreSettings) -> None:
             )  # fmt: skip
 
 
-ODD_SETTINGS = StoreSettings(
-    mapped_file_size_commitlog=64 * 1024,
-    mapped_file_size_consume_queue=400,
-    max_hash_slot_num=7,
-    max_index_num=9,
-    explicit=frozenset({"mapped_file_size_commitlog", "mapped_file_size_consume_queue"}),
-)
+ODD_SETTINGS = geometry(64 * 1024, 400, 7, 9)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

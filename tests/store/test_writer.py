@@ -47,6 +47,7 @@ from rmqcli.store.write.messages import (
 from rmqcli.store.write.records import encode_record
 from rmqcli.store.write.writer import StoreWriter
 from tests.support.realfixtures import REAL_ROOT
+from tests.support.stores import TINY
 
 REPLAYED = ["basic-1/store", "ipv6/store", "crash-1/store-recovered-by-broker", "expired/store"]
 
@@ -109,19 +110,6 @@ def test_encode_record_equals_schema_build(
 
 
 # --- small behaviours ------------------------------------------------------------------------------
-_SIZES = (
-    "mapped_file_size_commitlog",
-    "mapped_file_size_consume_queue",
-    "max_hash_slot_num",
-    "max_index_num",
-)
-SMALL = StoreSettings(
-    mapped_file_size_commitlog=4096,
-    mapped_file_size_consume_queue=100,
-    max_hash_slot_num=7,
-    max_index_num=9,
-    explicit=frozenset(_SIZES),
-)
 
 
 def _clock():
@@ -131,7 +119,7 @@ def _clock():
 
 def _writer(root: Path, **kw) -> StoreWriter:
     names = (f"2023111400000{i:04d}" for i in itertools.count())
-    return StoreWriter(root, SMALL, clock=_clock(), index_namer=lambda _ts: next(names), **kw)
+    return StoreWriter(root, TINY, clock=_clock(), index_namer=lambda _ts: next(names), **kw)
 
 
 def test_rolls_with_blank_and_reads_back(tmp_path):
@@ -143,7 +131,7 @@ def test_rolls_with_blank_and_reads_back(tmp_path):
     assert not (tmp_path / "abort").exists()
     files = sorted((tmp_path / "commitlog").iterdir())
     assert len(files) > 2 and all(f.stat().st_size == 4096 for f in files)
-    store = Store(tmp_path, SMALL)
+    store = Store(tmp_path, TINY)
     records = list(store.commitlog.records())
     assert [r.physical_offset for r in records] == [r.physical_offset for r in results]
     assert [r.queue_offset for r in records] == [i // 2 for i in range(40)]
@@ -170,7 +158,7 @@ def test_delay_prepared_and_filler(tmp_path):
         assert p.queue_offset == 0 and delayed_prepared.topic == "T"
         w.queue_offsets[("Late", 0)] = 7
         w.append(Message("Late", 0, b"l"))
-    store = Store(tmp_path, SMALL)
+    store = Store(tmp_path, TINY)
     rec = store.commitlog.read(d.physical_offset)
     assert rec.properties["REAL_TOPIC"] == "T" and rec.properties["REAL_QID"] == "3"
     (unit,) = store.consume_queue(fmt.SCHEDULE_TOPIC, 1).units()
@@ -190,7 +178,7 @@ def test_batch_moves_whole_to_next_file(tmp_path):
         result = w.append_batch(batch)
     assert result.physical_offset == 4096
     assert result.msg_id.count(",") == 4
-    store = Store(tmp_path, SMALL)
+    store = Store(tmp_path, TINY)
     recs = list(store.commitlog.records())
     assert [r.queue_offset for r in recs] == list(range(6))
     assert len({r.store_timestamp for r in recs[1:]}) == 1
@@ -206,7 +194,7 @@ def test_reopen_continues(tmp_path):
         assert w.queue_max_offset("T", 0) == 30
         r = w.append(Message("T", 0, b"y", {"KEYS": "again"}))
         assert r.queue_offset == 30
-    store = Store(tmp_path, SMALL)
+    store = Store(tmp_path, TINY)
     assert store.index.query("T", "again") == [r.physical_offset]
     assert store.consume_queue("T", 0).max_offset == 31
     store.close()
@@ -471,7 +459,7 @@ def test_random_messages_read_back(tmp_path):
             body = rng.randbytes(rng.randint(0, 700))
             props = {"KEYS": f"key{i} shared", "TAGS": rng.choice(["A", "B", "标签"])}
             sent.append((w.append(Message(f"T{i % 3}", rng.randint(0, 3), body, props)), body))
-    store = Store(tmp_path, SMALL)
+    store = Store(tmp_path, TINY)
     for result, body in sent:
         rec = store.commitlog.read(result.physical_offset)
         assert rec.stored_body == body and rec.queue_offset == result.queue_offset
@@ -483,7 +471,7 @@ def test_random_messages_read_back(tmp_path):
 def test_reopened_store_corrects_queue_minimums_past_deleted_commitlog_files(tmp_path):
     """``recoverTopicQueueTable`` -> ``correctMinOffset``: after the first CommitLog files expired, a
     queue starts at its first unit pointing at a record that still exists."""
-    settings = dataclasses.replace(SMALL, mapped_file_size_consume_queue=2000)  # one CQ file per queue
+    settings = dataclasses.replace(TINY, mapped_file_size_consume_queue=2000)  # one CQ file per queue
     with StoreWriter(tmp_path, settings, clock=_clock()) as w:
         for i in range(120):
             w.append(Message("T", i % 3, bytes([65 + i % 26]) * 200, {"TAGS": "a"}))

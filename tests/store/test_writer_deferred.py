@@ -8,20 +8,9 @@ import itertools
 from pathlib import Path
 
 from formats import commitlog as fmt
-from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.messages import BatchElement, BatchMessage, InnerMessage, Message
 from rmqcli.store.write.writer import StoreWriter
-
-SMALL = StoreSettings(
-    mapped_file_size_commitlog=4096,
-    mapped_file_size_consume_queue=100,
-    max_hash_slot_num=7,
-    max_index_num=9,
-    explicit=frozenset(
-        ("mapped_file_size_commitlog", "mapped_file_size_consume_queue", "max_hash_slot_num", "max_index_num")
-    ),
-)
-
+from tests.support.stores import TINY
 
 T0 = 1_700_000_000_000
 
@@ -30,7 +19,7 @@ def _writer(root: Path) -> StoreWriter:
     """Store timestamps come with the messages; the clock (also read by the dispatch, for config
     timestamps) stands still, so both runs see the same times whenever they dispatch."""
     names = (f"2023111400000{i:04d}" for i in itertools.count())
-    return StoreWriter(root, SMALL, clock=lambda: T0, index_namer=lambda _ts: next(names))
+    return StoreWriter(root, TINY, clock=lambda: T0, index_namer=lambda _ts: next(names))
 
 
 def _feed(w: StoreWriter, defer: bool) -> list[int]:

@@ -170,11 +170,15 @@ class Driver:
 
     def stop(self, timeout: float = 30.0) -> list[dict]:
         self.stop_file.touch()
+        return self.finish(timeout, "driver did not stop")
+
+    def finish(self, timeout: float, failure: str) -> list[dict]:
+        """Wait for the driver to end and return its events; killed and ``failure`` past ``timeout``."""
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"driver did not stop: {self.tail()}") from None
+            raise AssertionError(f"{failure}: {self.tail()}") from None
         finally:
             self.log.close()
         return self.events()
@@ -193,14 +197,7 @@ class Driver:
 def run_driver(tmp: Path, name: str, cmd: dict, timeout: float = 60.0) -> list[dict]:
     """Run a driver that ends by itself (``produce``) and return its events."""
     driver = Driver(tmp, name, cmd)
-    try:
-        driver.proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        driver.kill()
-        raise AssertionError(f"driver {name} timed out: {driver.tail()}") from None
-    finally:
-        driver.log.close()
-    events = driver.events()
+    events = driver.finish(timeout, f"driver {name} timed out")
     if not events or not events[-1].get("done"):
         raise AssertionError(f"driver {name} failed: {driver.tail()}")
     return events

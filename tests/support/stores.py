@@ -16,6 +16,7 @@ from pathlib import Path
 
 from formats import indexfile
 from rmqcli.store import Store
+from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import CONSUMEQUEUE_DIR
 from tests.support.cli import run_rmq
 
@@ -23,6 +24,29 @@ SAFETY_DIRS = (".rmq-backup", ".rmq-staging")  # rmq's own areas inside a store
 # a CommitLog file and a consume queue file of the generated small store (conftest's ``pristine``)
 CL1 = "commitlog/00000000000000065536"
 CQ = "consumequeue/TopicA/0/00000000000000000000"
+
+
+FILE_SIZES = ("mapped_file_size_commitlog", "mapped_file_size_consume_queue")
+ALL_SIZES = (*FILE_SIZES, "max_hash_slot_num", "max_index_num")
+
+
+def geometry(
+    commitlog: int, consume_queue: int, hash_slots: int, index_num: int, explicit=FILE_SIZES, **other
+) -> StoreSettings:
+    """Store settings of a small geometry (FORMATS.md §7), ``explicit`` naming the sizes a broker.conf
+    would set."""
+    return StoreSettings(
+        mapped_file_size_commitlog=commitlog,
+        mapped_file_size_consume_queue=consume_queue,
+        max_hash_slot_num=hash_slots,
+        max_index_num=index_num,
+        explicit=frozenset(explicit),
+        **other,
+    )
+
+
+# the writer tests' tiny store: 4 KiB CommitLog files, 5 units a queue file, 7 slots, 9 index entries
+TINY = geometry(4096, 100, 7, 9, explicit=ALL_SIZES)
 
 
 def writable_copy(source: Path, target: Path) -> Path:
@@ -128,3 +152,16 @@ def converges(
     assert store_state(root) == expected, (command, crash_at)
     shutil.rmtree(root)
     return killed
+
+
+def converges_at_every_crash_point(command: list[str], source: Path, tmp_path: Path) -> tuple[int, Path]:
+    """``rmq COMMAND --yes`` on a copy of ``source`` gives the expected bytes; on fresh copies it is
+    killed at crash point 1, 2, ... and re-run, which must give the same bytes. Returns how many
+    crash points the command passed, and the copy it ran on uninterrupted."""
+    reference = writable_copy(source, tmp_path / "expected")
+    run_rmq(*command, str(reference), "--yes", check=True)
+    expected = store_state(reference)
+    points = 0
+    while converges(command, source, tmp_path, expected, points + 1):
+        points += 1
+    return points, reference
