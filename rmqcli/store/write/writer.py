@@ -148,6 +148,13 @@ class StoreWriter:
             key = (rec.topic, rec.queue_id)
             self.queue_offsets[key] = max(self.queue_offsets.get(key, 0), rec.queue_offset + 1)
 
+    def dispatch_replicated(self, rec) -> None:
+        """A record an HA slave received in its master's bytes (already in ``commitlog``): its
+        consume-queue unit and index keys, the queue offset it took, and the checkpoint's CommitLog
+        time, as the slave's ``ReputMessageService`` does."""
+        self._dispatch_record(rec)
+        self._last_store_timestamp = rec.store_timestamp
+
     # --- appending ------------------------------------------------------------------------------
     def append(self, message: Message, *, defer_dispatch: bool = False) -> AppendResult:
         """A message as received from a producer (``SendMessageProcessor`` + ``CommitLog.putMessage``)."""
