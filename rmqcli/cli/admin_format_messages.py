@@ -4,6 +4,7 @@ and ``Message`` ``toString``, the send and pull tables; and their ``--json`` doc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rmqcli.cli.admin_format import bool_text, java_map, time_millis_to_human_string2
@@ -91,24 +92,32 @@ def query_by_key(messages: list[Any]) -> str:
     return "".join(out)
 
 
-def print_msg(events: list[Any], charset: str = "UTF-8", print_body: bool = True) -> str:
-    """C.4.7 ``printMsg``: per queue the bounds line, messages, end markers and a dashed rule."""
+# The lines a pulled queue ends with, the same in printMsg and consumeMessage.
+PULL_END_LINES: dict[str, Callable[[Any, str], str]] = {
+    "no_matched": lambda e, mq: f"{mq} no matched msg. status={e.status}, offset={e.offset}\n",
+    "finished": lambda e, mq: f"{mq} print msg finished. status={e.status}, offset={e.offset}\n",
+}
+
+
+def events_text(events: list[Any], lines: dict[str, Callable[[Any, str], str]]) -> str:
+    """One text per queue event (``rmqcli.admin.message.QueueEvent``) whose kind ``lines`` has:
+    ``lines[kind](event, mq)``, ``mq`` the queue as ``MessageQueue.toString()``."""
     from rmqcli.admin.beans import mq_string
 
-    out = []
-    for e in events:
-        mq = mq_string(e.mq)
-        if e.kind == "bounds":
-            out.append(f"minOffset={e.min_offset}, maxOffset={e.max_offset}, {mq}\n")
-        elif e.kind == "messages":
-            out.append(msg_lines(e.messages, charset, print_body))
-        elif e.kind == "no_matched":
-            out.append(f"{mq} no matched msg. status={e.status}, offset={e.offset}\n")
-        elif e.kind == "finished":
-            out.append(f"{mq} print msg finished. status={e.status}, offset={e.offset}\n")
-        elif e.kind == "end":
-            out.append("--------------------------------------------------------\n")
-    return "".join(out)
+    return "".join(lines[e.kind](e, mq_string(e.mq)) for e in events if e.kind in lines)
+
+
+def print_msg(events: list[Any], charset: str = "UTF-8", print_body: bool = True) -> str:
+    """C.4.7 ``printMsg``: per queue the bounds line, messages, end markers and a dashed rule."""
+    return events_text(
+        events,
+        {
+            "bounds": lambda e, mq: f"minOffset={e.min_offset}, maxOffset={e.max_offset}, {mq}\n",
+            "messages": lambda e, mq: msg_lines(e.messages, charset, print_body),
+            **PULL_END_LINES,
+            "end": lambda e, mq: "--------------------------------------------------------\n",
+        },
+    )
 
 
 def print_msg_by_queue(result: Any, charset: str, print_msgs: bool, print_body: bool, calculate: bool) -> str:
@@ -122,25 +131,18 @@ def print_msg_by_queue(result: Any, charset: str, print_msgs: bool, print_body: 
 
 def consume_message(events: list[Any]) -> str:
     """C.4.7 ``consumeMessage``: ``Consume ok`` and the messages per pull, end markers."""
-    from rmqcli.admin.beans import mq_string
-
-    out = []
-    for e in events:
-        mq = mq_string(e.mq)
-        if e.kind == "truncated":
-            out.append(f"The older {e.count} message of the {e.mq.queue_id} queue will be provided\n")
-        elif e.kind == "truncated_queue":
-            out.append(f"The oldler {e.count} message will be provided\n")
-        elif e.kind == "no_matched_offset":
-            out.append(f"{mq} no matched msg, offset={e.offset}\n")
-        elif e.kind == "consumed":
-            out.append("Consume ok\n")
-            out.append(msg_lines(e.messages))
-        elif e.kind == "no_matched":
-            out.append(f"{mq} no matched msg. status={e.status}, offset={e.offset}\n")
-        elif e.kind == "finished":
-            out.append(f"{mq} print msg finished. status={e.status}, offset={e.offset}\n")
-    return "".join(out)
+    return events_text(
+        events,
+        {
+            "truncated": lambda e, mq: (
+                f"The older {e.count} message of the {e.mq.queue_id} queue will be provided\n"
+            ),
+            "truncated_queue": lambda e, mq: f"The oldler {e.count} message will be provided\n",
+            "no_matched_offset": lambda e, mq: f"{mq} no matched msg, offset={e.offset}\n",
+            "consumed": lambda e, mq: "Consume ok\n" + msg_lines(e.messages),
+            **PULL_END_LINES,
+        },
+    )
 
 
 SEND_FORMAT = "{:<32} {:<4} {:<20} {}\n"

@@ -10,6 +10,11 @@ text or the JSON, then the exit code of what failed (PROTOCOL.md C.1, C.2).
 
 Light at import time: declarations are plain data; typer builds one command at a time, and the
 admin operations and the codec are imported when a command runs.
+
+Design note: one declaration per command is the model a new mqadmin command copies. Its
+``AdminCommand`` in ``cli/admin_<family>.py`` is its only entry (name, description, options, the
+call into its ``rmqcli.admin`` function, the text): the listings, ``--help``, the man pages and
+``--json`` all come from it, and every command runs through the same ``run_admin``.
 """
 
 from __future__ import annotations

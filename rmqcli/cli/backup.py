@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import JsonOpt, OutputOpt
+from rmqcli.cli.common import JsonOpt, OutputOpt, StoreArg, check_store_dir
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
 from rmqcli.cli.render import Column, OutputFormat, Renderer, resolve_format
-from rmqcli.errors import NotFoundError, UsageError
+from rmqcli.errors import NotFoundError
 
 # re-exported: the commands that change a store import print_plan from here or from rmqcli.cli.plan
 __all__ = ["backups", "print_plan", "restore_backup"]
@@ -25,17 +25,12 @@ BACKUP_COLUMNS = [
     Column("argv", "Arguments", wrap=True),
 ]
 
-StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")]
-
 
 def _store(path: Path) -> Path:
     """``path`` when it is a store: a ``commitlog/`` directory or ``rmq``'s backups at its root."""
     from rmqcli.store.store import has_store_layout, not_a_store
 
-    if not path.exists():
-        raise NotFoundError(f"{path}: no such store directory")
-    if not path.is_dir():
-        raise UsageError(f"{path}: expected a store directory, not a file")
+    check_store_dir(path)
     if not has_store_layout(path):
         raise NotFoundError(not_a_store(path))
     return path

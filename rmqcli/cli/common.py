@@ -18,6 +18,7 @@ from rmqcli.errors import NotFoundError, UsageError
 if TYPE_CHECKING:
     from rmqcli.store import Store
 
+StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")]
 OutputOpt = Annotated[
     OutputFormat,
     typer.Option("--output", "-o", help="Output format: table (text when piped), json, jsonl or yaml."),
@@ -42,6 +43,21 @@ UntilOpt = Annotated[
 ]
 
 
+# `rmq rebuild` and `rmq pipeline rebuild`: what to rebuild (``rebuild_targets``)
+RebuildCqOpt = Annotated[bool, typer.Option("--cq", help="Rebuild the consume queues.")]
+RebuildIndexOpt = Annotated[bool, typer.Option("--index", help="Rebuild the index files.")]
+RebuildTopicOpt = Annotated[
+    str | None, typer.Option("--topic", "-t", help="Only this topic's consume queues (with --cq).")
+]
+
+
+def rebuild_targets(cq: bool, index: bool, topic: str | None) -> tuple[bool, bool]:
+    """(consume queues, index files) to rebuild: both without --cq and --index, only the consume
+    queues with --topic alone."""
+    both = not cq and not index and topic is None
+    return cq or both or (topic is not None and not index), index or both
+
+
 def parse_time(text: str | None, option: str) -> int | None:
     """Epoch milliseconds from epoch millis or ISO-8601 (local time when no zone is given)."""
     if text is None:
@@ -56,14 +72,19 @@ def parse_time(text: str | None, option: str) -> int | None:
     return int(moment.timestamp() * 1000)  # naive = local time
 
 
-def open_store(path: Path, config: Path | None) -> Store:
-    """The store at ``path`` (a directory); ``NotFoundError`` when there is none."""
-    from rmqcli.store import Store
-
+def check_store_dir(path: Path) -> None:
+    """``NotFoundError`` when ``path`` does not exist, ``UsageError`` when it is not a directory."""
     if not path.exists():
         raise NotFoundError(f"{path}: no such store directory")
     if not path.is_dir():
         raise UsageError(f"{path}: expected a store directory, not a file")
+
+
+def open_store(path: Path, config: Path | None) -> Store:
+    """The store at ``path`` (a directory); ``NotFoundError`` when there is none."""
+    from rmqcli.store import Store
+
+    check_store_dir(path)
     if config is not None and not config.is_file():
         raise NotFoundError(f"{config}: no such broker.conf")
     return Store.open(path, config)

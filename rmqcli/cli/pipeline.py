@@ -10,7 +10,18 @@ from typing import Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import BodyChoice, ConfigOpt, OutputOpt, SinceOpt, UntilOpt, parse_time
+from rmqcli.cli.common import (
+    BodyChoice,
+    ConfigOpt,
+    OutputOpt,
+    RebuildCqOpt,
+    RebuildIndexOpt,
+    RebuildTopicOpt,
+    SinceOpt,
+    UntilOpt,
+    parse_time,
+    rebuild_targets,
+)
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, YesOpt, confirm
 from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, resolve_format
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, schema_help
@@ -335,11 +346,9 @@ writes the stores, so it must see them as directories."""
 @app.command("rebuild", help=REBUILD_HELP)
 def rebuild(
     stores: StoresArg,
-    cq: Annotated[bool, typer.Option("--cq", help="Rebuild the consume queues.")] = False,
-    index: Annotated[bool, typer.Option("--index", help="Rebuild the index files.")] = False,
-    topic: Annotated[
-        str | None, typer.Option("--topic", "-t", help="Only this topic's consume queues (with --cq).")
-    ] = None,
+    cq: RebuildCqOpt = False,
+    index: RebuildIndexOpt = False,
+    topic: RebuildTopicOpt = None,
     master: MasterOpt = None,
     config: ConfigOpt = None,
     dry_run: DryRunOpt = False,
@@ -354,14 +363,13 @@ def rebuild(
     from rmqcli.pipeline.session import spark_session
 
     apply = confirm(dry_run, yes)
-    both = not cq and not index and topic is None
-    queues = cq or both or (topic is not None and not index)
+    queues, indexes = rebuild_targets(cq, index, topic)
     renderer = Renderer(OutputFormat.jsonl if json_ else resolve_format(OutputFormat.table, False))
 
     def report(plan, applied, backup) -> None:  # type: ignore[no-untyped-def]
         print_plan(renderer, plan, applied=applied, backup=backup)
 
-    check_options(queues, index or both, topic)
+    check_options(queues, indexes, topic)
     from rmqcli.pipeline.tasks import check_stores
 
     check_stores(stores, config)
@@ -371,7 +379,7 @@ def rebuild(
             stores,
             report,
             consume_queues=queues,
-            index=index or both,
+            index=indexes,
             topic=topic,
             apply=apply,
             force_unlocked=force_unlocked,

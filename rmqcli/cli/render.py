@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TextIO
 
+from rmqcli.pipeline.progress import is_terminal  # also ``rmq pipeline``'s progress line
 from rmqcli.remoting.javanames import camel
 
 TABLE_BATCH = 1000
@@ -118,13 +119,6 @@ def _yaml(value: Any) -> str:
     import yaml
 
     return yaml.safe_dump(value, allow_unicode=True, sort_keys=False, default_flow_style=False)
-
-
-def is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 # --- emitters ------------------------------------------------------------------------------------

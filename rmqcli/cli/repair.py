@@ -2,41 +2,63 @@
 
 Each one plans in a staging directory inside the store, prints the plan, and applies it only
 with ``--yes`` (backed up, journalled, fsynced: ``rmqcli.ops.safety``).
+
+Design note: this plan/print/apply skeleton is the model a new store-changing command copies. The
+command is a function of its own options that checks them and returns a ``Repair`` (how to stage
+the plan, apply it and drop what was staged); ``repair_command`` gives it ``--config``,
+``--dry-run``, ``--yes``, ``--force-unlocked`` and ``--json``, and ``_run`` does the rest the same
+way for every command: refuse a held lock, roll back an interrupted run, stage, print the plan,
+apply only with ``--yes`` and always remove the staging area.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, open_store, parse_time
+from rmqcli.cli.common import (
+    ConfigOpt,
+    RebuildCqOpt,
+    RebuildIndexOpt,
+    RebuildTopicOpt,
+    StoreArg,
+    open_store,
+    parse_time,
+    rebuild_targets,
+)
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
 from rmqcli.cli.render import OutputFormat, Renderer, resolve_format
 
-StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")]
+
+@dataclass(frozen=True)
+class Repair:
+    """What a repair command plans with: ``stage(store)`` stages the plan (its result has
+    ``.plan``) in ``STORE/.rmq-staging/<staging>``, ``commit(root, result, argv, force_unlocked=)``
+    applies it and returns the backup, ``discard(result)`` drops what was staged."""
+
+    stage: Callable[[Any], Any]
+    commit: Callable[..., Path]
+    discard: Callable[[Any], None]
+    staging: str
 
 
 def _run(
-    store_path: Path,
-    config: Path | None,
-    apply: bool,
-    force_unlocked: bool,
-    json_: bool,
-    stage: Callable[[Any], Any],
-    commit: Callable[..., Path],
-    discard: Callable[[Any], None],
-    staging: str,
+    store_path: Path, config: Path | None, apply: bool, force_unlocked: bool, json_: bool, repair: Repair
 ) -> None:
     """Plan (staged), print, and apply with ``--yes``; the staging area is removed either way.
 
-    ``staging`` names the directory under ``STORE/.rmq-staging`` the stage function fills: it is
-    removed even when staging or applying fails, and ``.rmq-staging`` with it when left empty. The
-    ``Change`` that applies the plan takes the broker's lock again (planning may take long), so a
-    broker started meanwhile makes it refuse (``StoreBusyError``) before it touches anything.
+    ``repair.staging`` names the directory under ``STORE/.rmq-staging`` the stage function fills:
+    it is removed even when staging or applying fails, and ``.rmq-staging`` with it when left
+    empty. The ``Change`` that applies the plan takes the broker's lock again (planning may take
+    long), so a broker started meanwhile makes it refuse (``StoreBusyError``) before it touches
+    anything.
     """
     from rmqcli.ops.safety import ensure_unlocked, finish_interrupted, remove_staging
 
@@ -48,20 +70,55 @@ def _run(
             ensure_unlocked(store.root, force=force_unlocked)
             # an earlier run killed half-way is rolled back first
             finish_interrupted(store.root, force_unlocked=force_unlocked)
-        result = stage(store)
+        result = repair.stage(store)
         store.close()
         if not apply or result.plan.empty:
             print_plan(renderer, result.plan)
             return
-        backup = commit(store.root, result, sys.argv[1:], force_unlocked=force_unlocked)
+        backup = repair.commit(store.root, result, sys.argv[1:], force_unlocked=force_unlocked)
         print_plan(renderer, result.plan, applied=True, backup=backup)
     finally:
         store.close()
         if result is not None:
-            discard(result)
-        remove_staging(store.root, staging)
+            repair.discard(result)
+        remove_staging(store.root, repair.staging)
 
 
+def _plan_options(
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """The options every repair command ends with (their declarations: ``repair_command``)."""
+
+
+def repair_command(plan: Callable[..., Repair]) -> Callable[..., None]:
+    """The typer command of ``plan(store, **its options) -> Repair``: its options, then those of
+    ``_plan_options``; the plan's own checks run first, then ``--dry-run``/``--yes``, then ``_run``."""
+    own = list(inspect.signature(plan, eval_str=True).parameters.values())
+    common = list(inspect.signature(_plan_options, eval_str=True).parameters.values())
+
+    @functools.wraps(plan, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+    def command(
+        store: Path,
+        *,
+        config: Path | None,
+        dry_run: bool,
+        yes: bool,
+        force_unlocked: bool,
+        json_: bool,
+        **options: Any,
+    ) -> None:
+        repair = plan(store, **options)
+        _run(store, config, confirm(dry_run, yes), force_unlocked, json_, repair)
+
+    command.__signature__ = inspect.Signature([*own, *common])  # type: ignore[attr-defined]
+    return command
+
+
+@repair_command
 def recover(
     store: StoreArg,
     normal: Annotated[bool, typer.Option("--normal", help="Recover as after a clean shutdown.")] = False,
@@ -82,12 +139,7 @@ def recover(
             "tombstone records of the same length and keep the valid records after it.",
         ),
     ] = False,
-    config: ConfigOpt = None,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
-    force_unlocked: ForceUnlockedOpt = False,
-    json_: PlanJsonOpt = False,
-) -> None:
+) -> Repair:
     """Do offline what a broker does to its store at start-up, and leave the same store.
 
     Abnormal recovery (the default when the `abort` file exists) walks the CommitLog from the file
@@ -122,12 +174,7 @@ def recover(
     if normal and abnormal:
         raise UsageError("--normal and --abnormal exclude each other")
     mode = "normal" if normal else "abnormal" if abnormal else None
-    _run(
-        store,
-        config,
-        confirm(dry_run, yes),
-        force_unlocked,
-        json_,
+    return Repair(
         lambda s: ops.stage_recover(s, mode=mode, check_crc=check_crc, salvage=salvage),
         ops.apply_recover,
         ops.discard,
@@ -135,6 +182,7 @@ def recover(
     )
 
 
+@repair_command
 def truncate(
     store: StoreArg,
     offset: Annotated[
@@ -151,12 +199,7 @@ def truncate(
             help="Set committed consumer and delay offsets that lie past a queue's new end to that end.",
         ),
     ] = False,
-    config: ConfigOpt = None,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
-    force_unlocked: ForceUnlockedOpt = False,
-    json_: PlanJsonOpt = False,
-) -> None:
+) -> Repair:
     """Cut the CommitLog at a record boundary; consume queues, index and checkpoint follow.
 
     Later CommitLog files are deleted and the rest of the cut file is zeroed; units at or past the
@@ -173,12 +216,7 @@ def truncate(
     from rmqcli.ops import truncate as ops
 
     when = parse_time(time, "--time")
-    _run(
-        store,
-        config,
-        confirm(dry_run, yes),
-        force_unlocked,
-        json_,
+    return Repair(
         lambda s: ops.stage_truncate(s, offset=offset, time_ms=when, clamp_offsets=clamp_offsets),
         ops.apply_truncate,
         lambda r: rebuild.discard(r.staged),
@@ -186,23 +224,17 @@ def truncate(
     )
 
 
+@repair_command
 def rebuild(
     store: StoreArg,
-    cq: Annotated[bool, typer.Option("--cq", help="Rebuild the consume queues.")] = False,
-    index: Annotated[bool, typer.Option("--index", help="Rebuild the index files.")] = False,
-    topic: Annotated[
-        str | None, typer.Option("--topic", "-t", help="Only this topic's consume queues (with --cq).")
-    ] = None,
+    cq: RebuildCqOpt = False,
+    index: RebuildIndexOpt = False,
+    topic: RebuildTopicOpt = None,
     from_offset: Annotated[
         int | None,
         typer.Option("--from", help="Keep what lies before this physical offset; dispatch from there."),
     ] = None,
-    config: ConfigOpt = None,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
-    force_unlocked: ForceUnlockedOpt = False,
-    json_: PlanJsonOpt = False,
-) -> None:
+) -> Repair:
     """Regenerate consume queues and/or index files from the CommitLog, as the broker's dispatch.
 
     With neither --cq nor --index both are rebuilt (with --topic: that topic's consume queues).
@@ -213,16 +245,10 @@ def rebuild(
     """
     from rmqcli.ops import rebuild as ops
 
-    both = not cq and not index and topic is None
-    queues = cq or both or (topic is not None and not index)
-    _run(
-        store,
-        config,
-        confirm(dry_run, yes),
-        force_unlocked,
-        json_,
+    queues, indexes = rebuild_targets(cq, index, topic)
+    return Repair(
         lambda s: ops.stage_rebuild(
-            s, consume_queues=queues, index=index or both, topic=topic, from_offset=from_offset
+            s, consume_queues=queues, index=indexes, topic=topic, from_offset=from_offset
         ),
         ops.apply_rebuild,
         ops.discard,

@@ -88,7 +88,7 @@ def serve(
     import sys
     from dataclasses import replace
 
-    from rmqcli.broker.config import load_broker_config
+    from rmqcli.broker.config import load_broker_config, with_listen_port
     from rmqcli.broker.serve import ServeOptions, acl_enabled, exposure_warning, new_event_loop, serve_limits
     from rmqcli.broker.serve import serve as run
     from rmqcli.store.settings import read_properties
@@ -109,9 +109,9 @@ def serve(
         if not broker_config.acl_enable:
             raise UsageError("--acl is given but broker.conf does not say aclEnable=true")
         broker_config = replace(broker_config, acl_file=str(acl.absolute()))
-    if port is not None:
-        broker_config = replace(broker_config, listen_port=port)
     props = read_properties(config) if config is not None else {}
+    if port is not None:
+        broker_config = with_listen_port(broker_config, port, props)
     pending_budget, connection_cap = serve_limits(props, max_buffered_bytes, max_connections)
     exposed = exposure_warning(listen, acl_enabled(broker_config, props))
     if exposed:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store
+from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, StoreArg, open_store
 from rmqcli.cli.render import (
     Column,
     OutputFormat,
@@ -64,7 +63,7 @@ CORRUPT_COLUMNS = [
 
 
 def stats(
-    path: Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")],
+    path: StoreArg,
     skip_corrupt: Annotated[
         bool,
         typer.Option(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store
+from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, StoreArg, open_store
 from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, camel_dict, progress, resolve_format
 from rmqcli.errors import CorruptDataError
 
@@ -41,7 +40,7 @@ SUMMARY_FIELDS = (
 
 
 def verify(
-    path: Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")],
+    path: StoreArg,
     crc: Annotated[
         bool, typer.Option("--crc/--no-crc", help="Recompute every body CRC (as recovery does).")
     ] = True,
