@@ -1,7 +1,11 @@
 """``broker.conf``: the broker's settings (``BrokerConfig``, ``MessageStoreConfig``, ``NettyServerConfig``).
 
 Only the keys the embedded broker uses are read; defaults are RocketMQ 4.9.x's. The store's own
-keys (mapped file sizes, ``messageIndexEnable``...) are read by ``rmqcli.store.settings``.
+keys (mapped file sizes, ``messageIndexEnable``...) are read by ``rmqcli.store.settings``, the HA
+keys (``haListenPort``, ``haMasterAddress``, ``slaveTimeout``...) by ``rmqcli.broker.ha.config``.
+
+Roles as ``BrokerStartup``: ``brokerRole`` is ASYNC_MASTER (the default), SYNC_MASTER or SLAVE; a
+master's ``brokerId`` is 0 whatever the file says, a slave's must be above 0.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from formats.commitlog import parse_delay_levels
+from rmqcli.broker.ha.config import ROLES, SLAVE, HAConfig, ha_config_from_properties
 from rmqcli.errors import UsageError
 from rmqcli.store.settings import StoreSettings, read_properties, settings_from_properties
 
@@ -24,6 +29,9 @@ class BrokerConfig:
     broker_id: int = 0
     listen_port: int = 10911
     broker_ip1: str = ""  # empty: the listen address (127.0.0.1 when listening on every address)
+    broker_ip2: str = ""  # the HA address's host (``brokerIP2``); empty: ``broker_ip1``
+    broker_role: str = "ASYNC_MASTER"  # MessageStoreConfig.brokerRole
+    slave_read_enable: bool = False  # a master may suggest a slave to consumers that fall behind
     namesrv_addr: str = ""
     flush_disk_type: str = ASYNC_FLUSH
     flush_interval_commit_log: int = 500  # ms, ASYNC_FLUSH
@@ -52,10 +60,20 @@ class BrokerConfig:
         ""  # not a broker.conf key: `rmq serve --acl FILE`; else $ROCKETMQ_HOME/conf/plain_acl.yml
     )
     store: StoreSettings = field(default_factory=StoreSettings)
+    ha: HAConfig = field(default_factory=HAConfig)
 
     @property
     def sync_flush(self) -> bool:
         return self.flush_disk_type == SYNC_FLUSH
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == SLAVE
+
+    @property
+    def ha_server_addr(self) -> str:
+        """``BrokerController.getHAServerAddr``: ``brokerIP2:haListenPort``."""
+        return f"{self.broker_ip2 or self.broker_ip1}:{self.ha.ha_listen_port}"
 
 
 _KEYS = {
@@ -64,6 +82,9 @@ _KEYS = {
     "brokerId": "broker_id",
     "listenPort": "listen_port",
     "brokerIP1": "broker_ip1",
+    "brokerIP2": "broker_ip2",
+    "brokerRole": "broker_role",
+    "slaveReadEnable": "slave_read_enable",
     "namesrvAddr": "namesrv_addr",
     "flushDiskType": "flush_disk_type",
     "flushIntervalCommitLog": "flush_interval_commit_log",
@@ -108,9 +129,12 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
                 changes[name] = raw
         except ValueError as exc:
             raise UsageError(f"broker.conf: {key}={raw!r} is not valid") from exc
-    config = replace(BrokerConfig(), **changes, store=settings_from_properties(props))
+    config = replace(
+        BrokerConfig(), **changes, store=settings_from_properties(props), ha=ha_config_from_properties(props)
+    )
     if config.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise UsageError(f"broker.conf: flushDiskType must be {ASYNC_FLUSH} or {SYNC_FLUSH}")
+    config = with_role(config)
     try:  # ScheduleMessageService.parseDelayLevel: a broker with a bad list does not start
         levels = parse_delay_levels(config.store.message_delay_level)
     except (ValueError, KeyError, IndexError):
@@ -119,6 +143,26 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
         bad = config.store.message_delay_level
         raise UsageError(f"broker.conf: messageDelayLevel={bad!r} is not a list like '1s 5s 1m 2h 1d'")
     return config
+
+
+def with_role(config: BrokerConfig) -> BrokerConfig:
+    """``BrokerStartup``'s role checks: a known role; a master's id is 0; a slave's must be above 0."""
+    if config.broker_role not in ROLES:
+        raise UsageError(
+            f"broker.conf: brokerRole must be one of {', '.join(ROLES)}, not {config.broker_role!r}"
+        )
+    if config.is_slave:
+        if config.broker_id <= 0:
+            raise UsageError("broker.conf: Slave's brokerId must be > 0")
+        return config
+    return replace(config, broker_id=0)
+
+
+def with_listen_port(config: BrokerConfig, port: int, props: dict[str, str]) -> BrokerConfig:
+    """``listenPort`` from the command line; the HA port follows it (``listenPort + 1``) unless
+    broker.conf names ``haListenPort``."""
+    ha = config.ha if "haListenPort" in props else replace(config.ha, ha_listen_port=port + 1)
+    return replace(config, listen_port=port, ha=ha)
 
 
 def load_broker_config(path: Path | None) -> BrokerConfig:

@@ -27,6 +27,7 @@ from typing import Protocol
 from rmqcli.broker.acl.setup import BrokerAcl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.holds import HoldService
 from rmqcli.broker.messagestore import MessageStore
 from rmqcli.broker.state import (
@@ -55,6 +56,7 @@ class BrokerContext(Protocol):
     holds: HoldService  # long-polling pulls
     stats: Stats  # put/get rates
     acl: BrokerAcl | None  # None when ``aclEnable`` is off
+    ha: Replication  # the HA side of the broker's role (master port or slave client)
     defer_dispatch: bool  # True when the server dispatches sends after answering them
 
     @property

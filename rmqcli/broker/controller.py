@@ -24,6 +24,9 @@ from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.context import Handler
+from rmqcli.broker.ha.config import ASYNC_MASTER
+from rmqcli.broker.ha.member import Replication
+from rmqcli.broker.ha.sync import SlaveSynchronize
 from rmqcli.broker.holds import HoldService
 from rmqcli.broker.messagestore import MessageStore
 from rmqcli.broker.schedule import ScheduleService
@@ -69,6 +72,7 @@ class BrokerController:
         writer: StoreWriter,
         namesrv_addrs: list[str],
         acl: BrokerAcl | None = None,
+        ha_host: str = "0.0.0.0",
     ):
         self.config = config
         self.writer = writer
@@ -89,13 +93,26 @@ class BrokerController:
         if acl is None and config.acl_enable:
             acl = open_acl(config)
         self.acl = acl  # every request is checked
-        # regular sends answered from their frames; with ACL every request goes through dispatch
-        self.send_lane: SendLane | None = SendLane(self) if self.acl is None else None
+        self.remoting = RemotingClient()
+        self.ha = Replication(
+            config.broker_role,
+            config.ha,
+            writer.commitlog,
+            host=ha_host,
+            dispatch=self.store.replicated,
+            sync=SlaveSynchronize(writer.config, self.persist, self.remoting.invoke, self.addr),
+            sync_flush=config.sync_flush,
+            flush_interval_ms=config.flush_interval_commit_log,
+        )
+        self.store.append_hooks.append(self.ha.appended)
+        # regular sends answered from their frames, on an ASYNC_MASTER without ACL (a SYNC_MASTER
+        # waits for its slave, a slave refuses; with ACL every request goes through dispatch)
+        lane = self.acl is None and config.broker_role == ASYNC_MASTER
+        self.send_lane: SendLane | None = SendLane(self) if lane else None
         self.schedule = ScheduleService(self)
         self.transactions = transaction.TransactionCheckService(self)
         for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers):
             self.handlers.update(module.HANDLERS)
-        self.remoting = RemotingClient()
         self._register_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._init_topics()
@@ -161,17 +178,25 @@ class BrokerController:
 
     # --- background services ------------------------------------------------------------------
     def start(self) -> None:
+        """The background services; a slave runs neither delayed delivery nor the transaction check
+        (``handleScheduleMessageService``, ``startProcessorByHa``), its HA client replicates."""
         loop = asyncio.get_running_loop()
-        for coro in (
+        services = [
             self.store.flush_loop(),
             self._persist_loop(),
             self._housekeeping(),
             self._register_loop(),
-            self.schedule.run(),
-            self.transactions.run(),
             self._acl_watch(),
-        ):
+        ]
+        if not self.config.is_slave:
+            services += [self.schedule.run(), self.transactions.run()]
+        for coro in services:
             self._tasks.append(loop.create_task(coro))
+
+    async def start_ha(self) -> None:
+        """Bind the HA port (a master) or start replicating (a slave); ``OSError`` when the port is
+        taken."""
+        await self.ha.start()
 
     async def _persist_loop(self) -> None:
         """``ConsumerOffsetManager.persist`` every ``flushConsumerOffsetInterval`` ms (when changed)."""
@@ -227,7 +252,7 @@ class BrokerController:
             broker_name=self.config.broker_name,
             broker_addr=self.addr,
             cluster_name=self.config.broker_cluster_name,
-            ha_server_addr=f"{self.config.broker_ip1}:{self.config.listen_port + 1}",
+            ha_server_addr=self.config.ha_server_addr,
             broker_id=self.config.broker_id,
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
@@ -241,6 +266,9 @@ class BrokerController:
                 response = await self.remoting.invoke(addr, self._register_request(), REGISTER_TIMEOUT)
                 if response.code != ResponseCode.SUCCESS:
                     log.warning("register with %s: %s %s", addr, response.describe(), response.remark or "")
+                    continue
+                result = response.header(hd.RegisterBrokerResponseHeader)
+                self.ha.registered(result.master_addr, result.ha_server_addr)
             except RmqError as exc:
                 log.warning("register with name server %s failed: %s", addr, exc)
 
@@ -263,6 +291,7 @@ class BrokerController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.ha.close()
         await self.unregister_all()
         await self.remoting.close()
         self.store.close()

@@ -51,6 +51,7 @@ class MessageStore:
         self.sync_flush = sync_flush
         self.flush_interval = max(flush_interval_ms, 10) / 1000
         self.listeners: list[ArrivalListener] = []
+        self.append_hooks: list[Callable[[], None]] = []  # told of new CommitLog bytes (the HA master)
         self.put_count = 0
         self.get_count = 0
         self.boot_timestamp = int(time.time() * 1000)
@@ -110,6 +111,8 @@ class MessageStore:
         self.put_count += 1
         self._dirty = self._dirty_full = True
         self._arrivals.append((topic, queue_id))
+        for hook in self.append_hooks:
+            hook()
 
     def catch_up(self) -> None:
         """Dispatch the deferred puts and tell the listeners (a no-op when nothing waits)."""
@@ -140,7 +143,16 @@ class MessageStore:
         self.catch_up()
         self.put_count += count
         self._dirty = self._dirty_full = True
+        for hook in self.append_hooks:
+            hook()
         self._notify(topic, queue_id)
+
+    def replicated(self, rec: Record) -> None:
+        """A slave's reput of one record its master's bytes brought: queue unit, index keys, held
+        pulls woken (a 4.9.8 slave leaves them to the hold service's next check)."""
+        self.writer.dispatch_replicated(rec)
+        self._dirty_full = True
+        self._notify(rec.topic, rec.queue_id)
 
     def _notify(self, topic: str, queue_id: int) -> None:
         for listener in self.listeners:

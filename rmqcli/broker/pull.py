@@ -7,13 +7,17 @@ when the SUBSCRIPTION flag is set, else the one the group's heartbeat registered
 maps the queue state to FOUND / NO_MATCHED_MESSAGE / OFFSET_* as the store does; a
 ``PULL_NOT_FOUND`` with the SUSPEND flag is held (long polling) until a message arrives in the
 queue or ``suspendTimeoutMillis`` passes, then re-run. The COMMIT_OFFSET flag stores the group's
-offset before anything else. Every answer carries ``suggestWhichBrokerId, nextBeginOffset,
-minOffset, maxOffset`` as strings; a SUCCESS body is the concatenated stored records (B.8).
+offset before anything else, except on a slave (``storeOffsetEnable``: a slave's offsets come
+from its master, or from consumers' own UPDATE_CONSUMER_OFFSET when the master is down). Every
+answer carries ``suggestWhichBrokerId, nextBeginOffset, minOffset, maxOffset`` as strings
+(``suggest_broker``); a SUCCESS body is the concatenated stored records (B.8). A slave answers
+pulls as a master does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -45,6 +49,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     body: bytes = b""
+    behind: int = 0  # CommitLog bytes after the last unit read (``maxOffsetPy - maxPhyOffsetPulling``)
 
 
 @dataclass
@@ -53,6 +58,7 @@ class PullRequest:
 
     header: hd.PullMessageRequestHeader
     codes: set[int] | None
+    group: dict  # the subscription group's config (``whichBrokerWhenConsumeSlowly``, ``brokerId``)
 
 
 class PullError(Refusal):
@@ -89,7 +95,7 @@ def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
     if expression_type != "TAG":
         raise PullError(RS.NO_PERMISSION, "The broker does not support consumer to filter message by SQL92")
     if h.sys_flag & hd.PULL_FLAG_SUBSCRIPTION:
-        return PullRequest(h, tag_codes(h.subscription))
+        return PullRequest(h, tag_codes(h.subscription), group)
     sub = ctl.clients.subscription(h.consumer_group, h.topic)
     if ctl.clients.consumers.get(h.consumer_group) is None:
         raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}")
@@ -97,7 +103,7 @@ def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
         raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}")
     if sub.sub_version < h.sub_version:
         raise PullError(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-    return PullRequest(h, tag_codes(sub.sub_string))
+    return PullRequest(h, tag_codes(sub.sub_string), group)
 
 
 def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
@@ -107,8 +113,8 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
     topic, queue_id, offset = h.topic, h.queue_id, h.queue_offset
     low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
 
-    def result(code: int, status: str, next_offset: int, body: bytes = b"") -> PullResult:
-        return PullResult(code, status, next_offset, low, high, body)
+    def result(code: int, status: str, next_offset: int, body: bytes = b"", behind: int = 0) -> PullResult:
+        return PullResult(code, status, next_offset, low, high, body, behind)
 
     if high == 0:
         return result(RS.PULL_NOT_FOUND if offset == 0 else RS.PULL_OFFSET_MOVED, "NO_MESSAGE_IN_QUEUE", 0)
@@ -127,8 +133,10 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
     empty_status = "NO_MATCHED_MESSAGE"  # the last reason a unit gave nothing, while nothing was found
     found_units = False
     read = store.read
+    last_physical = 0
     for physical, unit_size, tags_code in store.unit_tuples(topic, queue_id, offset, want):
         found_units = True
+        last_physical = physical
         if len(chunks) >= max_msgs or (chunks and size + unit_size > MAX_TRANSFER_BYTES):
             break
         scanned += 1
@@ -145,15 +153,37 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
         per_file = store.units_per_file(topic, queue_id)
         return result(RS.PULL_NOT_FOUND, "OFFSET_FOUND_NULL", offset + per_file - offset % per_file)
     next_offset = offset + scanned
+    behind = ctl.writer.max_offset - last_physical
     if chunks:
         store.get_count += len(chunks)
-        return result(RS.SUCCESS, "FOUND", next_offset, b"".join(chunks))
-    return result(RS.PULL_RETRY_IMMEDIATELY, empty_status, next_offset)
+        return result(RS.SUCCESS, "FOUND", next_offset, b"".join(chunks), behind)
+    return result(RS.PULL_RETRY_IMMEDIATELY, empty_status, next_offset, behind=behind)
 
 
-def respond(req: RemotingCommand, res: PullResult) -> RemotingCommand:
+def suggest_broker(ctl: BrokerContext, pull: PullRequest, res: PullResult) -> int:
+    """``suggestWhichBrokerId``: with ``slaveReadEnable``, the group's ``whichBrokerWhenConsumeSlowly``
+    (1) when the consumer is more than ``accessMessageInMemoryMaxRatio`` of this machine's memory
+    behind (``isSuggestPullingFromSlave``), else the group's ``brokerId`` (0); without it, the master."""
+    if not ctl.config.slave_read_enable:
+        return 0
+    if res.behind > in_memory_bytes(ctl.config.is_slave):
+        return int(pull.group.get("whichBrokerWhenConsumeSlowly", 1))
+    return int(pull.group.get("brokerId", 0))
+
+
+def in_memory_bytes(slave: bool) -> int:
+    """``TOTAL_PHYSICAL_MEMORY_SIZE * accessMessageInMemoryMaxRatio / 100``: 40 %, 30 % on a slave
+    (``BrokerStartup`` lowers it by 10)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # unknown: never suggest
+    return memory * (30 if slave else 40) // 100
+
+
+def respond(req: RemotingCommand, res: PullResult, suggest: int = 0) -> RemotingCommand:
     header = hd.PullMessageResponseHeader(
-        suggest_which_broker_id=0,
+        suggest_which_broker_id=suggest,
         next_begin_offset=res.next_begin_offset,
         min_offset=res.min_offset,
         max_offset=res.max_offset,
@@ -176,8 +206,9 @@ async def hold(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, time
             break
         res = get_message(ctl, pull)
         if res.code != RS.PULL_NOT_FOUND:
-            return respond(req, res)
-    return respond(req, get_message(ctl, pull))
+            return respond(req, res, suggest_broker(ctl, pull, res))
+    res = get_message(ctl, pull)
+    return respond(req, res, suggest_broker(ctl, pull, res))
 
 
 def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
@@ -186,7 +217,7 @@ def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
     except PullError as exc:
         return exc.answer(req)
     h = pull.header
-    if h.sys_flag & hd.PULL_FLAG_COMMIT_OFFSET and ctl.config.broker_id == 0 and h.commit_offset >= 0:
+    if h.sys_flag & hd.PULL_FLAG_COMMIT_OFFSET and not ctl.config.is_slave and h.commit_offset >= 0:
         ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
     res = get_message(ctl, pull)
     if res.code == RS.PULL_NOT_FOUND and h.sys_flag & hd.PULL_FLAG_SUSPEND:
@@ -197,7 +228,7 @@ def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         )
         if timeout > 0:
             return hold(ctl, req, pull, timeout)
-    return respond(req, res)
+    return respond(req, res, suggest_broker(ctl, pull, res))
 
 
 HANDLERS = {RC.PULL_MESSAGE: pull_message}

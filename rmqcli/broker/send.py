@@ -27,14 +27,18 @@ parse, apply, a ``HANDLERS`` table, handlers typed with ``context.BrokerContext`
 from __future__ import annotations
 
 import ipaddress
+import os
 import random
 import zlib
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from formats import commitlog as cfmt
 from formats.remoting import FLAG_RESPONSE
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.ha.config import SYNC_MASTER
+from rmqcli.broker.ha.member import Replicated
 from rmqcli.broker.refusal import FAQ, Refusal
 from rmqcli.broker.sendback import DLQ_NUMS_PER_GROUP, VERSION_V3_4_9
 from rmqcli.broker.state import (
@@ -50,6 +54,8 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.naming import CONSUMEQUEUE_DIR
+from rmqcli.store.store import INDEX_DIR
 from rmqcli.store.write.messages import BatchElement, BatchMessage, Host, Message
 
 if TYPE_CHECKING:
@@ -136,6 +142,8 @@ def batch_body(body: bytes, sys_flag: int) -> bytes:
 def parse(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Message | BatchMessage:
     """The header checks of ``AbstractSendMessageProcessor.msgCheck`` and the message to store."""
     h = hd.parse_send_header(req.code, req.ext_fields)
+    if ctl.config.is_slave:  # before the topic would be auto-created: a slave's topics are its master's
+        raise SendError(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl))
     if not is_writable(ctl.config.broker_permission):
         raise SendError(RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending message is forbidden")
     problem = validate_topic(h.topic)
@@ -239,12 +247,13 @@ def apply(
     if isinstance(message, BatchMessage):
         result = ctl.store.put_batch(message)
         msg_id, queue_offset = result.msg_id, result.queue_offset
+        last = result.records[-1]
     elif is_transactional(message.properties):
-        one = prepare(ctl, message)  # a half message (TransactionalMessageBridge)
-        msg_id, queue_offset = one.msg_id, one.queue_offset
+        last = prepare(ctl, message)  # a half message (TransactionalMessageBridge)
+        msg_id, queue_offset = last.msg_id, last.queue_offset
     else:
-        one = ctl.store.put(message, defer_dispatch=ctl.defer_dispatch)
-        msg_id, queue_offset = one.msg_id, one.queue_offset
+        last = ctl.store.put(message, defer_dispatch=ctl.defer_dispatch)
+        msg_id, queue_offset = last.msg_id, last.queue_offset
     response = RemotingCommand(  # req.response(header=...) with the strings made here
         code=RS.SUCCESS,
         opaque=req.opaque,
@@ -258,21 +267,73 @@ def apply(
         },
         serialize_type=req.serialize_type,
     )
-    if not ctl.config.sync_flush or req.is_oneway:
+    wait_slave = ctl.config.broker_role == SYNC_MASTER and message.properties.get("WAIT") != "false"
+    if req.is_oneway or not (ctl.config.sync_flush or wait_slave):
         return response
-    return _after_flush(ctl, req, response)
+    return _after_store(ctl, response, last.physical_offset + last.size, wait_slave)
 
 
-async def _after_flush(ctl: BrokerContext, req: RemotingCommand, response: RemotingCommand) -> Reply:
-    """``handleDiskFlush`` under SYNC_FLUSH: answer once the group commit covers the message."""
+async def _after_store(
+    ctl: BrokerContext, response: RemotingCommand, next_offset: int, wait_slave: bool
+) -> Reply:
+    """``CommitLog.asyncPutMessage``'s two waits: the group commit under SYNC_FLUSH
+    (``handleDiskFlush``) and, on a SYNC_MASTER, a slave's acknowledgement of ``next_offset``
+    (``submitReplicaRequest``). They run side by side; the slave's failure is the one answered when
+    both fail, as 4.9.8's ``thenCombine`` does. The message is stored either way."""
     import asyncio
 
-    try:
-        await asyncio.wait_for(asyncio.shield(ctl.store.flushed()), ctl.config.sync_flush_timeout / 1000)
-    except (TimeoutError, OSError):
-        response.code = RS.FLUSH_DISK_TIMEOUT
+    async def flushed() -> int:
+        if not ctl.config.sync_flush:
+            return RS.SUCCESS
+        try:
+            await asyncio.wait_for(asyncio.shield(ctl.store.flushed()), ctl.config.sync_flush_timeout / 1000)
+        except (TimeoutError, OSError):
+            return RS.FLUSH_DISK_TIMEOUT
+        return RS.SUCCESS
+
+    async def replicated() -> int:
+        if not wait_slave:
+            return RS.SUCCESS
+        return REPLICA_CODES[await ctl.ha.replicated(next_offset)]
+
+    flush_code, replica_code = await asyncio.gather(flushed(), replicated())
+    if replica_code != RS.SUCCESS:
+        response.code = replica_code
+    elif flush_code != RS.SUCCESS:
+        response.code = flush_code
         response.remark = "flush disk timeout"
     return response
+
+
+REPLICA_CODES = {
+    Replicated.PUT_OK: RS.SUCCESS,
+    Replicated.SLAVE_NOT_AVAILABLE: RS.SLAVE_NOT_AVAILABLE,
+    Replicated.FLUSH_SLAVE_TIMEOUT: RS.FLUSH_SLAVE_TIMEOUT,
+}
+
+
+def service_not_available(ctl: BrokerContext) -> str:
+    """``SendMessageProcessor``'s SERVICE_NOT_AVAILABLE remark (a send to a slave), with ``diskUtil``:
+    the used share of the CommitLog's, consume queues' and index's disks."""
+    root = ctl.writer.root
+    paths = (ctl.writer.commitlog.directory, root / CONSUMEQUEUE_DIR, root / INDEX_DIR)
+    ratios = [disk_used_ratio(path) for path in paths]
+    return (
+        "service not available now. It may be caused by one of the following reasons: the broker's disk is "
+        f"full [CL: {ratios[0]:5.2f} CQ: {ratios[1]:5.2f} INDEX: {ratios[2]:5.2f}], messages are put to "
+        "the slave, message store has been shut down, etc."
+    )
+
+
+def disk_used_ratio(path: Path) -> float:
+    """``UtilAll.getDiskPartitionSpaceUsedPercent``: (total - free) / total of ``path``'s disk, -1
+    when the path does not exist."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    total = st.f_blocks * st.f_frsize
+    return (total - st.f_bfree * st.f_frsize) / total if total else -1.0
 
 
 def send(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:

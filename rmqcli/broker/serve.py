@@ -203,6 +203,24 @@ async def listen(server: Server, host: str, port: int) -> None:
         raise NetworkError(f"{server.name}: cannot listen on {where}: {reason}") from None
 
 
+async def start_ha(controller: BrokerController, host: str) -> None:
+    """The HA port of a master (a port in use is a ``NetworkError`` naming it), or a slave's client."""
+    try:
+        await controller.start_ha()
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        port = controller.config.ha.ha_listen_port
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise NetworkError(f"HA: cannot listen on {where}: {reason}") from None
+
+
+def ha_description(controller: BrokerController) -> str:
+    ha = controller.ha
+    if ha.is_slave:
+        return f"master {ha.slave.master_address or 'from the name server'}" if ha.slave else "off"
+    return f"port {ha.ha_port}, address {controller.config.ha_server_addr}"
+
+
 async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> None:
     """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way. A
     server that cannot listen stops it before it announces itself, and without a "stopped" line."""
@@ -251,7 +269,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             servers.append(ns_server)
             await listen(ns_server, opts.listen, opts.namesrv_port)
             ns_task = loop.create_task(namesrv.scan_expired())
-        controller = BrokerController(config, writer, namesrv_addrs(opts), acl=acl)
+        controller = BrokerController(config, writer, namesrv_addrs(opts), acl=acl, ha_host=opts.listen)
         broker_server = Server("broker", controller.dispatch, limits=limits)
         broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
         controller.defer_dispatch = True
@@ -260,13 +278,15 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         broker_server.close_callbacks.append(controller.on_close)
         servers.append(broker_server)
         await listen(broker_server, opts.listen, config.listen_port)
+        await start_ha(controller, opts.listen)
         controller.start()
         parts = []
         if opts.run_namesrv:
             parts.append(f"namesrv on {opts.listen}:{opts.namesrv_port}")
         parts.append(
             f"broker {config.broker_name} (cluster {config.broker_cluster_name}, id {config.broker_id}) "
-            f"on {opts.listen}:{config.listen_port}, address {controller.addr}, {config.flush_disk_type}"
+            f"on {opts.listen}:{config.listen_port}, address {controller.addr}, {config.flush_disk_type}, "
+            f"{config.broker_role} (HA {ha_description(controller)})"
         )
         announce("rmq serve: " + "; ".join(parts) + f"; store {opts.store}")
         started = True

@@ -86,7 +86,7 @@ def update_sub_group(ctl: BrokerContext, req: RemotingCommand, conn: Connection)
     """``updateSubscriptionGroupConfig``: the 4.9.x properties of the body's config, persisted. No
     body, or ``null``, changes nothing (4.9.8 answers SUCCESS); a group name that fails
     ``validate_group`` is refused (4.9.8 takes any name; RocketMQ 5 refuses such names too)."""
-    if ctl.config.broker_id != 0:
+    if ctl.config.is_slave:  # validateSlave
         return req.response(RS.SYSTEM_ERROR, SLAVE_REFUSAL)
     decoded = jb.decode(jb.SubscriptionGroupConfig, req.body) if req.body else None
     if decoded is not None:
@@ -114,7 +114,7 @@ def all_sub_groups(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -
 
 
 def delete_sub_group(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
-    if ctl.config.broker_id != 0:
+    if ctl.config.is_slave:  # validateSlave
         return req.response(RS.SYSTEM_ERROR, SLAVE_REFUSAL)
     h = req.header(hd.DeleteSubscriptionGroupRequestHeader)
     if ctl.writer.config.groups.pop(h.group_name, None) is not None:

@@ -33,7 +33,7 @@ def topic_problem(ctl: BrokerContext, topic: str) -> str | None:
 
 def update_and_create_topic(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     h = req.header(hd.CreateTopicRequestHeader)
-    if ctl.config.broker_id != 0:
+    if ctl.config.is_slave:  # validateSlave
         return req.response(
             RS.SYSTEM_ERROR,
             "Can't modify topic or subscription group from slave broker, "
@@ -59,7 +59,7 @@ def update_and_create_topic(ctl: BrokerContext, req: RemotingCommand, conn: Conn
 def delete_topic(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """``deleteTopic``: the config goes, then ``cleanUnusedTopic`` destroys the queues of every
     topic left without a config."""
-    if ctl.config.broker_id != 0:
+    if ctl.config.is_slave:  # validateSlave
         return req.response(
             RS.SYSTEM_ERROR,
             "Can't modify topic or subscription group from slave broker, "

@@ -1,7 +1,7 @@
 """The HA settings of one broker (``MessageStoreConfig`` of RocketMQ 4.9.8), in milliseconds and bytes.
 
-Defaults are 4.9.8's. ``rmq serve`` reads them from ``broker.conf`` (``ha_config_from_properties``
-here until ``rmqcli.broker.config`` carries them).
+Defaults are 4.9.8's; ``rmqcli.broker.config`` reads them from ``broker.conf`` with
+``ha_config_from_properties``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,11 @@ from dataclasses import dataclass, fields, replace
 from rmqcli.errors import UsageError
 
 DEFAULT_LISTEN_PORT = 10911
+
+ASYNC_MASTER = "ASYNC_MASTER"  # MessageStoreConfig.brokerRole
+SYNC_MASTER = "SYNC_MASTER"
+SLAVE = "SLAVE"
+ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
 
 
 @dataclass(frozen=True)

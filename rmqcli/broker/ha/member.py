@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from formats.records import Record
 from rmqcli.broker.ha.appender import QueueAppender
-from rmqcli.broker.ha.config import HAConfig
+from rmqcli.broker.ha.config import ROLES, SLAVE, SYNC_MASTER, HAConfig
 from rmqcli.broker.ha.master import HAMaster
 from rmqcli.broker.ha.reput import ReplicaReput
 from rmqcli.broker.ha.slave import HASlave
@@ -31,11 +31,6 @@ from rmqcli.broker.ha.sync import SlaveSynchronize
 from rmqcli.store.write.files import WritableFileQueue
 
 log = logging.getLogger(__name__)
-
-ASYNC_MASTER = "ASYNC_MASTER"
-SYNC_MASTER = "SYNC_MASTER"
-SLAVE = "SLAVE"
-ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
 
 
 class Replicated(enum.Enum):
