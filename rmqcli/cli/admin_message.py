@@ -4,9 +4,10 @@ sendMessage, consumeMessage, checkMsgSendRT, sendMsgStatus (PROTOCOL.md C.2, C.4
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from rmqcli.cli.admin_registry import TOPIC, AdminCommand, Args, Lazy, opt, parse_boolean, required
+from rmqcli.cli.admin_registry import TOPIC, AdminCommand, Args, Lazy, Opt, opt, parse_boolean, required
 from rmqcli.errors import BrokerError, NetworkError, UsageError
 
 messages = Lazy("rmqcli.admin.message")
@@ -23,6 +24,16 @@ SUB_EXPRESSION = opt(
 )
 BEGIN = opt("begin_timestamp", "--beginTimestamp", "-b", "Begin " + TIME_HELP)
 END = opt("end_timestamp", "--endTimestamp", "-e", "End " + TIME_HELP)
+
+
+def _queue_position(option: Callable[..., Opt]) -> tuple[Opt, ...]:
+    """``-b`` broker name, ``-i`` queue id, ``-o`` queue offset, each declared by ``option``
+    (``required`` for queryMsgByOffset, ``opt`` for consumeMessage)."""
+    return (
+        option("broker_name", "--brokerName", "-b", "Broker Name"),
+        option("queue_id", "--queueId", "-i", "Queue Id", int),
+        option("offset", "--offset", "-o", "Queue Offset", int),
+    )
 
 
 def _time(text: str | None) -> int | None:
@@ -120,12 +131,7 @@ query_msg_by_offset = AdminCommand(
     "queryMsgByOffset",
     "Query Message by offset",
     "message",
-    (
-        TOPIC,
-        required("broker_name", "--brokerName", "-b", "Broker Name"),
-        required("queue_id", "--queueId", "-i", "Queue Id", int),
-        required("offset", "--offset", "-o", "Queue Offset", int),
-    ),
+    (TOPIC, *_queue_position(required)),
     call=lambda s, a: messages.query_msg_by_offset(s, a.topic, a.broker_name, a.queue_id, a.offset),
     text=lambda view, a: "" if view is None else message_text.message_view(view),
     data=lambda view, a: None if view is None else message_text.view_data(view),
@@ -255,9 +261,7 @@ consume_message = AdminCommand(
     "message",
     (
         TOPIC,
-        opt("broker_name", "--brokerName", "-b", "Broker Name"),
-        opt("queue_id", "--queueId", "-i", "Queue Id", int),
-        opt("offset", "--offset", "-o", "Queue Offset", int),
+        *_queue_position(opt),
         opt("consumer_group", "--consumerGroup", "-g", "Consumer Group Name"),
         opt("begin_timestamp", "--beginTimestamp", "-s", "Begin " + TIME_HELP),
         opt("end_timestamp", "--endTimestamp", "-e", "End " + TIME_HELP),

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rmqcli.cli.render import OutputFormat
+from rmqcli.cli.render import OutputFormat, warn
 from rmqcli.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.store import Store
+    from rmqcli.store.read.commitlog import Corruption
 
 StoreArg = Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")]
 OutputOpt = Annotated[
@@ -88,6 +89,11 @@ def open_store(path: Path, config: Path | None) -> Store:
     if config is not None and not config.is_file():
         raise NotFoundError(f"{config}: no such broker.conf")
     return Store.open(path, config)
+
+
+def warn_skipped(stretch: Corruption) -> None:
+    """The warning on stderr for a corrupt stretch that ``--skip-corrupt`` skips."""
+    warn(f"{stretch.file} at byte {stretch.file_position}: {stretch.reason}; skipped {stretch.length} bytes")
 
 
 def require_path(path: Path) -> None:

@@ -18,6 +18,7 @@ from rmqcli.cli.common import (
     UntilOpt,
     open_store,
     parse_time,
+    warn_skipped,
 )
 from rmqcli.cli.render import (
     Column,
@@ -189,7 +190,7 @@ def _rows(
     next_report = 0
     for item in items:
         if isinstance(item, Corruption):
-            warn(f"{item.file} at byte {item.file_position}: {item.reason}; skipped {item.length} bytes")
+            warn_skipped(item)
             problems.add(item.file, item.file_position)
             if fmt is not OutputFormat.table:
                 yield corruption_fields(item)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, StoreArg, open_store
+from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, StoreArg, open_store, warn_skipped
 from rmqcli.cli.render import (
     Column,
     OutputFormat,
@@ -20,13 +20,16 @@ from rmqcli.cli.render import (
 )
 from rmqcli.errors import CorruptDataError
 
+STORED_COLUMNS = [  # what a topic's or a queue's records take and when they were stored
+    Column("bytes", "Bytes", justify="right"),
+    Column("firstStoreTimestamp", "FirstStored", show=human_time),
+    Column("lastStoreTimestamp", "LastStored", show=human_time),
+]
 TOPIC_COLUMNS = [
     Column("topic", "Topic"),
     Column("queues", "Queues", justify="right"),
     Column("messages", "Messages", justify="right"),
-    Column("bytes", "Bytes", justify="right"),
-    Column("firstStoreTimestamp", "FirstStored", show=human_time),
-    Column("lastStoreTimestamp", "LastStored", show=human_time),
+    *STORED_COLUMNS,
 ]
 QUEUE_COLUMNS = [
     Column("topic", "Topic"),
@@ -36,9 +39,7 @@ QUEUE_COLUMNS = [
     Column("maxQueueOffset", "MaxQOffset", justify="right"),
     Column("cqMinOffset", "CqMin", justify="right"),
     Column("cqMaxOffset", "CqMax", justify="right"),
-    Column("bytes", "Bytes", justify="right"),
-    Column("firstStoreTimestamp", "FirstStored", show=human_time),
-    Column("lastStoreTimestamp", "LastStored", show=human_time),
+    *STORED_COLUMNS,
 ]
 UNSAFE_COLUMNS = [
     Column("topic", "Topic"),
@@ -100,8 +101,7 @@ def stats(
     skipped: list[Corruption] = []
 
     def skip(problem: Corruption) -> None:
-        where = f"{problem.file} at byte {problem.file_position}"
-        warn(f"{where}: {problem.reason}; skipped {problem.length} bytes")
+        warn_skipped(problem)
         skipped.append(problem)
 
     with progress(total, "scanning") as update:
