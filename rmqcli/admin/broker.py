@@ -87,6 +87,13 @@ def cluster_list(session: AdminSession) -> list[ClusterBroker]:
     return rows
 
 
+def every_addr(session: AdminSession, broker_addr: str | None, cluster: str | None) -> list[str]:
+    """``-b``, else every master and slave of ``-c`` (of every cluster without ``-c``; 106 first)."""
+    if broker_addr:
+        return [broker_addr.strip()]
+    return session.all_addrs_of_cluster(cluster.strip() if cluster else None)
+
+
 @dataclass
 class BrokerStatus:
     addr: str
@@ -95,10 +102,7 @@ class BrokerStatus:
 
 def broker_status(session: AdminSession, broker_addr: str | None, cluster: str | None) -> list[BrokerStatus]:
     """``brokerStatus``: 28 to ``-b``, or to every master and slave of ``-c`` (106 first)."""
-    if broker_addr:
-        addrs = [broker_addr.strip()]
-    else:
-        addrs = session.all_addrs_of_cluster(cluster.strip() if cluster else None)
+    addrs = every_addr(session, broker_addr, cluster)
     out = []
     for addr, kv in zip(addrs, _runtime(session, addrs), strict=True):
         if isinstance(kv, RmqError):
@@ -268,10 +272,7 @@ class CleanResult:
 
 
 def _clean(session: AdminSession, code: int, broker_addr: str | None, cluster: str | None) -> CleanResult:
-    if broker_addr:
-        addrs = [broker_addr.strip()]
-    else:
-        addrs = session.all_addrs_of_cluster(cluster.strip() if cluster else None)
+    addrs = every_addr(session, broker_addr, cluster)
     result = CleanResult(brokers=addrs, ok=True)
     for response in session.call_each(addrs, code):
         if isinstance(response, RmqError):

@@ -22,6 +22,7 @@ from formats.javahash import hashmap_order
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from rmqcli.errors import NetworkError
 from rmqcli.remoting.codes import ResponseCode, code_name
+from rmqcli.remoting.javanames import java_text
 
 if TYPE_CHECKING:
     from rmqcli.remoting.headers import CommandHeader
@@ -123,15 +124,7 @@ def ext_value(value: Any) -> str:
         return value
     if kind is int:
         return str(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    return fastjson.dumps(value)
+    return java_text(value)
 
 
 # --- JSON header (A.3) -------------------------------------------------------------------------

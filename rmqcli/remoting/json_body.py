@@ -20,7 +20,7 @@ from typing import Any, TypeVar, Union
 from formats import fastjson
 from formats.fastjson import ObjectKey
 from rmqcli.errors import RmqError
-from rmqcli.remoting.javanames import camel
+from rmqcli.remoting.javanames import camel, java_text
 
 
 class BodyError(RmqError):
@@ -224,13 +224,7 @@ def _convert(tp: Any, value: Any, enum: tuple[str, ...] | None) -> Any:
     if tp is str:
         if enum is not None and isinstance(value, int) and not isinstance(value, bool):
             return enum[value] if 0 <= value < len(enum) else str(value)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, int | float):
-            return str(value)
-        return fastjson.dumps(value)
+        return java_text(value)
     raise BodyError(f"unsupported type {tp!r}")
 
 
