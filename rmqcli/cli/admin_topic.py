@@ -39,7 +39,7 @@ update_topic = AdminCommand(
         s,
         a.topic,
         broker_addr=a.broker_addr,
-        cluster=None if a.broker_addr else a.cluster_name,
+        cluster=a.cluster_name,
         read_queue_nums=a.read_queue_nums,
         write_queue_nums=a.write_queue_nums,
         perm=a.perm,
@@ -63,7 +63,7 @@ update_topic_perm = AdminCommand(
         TO_CLUSTER,
     ),
     call=lambda s, a: topics.update_topic_perm(
-        s, a.topic, a.perm, broker_addr=a.broker_addr, cluster=None if a.broker_addr else a.cluster_name
+        s, a.topic, a.perm, broker_addr=a.broker_addr, cluster=a.cluster_name
     ),
     text=lambda result, a: topic_text.update_topic_perm(result, by_broker=bool(a.broker_addr)),
     check=broker_or_cluster,
