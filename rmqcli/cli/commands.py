@@ -19,6 +19,7 @@ STORE = {
     "dump-config": "dump_misc:dump_config",
     "stats": "stats:stats",
     "verify": "verify:verify",
+    "diff-stores": "diff_stores:diff_stores",
     "recover": "repair:recover",
     "truncate": "repair:truncate",
     "rebuild": "repair:rebuild",

@@ -4,9 +4,9 @@
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 DELETE_SUBSCRIPTIONGROUP (207, ``removeOffset`` drops the group's offsets), GET_CONSUME_STATS (208),
 GET_BROKER_CONSUME_STATS (317), QUERY_TOPIC_CONSUME_BY_WHO (300), CLONE_GROUP_OFFSET (314),
-GET_ALL_CONSUMER_OFFSET (43). Group changes are persisted at once (``subscriptionGroup.json``, as
-``SubscriptionGroupManager.persist``); offset changes with the next offset flush (every
-``flushConsumerOffsetInterval``), as ``ConsumerOffsetManager`` does.
+GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45). Group changes are persisted at once
+(``subscriptionGroup.json``, as ``SubscriptionGroupManager.persist``); offset changes with the next
+offset flush (every ``flushConsumerOffsetInterval``), as ``ConsumerOffsetManager`` does.
 """
 
 from __future__ import annotations
@@ -203,6 +203,13 @@ def all_consumer_offsets(ctl: BrokerContext, req: RemotingCommand, conn: Connect
     return req.response(body=jb.encode(body))
 
 
+def all_delay_offsets(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """GET_ALL_DELAY_OFFSET (45): ``ScheduleMessageService.encode``, what a slave copies into its
+    ``delayOffset.json``: ``{"offsetTable":{delayLevel:offset}}``."""
+    table = dict(sorted(ctl.writer.config.delay_offsets.items()))
+    return req.response(body=jb.encode(jb.DelayOffsetSerializeWrapper(offset_table=table)))
+
+
 HANDLERS = {
     RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_sub_group,
     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_sub_groups,
@@ -212,4 +219,5 @@ HANDLERS = {
     RC.QUERY_TOPIC_CONSUME_BY_WHO: topic_consume_by_who,
     RC.CLONE_GROUP_OFFSET: clone_group_offset,
     RC.GET_ALL_CONSUMER_OFFSET: all_consumer_offsets,
+    RC.GET_ALL_DELAY_OFFSET: all_delay_offsets,
 }

@@ -1,0 +1,249 @@
+"""Broker groups of two ``rmq serve`` processes, a master and a slave, over real sockets: the C++
+client's sends replicated byte for byte (``rmq diff-stores``), the slave's refusals, its config
+sync, a slave killed and restarted mid-stream, and SIGKILLs of a SYNC_MASTER under load after
+which every acknowledged message is on the slave and a consumer gets them all from it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.client import SyncClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store import Store
+from tests.support.broker_drivers import Driver, run_driver
+from tests.support.serve import ServeProcess, free_port, write_conf
+
+FILE = 256 * 1024  # small CommitLog files, so that the streams roll several
+
+
+class Member(ServeProcess):
+    """One broker of group ``broker-a``; a master also runs the NameServer unless told where one is."""
+
+    def __init__(self, tmp: Path, name: str, role: str, namesrv: str | None = None, **keys: object):
+        store = tmp / name
+        store.mkdir(parents=True, exist_ok=True)
+        self.ha_port = free_port()
+        conf = write_conf(
+            tmp / f"{name}.conf",
+            brokerRole=role,
+            brokerId="0" if role != "SLAVE" else "1",
+            mappedFileSizeCommitLog=str(FILE),
+            haListenPort=str(self.ha_port),
+            **{k: str(v) for k, v in keys.items()},
+        )
+        extra = ["--verbose"] + (["--no-namesrv", "--namesrv", namesrv] if namesrv else [])
+        super().__init__(store, conf, extra)
+
+    def sigkill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+
+def store_end(root: Path) -> int:
+    store = Store.open(root)
+    try:
+        return store.commitlog.max_offset()
+    finally:
+        store.close()
+
+
+def stored_keys(root: Path) -> set[str]:
+    store = Store.open(root)
+    try:
+        return {rec.properties.get("KEYS", "") for rec in store.commitlog.records()}
+    finally:
+        store.close()
+
+
+def wait_until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        time.sleep(0.1)
+
+
+def diff(rmq, a: Path, b: Path) -> dict:  # type: ignore[no-untyped-def]
+    result = rmq("diff-stores", str(a), str(b), "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)["summary"]
+
+
+def cq_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted((root / "consumequeue").rglob("*"))
+        if p.is_file()
+    }
+
+
+@contextmanager
+def pair(tmp: Path, master_role: str, **keys: object) -> Iterator[tuple[Member, Member]]:
+    master = Member(tmp, "master", master_role, **keys).start()
+    slave = Member(tmp, "slave", "SLAVE", namesrv=master.namesrv, **keys)
+    try:
+        slave.start()
+        yield master, slave
+    finally:
+        slave.kill()
+        master.kill()
+
+
+@pytest.mark.cpp
+def test_sync_master_replicates_5000_cpp_sends_byte_for_byte(rmq, tmp_path: Path) -> None:
+    """Every send the C++ client gets SEND_OK for is on the slave when it is answered; stopped,
+    the two CommitLogs are identical and the slave's consume queues equal the master's."""
+    with pair(tmp_path, "SYNC_MASTER") as (master, slave):
+        wait_until(lambda: _connected(master), 15, "slave link")
+        keys = [f"k{i}" for i in range(5000)]
+        events = run_driver(
+            tmp_path,
+            "produce",
+            {"op": "produce", "namesrv": master.namesrv, "topic": "TopicHA", "keys": keys},
+            300,
+        )
+        sent = [e for e in events if "key" in e]
+        assert len(sent) == 5000 and {e["status"] for e in sent} == {0}
+        wait_until(lambda: store_end(slave.store) == store_end(master.store), 20, "slave caught up")
+        assert master.stop() == 0 and slave.stop() == 0
+    summary = diff(rmq, master.store, slave.store)
+    assert summary["verdict"] == "identical"
+    assert summary["comparedBytes"] == summary["a"]["maxOffset"] > 3 * FILE
+    master_cq, slave_cq = cq_files(master.store), cq_files(slave.store)
+    assert any(name.startswith("consumequeue/TopicHA/") for name in master_cq)
+    assert slave_cq == master_cq
+
+
+def _connected(master: Member) -> bool:
+    return "HAService receive new connection" in master.output()
+
+
+def test_the_slave_refuses_sends_and_topic_changes_as_4_9_8(rmq, tmp_path: Path) -> None:
+    with pair(tmp_path, "ASYNC_MASTER") as (master, slave):
+        listing = rmq("clusterList", "-n", master.namesrv, "--json")
+        assert listing.exit_code == 0, listing.stderr
+        members = {(b["brokerName"], b["brokerId"], b["addr"]) for b in json.loads(listing.stdout)}
+        assert members == {("broker-a", 0, master.broker), ("broker-a", 1, slave.broker)}
+        header = hd.SendMessageRequestHeader(
+            producer_group="PG", topic="TopicX", default_topic="TBW102", default_topic_queue_nums=4,
+            queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+            properties="KEYS\x01k\x02",
+        )  # fmt: skip
+        with SyncClient() as client:
+            answer = client.invoke(slave.broker, RemotingCommand.request(RC.SEND_MESSAGE, header, b"body"))
+            assert answer.code == RS.SERVICE_NOT_AVAILABLE
+            assert answer.remark.startswith("service not available now. It may be caused by one of the")
+            assert "messages are put to the slave" in answer.remark
+            create = hd.CreateTopicRequestHeader(
+                topic="TopicX", default_topic="TBW102", read_queue_nums=4, write_queue_nums=4, perm=6,
+                topic_filter_type="SINGLE_TAG",
+            )  # fmt: skip
+            answer = client.invoke(slave.broker, RemotingCommand.request(RC.UPDATE_AND_CREATE_TOPIC, create))
+            assert answer.code == RS.SYSTEM_ERROR
+            assert answer.remark == (
+                "Can't modify topic or subscription group from slave broker, "
+                "please execute it from master broker."
+            )
+            answer = client.invoke(master.broker, RemotingCommand.request(RC.SEND_MESSAGE, header, b"body"))
+            assert answer.code == RS.SUCCESS
+        wait_until(lambda: store_end(slave.store) == store_end(master.store) > 0, 15, "replicated")
+    assert stored_keys(slave.store) == {"k"}  # the one the master took, replicated; none of its own
+
+
+def test_the_slave_copies_the_masters_topics_groups_and_offsets(rmq, tmp_path: Path) -> None:
+    """SlaveSynchronize: within its first round (3 s after start, then every 10 s)."""
+    with pair(tmp_path, "ASYNC_MASTER") as (master, slave):
+        assert (
+            rmq("updateTopic", "-b", master.broker, "-t", "SyncedTopic", "-r", "3", "-w", "3").exit_code == 0
+        )
+        assert rmq("updateSubGroup", "-b", master.broker, "-g", "SyncedGroup").exit_code == 0
+        config = slave.store / "config"
+
+        def synced() -> bool:
+            try:
+                topics = json.loads((config / "topics.json").read_text())["topicConfigTable"]
+                groups = json.loads((config / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
+            except (OSError, ValueError, KeyError):
+                return False
+            return "SyncedTopic" in topics and "SyncedGroup" in groups
+
+        wait_until(synced, 25, "the master's topic and group on the slave")
+        topics = json.loads((config / "topics.json").read_text())
+        assert topics["topicConfigTable"]["SyncedTopic"]["writeQueueNums"] == 3
+        master_topics = json.loads((master.store / "config" / "topics.json").read_text())
+        assert topics["dataVersion"] == master_topics["dataVersion"]
+
+
+@pytest.mark.cpp
+def test_a_slave_killed_mid_stream_catches_up_byte_for_byte(rmq, tmp_path: Path) -> None:
+    with pair(tmp_path, "ASYNC_MASTER") as (master, slave):
+        load = Driver(
+            tmp_path, "load", {"op": "load", "namesrv": master.namesrv, "topic": "TopicK", "prefix": "k"}
+        )
+        try:
+            load.wait_for(lambda ev: sum("id" in e for e in ev) >= 300, 60, "sends before the kill")
+            slave.sigkill()
+            load.wait_for(lambda ev: sum("id" in e for e in ev) >= 900, 60, "sends while the slave is down")
+            slave.start()
+            load.wait_for(lambda ev: sum("id" in e for e in ev) >= 1500, 60, "sends after the restart")
+        finally:
+            load.stop()
+        wait_until(lambda: store_end(slave.store) == store_end(master.store), 30, "slave caught up")
+        assert master.stop() == 0 and slave.stop() == 0
+    assert diff(rmq, master.store, slave.store)["verdict"] == "identical"
+
+
+@pytest.mark.cpp
+def test_sigkill_of_a_sync_master_under_load_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    """10 rounds: a SYNC_MASTER under a sync-send stream is SIGKILLed; every send it acknowledged
+    is in the slave's CommitLog; then a consumer started while the master is down receives every
+    acknowledged message from the slave. The NameServer runs in the slave's process here."""
+    master = Member(tmp_path, "master", "SYNC_MASTER")
+    slave = Member(tmp_path, "slave", "SLAVE", haMasterAddress=f"127.0.0.1:{master.ha_port}")
+    master.extra += ["--no-namesrv", "--namesrv", slave.namesrv]
+    acked: set[str] = set()
+    try:
+        slave.start()
+        for round_ in range(10):
+            master.start()
+            load = Driver(
+                tmp_path,
+                f"load{round_}",
+                {"op": "load", "namesrv": slave.namesrv, "topic": "TopicF", "prefix": f"r{round_}-"},
+            )
+            try:
+                load.wait_for(
+                    lambda ev: sum("id" in e for e in ev) >= 100, 60, f"round {round_}: acknowledged sends"
+                )
+                master.sigkill()
+                time.sleep(0.3)
+            finally:
+                load.kill()
+            round_acked = {e["key"] for e in load.events() if "id" in e}
+            acked |= round_acked
+            missing = round_acked - stored_keys(slave.store)
+            assert not missing, f"round {round_}: {len(missing)} acknowledged sends not on the slave"
+        consumer = Driver(
+            tmp_path,
+            "consume",
+            {"op": "consume", "namesrv": slave.namesrv, "topic": "TopicF", "group": "CG_F"},
+        )
+        try:
+            consumer.wait_for(
+                lambda ev: acked <= {e.get("key") for e in ev}, 90, "every acknowledged message consumed"
+            )
+        finally:
+            consumer.stop()
+    finally:
+        master.kill()
+        slave.kill()
