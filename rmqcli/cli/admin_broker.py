@@ -25,6 +25,7 @@ CONFIG_KEY = required("key", "--key", "-k", "config key")
 CONFIG_VALUE = required("value", "--value", "-v", "config value")
 WHICH_BROKER = opt("broker_addr", "--brokerAddr", "-b", "update which broker")
 WHICH_CLUSTER = opt("cluster_name", "--clusterName", "-c", "update which cluster")
+BROKER_ADDRESS = opt("broker_addr", "--brokerAddr", "-b", "Broker address")
 
 
 cluster_list = AdminCommand(
@@ -55,10 +56,7 @@ broker_status = AdminCommand(
     "brokerStatus",
     "Fetch broker runtime status data",
     "broker",
-    (
-        opt("broker_addr", "--brokerAddr", "-b", "Broker address"),
-        opt("cluster_name", "--clusterName", "-c", "which cluster"),
-    ),
+    (BROKER_ADDRESS, opt("cluster_name", "--clusterName", "-c", "which cluster")),
     call=lambda s, a: brokers.broker_status(s, a.broker_addr, a.cluster_name),
     text=lambda statuses, a: broker_text.broker_status(statuses, by_cluster=not a.broker_addr),
     check=broker_or_cluster,
@@ -168,10 +166,7 @@ def _clean(name: str, description: str, group: str, operation: str) -> AdminComm
         name,
         description,
         group,
-        (
-            opt("broker_addr", "--brokerAddr", "-b", "Broker address"),
-            opt("cluster", "--cluster", "-c", "cluster name"),
-        ),
+        (BROKER_ADDRESS, opt("cluster", "--cluster", "-c", "cluster name")),
         call=lambda s, a: getattr(brokers, operation)(s, a.broker_addr, a.cluster),
         text=lambda result, a: "success" if result.ok else "false\n",
         fail=fail,

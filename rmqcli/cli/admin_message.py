@@ -264,7 +264,7 @@ consume_message = AdminCommand(
         *_queue_position(opt),
         opt("consumer_group", "--consumerGroup", "-g", "Consumer Group Name"),
         opt("begin_timestamp", "--beginTimestamp", "-s", "Begin " + TIME_HELP),
-        opt("end_timestamp", "--endTimestamp", "-e", "End " + TIME_HELP),
+        END,
         opt("message_number", "--MessageNumber", "-c", "Number of Messages", int, 128),
     ),
     call=lambda s, a: messages.consume_message(

@@ -109,3 +109,8 @@ class BodyChoice(StrEnum):
     hex = "hex"
     base64 = "base64"
     sha256 = "sha256"
+
+
+BodyOpt = Annotated[
+    BodyChoice, typer.Option("--body", help="Show the body as none, utf8, hex, base64 or sha256.")
+]

@@ -11,6 +11,7 @@ import typer
 
 from rmqcli.cli.common import (
     BodyChoice,
+    BodyOpt,
     ConfigOpt,
     JsonOpt,
     OutputOpt,
@@ -103,9 +104,7 @@ def dump_commitlog(
     ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
-    body: Annotated[
-        BodyChoice, typer.Option("--body", help="Show the body as none, utf8, hex, base64 or sha256.")
-    ] = BodyChoice.none,
+    body: BodyOpt = BodyChoice.none,
     raw: Annotated[
         bool, typer.Option("--raw", help="Show compressed bodies as stored (no inflating).")
     ] = False,

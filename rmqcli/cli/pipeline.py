@@ -12,6 +12,7 @@ import typer
 
 from rmqcli.cli.common import (
     BodyChoice,
+    BodyOpt,
     ConfigOpt,
     OutputOpt,
     RebuildCqOpt,
@@ -42,6 +43,9 @@ UrlStoresArg = Annotated[
         "(a local run, or a filesystem shared by the cluster), or URLs Spark can read (hdfs://, s3a://, "
         "file://, ...: the CommitLog files are read through Spark).",
     ),
+]
+TopicsOpt = Annotated[
+    list[str] | None, typer.Option("--topic", "-t", help="Only records of this topic (repeatable).")
 ]
 MasterOpt = Annotated[
     str | None,
@@ -96,9 +100,7 @@ def export(
     format_: Annotated[
         ExportFormat, typer.Option("--format", help="parquet or jsonl.")
     ] = ExportFormat.parquet,
-    topic: Annotated[
-        list[str] | None, typer.Option("--topic", "-t", help="Only records of this topic (repeatable).")
-    ] = None,
+    topic: TopicsOpt = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     body: Annotated[
@@ -305,12 +307,8 @@ def search(
             "--body-regex", help="Records whose body (UTF-8 text, inflated) matches this Python regex."
         ),
     ] = None,
-    topic: Annotated[
-        list[str] | None, typer.Option("--topic", "-t", help="Only records of this topic (repeatable).")
-    ] = None,
-    body: Annotated[
-        BodyChoice, typer.Option("--body", help="Show the body as none, utf8, hex, base64 or sha256.")
-    ] = BodyChoice.none,
+    topic: TopicsOpt = None,
+    body: BodyOpt = BodyChoice.none,
     master: MasterOpt = None,
     config: ConfigOpt = None,
     output: OutputOpt = OutputFormat.table,
