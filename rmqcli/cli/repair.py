@@ -91,7 +91,7 @@ def _plan_options(
     force_unlocked: ForceUnlockedOpt = False,
     json_: PlanJsonOpt = False,
 ) -> None:
-    """The options every repair command ends with (their declarations: ``repair_command``)."""
+    """Never called: its parameters are the options ``repair_command`` gives every repair command."""
 
 
 def repair_command(plan: Callable[..., Repair]) -> Callable[..., None]:
