@@ -4,7 +4,7 @@ Nothing is imported here: ``rmq CMD`` for a store command imports the one module
 it (``main.RmqGroup``). A store command is a typer function, ``pipeline`` a typer app, and an
 mqadmin command an ``AdminCommand``: its declaration in ``admin_<family>.py`` is its only entry
 (``admin_registry.declared`` finds them all; they are plain data, and no command is built until it
-is asked for). ``tests/test_cli.py`` checks that every entry resolves.
+is asked for). ``tests/cli/test_cli.py`` checks that every entry resolves.
 """
 
 from __future__ import annotations
