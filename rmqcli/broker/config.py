@@ -76,7 +76,7 @@ class BrokerConfig:
         return f"{self.broker_ip2 or self.broker_ip1}:{self.ha.ha_listen_port}"
 
 
-_KEYS = {
+PROPERTY_NAMES = {  # broker.conf key -> BrokerConfig field
     "brokerName": "broker_name",
     "brokerClusterName": "broker_cluster_name",
     "brokerId": "broker_id",
@@ -116,7 +116,7 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
     """``BrokerConfig`` from ``broker.conf``; unknown keys ignored (``MixAll.properties2Object``)."""
     kinds = {f.name: f.type for f in fields(BrokerConfig)}
     changes: dict[str, object] = {}
-    for key, name in _KEYS.items():
+    for key, name in PROPERTY_NAMES.items():
         if key not in props:
             continue
         raw = props[key].strip()

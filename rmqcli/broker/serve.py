@@ -63,6 +63,18 @@ PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
 CONNECTIONS_KEY = "rmqMaxConnections"
 
 
+def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
+    """The keys of broker.conf that rmq does not implement (a broker's other settings): ``rmq
+    serve`` names them once at start rather than drop them silently. ``storePathRootDir`` is one:
+    the STORE argument is the store."""
+    from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
+    from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
+    from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
+
+    known = {*BROKER_KEYS, *HA_KEYS, *STORE_KEYS, PENDING_BYTES_KEY, CONNECTIONS_KEY}
+    return sorted(key for key in props if key not in known)
+
+
 def serve_limits(
     props: Mapping[str, str], max_pending_bytes: int | None, max_connections: int | None
 ) -> tuple[int, int]:

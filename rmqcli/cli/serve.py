@@ -89,7 +89,14 @@ def serve(
     from dataclasses import replace
 
     from rmqcli.broker.config import load_broker_config, with_listen_port
-    from rmqcli.broker.serve import ServeOptions, acl_enabled, exposure_warning, new_event_loop, serve_limits
+    from rmqcli.broker.serve import (
+        ServeOptions,
+        acl_enabled,
+        exposure_warning,
+        new_event_loop,
+        serve_limits,
+        unimplemented_keys,
+    )
     from rmqcli.broker.serve import serve as run
     from rmqcli.store.settings import read_properties
 
@@ -113,6 +120,11 @@ def serve(
     if port is not None:
         broker_config = with_listen_port(broker_config, port, props)
     pending_budget, connection_cap = serve_limits(props, max_buffered_bytes, max_connections)
+    ignored = unimplemented_keys(props)
+    if ignored:
+        typer.echo(
+            f"rmq serve: warning: {config}: not implemented by rmq, ignored: {', '.join(ignored)}", err=True
+        )
     exposed = exposure_warning(listen, acl_enabled(broker_config, props))
     if exposed:
         typer.echo(exposed, err=True)

@@ -23,6 +23,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_pair() -> int:
+    """A free port whose next port is free too (a broker's listenPort and its HA port)."""
+    for _ in range(100):
+        port = free_port()
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+        return port
+    raise AssertionError("no two free consecutive ports")
+
+
 class ServeProcess:
     """``rmq serve STORE`` on free loopback ports; ``stop()`` sends SIGTERM and waits."""
 
@@ -38,9 +51,9 @@ class ServeProcess:
         self.extra = extra or []
         self.command = command or RMQ  # what runs ``rmq``
         self.namesrv_port = free_port()
-        self.port = free_port()
-        while self.port == self.namesrv_port:
-            self.port = free_port()
+        self.port = free_port_pair()  # a master also listens on port + 1 (HA)
+        while self.namesrv_port in (self.port, self.port + 1):
+            self.port = free_port_pair()
         self.proc: subprocess.Popen[str] | None = None
         self.log = store.parent / f"serve-{self.port}.log"
 

@@ -7,20 +7,24 @@ a value that does not parse for its key is ignored, as ``MixAll.properties2Objec
 update moves the configuration's own data version (the ``version`` header of GET_BROKER_CONFIG).
 Changing ``brokerPermission`` bumps the topic data version and re-registers with the name servers.
 A real broker also rewrites its configuration file (the ``-c`` file); ``rmq serve`` leaves the
-operator's ``--config`` untouched, so an update lasts until the broker stops.
+operator's ``--config`` untouched, so an update lasts until the broker stops. The role and HA keys
+(``brokerRole``, ``brokerId``, ``haListenPort``...) are set up at start and not changed by an
+update (4.9.8 sets the field and half of its services follow it): a warning is logged.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rmqcli.broker.bodies import properties_body, properties_text
-from rmqcli.broker.config import _KEYS as BROKER_KEYS
+from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
 from rmqcli.broker.config import broker_config_from_properties
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -31,9 +35,10 @@ from rmqcli.store.settings import PROPERTY_NAMES
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
+log = logging.getLogger(__name__)
+
 # MessageStoreConfig / NettyServerConfig keys reported with their 4.9.7 defaults
 REPORTED_DEFAULTS = {
-    "brokerRole": "ASYNC_MASTER",
     "fileReservedTime": "72",
     "deleteWhen": "04",
     "diskMaxUsedSpaceRatio": "75",
@@ -50,6 +55,8 @@ REPORTED_DEFAULTS = {
     "serverWorkerThreads": "8",
     "serverChannelMaxIdleTimeSeconds": "120",
 }
+# the broker's role and HA links are set up at start; a running rmq broker does not change them
+FIXED_AT_START = frozenset({"brokerRole", "brokerId", "brokerIP2", *HA_KEYS})
 _STORE_KEYS = {k: v for k, v in PROPERTY_NAMES.items() if k != "storePathCommitLog"}  # store part
 
 
@@ -84,6 +91,7 @@ def current_properties(ctl: BrokerContext) -> dict[str, str]:
     """Every configuration property with its current value."""
     props = {key: _text(getattr(ctl.config, name)) for key, name in BROKER_KEYS.items()}
     props.update({key: _text(getattr(ctl.writer.settings, name)) for key, name in _STORE_KEYS.items()})
+    props.update({key: _text(getattr(ctl.config.ha, name)) for key, name in HA_KEYS.items()})
     props["storePathRootDir"] = str(ctl.writer.root)
     props.update(REPORTED_DEFAULTS)
     props.update(config_state(ctl).updated)
@@ -97,6 +105,9 @@ def apply_update(ctl: BrokerContext, changes: dict[str, str]) -> list[str]:
     applied = []
     for key, value in changes.items():
         if key not in props:
+            continue
+        if key in FIXED_AT_START:
+            log.warning("UPDATE_BROKER_CONFIG: %s takes effect at the next start only; not changed", key)
             continue
         if key in BROKER_KEYS:
             try:

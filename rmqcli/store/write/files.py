@@ -14,14 +14,32 @@ from rmqcli.store.naming import is_offset_name, offset_to_name
 
 
 def map_writable(path: Path, size: int) -> mmap.mmap:
-    """``path`` mapped read-write, created (zero-filled, sparse) or resized to ``size`` first."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """``path`` mapped read-write, resized to ``size`` first. A new file is made at its full size
+    (zero-filled, sparse) under a hidden name and renamed into place, so a process killed while
+    creating it never leaves a short file that a later recovery would have to refuse."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        fd = _create_full(path, size)
     try:
         if os.fstat(fd).st_size != size:
             os.ftruncate(fd, size)
         return mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
     finally:
         os.close(fd)
+
+
+def _create_full(path: Path, size: int) -> int:
+    """``path`` created at ``size`` bytes by rename (``.NAME.creating`` first); its open fd."""
+    staging = path.with_name(f".{path.name}.creating")
+    fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        os.rename(staging, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class WritableFile:
