@@ -122,9 +122,8 @@ def serve(
     pending_budget, connection_cap = serve_limits(props, max_buffered_bytes, max_connections)
     ignored = unimplemented_keys(props)
     if ignored:
-        typer.echo(
-            f"rmq serve: warning: {config}: not implemented by rmq, ignored: {', '.join(ignored)}", err=True
-        )
+        names = ", ".join(ignored)
+        typer.echo(f"rmq serve: warning: {config}: keys rmq does not implement, ignored: {names}", err=True)
     exposed = exposure_warning(listen, acl_enabled(broker_config, props))
     if exposed:
         typer.echo(exposed, err=True)

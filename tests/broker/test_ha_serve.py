@@ -33,14 +33,14 @@ class Member(ServeProcess):
         store = tmp / name
         store.mkdir(parents=True, exist_ok=True)
         self.ha_port = free_port()
-        conf = write_conf(
-            tmp / f"{name}.conf",
-            brokerRole=role,
-            brokerId="0" if role != "SLAVE" else "1",
-            mappedFileSizeCommitLog=str(FILE),
-            haListenPort=str(self.ha_port),
-            **{k: str(v) for k, v in keys.items()},
-        )
+        settings = {
+            "brokerRole": role,
+            "brokerId": "0" if role != "SLAVE" else "1",
+            "mappedFileSizeCommitLog": str(FILE),
+            "haListenPort": str(self.ha_port),
+        }
+        settings.update({k: str(v) for k, v in keys.items()})
+        conf = write_conf(tmp / f"{name}.conf", **settings)
         extra = ["--verbose"] + (["--no-namesrv", "--namesrv", namesrv] if namesrv else [])
         super().__init__(store, conf, extra)
 
@@ -247,3 +247,33 @@ def test_sigkill_of_a_sync_master_under_load_loses_no_acknowledged_message(tmp_p
     finally:
         master.kill()
         slave.kill()
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"brokerRole": "SLAVE", "brokerId": "0"}, "Slave's brokerId must be > 0"),
+        (
+            {"brokerRole": "MASTER"},
+            "brokerRole must be one of ASYNC_MASTER, SYNC_MASTER, SLAVE, not 'MASTER'",
+        ),
+        ({"brokerRole": "SLAVE", "brokerId": "1", "haSendHeartbeatInterval": "0"}, "must be positive"),
+    ],
+)
+def test_bad_roles_stop_the_start_with_one_line(rmq, tmp_path: Path, keys: dict, message: str) -> None:
+    conf = write_conf(tmp_path / "broker.conf", **keys)
+    result = rmq("serve", str(tmp_path / "store"), "--config", str(conf))
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_keys_rmq_does_not_implement_are_named_once_at_start(tmp_path: Path) -> None:
+    """A master's brokerId is 0 whatever the file says (BrokerStartup); keys rmq leaves alone are
+    listed in one warning, the ones it takes are not."""
+    member = Member(tmp_path, "m", "ASYNC_MASTER", brokerId=3, deleteWhen="04", storePathRootDir="/elsewhere")
+    with member:
+        out = member.output()
+    assert "(cluster DefaultCluster, id 0)" in out and "ASYNC_MASTER (HA port" in out
+    warnings = [line for line in out.splitlines() if "keys rmq does not implement" in line]
+    assert len(warnings) == 1
+    assert warnings[0].endswith("ignored: deleteWhen, storePathRootDir")
