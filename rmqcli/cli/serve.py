@@ -26,7 +26,8 @@ def serve(
         Path | None,
         typer.Option(
             "--config",
-            help="broker.conf: brokerName, brokerClusterName, brokerId, listenPort, brokerIP1, "
+            help="broker.conf: brokerName, brokerClusterName, brokerId, brokerRole (ASYNC_MASTER, "
+            "SYNC_MASTER, SLAVE), haListenPort, haMasterAddress, slaveReadEnable, listenPort, brokerIP1, "
             "flushDiskType, mapped file sizes, autoCreateTopicEnable, autoCreateSubscriptionGroup, "
             "messageIndexEnable, messageDelayLevel, transactionTimeOut, transactionCheckMax, "
             "transactionCheckInterval, rejectTransactionMessage...",
@@ -82,6 +83,12 @@ def serve(
     transactional sends are half messages until END_TRANSACTION, and the producer group is asked
     about those left open past transactionTimeOut. SIGTERM or Ctrl-C stops it cleanly: flushed,
     config persisted, `abort` removed.
+
+    With brokerRole=SLAVE (brokerId above 0) it replicates its master's CommitLog over the HA port
+    (haMasterAddress, else the one the NameServer names), builds its own consume queues and index,
+    copies the master's topics, groups and offsets every 10 s, serves pulls and refuses sends. A
+    master (brokerId 0) serves its slaves on haListenPort (listenPort + 1); a SYNC_MASTER answers a
+    send once a slave has it. broker.conf keys rmq does not implement are named once at start.
     """
     import asyncio
     import logging
