@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rmqcli.store import Store
 from tests.support.oracle import KIT, Jvm, broker_port
-from tests.support.serve import ServeProcess, free_port, write_conf
+from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
+from tests.support.stores import ends_meet
 
 pytestmark = pytest.mark.java
 
@@ -38,21 +38,6 @@ def real_conf(path: Path, **keys: object) -> Path:
     common.update({k: str(v) for k, v in keys.items()})
     path.write_text("".join(f"{k}={v}\n" for k, v in common.items()))
     return path
-
-
-def store_end(root: Path) -> int:
-    store = Store.open(root)
-    try:
-        return store.commitlog.max_offset()
-    finally:
-        store.close()
-
-
-def wait_until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        time.sleep(0.2)
 
 
 def clienttest(ns: str, topic: str, env: dict[str, str], cwd: Path) -> None:
@@ -119,7 +104,7 @@ def test_real_master_with_an_rmq_slave(rmq, tmp_path: Path) -> None:
         slave.start()
         wait_until(lambda: "update master address" in slave.output(), 30, "the slave learns its master")
         clienttest(ns, "TopicMixedA", env, tmp_path)
-        wait_until(lambda: store_end(slave.store) == store_end(master_store), 30, "the rmq slave caught up")
+        wait_until(ends_meet(slave.store, master_store), 30, "the rmq slave caught up")
         time.sleep(1.5)  # the real broker's runtime stats (see the kit's README)
         members = cluster_members(ns, env, tmp_path)
         assert members == {("mixed-a", "0", f"127.0.0.1:{master_port}"), ("mixed-a", "1", slave.broker)}
@@ -156,7 +141,7 @@ def test_rmq_master_with_a_real_slave(rmq, tmp_path: Path) -> None:
         reported = "master transfer data from"
         wait_until(lambda: reported in master.output(), 60, "the real slave's first report")
         clienttest(master.namesrv, "TopicMixedB", env, tmp_path)
-        wait_until(lambda: store_end(slave_store) == store_end(master.store), 30, "the real slave caught up")
+        wait_until(ends_meet(slave_store, master.store), 30, "the real slave caught up")
         time.sleep(1.5)
         members = cluster_members(master.namesrv, env, tmp_path)
         assert members == {("mixed-b", "0", master.broker), ("mixed-b", "1", f"127.0.0.1:{slave_port}")}

@@ -21,7 +21,8 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store import Store
 from tests.support.broker_drivers import Driver, run_driver
-from tests.support.serve import ServeProcess, free_port, write_conf
+from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
+from tests.support.stores import commitlog_end, ends_meet
 
 FILE = 256 * 1024  # small CommitLog files, so that the streams roll several
 
@@ -50,27 +51,12 @@ class Member(ServeProcess):
         self.proc.wait(10)
 
 
-def store_end(root: Path) -> int:
-    store = Store.open(root)
-    try:
-        return store.commitlog.max_offset()
-    finally:
-        store.close()
-
-
 def stored_keys(root: Path) -> set[str]:
     store = Store.open(root)
     try:
         return {rec.properties.get("KEYS", "") for rec in store.commitlog.records()}
     finally:
         store.close()
-
-
-def wait_until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        time.sleep(0.1)
 
 
 def diff(rmq, a: Path, b: Path) -> dict:  # type: ignore[no-untyped-def]
@@ -114,7 +100,7 @@ def test_sync_master_replicates_5000_cpp_sends_byte_for_byte(rmq, tmp_path: Path
         )
         sent = [e for e in events if "key" in e]
         assert len(sent) == 5000 and {e["status"] for e in sent} == {0}
-        wait_until(lambda: store_end(slave.store) == store_end(master.store), 20, "slave caught up")
+        wait_until(ends_meet(slave.store, master.store), 20, "slave caught up")
         assert master.stop() == 0 and slave.stop() == 0
     summary = diff(rmq, master.store, slave.store)
     assert summary["verdict"] == "identical"
@@ -156,7 +142,7 @@ def test_the_slave_refuses_sends_and_topic_changes_as_4_9_8(rmq, tmp_path: Path)
             )
             answer = client.invoke(master.broker, RemotingCommand.request(RC.SEND_MESSAGE, header, b"body"))
             assert answer.code == RS.SUCCESS
-        wait_until(lambda: store_end(slave.store) == store_end(master.store) > 0, 15, "replicated")
+        wait_until(lambda: commitlog_end(slave.store) == commitlog_end(master.store) > 0, 15, "replicated")
     assert stored_keys(slave.store) == {"k"}  # the one the master took, replicated; none of its own
 
 
@@ -198,7 +184,7 @@ def test_a_slave_killed_mid_stream_catches_up_byte_for_byte(rmq, tmp_path: Path)
             load.wait_for(lambda ev: sum("id" in e for e in ev) >= 1500, 60, "sends after the restart")
         finally:
             load.stop()
-        wait_until(lambda: store_end(slave.store) == store_end(master.store), 30, "slave caught up")
+        wait_until(ends_meet(slave.store, master.store), 30, "slave caught up")
         assert master.stop() == 0 and slave.stop() == 0
     assert diff(rmq, master.store, slave.store)["verdict"] == "identical"
 

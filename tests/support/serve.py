@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rmqcli.remoting.client import RemotingClient
@@ -150,3 +151,11 @@ async def invoke(
     client: RemotingClient, addr: str, code: int, header=None, body: bytes = b""
 ) -> RemotingCommand:  # type: ignore[no-untyped-def]  # noqa: E501
     return await client.invoke(addr, RemotingCommand.request(code, header, body, version=407), 10.0)
+
+
+def wait_until(check: Callable[[], object], timeout: float, what: str, step: float = 0.1) -> None:
+    """Poll ``check`` until it is true; an AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        time.sleep(step)

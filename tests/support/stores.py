@@ -10,7 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -165,3 +165,19 @@ def converges_at_every_crash_point(command: list[str], source: Path, tmp_path: P
     while converges(command, source, tmp_path, expected, points + 1):
         points += 1
     return points, reference
+
+
+def commitlog_end(root: Path) -> int:
+    """Where a store's CommitLog data ends (maxPhyOffset), read from its files (the store may be live)."""
+    from rmqcli.store import Store
+
+    store = Store.open(root)
+    try:
+        return store.commitlog.max_offset()
+    finally:
+        store.close()
+
+
+def ends_meet(a: Path, b: Path) -> Callable[[], bool]:
+    """A check for ``wait_until``: the two stores' CommitLogs end at the same offset."""
+    return lambda: commitlog_end(a) == commitlog_end(b)

@@ -46,6 +46,36 @@ TOPIC_KEYS = tuple(topic_config("", 0))  # the 7 keys of a 4.9.x TopicConfig
 GROUP_KEYS = tuple(subscription_group_config(""))  # the 9 keys of a 4.9.x SubscriptionGroupConfig
 
 
+@dataclass(frozen=True)
+class Versioned:
+    """A table the master versions: its request, answer bean and field, and where the slave keeps it."""
+
+    code: int
+    wrapper: type
+    field: str  # the table in the answer
+    table: str  # the ``BrokerConfigState`` attribute
+    version: str  # its data version's attribute
+    keys: tuple[str, ...]  # the 4.9.x keys the config file holds
+
+
+TOPICS = Versioned(
+    RC.GET_ALL_TOPIC_CONFIG,
+    jb.TopicConfigSerializeWrapper,
+    "topic_config_table",
+    "topics",
+    "topics_version",
+    TOPIC_KEYS,
+)
+GROUPS = Versioned(
+    RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    jb.SubscriptionGroupWrapper,
+    "subscription_group_table",
+    "groups",
+    "groups_version",
+    GROUP_KEYS,
+)
+
+
 @dataclass
 class SyncReport:
     """What one ``sync_all`` took from the master, and what failed (one line each)."""
@@ -77,10 +107,10 @@ class SlaveSynchronize:
         if not master or master == self.own_addr:
             return report
         for name, part in (
-            ("topics", self._topics),
+            ("topics", lambda m: self._versioned(m, TOPICS)),
             ("offsets", self._offsets),
             ("delay", self._delay),
-            ("groups", self._groups),
+            ("groups", lambda m: self._versioned(m, GROUPS)),
         ):
             try:
                 if await part(master):
@@ -99,14 +129,19 @@ class SlaveSynchronize:
             raise RmqError(f"{master}: {response.describe()} {response.remark or ''}".rstrip())
         return response.body or b""
 
-    async def _topics(self, master: str) -> bool:
-        wrapper = jb.decode(jb.TopicConfigSerializeWrapper, await self._body(master, RC.GET_ALL_TOPIC_CONFIG))
-        if _same_version(self.state.topics_version, wrapper.data_version):
+    async def _versioned(self, master: str, part: Versioned) -> bool:
+        """Topics or groups: replaced by the master's, with its data version, when the versions
+        differ (``DataVersion.equals``, then ``assignNewOne``)."""
+        wrapper = jb.decode(part.wrapper, await self._body(master, part.code))
+        theirs, version = getattr(wrapper, part.field), wrapper.data_version
+        ours: DataVersion = getattr(self.state, part.version)
+        if ours.counter == version.counter and ours.timestamp == version.timestamp:
             return False
-        self.state.topics.clear()
-        for name, config in wrapper.topic_config_table.items():
-            self.state.topics[name] = _shape(config, TOPIC_KEYS)
-        _assign(self.state.topics_version, wrapper.data_version)
+        table: dict[str, dict] = getattr(self.state, part.table)
+        table.clear()
+        for name, config in theirs.items():
+            table[name] = _shape(config, part.keys)
+        ours.counter, ours.timestamp = version.counter, version.timestamp
         return True
 
     async def _offsets(self, master: str) -> bool:
@@ -123,27 +158,6 @@ class SlaveSynchronize:
         wrapper = jb.decode(jb.DelayOffsetSerializeWrapper, response.body)
         self.state.delay_offsets = dict(wrapper.offset_table)
         return True
-
-    async def _groups(self, master: str) -> bool:
-        body = await self._body(master, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        wrapper = jb.decode(jb.SubscriptionGroupWrapper, body)
-        if _same_version(self.state.groups_version, wrapper.data_version):
-            return False
-        self.state.groups.clear()
-        for name, config in wrapper.subscription_group_table.items():
-            self.state.groups[name] = _shape(config, GROUP_KEYS)
-        _assign(self.state.groups_version, wrapper.data_version)
-        return True
-
-
-def _same_version(ours: DataVersion, theirs: jb.DataVersion) -> bool:
-    """``DataVersion.equals``: counter and timestamp."""
-    return ours.counter == theirs.counter and ours.timestamp == theirs.timestamp
-
-
-def _assign(ours: DataVersion, theirs: jb.DataVersion) -> None:
-    """``DataVersion.assignNewOne``."""
-    ours.counter, ours.timestamp = theirs.counter, theirs.timestamp
 
 
 def _shape(bean: object, keys: tuple[str, ...]) -> dict:
