@@ -1,6 +1,6 @@
 """``rmq serve`` with the real C++ client (PyPI ``rocketmq`` 0.4.4): RECONSUME_LATER and redelivery
 through the retry topic and the delay levels, and a second PushConsumer joining a group (rebalance
-after NOTIFY_CONSUMER_IDS_CHANGED). The client runs in driver processes (``tests.broker_drivers``).
+after NOTIFY_CONSUMER_IDS_CHANGED). The client runs in driver processes (``tests.support.broker_drivers``).
 """
 
 from __future__ import annotations
