@@ -263,3 +263,47 @@ def test_keys_rmq_does_not_implement_are_named_once_at_start(tmp_path: Path) -> 
     warnings = [line for line in out.splitlines() if "keys rmq does not implement" in line]
     assert len(warnings) == 1
     assert warnings[0].endswith("ignored: deleteWhen, storePathRootDir")
+
+
+@pytest.mark.cpp
+def test_producers_fail_over_to_another_group_and_the_master_resumes_replication(rmq, tmp_path: Path) -> None:
+    """Two broker groups: broker-a (master and slave) and broker-b (its master runs the NameServer).
+    With broker-a's master SIGKILLed, the C++ producer's sends go on to broker-b; restarted, the
+    master serves its slave again and both CommitLogs end equal."""
+    other = Member(tmp_path, "b-master", "ASYNC_MASTER", brokerName="broker-b").start()
+    master = Member(tmp_path, "a-master", "ASYNC_MASTER", namesrv=other.namesrv)
+    slave = Member(tmp_path, "a-slave", "SLAVE", namesrv=other.namesrv)
+    try:
+        master.start()
+        slave.start()
+        made = rmq(
+            "updateTopic", "-n", other.namesrv, "-c", "DefaultCluster", "-t", "TopicFO", "-r", "2", "-w", "2"
+        )
+        assert made.exit_code == 0, made.stderr
+        load = Driver(
+            tmp_path, "load", {"op": "load", "namesrv": other.namesrv, "topic": "TopicFO", "prefix": "f"}
+        )
+        try:
+            load.wait_for(lambda ev: sum("id" in e for e in ev) >= 200, 60, "sends to both groups")
+            master.sigkill()
+            killed_at = len(load.events())
+            load.wait_for(
+                lambda ev: sum("id" in e for e in ev[killed_at:]) >= 300, 60, "sends after the kill"
+            )
+            master.start()
+            load.wait_for(
+                lambda ev: sum("id" in e for e in ev[killed_at:]) >= 600, 60, "sends after the restart"
+            )
+        finally:
+            load.stop()
+        after_kill = [e for e in load.events()[killed_at:] if "id" in e]
+        assert len(after_kill) >= 600
+        wait_until(ends_meet(slave.store, master.store), 30, "the slave caught up with the restarted master")
+        assert master.stop() == 0 and slave.stop() == 0
+    finally:
+        slave.kill()
+        master.kill()
+        other.kill()
+    assert diff(rmq, master.store, slave.store)["verdict"] == "identical"
+    on_b = stored_keys(other.store)
+    assert len(on_b & {e["key"] for e in after_kill}) >= 300  # broker-b took the sends while a was down
