@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
-# The pure-JavaScript client (ali-ons) for tests/test_broker_js.py; skipped without npm.
+# The pure-JavaScript client (ali-ons) for tests/broker/test_broker_js.py; skipped without npm.
 $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --loglevel=error && touch $(JS_STAMP); fi
 
