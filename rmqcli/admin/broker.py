@@ -6,6 +6,7 @@ updateKvConfig, deleteKvConfig, cleanExpiredCQ, deleteExpiredCommitLog, cleanUnu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmqcli.admin.session import AdminSession, target_addrs
 from rmqcli.errors import BrokerError, NetworkError, RmqError
@@ -108,6 +109,29 @@ def broker_status(session: AdminSession, broker_addr: str | None, cluster: str |
         if isinstance(kv, RmqError):
             raise kv
         out.append(BrokerStatus(addr, dict(sorted(kv.items()))))
+    return out
+
+
+@dataclass
+class HAStatus:
+    """GET_BROKER_HA_STATUS (907) of one broker: RocketMQ 5's ``HARuntimeInfo``."""
+
+    addr: str
+    info: Any  # json_body.HARuntimeInfo
+
+
+def ha_status(session: AdminSession, broker_addr: str | None, cluster: str | None) -> list[HAStatus]:
+    """``haStatus`` (RocketMQ 5's command): 907 to ``-b``, or to every master of ``-c``. A 4.x
+    broker has no such request: its REQUEST_CODE_NOT_SUPPORTED is the error reported."""
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.codes import RequestCode
+
+    addrs = target_addrs(session, broker_addr, cluster)
+    out = []
+    for addr, response in zip(addrs, session.call_each(addrs, RequestCode.GET_BROKER_HA_STATUS), strict=True):
+        if isinstance(response, RmqError):
+            raise response
+        out.append(HAStatus(addr, jb.decode_or_empty(jb.HARuntimeInfo, response.body)))
     return out
 
 

@@ -1,7 +1,8 @@
 """mqadmin's cluster, broker and name server commands (``tools.command.cluster``, ``.broker``,
 ``.namesrv``): clusterList, brokerStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
 addWritePerm, getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig,
-cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic (PROTOCOL.md C.2, C.4.1, C.4.7)."""
+cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic (PROTOCOL.md C.2, C.4.1, C.4.7); and
+RocketMQ 5's haStatus (``tools.command.ha``), which rmq brokers answer and 4.x brokers do not."""
 
 from __future__ import annotations
 
@@ -61,6 +62,30 @@ broker_status = AdminCommand(
     text=lambda statuses, a: broker_text.broker_status(statuses, by_cluster=not a.broker_addr),
     check=broker_or_cluster,
     namesrv=without_broker,
+)
+
+ha_status = AdminCommand(
+    "haStatus",
+    "Fetch ha runtime status data.",
+    "broker",
+    (
+        opt("broker_addr", "--brokerAddr", "-b", "which broker to fetch"),
+        opt("cluster_name", "--clusterName", "-c", "which cluster"),
+        opt("interval", "--interval", "-i", "the interval(second) of get info", int),
+        opt(
+            "rounds",
+            "--rounds",
+            None,
+            "With -i: stop after this many rounds (0: run until interrupted).",
+            int,
+            0,
+        ),
+    ),
+    call=lambda s, a: brokers.ha_status(s, a.broker_addr, a.cluster_name),
+    text=lambda statuses, a: broker_text.ha_status(statuses),
+    check=broker_or_cluster,
+    namesrv=without_broker,
+    repeat=lambda a: (a.interval, a.rounds),
 )
 
 get_broker_config = AdminCommand(

@@ -248,6 +248,38 @@ def broker_status(statuses: list[Any], by_cluster: bool) -> str:
     return "".join(out)
 
 
+def ha_status(statuses: list[Any]) -> str:
+    """RocketMQ 5's ``HAStatusSubCommand.printStatus``: a master's slaves, or a slave's link."""
+    out = []
+    for status in statuses:
+        info = status.info
+        if info.master:
+            links = info.ha_connection_info
+            out.append(
+                f"\n#MasterAddr\t{status.addr}\n#MasterCommitLogMaxOffset\t{info.master_commit_log_max_offset}\n"
+                f"#SlaveNum\t{len(links)}\n#InSyncSlaveNum\t{info.in_sync_slave_nums}\n"
+            )
+            out.append(
+                f"{'#SlaveAddr':<32}  {'#SlaveAckOffset':<16} {'#Diff':>16} {'#TransferSpeed(KB/s)':>16} "
+                f"{'#Status':>16} {'#TransferFromWhere':>16}\n"
+            )
+            for c in links:
+                state = "OK" if c.in_sync else "Fall Behind"
+                speed = c.transferred_byte_in_second / 1024.0
+                out.append(
+                    f"{c.addr:<32}  {c.slave_ack_offset:<16d} {c.diff:>16d} {speed:>16.2f} {state:>16} "
+                    f"{c.transfer_from_where:>16d}\n"
+                )
+        else:
+            client = info.ha_client_runtime_info
+            out.append(f"\n#MasterAddr\t{client.master_addr}\n#CommitLogMaxOffset\t{client.max_offset}\n")
+            out.append(f"#TransferSpeed(KB/s)\t{client.transferred_byte_in_second / 1024.0:.2f}\n")
+            out.append(f"#LastReadTime\t{time_millis_to_human_string2(client.last_read_timestamp)}\n")
+            out.append(f"#LastWriteTime\t{time_millis_to_human_string2(client.last_write_timestamp)}\n")
+            out.append(f"#MasterFlushOffset\t{client.master_flush_offset}\n")
+    return "".join(out)
+
+
 def broker_config(configs: list[Any]) -> str:
     """C.4.7: a ``====`` banner per broker, ``%-50s=  %s`` per property, then an empty line."""
     out = []

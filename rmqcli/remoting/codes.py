@@ -113,6 +113,7 @@ class RequestCode(enum.IntEnum):
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
     GET_BROKER_MEMBER_GROUP = 901  # 5.x
     BROKER_HEARTBEAT = 904  # 5.x
+    GET_BROKER_HA_STATUS = 907  # 5.x (HARuntimeInfo); rmq brokers answer it too
 
 
 class ResponseCode(enum.IntEnum):

@@ -552,3 +552,39 @@ class QueryConsumeQueueResponseBody:
     min_queue_index: int = prop(0)
     queue_data: list[ConsumeQueueData] = prop(factory=list)
     subscription_data: SubscriptionData | None = prop(None)
+
+
+@bean
+class HAConnectionRuntimeInfo:
+    """One slave as its master sees it (RocketMQ 5's ``HARuntimeInfo.HAConnectionRuntimeInfo``)."""
+
+    addr: str = prop("")
+    diff: int = prop(0)
+    in_sync: bool = prop(False)
+    slave_ack_offset: int = prop(0)
+    transfer_from_where: int = prop(0)
+    transferred_byte_in_second: int = prop(0)
+
+
+@bean
+class HAClientRuntimeInfo:
+    """A slave's link to its master (``HARuntimeInfo.HAClientRuntimeInfo``)."""
+
+    activated: bool = prop(False)
+    last_read_timestamp: int = prop(0)
+    last_write_timestamp: int = prop(0)
+    master_addr: str | None = prop(None)
+    master_flush_offset: int = prop(0)
+    max_offset: int = prop(0)
+    transferred_byte_in_second: int = prop(0)
+
+
+@bean
+class HARuntimeInfo:
+    """GET_BROKER_HA_STATUS (907, RocketMQ 5): what ``mqadmin haStatus`` prints."""
+
+    ha_client_runtime_info: HAClientRuntimeInfo = prop(factory=HAClientRuntimeInfo)
+    ha_connection_info: list[HAConnectionRuntimeInfo] = prop(factory=list)
+    in_sync_slave_nums: int = prop(0)
+    master: bool = prop(False)
+    master_commit_log_max_offset: int = prop(0)

@@ -108,6 +108,13 @@ def test_real_master_with_an_rmq_slave(rmq, tmp_path: Path) -> None:
         time.sleep(1.5)  # the real broker's runtime stats (see the kit's README)
         members = cluster_members(ns, env, tmp_path)
         assert members == {("mixed-a", "0", f"127.0.0.1:{master_port}"), ("mixed-a", "1", slave.broker)}
+        # haStatus is RocketMQ 5's: the 4.9.8 master does not know the request, the rmq slave does
+        refused = rmq("haStatus", "-b", f"127.0.0.1:{master_port}")
+        assert refused.exit_code == 6 and "REQUEST_CODE_NOT_SUPPORTED(3)" in refused.stderr
+        linked = rmq("haStatus", "-b", slave.broker, "--json")
+        assert linked.exit_code == 0, linked.stderr
+        client = json.loads(linked.stdout)[0]["info"]["haClientRuntimeInfo"]
+        assert client["masterAddr"] == f"127.0.0.1:{master_port + 1}"
         assert slave.stop() == 0
     finally:
         slave.kill()

@@ -307,3 +307,33 @@ def test_producers_fail_over_to_another_group_and_the_master_resumes_replication
     assert diff(rmq, master.store, slave.store)["verdict"] == "identical"
     on_b = stored_keys(other.store)
     assert len(on_b & {e["key"] for e in after_kill}) >= 300  # broker-b took the sends while a was down
+
+
+def test_ha_status_shows_the_masters_slaves_and_the_slaves_link(rmq, tmp_path: Path) -> None:
+    with pair(tmp_path, "ASYNC_MASTER") as (master, slave):
+        assert rmq("sendMessage", "-n", master.namesrv, "-t", "TopicS", "-p", "hello").exit_code == 0
+        wait_until(lambda: commitlog_end(slave.store) == commitlog_end(master.store) > 0, 15, "replicated")
+        end = commitlog_end(master.store)
+
+        def status(addr: str) -> dict:
+            result = rmq("haStatus", "-b", addr, "--json")
+            assert result.exit_code == 0, result.stderr
+            (only,) = json.loads(result.stdout)
+            return only["info"]
+
+        wait_until(lambda: status(master.broker)["haConnectionInfo"][0]["slaveAckOffset"] == end, 10, "acked")
+        of_master = status(master.broker)
+        assert of_master["master"] is True and of_master["masterCommitLogMaxOffset"] == end
+        assert of_master["inSyncSlaveNums"] == 1
+        (link,) = of_master["haConnectionInfo"]
+        assert (link["diff"], link["inSync"], link["transferFromWhere"]) == (0, True, 0)
+        of_slave = status(slave.broker)
+        assert of_slave["master"] is False
+        client = of_slave["haClientRuntimeInfo"]
+        assert client["masterAddr"] == f"127.0.0.1:{master.ha_port}" and client["maxOffset"] == end
+        assert client["activated"] is True and client["lastReadTimestamp"] > 0
+        text = rmq("haStatus", "-n", master.namesrv, "-c", "DefaultCluster")
+        assert text.exit_code == 0
+        assert (
+            f"#MasterAddr\t{master.broker}\n#MasterCommitLogMaxOffset\t{end}\n#SlaveNum\t1\n" in text.stdout
+        )

@@ -1,5 +1,6 @@
 """GET_BROKER_RUNTIME_INFO (28): ``AdminBrokerProcessor.prepareRuntimeInfo``, the keys mqadmin reads
-(PROTOCOL.md B.4)."""
+(PROTOCOL.md B.4); 4.9.8 reports nothing of HA there but ``commitLogMaxOffset``. GET_BROKER_HA_STATUS
+(907, RocketMQ 5): the HA side, for ``haStatus``."""
 
 from __future__ import annotations
 
@@ -70,4 +71,9 @@ def _runtime(millis: int) -> str:
     return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
 
 
-HANDLERS = {RC.GET_BROKER_RUNTIME_INFO: runtime_info}
+def ha_status(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """GET_BROKER_HA_STATUS (907, RocketMQ 5's ``getBrokerHAStatus``): ``HARuntimeInfo``."""
+    return req.response(body=jb.encode(ctl.ha.runtime_info()))
+
+
+HANDLERS = {RC.GET_BROKER_RUNTIME_INFO: runtime_info, RC.GET_BROKER_HA_STATUS: ha_status}

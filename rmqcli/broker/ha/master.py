@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from formats.ha import MASTER_READ_BUFFER_SIZE, SLAVE_REPORT_SIZE, SLAVE_REPORT_STRUCT, TRANSFER_HEADER_STRUCT
 from rmqcli.broker.ha.config import HAConfig
+from rmqcli.broker.ha.flow import FlowMonitor
 from rmqcli.broker.ha.source import CommitLogSource
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class SlaveInfo:
     ack_offset: int  # last report; -1 before the first
     gap: int  # master max offset - ack offset (bytes the slave has not acknowledged)
     connected_seconds: float
+    transferred_per_second: int = 0  # bytes pushed in the last whole second
+    transfer_from: int = -1  # where the pushes started
 
 
 class HAMaster:
@@ -174,6 +177,8 @@ class HAMaster:
                 c.ack_offset,
                 top - c.ack_offset if c.ack_offset >= 0 else top,
                 now - c.started,
+                c.flow.per_second(),
+                c.transfer_from,
             )
             for c in sorted(self._connections, key=lambda c: c.started)
         ]
@@ -207,6 +212,8 @@ class _Connection:
         self.request_offset = -1
         self.ack_offset = -1
         self.started = time.monotonic()
+        self.flow = FlowMonitor()
+        self.transfer_from = -1
         self.requested = asyncio.Event()
         self.appended = asyncio.Event()
         self._tasks: list[asyncio.Future[None]] = []
@@ -290,6 +297,7 @@ class _Connection:
             offset = max(top - top % source.file_size, 0)
         else:
             offset = request
+        self.transfer_from = offset
         log.info(
             "master transfer data from %d to slave[%s], and slave request %d", offset, self.address, request
         )
@@ -319,6 +327,7 @@ class _Connection:
             data = source.read(offset, batch)
             if data:
                 writer.write(_HEADER.pack(offset, len(data)) + data)
+                self.flow.add(len(data))
                 offset += len(data)
                 last_write = time.monotonic()
                 await writer.drain()

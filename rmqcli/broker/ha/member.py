@@ -18,16 +18,16 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from formats.records import Record
 from rmqcli.broker.ha.appender import QueueAppender
 from rmqcli.broker.ha.config import ROLES, SLAVE, SYNC_MASTER, HAConfig
 from rmqcli.broker.ha.master import HAMaster
 from rmqcli.broker.ha.reput import ReplicaReput
-from rmqcli.broker.ha.slave import HASlave
+from rmqcli.broker.ha.slave import HASlave, SlaveState
 from rmqcli.broker.ha.source import WriterSource
 from rmqcli.broker.ha.sync import SlaveSynchronize
+from rmqcli.remoting import json_body as jb
 from rmqcli.store.write.files import WritableFileQueue
 
 log = logging.getLogger(__name__)
@@ -39,32 +39,6 @@ class Replicated(enum.Enum):
     PUT_OK = "PUT_OK"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-
-
-@dataclass
-class SlaveLink:
-    """One slave as its master sees it (RocketMQ 5's ``HAConnectionRuntimeInfo`` fields)."""
-
-    addr: str
-    slave_ack_offset: int
-    diff: int
-    in_sync: bool
-    transfer_from_where: int
-
-
-@dataclass
-class HAStatus:
-    """``HARuntimeInfo`` of RocketMQ 5 (GET_BROKER_HA_STATUS), for ``rmq haStatus``."""
-
-    master: bool
-    role: str
-    master_commit_log_max_offset: int
-    in_sync_slave_nums: int = 0
-    ha_connection_info: list[SlaveLink] = field(default_factory=list)
-    master_addr: str | None = None  # a slave's master HA address
-    max_offset: int = 0  # a slave's CommitLog end
-    state: str = ""  # a slave's HAClient state
-    stop_reason: str | None = None
 
 
 class Replication:
@@ -166,27 +140,31 @@ class Replication:
             return 0
         return self.master.slave_fall_behind()
 
-    def status(self) -> HAStatus:
+    def runtime_info(self) -> jb.HARuntimeInfo:
+        """RocketMQ 5's ``HARuntimeInfo`` (GET_BROKER_HA_STATUS): a master's slaves, or a slave's link."""
         top = self.commitlog.max_offset
+        info = jb.HARuntimeInfo(master=self.master is not None, master_commit_log_max_offset=top)
         if self.master is not None:
-            links = [
-                SlaveLink(
-                    s.address,
-                    s.ack_offset,
-                    s.gap,
-                    s.gap < self.config.ha_slave_fallbehind_max,
-                    s.request_offset,
+            fallbehind_max = self.config.ha_slave_fallbehind_max
+            info.ha_connection_info = [
+                jb.HAConnectionRuntimeInfo(
+                    addr=s.address,
+                    diff=s.gap,
+                    in_sync=s.ack_offset >= 0 and s.gap < fallbehind_max,
+                    slave_ack_offset=s.ack_offset,
+                    transfer_from_where=s.transfer_from,
+                    transferred_byte_in_second=s.transferred_per_second,
                 )
                 for s in self.master.slaves()
             ]
-            return HAStatus(True, self.role, top, sum(1 for link in links if link.in_sync), links)
-        assert self.slave is not None
-        return HAStatus(
-            False,
-            self.role,
-            top,
-            master_addr=self.slave.master_address,
-            max_offset=top,
-            state=self.slave.state.name,
-            stop_reason=self.slave.stop_reason,
-        )
+            info.in_sync_slave_nums = sum(1 for c in info.ha_connection_info if c.in_sync)
+        elif self.slave is not None:
+            info.ha_client_runtime_info = jb.HAClientRuntimeInfo(
+                activated=self.slave.state is SlaveState.CONNECTED,
+                last_read_timestamp=self.slave.last_read_ms,
+                last_write_timestamp=self.slave.last_write_ms,
+                master_addr=self.slave.master_address,
+                max_offset=top,
+                transferred_byte_in_second=self.slave.flow.per_second(),
+            )
+        return info

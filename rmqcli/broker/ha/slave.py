@@ -45,6 +45,7 @@ from formats.derive import field_struct
 from formats.ha import MAX_BODY_SIZE, SLAVE_REPORT_STRUCT, TRANSFER_HEADER_SIZE, TRANSFER_HEADER_STRUCT
 from rmqcli.broker.ha.appender import AppendError, CommitLogAppender
 from rmqcli.broker.ha.config import HAConfig
+from rmqcli.broker.ha.flow import FlowMonitor
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,9 @@ class HASlave:
         self.stop_reason: str | None = None  # the line logged when replication stopped
         self.last_problem: str | None = None  # the line logged for the last reconnect
         self.reported_offset = -1
+        self.flow = FlowMonitor()
+        self.last_read_ms = 0  # epoch ms of the last bytes from the master
+        self.last_write_ms = 0  # epoch ms of the last report to it
         self._last_report = 0.0
         self.reconnects = 0
         self._check_first_record = appender.max_offset > 0  # the store was opened: check the layout
@@ -228,6 +232,7 @@ class HASlave:
         writer.write(_REPORT.pack(offset))
         self.reported_offset = offset
         self._last_report = time.monotonic()
+        self.last_write_ms = int(time.time() * 1000)
 
     async def _report_loop(self, writer: asyncio.StreamWriter) -> None:
         """``HAClient.isTimeToReportOffset``: the max offset again every heartbeat interval."""
@@ -266,6 +271,7 @@ class HASlave:
                     )
                 return self._problem(f"master {session.address} closed the connection")
             buf += chunk
+            self.last_read_ms = int(time.time() * 1000)
             before = appender.max_offset
             outcome, used = self._dispatch(session, buf)
             del buf[:used]
@@ -307,6 +313,7 @@ class HASlave:
                     except AppendError as exc:
                         return self._problem(f"push from master {session.address} not appended: {exc}"), pos
                     session.appended += size
+                    self.flow.add(size)
                 session.pushes += 1
                 pos = end
         return None, pos
