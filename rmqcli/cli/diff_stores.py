@@ -21,13 +21,6 @@ RECORD_COLUMNS = [
     Column("queueOffset", "Queue offset", justify="right"),
     Column("storeTimestamp", "Stored", show=human_time),
 ]
-RANGE_COLUMNS = [
-    Column("side", "Store"),
-    Column("fromOffset", "From", justify="right"),
-    Column("toOffset", "To", justify="right"),
-    Column("records", "Records", justify="right"),
-    Column("unreadableFrom", "Unreadable from", justify="right"),
-]
 
 
 def diff_stores(
@@ -71,18 +64,13 @@ def diff_stores(
     if fmt is OutputFormat.table:
         for line in _describe(result):
             renderer.out.write(line + "\n")
-        if ranges:
-            renderer.sections(
-                [
-                    Section("ranges", "range", rows=ranges, columns=RANGE_COLUMNS, title="Only on one side"),
-                    Section("records", "record", rows=records, columns=RECORD_COLUMNS, title="First records"),
-                ]
-            )
+        if records:
+            renderer.rows(records, RECORD_COLUMNS, title="First records only one store holds")
     else:
         renderer.sections(
             [
                 Section("summary", "summary", item=summary),
-                Section("ranges", "range", rows=ranges, columns=RANGE_COLUMNS),
+                Section("ranges", "range", rows=ranges),
                 Section("records", "record", rows=records, columns=RECORD_COLUMNS),
             ]
         )
@@ -116,4 +104,8 @@ def _describe(result) -> list[str]:  # noqa: ANN001  (an ops.diff_stores.StoreDi
         )
     else:
         lines.append("disjoint: the two CommitLogs hold no offsets in common")
+    for only in result.only:
+        unreadable = f", unreadable from {only.unreadable_from}" if only.unreadable_from is not None else ""
+        span = f"[{only.from_offset}, {only.to_offset})"
+        lines.append(f"only on {only.side.upper()}: {only.records} records in {span}{unreadable}")
     return lines

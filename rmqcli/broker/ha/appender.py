@@ -39,10 +39,9 @@ class AppendError(Exception):
 
 
 class CommitLogAppender(Protocol):
-    """The slave side's CommitLog: raw bytes appended at its end."""
+    """The slave side's CommitLog: raw bytes appended at its end, in files of ``file_size`` bytes."""
 
-    @property
-    def file_size(self) -> int: ...
+    file_size: int
 
     @property
     def max_offset(self) -> int:
@@ -71,6 +70,7 @@ class QueueAppender:
 
     def __init__(self, queue: WritableFileQueue):
         self.queue = queue
+        self.file_size = queue.file_size
         self._fds: dict[int, int] = {}  # from_offset -> a descriptor of the file, for pwrite and fsync
         self._dirty: set[int] = set()
         self._created = False
@@ -96,10 +96,6 @@ class QueueAppender:
         if stale:
             appender._move_aside(sorted(stale), f"they follow the end of the replicated data at {end}")
         return appender
-
-    @property
-    def file_size(self) -> int:
-        return self.queue.file_size
 
     @property
     def max_offset(self) -> int:

@@ -282,16 +282,38 @@ class _Connection:
 
     # --- WriteSocketService ---------------------------------------------------------------------------
     async def _push(self) -> None:
+        """Pushes from where the slave's first report says, then whatever the master appends; an
+        empty push as heartbeat when there is nothing for ``haSendHeartbeatInterval``."""
         await self.requested.wait()
-        master = self.master
-        source = master.source
-        config = master.config
-        writer = self.writer
-        heartbeat = config.heartbeat_seconds
-        batch = config.ha_transfer_batch_size
+        offset = await self._first_offset()
+        if offset is None:
+            return
+        source = self.master.source
+        batch = self.master.config.ha_transfer_batch_size
+        heartbeat = self.master.config.heartbeat_seconds
+        last_write = time.monotonic()
+        while True:
+            self.appended.clear()
+            data = source.read(offset, batch)
+            idle = time.monotonic() - last_write
+            if data or idle >= heartbeat:
+                self.writer.write(_HEADER.pack(offset, len(data)) + data)
+                self.flow.add(len(data))
+                offset += len(data)
+                last_write = time.monotonic()
+                await self.writer.drain()
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.appended.wait(), min(heartbeat - idle, POLL_SECONDS))
+
+    async def _first_offset(self) -> int | None:
+        """Where pushes start (``WriteSocketService``): a slave asking for 0 gets the start of the
+        last file (everything with ``full_sync_empty_slave``); a slave ahead of this master gets
+        an empty push at the master's end and the connection closes (None)."""
+        source = self.master.source
         top = source.max_offset()
         request = self.request_offset
-        if request == 0 and master.full_sync_empty_slave:
+        if request == 0 and self.master.full_sync_empty_slave:
             offset = source.min_offset()
         elif request == 0:
             offset = max(top - top % source.file_size, 0)
@@ -309,9 +331,9 @@ class _Connection:
                 request,
                 top,
             )
-            writer.write(_HEADER.pack(top, 0))
-            await writer.drain()
-            return
+            self.writer.write(_HEADER.pack(top, 0))
+            await self.writer.drain()
+            return None
         if 0 < request < source.min_offset():
             log.warning(
                 "HA: slave %s asks for offset %d, before this master's first CommitLog offset %d: "
@@ -320,23 +342,4 @@ class _Connection:
                 request,
                 source.min_offset(),
             )
-        last_write = time.monotonic()
-        appended = self.appended
-        while True:
-            appended.clear()
-            data = source.read(offset, batch)
-            if data:
-                writer.write(_HEADER.pack(offset, len(data)) + data)
-                self.flow.add(len(data))
-                offset += len(data)
-                last_write = time.monotonic()
-                await writer.drain()
-                continue
-            idle = time.monotonic() - last_write
-            if idle >= heartbeat:
-                writer.write(_HEADER.pack(offset, 0))
-                last_write = time.monotonic()
-                await writer.drain()
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(appended.wait(), min(heartbeat - idle, POLL_SECONDS))
+        return offset
