@@ -61,6 +61,7 @@ from tests.support.realfixtures import REAL_ROOT
 from tests.support.serve import free_port
 from tests.support.stores import geometry
 
+Reader, Writer = asyncio.StreamReader, asyncio.StreamWriter  # the fake masters' script arguments
 REAL = REAL_ROOT / "basic-1" / "store"
 FILE = 1024 * 1024
 REAL_END = 5239795  # the real store's max physical offset (basic-1/expected.json's records)
@@ -551,9 +552,7 @@ async def _against(
 
 
 def test_a_web_server_is_no_ha_port(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    async def web(
-        fake: FakeMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> None:
+    async def web(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
         await reader.read(100)
         writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         await writer.drain()
@@ -568,9 +567,7 @@ def test_a_web_server_is_no_ha_port(tmp_path: Path, caplog: pytest.LogCaptureFix
 def test_a_port_that_closes_backs_off_longer_each_time(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def close(
-        fake: FakeMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> None:
+    async def close(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
         return
 
     fake, slave, appender = run(_against(tmp_path, close, 5))
@@ -590,9 +587,7 @@ def test_garbage_header_after_valid_pushes(tmp_path: Path, caplog: pytest.LogCap
     connection asks for the offset after the valid pushes."""
     head = (REAL / "commitlog" / "00000000000000000000").read_bytes()[:5000]
 
-    async def script(
-        fake: FakeMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> None:
+    async def script(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
         await fake.first_report(reader)
         if n == 0:
             writer.write(hfmt.TRANSFER_HEADER_STRUCT.pack(0, 3000) + head[:3000])
@@ -611,9 +606,7 @@ def test_garbage_header_after_valid_pushes(tmp_path: Path, caplog: pytest.LogCap
 def test_a_stalled_master_is_left_after_the_housekeeping_interval(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def stall(
-        fake: FakeMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> None:
+    async def stall(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
         await reader.read(8)
         await asyncio.sleep(30)
 
@@ -633,9 +626,7 @@ def test_master_pushing_from_past_the_slave_end_stops_it(
         appender = QueueAppender.open(tmp_path / "slave" / "commitlog", FILE)
         appender.append(0, b"\x01" * 100)
 
-        async def gap(
-            fake: FakeMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-        ) -> None:
+        async def gap(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
             await reader.readexactly(8)
             writer.write(hfmt.TRANSFER_HEADER_STRUCT.pack(200, 4) + b"abcd")
             await writer.drain()
