@@ -231,6 +231,9 @@ def main() -> None:
     from tests.bench import broker as broker_bench
 
     broker_bench.main([])
+    from tests.bench import ha as ha_bench
+
+    ha_bench.main([])
 
 
 if __name__ == "__main__":

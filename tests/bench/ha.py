@@ -1,0 +1,295 @@
+"""Replication: ``rmq serve`` master-slave groups with the C++ client (PyPI ``rocketmq`` 0.4.4).
+
+Measured side by side in one run:
+
+- replication lag under a one-thread sync-send stream to an ASYNC_MASTER: the bytes the slave is
+  behind, sampled every 5 ms from both brokers' ``commitLogMaxOffset`` (GET_BROKER_RUNTIME_INFO),
+  p50 / p99 / max;
+- sync sends/s from one client thread: ASYNC_MASTER with a slave (the baseline), SYNC_MASTER with a
+  slave (target 0.6x of the baseline), and the real 4.9.8 SYNC_MASTER with a real slave when Java
+  17 and ``../shared/rocketmq-4.9.8`` are here (target: rmq's SYNC_MASTER at 1.0x of it);
+- catch-up of a slave on a 1 GiB store: a master over a generated 1 GiB CommitLog and a slave that
+  holds only its first record, so that it is served everything else; MB/s from the slave's first
+  replicated byte to its last, against ``cat`` of the same files (target 200 MB/s).
+
+Run as ``python -m tests.bench.ha``; ``make bench`` calls it at the end. Figures are printed,
+never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.bench.broker import BODY, client, client_result, start_client
+from tests.support import ROOT
+
+TARGET_SYNC_RATIO = 0.6  # SYNC_MASTER sends/s against ASYNC_MASTER's
+TARGET_REAL_RATIO = 1.0  # rmq's SYNC_MASTER against the real 4.9.8 one
+TARGET_CATCH_UP = 200  # MB/s
+FILE = 128 * 1024 * 1024
+CATCH_UP_MIB = 1024
+
+
+def member(
+    tmp: Path, name: str, role: str, namesrv: str | None = None, store: Path | None = None, **keys: object
+):  # type: ignore[no-untyped-def]
+    from tests.support.serve import ServeProcess, free_port, write_conf
+
+    settings = {
+        "brokerRole": role,
+        "brokerId": "1" if role == "SLAVE" else "0",
+        "mappedFileSizeCommitLog": str(FILE),
+        "haListenPort": str(free_port()),
+    }
+    settings.update({k: str(v) for k, v in keys.items()})
+    conf = write_conf(tmp / f"{name}.conf", **settings)
+    extra = ["--no-namesrv", "--namesrv", namesrv] if namesrv else []
+    return ServeProcess(store or tmp / name, conf, extra)
+
+
+async def _max_offsets(addrs: list[str]) -> list[int]:
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.client import RemotingClient
+    from rmqcli.remoting.codec import RemotingCommand
+    from rmqcli.remoting.codes import RequestCode as RC
+
+    async with RemotingClient() as c:
+        out = []
+        for addr in addrs:
+            answer = await c.invoke(addr, RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 5)
+            out.append(int(jb.decode(jb.KVTable, answer.body).table["commitLogMaxOffset"]))
+        return out
+
+
+def max_offsets(addrs: list[str]) -> list[int]:
+    return asyncio.run(_max_offsets(addrs))
+
+
+def lag_while(tmp: Path, master, slave, count: int) -> tuple[float, list[int]]:  # type: ignore[no-untyped-def]
+    """A sync-send stream of ``count`` messages; (seconds, lag samples in bytes)."""
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.client import RemotingClient
+    from rmqcli.remoting.codec import RemotingCommand
+    from rmqcli.remoting.codes import RequestCode as RC
+
+    proc = start_client(
+        tmp, {"op": "sync", "namesrv": master.namesrv, "topic": "LagTopic", "count": count, "body": BODY}
+    )
+    samples: list[int] = []
+
+    async def sample() -> None:
+        async with RemotingClient() as c:
+            while proc.poll() is None:
+                ends = []
+                for addr in (master.broker, slave.broker):
+                    answer = await c.invoke(addr, RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 5)
+                    ends.append(int(jb.decode(jb.KVTable, answer.body).table["commitLogMaxOffset"]))
+                samples.append(max(0, ends[0] - ends[1]))
+                await asyncio.sleep(0.005)
+
+    asyncio.run(sample())
+    return client_result(proc)["seconds"], samples
+
+
+def percentile(values: list[int], share: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0
+
+
+def rmq_group(tmp: Path, role: str, count: int, lag: bool = False):  # type: ignore[no-untyped-def]
+    """sends/s of one sync-send stream to an rmq ``role`` master with an rmq slave (and lag samples)."""
+    master = member(tmp, f"{role.lower()}-master", role).start()
+    slave = member(tmp, f"{role.lower()}-slave", "SLAVE", namesrv=master.namesrv)
+    try:
+        slave.start()
+        wait_for_link(master, slave)
+        if lag:
+            seconds, samples = lag_while(tmp, master, slave, count)
+        else:
+            seconds = client(
+                tmp,
+                {"op": "sync", "namesrv": master.namesrv, "topic": "SyncTopic", "count": count, "body": BODY},
+            )["seconds"]
+            samples = []
+        return count / seconds, samples
+    finally:
+        slave.stop()
+        master.stop()
+
+
+def wait_for_link(master, slave, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
+    """A first message through the pair: the slave is connected and replicating."""
+    client(
+        master.store.parent,
+        {"op": "sync", "namesrv": master.namesrv, "topic": "WarmTopic", "count": 1, "body": 10},
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        ends = max_offsets([master.broker, slave.broker])
+        if ends[0] == ends[1] > 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the slave did not catch up: {ends}")
+        time.sleep(0.1)
+
+
+def real_group(tmp: Path, count: int) -> float | None:
+    """sends/s of the same stream to a real 4.9.8 SYNC_MASTER with a real slave; None without Java."""
+    from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
+    from tests.support.serve import free_port
+
+    if not HAVE_JAVA:
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
+    env["ORACLE_STATE_DIR"] = str(tmp / "java-state")
+    ns_port = free_port()
+    ns = f"127.0.0.1:{ns_port}"
+    jvms = [Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp / "ns.out", env)]
+    try:
+        jvms[0].wait_for("The Name Server boot success")
+        for role, broker_id in (("SYNC_MASTER", 0), ("SLAVE", 1)):
+            port = broker_port()
+            conf = tmp / f"real-{role}.conf"
+            keys = {
+                "brokerClusterName": "BenchCluster",
+                "brokerName": "real-bench",
+                "brokerId": broker_id,
+                "brokerRole": role,
+                "listenPort": port,
+                "namesrvAddr": ns,
+                "brokerIP1": "127.0.0.1",
+                "brokerIP2": "127.0.0.1",
+                "storePathRootDir": tmp / f"real-{role}",
+                "flushDiskType": "ASYNC_FLUSH",
+                "autoCreateTopicEnable": "true",
+                "mappedFileSizeCommitLog": FILE,
+                "diskMaxUsedSpaceRatio": 95,
+            }
+            conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
+            jvm = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / f"real-{role}.out", env)
+            jvms.append(jvm)
+            jvm.wait_for("boot success")
+        time.sleep(6)  # the slave's first offset report (haSendHeartbeatInterval)
+        client(tmp, {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": 100, "body": BODY})
+        return (
+            count
+            / client(tmp, {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": count, "body": BODY})[
+                "seconds"
+            ]
+        )
+    finally:
+        for jvm in reversed(jvms):
+            jvm.stop()
+
+
+def catch_up(tmp: Path) -> tuple[float, float, int]:
+    """(slave MB/s, cat MB/s of the same files, bytes) for a slave served a 1 GiB CommitLog."""
+    from rmqcli.store import Store
+
+    source = ROOT / "bench-data" / f"ha-store-{CATCH_UP_MIB}"
+    marker = source / ".generated"
+    if not marker.exists():
+        shutil.rmtree(source, ignore_errors=True)
+        print(f"generating a {CATCH_UP_MIB} MiB store in {source} ...", flush=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fixtures.generate",
+                str(source),
+                "--preset",
+                "bench",
+                "--size-mib",
+                str(CATCH_UP_MIB),
+            ],
+            check=True,
+            cwd=ROOT,
+        )
+        marker.touch()
+    files = sorted((source / "commitlog").iterdir())
+    started = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        subprocess.run(["cat", *map(str, files)], stdout=sink, check=True)
+    cat_s = time.perf_counter() - started
+    store = Store.open(source)
+    try:
+        end, first = store.commitlog.max_offset(), next(store.commitlog.headers())
+    finally:
+        store.close()
+    master_store = tmp / "catch-master"
+    shutil.copytree(source, master_store, ignore=shutil.ignore_patterns(".generated"))
+    slave_store = tmp / "catch-slave"
+    (slave_store / "commitlog").mkdir(parents=True)
+    with open(files[0], "rb") as src, open(slave_store / "commitlog" / files[0].name, "wb") as dst:
+        dst.write(src.read(first.total_size))  # the first record: the slave asks for what follows it
+        dst.truncate(FILE)  # a whole (sparse) file, as a broker's are
+    master = member(tmp, "catch-m", "ASYNC_MASTER", store=master_store).start()
+    slave = member(tmp, "catch-s", "SLAVE", namesrv=master.namesrv, store=slave_store)
+    try:
+        slave.start()
+        first_seen = last_seen = None
+        position = first.total_size
+        deadline = time.monotonic() + 600
+        while position < end and time.monotonic() < deadline:
+            position = max_offsets([slave.broker])[0]
+            now = time.perf_counter()
+            if first_seen is None and position > first.total_size:
+                first_seen = now
+            last_seen = now
+            time.sleep(0.01)
+    finally:
+        slave.stop()
+        master.stop()
+    moved = end - first.total_size
+    seconds = (last_seen or 0) - (first_seen or 0)
+    return (moved / seconds / 1e6 if seconds > 0 else float("nan")), end / cat_s / 1e6, moved
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=10000)
+    args = parser.parse_args(argv)
+    n = args.count
+    tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-ha-"))
+    try:
+        async_rate, samples = rmq_group(tmp, "ASYNC_MASTER", n, lag=True)
+        sync_rate, _ = rmq_group(tmp, "SYNC_MASTER", n)
+        real_rate = real_group(tmp, n)
+        catch_rate, cat_rate, moved = catch_up(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\nreplication, {BODY}-byte bodies, one C++ client thread (figures move with the machine's load)")
+    print(f"  {'sync send, ASYNC_MASTER with a slave (baseline)':<56} {async_rate:10,.0f} msgs/s   1.000x")
+    print(
+        f"  {'sync send, SYNC_MASTER with a slave':<56} {sync_rate:10,.0f} msgs/s   "
+        f"{sync_rate / async_rate:.3f}x   target {TARGET_SYNC_RATIO}x"
+    )
+    if real_rate is None:
+        print("  real 4.9.8 SYNC_MASTER with a real slave: skipped (no Java 17 or ../shared/rocketmq-4.9.8)")
+    else:
+        print(
+            f"  {'sync send, real 4.9.8 SYNC_MASTER with a real slave':<56} {real_rate:10,.0f} msgs/s   "
+            f"{real_rate / async_rate:.3f}x   rmq SYNC_MASTER at {sync_rate / real_rate:.2f}x of it, "
+            f"target {TARGET_REAL_RATIO}x"
+        )
+    print(
+        f"  replication lag on ASYNC_MASTER, {len(samples)} samples: p50 {percentile(samples, 0.5):,} bytes, "
+        f"p99 {percentile(samples, 0.99):,} bytes, max {max(samples, default=0):,} bytes"
+    )
+    print(
+        f"  catch-up of a slave, {moved / 2**20:,.0f} MiB: {catch_rate:,.0f} MB/s "
+        f"(cat of the files: {cat_rate:,.0f} MB/s, {catch_rate / cat_rate:.3f}x); "
+        f"target {TARGET_CATCH_UP} MB/s ({catch_rate / TARGET_CATCH_UP:.2f}x of target)"
+    )
+
+
+if __name__ == "__main__":
+    main()
