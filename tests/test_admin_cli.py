@@ -1,17 +1,14 @@
 """The mqadmin commands end to end over loopback: the real CLI (typer's runner and subprocesses)
-against ``tests.adminserver`` (PROTOCOL.md C.1-C.5), with mqadmin's text checked against the
-formats of C.4 and the outputs captured from a real 4.9.8 cluster (when ../shared is present)."""
+against the name servers and brokers of ``rmq serve`` (``tests.admin.adminserver``, PROTOCOL.md
+C.1-C.5), with mqadmin's text checked against the formats of C.4 and the outputs captured from a
+real 4.9.8 cluster (when ../shared is present), replayed by staging the captured broker's state."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
-from datetime import datetime
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,56 +17,85 @@ from typer.testing import CliRunner
 from rmqcli.cli.commands import ADMIN, resolve
 from rmqcli.cli.main import app
 from rmqcli.remoting import json_body as jb
-from tests.adminserver import AdminServer
+from tests.admin.adminserver import AdminServer
+from tests.admin.runner import closed_port, local_millis, rmq, rmq_fail, run, run_together
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
-RMQ = [sys.executable, "-m", "rmqcli.cli.main"]
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real is absent")
+SINGLE = (("DefaultCluster", "broker-a", 0),)
 DESCRIPTIONS = {name: resolve(name).description for name in ADMIN}  # mqadmin's commandDesc()
 
 
-@pytest.fixture
-def server() -> Iterator[AdminServer]:
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[AdminServer]:
     with AdminServer() as s:
         yield s
 
 
 @pytest.fixture
-def single() -> Iterator[AdminServer]:
-    """One broker, ``broker-a`` of ``DefaultCluster``, as in the captured clusters."""
-    with AdminServer([("DefaultCluster", "broker-a", 0)]) as s:
+def server(cluster: AdminServer) -> AdminServer:
+    """Two brokers of ``DefaultCluster`` shared by the module, with what they received and what
+    was staged forgotten: each test uses topics, groups and keys of its own."""
+    cluster.reset()
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def one_broker() -> Iterator[AdminServer]:
+    with AdminServer(SINGLE) as s:
         yield s
 
 
-def rmq(*args: str, env: dict[str, str] | None = None, code: int = 0) -> str:
-    result = CliRunner().invoke(app, list(args), env=env)
-    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
-    return result.stdout
+@pytest.fixture
+def single(one_broker: AdminServer) -> AdminServer:
+    """One broker, ``broker-a`` of ``DefaultCluster``, as in the captured clusters; shared by the
+    module as ``server`` is."""
+    one_broker.reset()
+    return one_broker
 
 
-def rmq_fail(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args), env=env)
-    assert result.exit_code != 0
-    return result.exit_code, result.stderr
+def chosen_runtime() -> dict[str, str]:
+    """A GET_BROKER_RUNTIME_INFO table with the keys mqadmin reads (C.4.1) and chosen values: a
+    real broker's depend on its load, the time and the disk."""
+    return {
+        "brokerVersionDesc": "V4_9_7",
+        "brokerVersion": "407",
+        "msgPutTotalYesterdayMorning": "0",
+        "msgPutTotalTodayMorning": "10",
+        "msgPutTotalTodayNow": "25",
+        "msgGetTotalYesterdayMorning": "0",
+        "msgGetTotalTodayMorning": "4",
+        "msgGetTotalTodayNow": "9",
+        "sendThreadPoolQueueSize": "0",
+        "sendThreadPoolQueueHeadWaitTimeMills": "0",
+        "pullThreadPoolQueueSize": "0",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0",
+        "pageCacheLockTimeMills": "0",
+        "earliestMessageTimeStamp": str(int(time.time() * 1000) - 3 * 3600 * 1000),
+        "putTps": "12.5 10.0 8.0",
+        "getTransferedTps": "3.25 2.0 1.0",
+        "commitLogDiskRatio": "0.4512",
+        "bootTimestamp": "1700000000000",
+    }
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([*RMQ, *args], capture_output=True, text=True, env=full_env, timeout=30)
+def status_rows(text: str) -> list[tuple[int, int, int, int]]:
+    """``(queue id, min, max, last updated)`` of each row of a topicStatus output."""
+    rows = [line.split(None, 4) for line in text.splitlines()[1:]]
+    return [(int(r[1]), int(r[2]), int(r[3]), local_millis(r[4]) if len(r) > 4 else 0) for r in rows]
 
 
-def closed_port() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
-def local_millis(text: str) -> int:
-    """``yyyy-MM-dd HH:mm:ss,SSS`` in local time back to epoch millis."""
-    moment = datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f")
-    return int(moment.timestamp()) * 1000 + moment.microsecond // 1000
+def stage_topic_status(
+    server: AdminServer, broker_name: str, topic: str, rows: list[tuple[int, int, int, int]]
+) -> None:
+    """What GET_TOPIC_STATS_INFO reports as ``rows``: the topic (unless the broker has it), and per
+    queue the messages from its minimum to its maximum offset, all stored at its last-updated time."""
+    broker = server.broker(broker_name)
+    if topic not in broker.topics:
+        server.create_topic(broker, topic, len(rows), len(rows))
+    for queue_id, low, high, last in rows:
+        if high > low:
+            server.store(broker, topic, queue_id, b"m", count=high - low, store_ts=last, first_offset=low)
 
 
 # --- listing and help (C.1) --------------------------------------------------------------------
@@ -146,13 +172,13 @@ def test_update_topic_order_by_cluster_writes_order_conf(server: AdminServer) ->
 
 
 def test_update_topic_order_by_broker_merges(server: AdminServer) -> None:
-    server.kv["ORDER_TOPIC_CONFIG"] = {"T": "broker-b:4"}
+    rmq("updateOrderConf", "-n", server.namesrv, "-t", "OT", "-m", "put", "-v", "broker-b:4")
     addr = server.broker("broker-a").addr
-    out = rmq("updateTopic", "-n", server.namesrv, "-b", addr, "-t", "T", "-o", "true", "-w", "3", "-r", "3")
+    out = rmq("updateTopic", "-n", server.namesrv, "-b", addr, "-t", "OT", "-o", "true", "-w", "3", "-r", "3")
     assert out.startswith(
         f"set broker orderConf. isOrder=true, orderConf=[broker-b:4;broker-a:3]create topic to {addr}"
     )
-    assert server.kv["ORDER_TOPIC_CONFIG"]["T"] == "broker-b:4;broker-a:3"
+    assert server.kv["ORDER_TOPIC_CONFIG"]["OT"] == "broker-b:4;broker-a:3"
 
 
 def test_update_order_conf_put_get_delete(server: AdminServer) -> None:
@@ -175,7 +201,7 @@ def test_update_topic_perm(server: AdminServer) -> None:
         "TopicConfig [topicName=P, readQueueNums=2, writeQueueNums=2, perm=R--, "
         "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]\n"
     )
-    assert server.broker("broker-a").topics["P"].perm == 4
+    assert server.broker("broker-a").topics["P"]["perm"] == 4
     assert (
         rmq("updateTopicPerm", "-n", n, "-c", "DefaultCluster", "-t", "P", "-p", "6").count("success.") == 2
     )
@@ -188,7 +214,7 @@ def test_delete_topic_reaches_masters_and_every_namesrv() -> None:
     with AdminServer(namesrv_count=2) as server:
         n = server.namesrv
         rmq("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Gone")
-        server.requests.clear()
+        server.reset()
         out = rmq("deleteTopic", "-n", n, "-c", "DefaultCluster", "-t", "Gone")
         assert out == (
             "delete topic [Gone] from cluster [DefaultCluster] success.\n"
@@ -204,19 +230,21 @@ def test_delete_topic_reaches_masters_and_every_namesrv() -> None:
 
 def test_topic_list_cluster_mode(server: AdminServer) -> None:
     n = server.namesrv
-    rmq("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TopicA")
-    server.create_topic(server.broker("broker-a"), "%RETRY%G1", 1, 1)
-    server.broker("broker-a").consumers["TopicA"] = ["G1", "G2"]
+    rmq("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "TopicL")
+    a = server.broker("broker-a")
+    server.create_topic(a, "%RETRY%G1", 1, 1)
+    for group in ("G1", "G2"):  # groups with offsets consume the topic (QUERY_TOPIC_CONSUME_BY_WHO)
+        server.commit(a, group, "TopicL", {0: 0})
     before = server.connections["namesrv"]
     out = rmq("topicList", "-n", n, "-c").splitlines()
     assert out[0] == f"{'#Cluster Name':<20}  {'#Topic':<48}  {'#Consumer Group':<48}"
-    assert f"{'DefaultCluster':<20}  {'TopicA':<64}  {'G1':<64}" in out
-    assert f"{'DefaultCluster':<20}  {'TopicA':<64}  {'G2':<64}" in out
+    assert f"{'DefaultCluster':<20}  {'TopicL':<64}  {'G1':<64}" in out
+    assert f"{'DefaultCluster':<20}  {'TopicL':<64}  {'G2':<64}" in out
     assert f"{'DefaultCluster':<20}  {'TBW102':<64}  {'':<64}" in out
     assert not any("%RETRY%" in line for line in out)
     assert server.connections["namesrv"] - before == 1  # one connection for 206, 106 and every 105
     rows = json.loads(rmq("topicList", "-n", n, "-c", "--json"))
-    assert {"cluster": "DefaultCluster", "topic": "TopicA", "group": "G2"} in rows
+    assert {"cluster": "DefaultCluster", "topic": "TopicL", "group": "G2"} in rows
 
 
 def test_topic_route_pretty_matches_mqadmin_sample(single: AdminServer) -> None:
@@ -248,7 +276,7 @@ def test_topic_route_list_form(server: AdminServer) -> None:
 def test_topic_status_two_brokers_one_connection_each(server: AdminServer) -> None:
     n = server.namesrv
     rmq("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "S", "-r", "2", "-w", "2")
-    server.set_offsets(server.broker("broker-b"), "S", [(1, 7, local_millis("2024-01-02 03:04:05,678"))])
+    stage_topic_status(server, "broker-b", "S", [(0, 1, 7, local_millis("2024-01-02 03:04:05,678"))])
     before = dict(server.connections)
     lines = rmq("topicStatus", "-n", n, "-t", "S").splitlines()
     assert lines == [
@@ -282,6 +310,8 @@ def test_allocate_mq_shares_every_readable_queue(server: AdminServer) -> None:
 
 # --- cluster, brokers, name servers ------------------------------------------------------------
 def test_cluster_list_format(server: AdminServer) -> None:
+    for broker in server.brokers:
+        broker.runtime = chosen_runtime()
     lines = rmq("clusterList", "-n", server.namesrv).splitlines()
     assert lines[0] == (
         "#Cluster Name     #Broker Name            #BID  #Addr                  #Version         "
@@ -342,17 +372,20 @@ def test_broker_status_and_config(server: AdminServer) -> None:
 def test_write_perm_on_every_namesrv() -> None:
     with AdminServer(namesrv_count=2) as server:
         n = server.namesrv
+        count = sum("broker-a" in queues for queues in server.namesrvs[0].topics.values())
+        assert count == len(server.broker("broker-a").topics)  # the topics broker-a registered
         out = rmq("wipeWritePerm", "-n", n, "-b", "broker-a").splitlines()
         assert out == [
-            f"wipe write perm of broker[broker-a] in name server[127.0.0.1:{p}] OK, 5"
+            f"wipe write perm of broker[broker-a] in name server[127.0.0.1:{p}] OK, {count}"
             for p in server.namesrv_ports
         ]
-        assert all(q.perm & 2 == 0 for r in server.routes.values() for b, q in r.items() if b == "broker-a")
+        for ns in server.namesrvs:
+            assert all(q["broker-a"].perm & 2 == 0 for q in ns.topics.values() if "broker-a" in q)
+            assert all(q["broker-b"].perm & 2 == 2 for q in ns.topics.values() if "broker-b" in q)
         out = rmq("addWritePerm", "-n", n, "-b", "broker-a").splitlines()
-        assert (
-            out[0]
-            == f"add write perm of broker[broker-a] in name server[127.0.0.1:{server.namesrv_ports[0]}] OK, 5"
-        )
+        first = f"127.0.0.1:{server.namesrv_ports[0]}"
+        assert out[0] == f"add write perm of broker[broker-a] in name server[{first}] OK, {count}"
+        assert all(q["broker-a"].perm & 2 == 2 for q in server.namesrvs[1].topics.values() if "broker-a" in q)
         assert server.codes("namesrv") == [205, 205, 327, 327]
 
 
@@ -373,7 +406,7 @@ def test_namesrv_config_and_kv(server: AdminServer) -> None:
     assert (
         rmq("deleteKvConfig", "-n", n, "-s", "NS", "-k", "k") == "delete kv config from namespace success.\n"
     )
-    assert server.kv["NS"] == {}
+    assert server.kv.get("NS", {}) == {}
 
 
 @pytest.mark.parametrize(
@@ -412,10 +445,10 @@ def test_second_namesrv_is_tried(server: AdminServer) -> None:
 
 
 def test_broker_error_exits_6_with_code_and_remark(server: AdminServer) -> None:
-    server.fail[17] = (1, "CODE: 1  DESC: create topic failed")
-    code, err = rmq_fail("updateTopic", "-n", server.namesrv, "-c", "DefaultCluster", "-t", "X")
-    assert code == 6 and "SYSTEM_ERROR(1)" in err and "create topic failed" in err
-    server.fail.clear()
+    code, err = rmq_fail(
+        "updateTopic", "-n", server.namesrv, "-c", "DefaultCluster", "-t", "SCHEDULE_TOPIC_XXXX"
+    )
+    assert code == 6 and "SYSTEM_ERROR(1)" in err and "conflict with system topic" in err
     code, err = rmq_fail("updateTopic", "-b", server.broker("broker-a").addr, "-t", "bad topic!")
     assert code == 6 and "illegal characters" in err
 
@@ -441,6 +474,7 @@ JSON_COMMANDS = [
     ["clusterList"],
     ["clusterList", "-m"],
     ["brokerStatus", "-c", "DefaultCluster"],
+    ["haStatus", "-c", "DefaultCluster"],
     ["getBrokerConfig", "-c", "DefaultCluster"],
     ["getNamesrvConfig"],
     ["updateNamesrvConfig", "-k", "a", "-v", "b"],
@@ -448,14 +482,14 @@ JSON_COMMANDS = [
     ["deleteKvConfig", "-s", "NS", "-k", "a"],
     ["updateOrderConf", "-t", "TBW102", "-m", "get"],
     ["updateTopic", "-c", "DefaultCluster", "-t", "J"],
-    ["updateTopicPerm", "-c", "DefaultCluster", "-t", "TBW102", "-p", "6"],
+    ["updateTopicPerm", "-c", "DefaultCluster", "-t", "J", "-p", "4"],
     ["updateBrokerConfig", "-c", "DefaultCluster", "-k", "a", "-v", "b"],
     ["wipeWritePerm", "-b", "broker-a"],
     ["addWritePerm", "-b", "broker-a"],
     ["cleanExpiredCQ"],
     ["deleteExpiredCommitLog"],
     ["cleanUnusedTopic"],
-    ["deleteTopic", "-c", "DefaultCluster", "-t", "TBW102"],
+    ["deleteTopic", "-c", "DefaultCluster", "-t", "J"],
 ]
 
 
@@ -473,23 +507,26 @@ def test_subprocesses(server: AdminServer) -> None:
     n = server.namesrv
     proc = run("updateTopic", "-n", n, "-c", "DefaultCluster", "-t", "Sub", "-r", "2", "-w", "2")
     assert proc.returncode == 0 and proc.stdout.count("success.") == 2, proc.stderr
-    proc = run("topicList", env={"NAMESRV_ADDR": n})
-    assert proc.returncode == 0 and "Sub" in proc.stdout.splitlines()
-    proc = run("topicRoute", "-n", n, "-t", "Sub")
-    assert proc.returncode == 0 and proc.stdout.startswith('{\n\t"brokerDatas":[')
-    proc = run("clusterList", "-n", n, "--json")
-    assert proc.returncode == 0 and len(json.loads(proc.stdout)) == 2
     port = closed_port()
-    proc = run("topicStatus", "-n", f"127.0.0.1:{port}", "-t", "Sub")
-    assert proc.returncode == 5 and proc.stdout == ""
-    assert proc.stderr == f"rmq: error: 127.0.0.1:{port}: connection refused\n"
-    proc = run("topicRoute", "-n", n, "-t", "Missing")
-    assert (
-        proc.returncode == 3
-        and proc.stderr.startswith("rmq: error: ")
-        and "TOPIC_NOT_EXIST(17)" in proc.stderr
+    listed, route, clusters, refused, missing = run_together(
+        ["topicList"],  # the name server from NAMESRV_ADDR
+        ["topicRoute", "-n", n, "-t", "Sub"],
+        ["clusterList", "-n", n, "--json"],
+        ["topicStatus", "-n", f"127.0.0.1:{port}", "-t", "Sub"],
+        ["topicRoute", "-n", n, "-t", "Missing"],
+        env={"NAMESRV_ADDR": n},
     )
-    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    assert listed.returncode == 0 and "Sub" in listed.stdout.splitlines()
+    assert route.returncode == 0 and route.stdout.startswith('{\n\t"brokerDatas":[')
+    assert clusters.returncode == 0 and len(json.loads(clusters.stdout)) == 2
+    assert refused.returncode == 5 and refused.stdout == ""
+    assert refused.stderr == f"rmq: error: 127.0.0.1:{port}: connection refused\n"
+    assert (
+        missing.returncode == 3
+        and missing.stderr.startswith("rmq: error: ")
+        and "TOPIC_NOT_EXIST(17)" in missing.stderr
+    )
+    assert "Traceback" not in missing.stderr and missing.stderr.count("\n") == 1
 
 
 # --- the outputs captured from a real 4.9.8 cluster (C.4) ---------------------------------------
@@ -497,38 +534,55 @@ def _real(pattern: str) -> list[Path]:
     return sorted(REAL.glob(pattern)) if REAL.is_dir() else []
 
 
+@pytest.fixture(scope="module")
+def replayed() -> Iterator[Callable[[Path], AdminServer]]:
+    """One broker per capture directory, holding what every topicStatus capture in it shows."""
+    servers: dict[Path, AdminServer] = {}
+
+    def server_for(directory: Path) -> AdminServer:
+        if directory not in servers:
+            server = servers[directory] = AdminServer(SINGLE)
+            for path in sorted(directory.glob("topicStatus_*.txt")):
+                text = path.read_text()
+                if text.startswith("#Broker Name"):
+                    topic = path.stem.removeprefix("topicStatus_")
+                    stage_topic_status(server, "broker-a", topic, status_rows(text))
+        return servers[directory]
+
+    yield server_for
+    for server in servers.values():
+        server.stop()
+
+
 @needs_real
 @pytest.mark.parametrize(
     "path", _real("*/mqadmin/**/topicStatus_*.txt"), ids=lambda p: str(p.relative_to(REAL))
 )
-def test_topic_status_matches_capture(path: Path) -> None:
+def test_topic_status_matches_capture(path: Path, replayed: Callable[[Path], AdminServer]) -> None:
     expected = path.read_text()
     topic = path.stem.removeprefix("topicStatus_")
+    server = replayed(path.parent)
     if not expected.startswith("#Broker Name"):  # mqadmin failed: the topic had no route
         assert f"No topic route info in name server for the topic: {topic}" in expected
-        with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
-            code, err = rmq_fail("topicStatus", "-n", server.namesrv, "-t", topic)
-            assert (
-                code == 3
-                and f"TOPIC_NOT_EXIST(17): No topic route info in name server for the topic: {topic}" in err
-            )
-        return
-    rows = [line.split(None, 4) for line in expected.splitlines()[1:]]
-    assert all(r[0] == "broker-a" for r in rows)
-    with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
-        broker = server.broker("broker-a")
-        server.create_topic(broker, topic, len(rows), len(rows))
-        server.set_offsets(
-            broker, topic, [(int(r[2]), int(r[3]), local_millis(r[4]) if len(r) > 4 else 0) for r in rows]
+        code, err = rmq_fail("topicStatus", "-n", server.namesrv, "-t", topic)
+        assert (
+            code == 3
+            and f"TOPIC_NOT_EXIST(17): No topic route info in name server for the topic: {topic}" in err
         )
-        assert rmq("topicStatus", "-n", server.namesrv, "-t", topic) == expected
+        return
+    assert all(line.startswith("broker-a ") for line in expected.splitlines()[1:])
+    assert rmq("topicStatus", "-n", server.namesrv, "-t", topic) == expected
 
 
 @needs_real
 @pytest.mark.parametrize("path", _real("*/mqadmin/**/topicList.txt"), ids=lambda p: str(p.relative_to(REAL)))
 def test_topic_list_matches_capture(path: Path) -> None:
     expected = path.read_text()
-    with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
+    with AdminServer(SINGLE) as server:
+        broker = server.broker("broker-a")
+        for topic in expected.splitlines():
+            if topic not in broker.topics:
+                server.create_topic(broker, topic, 1, 1)
         server.set_topic_order(expected.splitlines())
         assert rmq("topicList", "-n", server.namesrv) == expected
 
@@ -545,64 +599,61 @@ def _parse_status(text: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     "path", _real("*/mqadmin/**/brokerStatus.txt"), ids=lambda p: str(p.relative_to(REAL))
 )
-def test_broker_status_and_cluster_list_match_capture(path: Path) -> None:
+def test_broker_status_and_cluster_list_match_capture(path: Path, single: AdminServer) -> None:
     expected = path.read_text()
     if "Exception" in expected:
         pytest.skip("mqadmin failed in this capture")
     runtime = _parse_status(expected)
-    with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
-        broker = server.broker("broker-a")
-        broker.runtime = runtime
-        ours = rmq("brokerStatus", "-b", broker.addr)
-        # the capture replaced a store path inside one key by "<path>" after printing
-        assert [x for x in ours.splitlines() if "<path>" not in x] == [
-            x for x in expected.splitlines() if "<path>" not in x
-        ]
-        captured = (path.parent / "clusterList.txt").read_text().splitlines()
-        got = rmq("clusterList", "-n", server.namesrv).splitlines()
-        assert got[0] == captured[0]
-        theirs, mine = captured[1].split(), got[1].split()
-        assert mine[3] == broker.addr and len(mine) == len(theirs)
-        # the two captures were taken moments apart: TPS and #Hour values may differ, not the layout
-        assert [mine[i] for i in (0, 1, 2, 4, 7)] == [theirs[i] for i in (0, 1, 2, 4, 7)]
-        shift = len(broker.addr) - len(theirs[3])
-        ends = [m.end() for m in re.finditer(r"\S+", captured[1])]
-        assert [m.end() for m in re.finditer(r"\S+", got[1])] == ends[:3] + [e + shift for e in ends[3:]]
+    broker = single.broker("broker-a")
+    broker.runtime = runtime
+    ours = rmq("brokerStatus", "-b", broker.addr)
+    # the capture replaced a store path inside one key by "<path>" after printing
+    assert [x for x in ours.splitlines() if "<path>" not in x] == [
+        x for x in expected.splitlines() if "<path>" not in x
+    ]
+    captured = (path.parent / "clusterList.txt").read_text().splitlines()
+    got = rmq("clusterList", "-n", single.namesrv).splitlines()
+    assert got[0] == captured[0]
+    theirs, mine = captured[1].split(), got[1].split()
+    assert mine[3] == broker.addr and len(mine) == len(theirs)
+    # the two captures were taken moments apart: TPS and #Hour values may differ, not the layout
+    assert [mine[i] for i in (0, 1, 2, 4, 7)] == [theirs[i] for i in (0, 1, 2, 4, 7)]
+    shift = len(broker.addr) - len(theirs[3])
+    ends = [m.end() for m in re.finditer(r"\S+", captured[1])]
+    assert [m.end() for m in re.finditer(r"\S+", got[1])] == ends[:3] + [e + shift for e in ends[3:]]
 
 
 @needs_real
 @pytest.mark.parametrize("path", _real("*/mqadmin/updateTopic.txt"), ids=lambda p: str(p.relative_to(REAL)))
-def test_update_topic_matches_capture(path: Path) -> None:
+def test_update_topic_matches_capture(path: Path, single: AdminServer) -> None:
     expected = path.read_text()
     if not expected.startswith("create topic to 127.0.0.1:10911"):
         pytest.skip("this capture holds more than updateTopic's output")
-    with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
-        addr = server.broker("broker-a").addr
-        out = []
-        for chunk in expected.split("TopicConfig [")[1:]:
-            fields = dict(kv.split("=") for kv in chunk.split("]")[0].split(", "))
-            out.append(
-                rmq(
-                    "updateTopic",
-                    "-b",
-                    addr,
-                    "-t",
-                    fields["topicName"],
-                    "-r",
-                    fields["readQueueNums"],
-                    "-w",
-                    fields["writeQueueNums"],
-                )  # fmt: skip
-            )
-        assert "".join(out) == expected.replace("127.0.0.1:10911", addr)
+    addr = single.broker("broker-a").addr
+    out = []
+    for chunk in expected.split("TopicConfig [")[1:]:
+        fields = dict(kv.split("=") for kv in chunk.split("]")[0].split(", "))
+        out.append(
+            rmq(
+                "updateTopic",
+                "-b",
+                addr,
+                "-t",
+                fields["topicName"],
+                "-r",
+                fields["readQueueNums"],
+                "-w",
+                fields["writeQueueNums"],
+            )  # fmt: skip
+        )
+    assert "".join(out) == expected.replace("127.0.0.1:10911", addr)
 
 
 @needs_real
-def test_expired_fixture_commands_match_capture() -> None:
+def test_expired_fixture_commands_match_capture(single: AdminServer) -> None:
     base = REAL / "expired" / "mqadmin"
-    with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
-        addr = server.broker("broker-a").addr
-        assert rmq("cleanExpiredCQ", "-b", addr) == (base / "cleanExpiredCQ.txt").read_text()
-        assert rmq("deleteExpiredCommitLog", "-b", addr) == (base / "deleteExpiredCommitLog.txt").read_text()
-        expected = (base / "updateBrokerConfig.txt").read_text().replace("127.0.0.1:10911", addr)
-        assert rmq("updateBrokerConfig", "-b", addr, "-k", "fileReservedTime", "-v", "1") == expected
+    addr = single.broker("broker-a").addr
+    assert rmq("cleanExpiredCQ", "-b", addr) == (base / "cleanExpiredCQ.txt").read_text()
+    assert rmq("deleteExpiredCommitLog", "-b", addr) == (base / "deleteExpiredCommitLog.txt").read_text()
+    expected = (base / "updateBrokerConfig.txt").read_text().replace("127.0.0.1:10911", addr)
+    assert rmq("updateBrokerConfig", "-b", addr, "-k", "fileReservedTime", "-v", "1") == expected

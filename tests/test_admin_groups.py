@@ -1,33 +1,35 @@
 """Group, connection, offset and stats commands end to end over loopback (PROTOCOL.md C.4.5, C.4.7,
-C.5): the CLI against ``tests.adminserver``, text checked against mqadmin's patterns and the
-consumerProgress outputs captured from a real cluster (when ../shared is present)."""
+C.5): the CLI against the name server and brokers of ``rmq serve`` (``tests.admin.adminserver``)
+with online clients on real connections, text checked against mqadmin's patterns and the
+consumerProgress outputs captured from a real cluster (when ../shared is present), replayed by
+staging the captured broker's messages and offsets."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from rmqcli.admin.beans import ConsumerRunningInfo, ProcessQueueInfo
 from rmqcli.cli.commands import ADMIN
-from rmqcli.cli.main import app
 from rmqcli.remoting import json_body as jb
-from tests.adminserver import AdminServer, Broker
+from tests.admin.adminserver import AdminServer, BrokerNode
+from tests.admin.runner import closed_port, local_millis, rmq, rmq_fail, run_together
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real is absent")
 
 
+SINGLE = (("DefaultCluster", "broker-a", 0),)
+
+
 @pytest.fixture
 def single() -> Iterator[AdminServer]:
-    with AdminServer([("DefaultCluster", "broker-a", 0)]) as s:
+    with AdminServer(SINGLE) as s:
         yield s
 
 
@@ -37,36 +39,26 @@ def server() -> Iterator[AdminServer]:
         yield s
 
 
-def rmq(*args: str, code: int = 0) -> str:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
-    return result.stdout
-
-
-def rmq_fail(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code != 0, result.output
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    return result.exit_code, result.stderr
-
-
-def local_millis(text: str) -> int:
-    return int(datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timestamp()) * 1000
-
-
-def stage_group(server: AdminServer, broker: Broker, group: str, rows: list[list[str]]) -> None:
-    """Reproduce a ``consumerProgress -g`` capture: topics, queue bounds, consumer offsets."""
-    server.create_topic(broker, f"%RETRY%{group}", 1, 1)
+def stage_group(server: AdminServer, broker: BrokerNode, group: str, rows: list[list[str]]) -> None:
+    """What a ``consumerProgress -g`` capture shows: the group's retry topic, the topics with their
+    messages (the one before the consumer offset stored at #LastTime; at 0 for N/A) and the offsets."""
+    if f"%RETRY%{group}" not in broker.topics:
+        server.create_topic(broker, f"%RETRY%{group}", 1, 1)
     topics: dict[str, list[list[str]]] = {}
     for row in rows:
         topics.setdefault(row[0], []).append(row)
     for topic, queue_rows in topics.items():
-        server.create_topic(broker, topic, len(queue_rows), len(queue_rows))
-        last = [0 if r[6] == "N/A" else local_millis(r[6] + " " + r[7]) for r in queue_rows]
-        server.set_offsets(
-            broker, topic, [(0, int(r[3]), ts) for r, ts in zip(queue_rows, last, strict=True)]
-        )
-        broker.consumer_offsets[(topic, group)] = {int(r[2]): int(r[4]) for r in queue_rows}
+        if topic not in broker.topics:
+            server.create_topic(broker, topic, len(queue_rows), len(queue_rows))
+        for r in queue_rows:
+            queue_id, high = int(r[2]), int(r[3])
+            stored = broker.controller.store.max_offset(topic, queue_id)
+            if stored == 0 and high > 0:
+                last = 0 if r[6] == "N/A" else local_millis(r[6] + " " + r[7])
+                server.store(broker, topic, queue_id, b"m", count=high, store_ts=last)
+            else:
+                assert stored == high, (topic, queue_id, stored, high)  # captures agree on shared topics
+        server.commit(broker, group, topic, {int(r[2]): int(r[4]) for r in queue_rows})
 
 
 # --- subscription groups -----------------------------------------------------------------------
@@ -80,7 +72,7 @@ def test_update_get_delete_sub_group(server: AdminServer) -> None:
         "consumeBroadcastEnable=true, retryQueueNums=1, retryMaxTimes=3, brokerId=0, "
         "whichBrokerWhenConsumeSlowly=1, notifyConsumerIdsChangedEnable=true]"
     )
-    assert a.groups["G1"].retry_max_times == 3 and b.groups["G1"].consume_broadcast_enable
+    assert a.groups["G1"]["retryMaxTimes"] == 3 and b.groups["G1"]["consumeBroadcastEnable"]
     assert 200 in server.codes(a.addr)
     text = rmq("getConsumerConfig", "-n", n, "-g", "G1")
     banner = "=============================DefaultCluster:broker-{}=============================\n"
@@ -107,7 +99,7 @@ def test_update_get_delete_sub_group(server: AdminServer) -> None:
         "delete topic [%DLQ%G1] from cluster [DefaultCluster] success.\n"
         "delete topic [%DLQ%G1] from NameServer success.\n"
     )
-    assert "%RETRY%G1" not in server.routes and "G1" not in b.groups
+    assert "%RETRY%G1" not in server.namesrvs[0].topics and "G1" not in b.groups
     code, err = rmq_fail("updateSubGroup", "-g", "G1")
     assert code == 2
 
@@ -124,7 +116,10 @@ def test_consumer_progress_format_and_errors(single: AdminServer) -> None:
             "T broker-a 1 3 3 0 N/A".split(),
         ],
     )
-    broker.consume_tps["T@G"] = 1.5
+    server_now = int(time.time() * 1000)
+    single.create_topic(broker, "T2", 1, 1)  # 90 messages consumed within the minute: 1.50 TPS
+    single.store(broker, "T2", 0, b"m", count=90, store_ts=server_now)
+    single.commit(broker, "G", "T2", {0: 90})
     out = rmq("consumerProgress", "-n", n, "-g", "G")
     head = f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Broker Offset':<20}  "
     head += f"{'#Consumer Offset':<20}  "
@@ -132,6 +127,9 @@ def test_consumer_progress_format_and_errors(single: AdminServer) -> None:
     assert (
         out.splitlines()[1]
         == f"{'T':<64}  {'broker-a':<32}  {0:<4}  {10:<20}  {4:<20}  {6:<20}  2024-01-02 03:04:05"
+    )
+    assert out.splitlines()[3].startswith(
+        f"{'T2':<64}  {'broker-a':<32}  {0:<4}  {90:<20}  {90:<20}  {0:<20}  "
     )
     assert out.endswith("\nConsume TPS: 1.50\nDiff Total: 6\n")
     assert json.loads(rmq("consumerProgress", "-n", n, "-g", "G", "--json"))["diffTotal"] == 6
@@ -155,9 +153,8 @@ def test_consumer_progress_format_and_errors(single: AdminServer) -> None:
 @pytest.mark.parametrize("fixture", ["basic-1", "ipv6"])
 def test_consumer_progress_matches_captures(fixture: str) -> None:
     base = REAL / fixture / "mqadmin"
-    with AdminServer([("DefaultCluster", "broker-a", 0)], initial_topics=False) as server:
+    with AdminServer(SINGLE) as server:
         broker = server.broker("broker-a")
-        server.set_topic_order((base / "topicList.txt").read_text().splitlines())
         for group in ("GroupA", "GroupB", "GroupRetry"):
             expected = (base / f"consumerProgress_{group}.txt").read_text()
             rows = [
@@ -166,6 +163,11 @@ def test_consumer_progress_matches_captures(fixture: str) -> None:
                 if line and not line.startswith(("Consume", "Diff"))
             ]
             stage_group(server, broker, group, rows)
+        topics = (base / "topicList.txt").read_text().splitlines()
+        for topic in topics:
+            if topic not in broker.topics:
+                server.create_topic(broker, topic, 4, 4)
+        server.set_topic_order(topics)
         for group in ("GroupA", "GroupB", "GroupRetry"):
             expected = (base / f"consumerProgress_{group}.txt").read_text()
             assert rmq("consumerProgress", "-n", server.namesrv, "-g", group) == expected
@@ -189,11 +191,11 @@ def test_consumer_progress_all_online_group(single: AdminServer) -> None:
 # --- connections and status -----------------------------------------------------------------------
 def test_consumer_and_producer_connection(single: AdminServer) -> None:
     n, broker = single.namesrv, single.broker("broker-a")
-    single.add_consumer("G", "10.0.0.1@1", {"T": "TagA || TagB"})
+    client = single.add_consumer("G", "10.0.0.1@1", {"T": "TagA || TagB"})
     out = rmq("consumerConnection", "-n", n, "-g", "G")
     assert out == (
         f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version\n"
-        f"{'10.0.0.1@1':<36} {'127.0.0.1:40010':<22} {'JAVA':<10} V4_9_7\n"
+        f"{'10.0.0.1@1':<36} {client.addr_at(broker):<22} {'JAVA':<10} V4_9_7\n"
         "\nBelow is subscription:\n"
         f"{'#Topic':<20} #SubExpression\n{'T':<20} TagA || TagB\n\n"
         "ConsumeType: CONSUME_PASSIVELY\nMessageModel: CLUSTERING\n"
@@ -202,11 +204,9 @@ def test_consumer_and_producer_connection(single: AdminServer) -> None:
     assert rmq("consumerConnection", "-b", broker.addr, "-g", "G") == out
     code, err = rmq_fail("consumerConnection", "-b", broker.addr, "-g", "Other")
     assert code == 6 and "CONSUMER_NOT_ONLINE(206): the consumer group[Other] not online" in err
-    broker.producers["PG"] = {
-        "c1": jb.Connection(client_addr="10.0.0.9:5", client_id="10.0.0.9@9", version=333)
-    }
+    producer = single.online("10.0.0.9@9", producer_group="PG", version=333)
     out = rmq("producerConnection", "-n", n, "-g", "PG", "-t", "TBW102")
-    assert out == f"0001  {'10.0.0.9@9':<32} {'10.0.0.9:5':<22} {'JAVA':<8} V4_6_0\n"
+    assert out == f"0001  {'10.0.0.9@9':<32} {producer.addr_at(broker):<22} {'JAVA':<8} V4_6_0\n"
     assert json.loads(rmq("producerConnection", "-n", n, "-g", "PG", "-t", "TBW102", "--json"))
     code, err = rmq_fail("producerConnection", "-n", n, "-g", "None", "-t", "TBW102")
     assert code == 6 and "the producer group[None] not exist" in err
@@ -234,13 +234,13 @@ def test_consumer_status(single: AdminServer, tmp_path: Path, monkeypatch: pytes
 
 
 # --- offsets --------------------------------------------------------------------------------------
-def _two_queue_topic(server: AdminServer, broker: Broker) -> None:
+def _two_queue_topic(server: AdminServer, broker: BrokerNode) -> None:
     server.create_topic(broker, "T", 2, 2)
     for i in range(3):
         server.store(broker, "T", 0, b"m%d" % i, {"TAGS": "a"}, store_ts=1_000 + i)
     server.store(broker, "T", 1, b"x", {}, store_ts=5_000)
     server.create_topic(broker, "%RETRY%G", 1, 1)
-    broker.consumer_offsets[("T", "G")] = {0: 1, 1: 0}
+    server.commit(broker, "G", "T", {0: 1, 1: 0})
 
 
 def test_reset_offset_online_and_offline_fallback(single: AdminServer) -> None:
@@ -259,11 +259,10 @@ def test_reset_offset_online_and_offline_fallback(single: AdminServer) -> None:
     codes = single.codes(broker.addr)
     assert codes[:2] == [222, 208] and 29 in codes and codes.count(15) == 2
     out = rmq("skipAccumulatedMessage", "-n", n, "-g", "G", "-t", "T", "-f", "false")
-    assert out.splitlines()[0].startswith("#brokerName          ") and broker.consumer_offsets[
-        ("T", "G")
-    ] == {0: 1, 1: 0}
+    assert out.splitlines()[0].startswith("#brokerName          ")
+    assert broker.offsets("T", "G") == {0: 1, 1: 0}
     rmq("skipAccumulatedMessage", "-n", n, "-g", "G", "-t", "T")
-    assert broker.consumer_offsets[("T", "G")] == {0: 3, 1: 1}
+    assert broker.offsets("T", "G") == {0: 3, 1: 1}
     # online: the broker computes the table
     single.add_consumer("G", "10.0.0.1@1", {"T": "*"})
     out = rmq("resetOffsetByTime", "-n", n, "-g", "G", "-t", "T", "-s", "1970-01-01#00:00:00:000")
@@ -283,33 +282,10 @@ def test_reset_offset_online_and_offline_fallback(single: AdminServer) -> None:
 def test_clone_group_offset_stats_and_broker_consume_stats(single: AdminServer) -> None:
     n, broker = single.namesrv, single.broker("broker-a")
     _two_queue_topic(single, broker)
-    broker.groups["G"] = jb.SubscriptionGroupConfig(group_name="G")
+    rmq("updateSubGroup", "-b", broker.addr, "-g", "G")  # GET_BROKER_CONSUME_STATS lists groups
     out = rmq("cloneGroupOffset", "-n", n, "-s", "G", "-d", "H", "-t", "T")
     assert out == "clone group offset success. srcGroup[G], destGroup=[H], topic[T]"
-    assert broker.consumer_offsets[("T", "H")] == {0: 1, 1: 0}
-    put = jb.BrokerStatsData(
-        stats_minute=jb.BrokerStatsItem(sum=5, tps=2.5), stats_day=jb.BrokerStatsItem(sum=40, tps=0.1)
-    )
-    broker.stats[("TOPIC_PUT_NUMS", "T")] = put
-    broker.stats[("GROUP_GET_NUMS", "T@G")] = jb.BrokerStatsData(
-        stats_hour=jb.BrokerStatsItem(sum=7, tps=1.0)
-    )
-    lines = rmq("statsAll", "-n", n, "-t", "T").splitlines()
-    assert lines[0] == (
-        f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
-        f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}"
-    )
-    assert sorted(lines[1:]) == sorted(
-        [
-            f"{'T':<64}  {'G':<64} {3:>12} {2.5:>11.2f} {0.0:>11.2f} {40:>14} {7:>14}",
-            f"{'T':<64}  {'H':<64} {0:>12} {2.5:>11.2f} {0.0:>11.2f} {40:>14} {0:>14}",
-        ]
-    )
-    everything = rmq("statsAll", "-n", n)
-    assert (
-        f"{'TBW102':<64}  {'':<64} {0:>12} {0.0:>11.2f} {'':>11} {0:>14} {'NO_CONSUMER':>14}\n" in everything
-    )
-    assert rmq("statsAll", "-n", n, "-a").count("\n") == 3  # header + T's two groups (active)
+    assert broker.offsets("T", "H") == {0: 1, 1: 0}
     out = rmq("brokerConsumeStats", "-b", broker.addr)
     assert out.splitlines()[1] == (
         f"{'T':<64}  {'G':<64}  {'broker-a':<32}  {0:<4}  {3:<20}  {1:<20}  {2:<20}  "
@@ -317,6 +293,28 @@ def test_clone_group_offset_stats_and_broker_consume_stats(single: AdminServer) 
     )
     assert out.endswith("\n\nDiff Total: 3\n") and out.count("\n") == 4  # queue 1 has no last time
     assert rmq("brokerConsumeStats", "-b", broker.addr, "-l", "5").count("\n") == 3
+    # the broker's stats count what was stored and consumed in the last minute, hour and day: queue 1
+    # gets 7 messages half an hour ago, which G consumes, and 150 now (2.50 a second over the minute)
+    now = int(time.time() * 1000)
+    single.store(broker, "T", 1, b"h", count=7, store_ts=now - 1_800_000)
+    single.store(broker, "T", 1, b"n", count=150, store_ts=now)
+    single.commit(broker, "G", "T", {1: 8})
+    lines = rmq("statsAll", "-n", n, "-t", "T").splitlines()
+    assert lines[0] == (
+        f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
+        f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}"
+    )
+    assert sorted(lines[1:]) == sorted(
+        [  # G: 2 + 150 behind; H (no retry topic, so no consume stats) accumulates nothing
+            f"{'T':<64}  {'G':<64} {152:>12} {2.5:>11.2f} {0.0:>11.2f} {157:>14} {7:>14}",
+            f"{'T':<64}  {'H':<64} {0:>12} {2.5:>11.2f} {0.0:>11.2f} {157:>14} {0:>14}",
+        ]
+    )
+    everything = rmq("statsAll", "-n", n)
+    assert (
+        f"{'TBW102':<64}  {'':<64} {0:>12} {0.0:>11.2f} {'':>11} {0:>14} {'NO_CONSUMER':>14}\n" in everything
+    )
+    assert rmq("statsAll", "-n", n, "-a").count("\n") == 3  # header + T's two groups (active)
 
 
 def test_every_group_command_has_json(
@@ -326,7 +324,7 @@ def test_every_group_command_has_json(
     broker = single.broker("broker-a")
     _two_queue_topic(single, broker)
     single.add_consumer("G", "10.0.0.1@1", {"T": "*"})
-    broker.producers["PG"] = {"c": jb.Connection(client_id="c")}
+    single.online("c", producer_group="PG")
     calls = [
         ["updateSubGroup", "-c", "DefaultCluster", "-g", "G"],
         ["getConsumerConfig", "-g", "G"],
@@ -347,24 +345,17 @@ def test_every_group_command_has_json(
 
 
 def test_network_errors_and_subprocess(single: AdminServer) -> None:
-    import socket
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = closed_port()
     code, err = rmq_fail("consumerProgress", "-n", f"127.0.0.1:{port}", "-g", "G")
     assert code == 5 and f"127.0.0.1:{port}" in err
     code, err = rmq_fail("brokerConsumeStats", "-b", f"127.0.0.1:{port}")
     assert code == 5 and f"127.0.0.1:{port}" in err
-    env = {**os.environ, "NAMESRV_ADDR": single.namesrv}
-    proc = subprocess.run(
-        [sys.executable, "-m", "rmqcli.cli.main", "updateSubGroup", "-c", "DefaultCluster", "-g", "S"],
-        capture_output=True, text=True, env=env, timeout=30,
-    )  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout.startswith("create subscription group to "), proc.stderr
-    proc = subprocess.run(
-        [sys.executable, "-m", "rmqcli.cli.main", "consumerProgress", "-g", "S"],
-        capture_output=True, text=True, env=env, timeout=30,
-    )  # fmt: skip
-    assert proc.returncode == 3 and proc.stdout == "" and proc.stderr.startswith("rmq: error: ")
+    created, progress = run_together(
+        ["updateSubGroup", "-c", "DefaultCluster", "-g", "S"],
+        ["consumerProgress", "-g", "S"],  # no %RETRY%S topic: no route
+        env={"NAMESRV_ADDR": single.namesrv},
+    )
+    assert created.returncode == 0 and created.stdout.startswith("create subscription group to "), (
+        created.stderr
+    )
+    assert progress.returncode == 3 and progress.stdout == "" and progress.stderr.startswith("rmq: error: ")

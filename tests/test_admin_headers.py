@@ -1,8 +1,8 @@
 """The request headers the admin commands send, built from the typed classes of
 ``rmqcli.remoting.headers``: the ext fields on the wire are those of mqadmin 4.9.7's header classes
-(PROTOCOL.md A.5, B.2-B.7), checked here request by request against ``tests.adminserver``; and the
-header classes themselves behave as the keyword-only value classes they declare, while their module
-stays cheap to import."""
+(PROTOCOL.md A.5, B.2-B.7), checked here request by request as the name server and broker of
+``rmq serve`` (``tests.admin.adminserver``) receive them; and the header classes themselves behave
+as the keyword-only value classes they declare, while their module stays cheap to import."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from rmqcli.admin.session import AdminSession
 from rmqcli.errors import RmqError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode as RC
-from tests.adminserver import AdminServer
+from tests.admin.adminserver import AdminServer
 
 
 @pytest.fixture(scope="module")
 def sent() -> Iterator[dict[int, list[dict[str, str]]]]:
     """Every admin request sent while the commands below run, ext fields by request code."""
-    with AdminServer([("DefaultCluster", "broker-a", 0)]) as server, AdminSession([server.namesrv]) as s:
+    with AdminServer((("DefaultCluster", "broker-a", 0),)) as server, AdminSession([server.namesrv]) as s:
         addr = server.broker("broker-a").addr
 
         def attempt(fn, *args, **kwargs):  # what is sent matters here, not the answers

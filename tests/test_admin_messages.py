@@ -1,48 +1,32 @@
 """Message commands end to end over loopback (PROTOCOL.md B.6-B.8, C.4.6, C.4.7, C.5): sendMessage
-stores records in ``tests.adminserver``; the query, print and consume commands read them back
-through QUERY_MESSAGE, VIEW_MESSAGE_BY_ID and PULL_MESSAGE; text checked against mqadmin's patterns."""
+stores records in the broker of ``rmq serve`` (``tests.admin.adminserver``); the query, print and
+consume commands read them back through QUERY_MESSAGE, VIEW_MESSAGE_BY_ID and PULL_MESSAGE; text
+checked against mqadmin's patterns."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import zlib
 from collections.abc import Iterator
 
 import pytest
-from typer.testing import CliRunner
 
 from formats import commitlog as cl
 from rmqcli.cli.admin_format import time_millis_to_human_string2
 from rmqcli.cli.commands import ADMIN
-from rmqcli.cli.main import app
 from rmqcli.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
-from tests.adminserver import AdminServer
+from tests.admin.adminserver import AdminServer
+from tests.admin.runner import rmq, rmq_fail, run, run_together
 
 SEND_HEAD = f"{'#Broker Name':<32} {'#QID':<4} {'#Send Result':<20} #MsgId\n"
 
 
 @pytest.fixture
 def single() -> Iterator[AdminServer]:
-    with AdminServer([("DefaultCluster", "broker-a", 0)]) as s:
+    with AdminServer((("DefaultCluster", "broker-a", 0),)) as s:
         s.create_topic(s.broker("broker-a"), "T", 4, 4)
         yield s
-
-
-def rmq(*args: str, code: int = 0) -> str:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
-    return result.stdout
-
-
-def rmq_fail(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code != 0, result.output
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    return result.exit_code, result.stderr
 
 
 def send(server: AdminServer, *args: str) -> str:
@@ -74,7 +58,7 @@ def test_send_message_request_as_the_java_producer(single: AdminServer) -> None:
     props = cl.decode_properties(header.i)
     assert props == {"TAGS": "TagA", "KEYS": "k1 k2", "WAIT": "true", "UNIQ_KEY": uniq}
     assert header.i == cl.encode_properties_as_broker(props).decode()  # HashMap order, no trailing separator
-    assert request.body == b"hello" and not broker.producers.get(header.a)  # unregistered at the end
+    assert request.body == b"hello" and header.a not in broker.controller.clients.producers  # unregistered
     # a body of 4 KiB or more is zlib-compressed with the ZLIB type bits (sysFlag 0x301)
     big = "x" * 5000
     send(single, "-t", "T", "-p", big)
@@ -87,7 +71,7 @@ def test_send_message_request_as_the_java_producer(single: AdminServer) -> None:
 def test_send_to_unknown_topic_uses_tbw102(single: AdminServer) -> None:
     send(single, "-t", "Fresh", "-p", "x")
     assert single.codes("namesrv")[:2] == [105, 105]
-    assert single.broker("broker-a").topics["Fresh"].write_queue_nums == 4
+    assert single.broker("broker-a").topics["Fresh"]["writeQueueNums"] == 4
     assert rmq("topicList", "-n", single.namesrv).splitlines().count("Fresh") == 1
 
 
@@ -99,9 +83,9 @@ def test_query_by_key_unique_key_and_id(single: AdminServer) -> None:
         single, "-t", "T", "-p", "two", "-k", "shared other", "-c", "TagB", "-b", "broker-a", "-i", "1"
     )
     out = rmq("queryMsgByKey", "-n", n, "-t", "T", "-k", "shared")
-    assert out == (
+    assert out == (  # the index answers the newest first
         f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}\n"
-        f"{first:<50} {1:>4} {0:>40}\n{second:<50} {1:>4} {1:>40}\n"
+        f"{second:<50} {1:>4} {1:>40}\n{first:<50} {1:>4} {0:>40}\n"
     )
     assert rmq("queryMsgByKey", "-n", n, "-t", "T", "-k", "other").count("\n") == 2
     code, err = rmq_fail("queryMsgByKey", "-n", n, "-t", "T", "-k", "none")
@@ -115,14 +99,15 @@ def test_query_by_key_unique_key_and_id(single: AdminServer) -> None:
     assert path.endswith(f"rocketmq/msgbodys/{second}") and open(path, "rb").read() == b"two"
     assert text.endswith("\n\nWARN: No Consumer")
     # queryMsgById: the offset id names the broker; the tracks come from 300 / 203 / 208
-    phys = broker.queues[("T", 1)][1][0]
+    unit = broker.units("T", 1)[1]
+    phys = unit.physical_offset
     offset_id = cl.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, phys)
     single.add_consumer("G", "10.0.0.1@1", {"T": "TagA"})
-    broker.consumer_offsets[("T", "G")] = {1: 2}
+    single.commit(broker, "G", "T", {1: 2})
     text = rmq("queryMsgById", "-n", n, "-i", offset_id)
     lines = text.split("\n")
     assert lines[0] == f"{'OffsetID:':<20} {offset_id}" and lines[6] == f"{'CommitLog Offset:':<20} {phys}"
-    stored = broker.queues[("T", 1)][1][3]
+    stored = broker.controller.store.store_timestamp(unit)
     assert lines[9] == f"{'Store Timestamp:':<20} {time_millis_to_human_string2(stored)}"
     assert lines[11] == f"{'Store Host:':<20} {broker.addr}" and lines[12] == f"{'System Flag:':<20} 0"
     assert text.endswith(
@@ -194,7 +179,8 @@ def test_query_cq_check_rt_and_send_status(single: AdminServer) -> None:
     n, broker = single.namesrv, single.broker("broker-a")
     send(single, "-t", "T", "-p", "x", "-c", "TagA", "-b", "broker-a", "-i", "3")
     out = rmq("queryCq", "-n", n, "-t", "T", "-q", "3", "-i", "0")
-    phys, size, code, _ = broker.queues[("T", 3)][0]
+    [unit] = broker.units("T", 3)
+    phys, size, code = unit.physical_offset, unit.size, unit.tags_code
     rule = "======================================\n"
     assert out == (
         f"Queue data: \nmax: 1, min: 0\n{rule}idx: 0\n"
@@ -207,7 +193,7 @@ def test_query_cq_check_rt_and_send_status(single: AdminServer) -> None:
     assert [line.split()[:3] for line in lines[1:6]] == [["broker-a", str(i % 4), "true"] for i in range(5)]
     assert re.fullmatch(r"Avg RT: \d+\.\d\d", lines[6])
     assert rmq("checkMsgSendRT", "-n", n, "-t", "T", "-a", "1").endswith("Avg RT: NaN\n")
-    single.create_topic(broker, "broker-a", 1, 1)
+    assert broker.topics["broker-a"]["writeQueueNums"] == 1  # the broker's own topic
     out = rmq("sendMsgStatus", "-n", n, "-b", "broker-a", "-c", "2", "-s", "30")
     assert len(out.splitlines()) == 2
     assert re.fullmatch(
@@ -217,15 +203,16 @@ def test_query_cq_check_rt_and_send_status(single: AdminServer) -> None:
         r"queueOffset=[12]\]\n){2}",
         out,
     )
-    stored = broker.queues[("broker-a", 0)]
-    assert len(stored) == 3 and stored[1][1] - stored[0][1] == 11  # 16 bytes -> "hello jodie" x2, 30 -> x3
+    stored = broker.units("broker-a", 0)
+    assert (
+        len(stored) == 3 and stored[1].size - stored[0].size == 11
+    )  # 16 bytes -> "hello jodie" x2, 30 -> x3
 
 
 def test_every_message_command_has_json(single: AdminServer) -> None:
     n, broker = single.namesrv, single.broker("broker-a")
     uniq = send(single, "-t", "T", "-p", "x", "-k", "k", "-b", "broker-a", "-i", "0")
     offset_id = cl.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, 0)
-    single.create_topic(broker, "broker-a", 1, 1)
     calls = [
         ["sendMessage", "-t", "T", "-p", "y"],
         ["queryMsgById", "-i", offset_id],
@@ -251,19 +238,17 @@ def test_every_message_command_has_json(single: AdminServer) -> None:
 
 
 def test_send_then_print_in_subprocesses(single: AdminServer) -> None:
-    env = {**os.environ, "NAMESRV_ADDR": single.namesrv}
-    cmd = [sys.executable, "-m", "rmqcli.cli.main"]
-    proc = subprocess.run(
-        [*cmd, "sendMessage", "-t", "T", "-p", "héllo", "-b", "broker-a", "-i", "1"],
-        capture_output=True, text=True, env=env, timeout=30,
-    )  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout.startswith(SEND_HEAD), proc.stderr
-    proc = subprocess.run(
-        [*cmd, "printMsgByQueue", "-t", "T", "-a", "broker-a", "-i", "1", "-p", "true", "-d", "true"],
-        capture_output=True, text=True, env=env, timeout=30,
-    )  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout.endswith("BODY: héllo\n"), proc.stderr
-    proc = subprocess.run(
-        [*cmd, "printMsg", "-t", "Missing"], capture_output=True, text=True, env=env, timeout=30
+    env = {"NAMESRV_ADDR": single.namesrv}
+    sent, missing = run_together(
+        ["sendMessage", "-t", "T", "-p", "héllo", "-b", "broker-a", "-i", "1"],
+        ["printMsg", "-t", "Missing"],
+        env=env,
     )
-    assert proc.returncode == 3 and "TOPIC_NOT_EXIST(17)" in proc.stderr and proc.stderr.count("\n") == 1
+    assert sent.returncode == 0 and sent.stdout.startswith(SEND_HEAD), sent.stderr
+    assert (
+        missing.returncode == 3
+        and "TOPIC_NOT_EXIST(17)" in missing.stderr
+        and missing.stderr.count("\n") == 1
+    )
+    proc = run("printMsgByQueue", "-t", "T", "-a", "broker-a", "-i", "1", "-p", "true", "-d", "true", env=env)
+    assert proc.returncode == 0 and proc.stdout.endswith("BODY: héllo\n"), proc.stderr

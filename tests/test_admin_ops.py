@@ -1,5 +1,6 @@
 """``rmqcli.admin`` as a library: name server resolution (PROTOCOL.md C.1), the text helpers of C.4,
-and the operations' data against ``tests.adminserver``."""
+and the operations' data against the name server and brokers of ``rmq serve``
+(``tests.admin.adminserver``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rmqcli.admin import broker, topic
 from rmqcli.admin.session import NAMESRV_HINT, AdminSession, resolve_namesrv
 from rmqcli.cli import admin_format as fmt
 from rmqcli.errors import NotFoundError, UsageError
-from tests.adminserver import AdminServer
+from tests.admin.adminserver import AdminServer
 
 
 def test_resolve_namesrv() -> None:
@@ -54,7 +55,7 @@ def test_operations_return_data() -> None:
 
 
 def test_allocate_averagely() -> None:
-    with AdminServer([("C", "b", 0)], initial_topics=False) as server, AdminSession([server.namesrv]) as s:
+    with AdminServer((("C", "b", 0),)) as server, AdminSession([server.namesrv]) as s:
         server.create_topic(server.broker("b"), "T", 5, 5)
         result = topic.allocate_mq(s, "T", ["x", "y"])
         assert sorted(len(v) for v in result.values()) == [2, 3]
