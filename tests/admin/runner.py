@@ -1,19 +1,17 @@
-"""``rmq`` for the mqadmin tests: in process through typer's runner (exit code checked), or as a
-child process; a port nothing listens on; mqadmin's local times back to epoch millis."""
+"""``rmq`` for the mqadmin tests: in process through typer's runner (exit code checked), or as child
+processes started together; a port nothing listens on; mqadmin's local times back to epoch millis."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 from datetime import datetime
 
 from typer.testing import CliRunner
 
 from rmqcli.cli.main import app
-
-RMQ = [sys.executable, "-m", "rmqcli.cli.main"]
+from tests.support import ROOT
+from tests.support.cli import RMQ, one_line_error, rmq_env
+from tests.support.serve import free_port
 
 
 def rmq(*args: str, env: dict[str, str] | None = None, code: int = 0) -> str:
@@ -27,12 +25,11 @@ def rmq_fail(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """``rmq ARGS`` in process, which must fail with one line on stderr and no traceback."""
     result = CliRunner().invoke(app, list(args), env=env)
     assert result.exit_code != 0, result.output
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-    return result.exit_code, result.stderr
+    return result.exit_code, one_line_error(result.stderr)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``rmq ARGS`` as a child process, with ``env`` added to this environment."""
+    """``rmq ARGS`` as a child process, with ``env`` added to its environment."""
     return run_together([*args], env=env)[0]
 
 
@@ -40,11 +37,15 @@ def run_together(
     *calls: list[str], env: dict[str, str] | None = None
 ) -> list[subprocess.CompletedProcess[str]]:
     """Each ``rmq ARGS`` of ``calls`` as a child process, all started at once (their order does
-    not matter to what they answer), with ``env`` added to this environment."""
-    full_env = {**os.environ, **(env or {})}
+    not matter to what they answer), with ``env`` added to their environment."""
     procs = [
         subprocess.Popen(
-            [*RMQ, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env
+            [*RMQ, *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=rmq_env(env),
         )
         for args in calls
     ]
@@ -57,9 +58,7 @@ def run_together(
 
 def closed_port() -> int:
     """A loopback port nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 def local_millis(text: str) -> int:
