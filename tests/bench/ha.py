@@ -244,7 +244,7 @@ def catch_up(tmp: Path) -> tuple[float, float, int]:
             if first_seen is None and position > first.total_size:
                 first_seen = now
             last_seen = now
-            time.sleep(0.01)
+            time.sleep(0.05)  # each probe is a request the slave answers between pushes
     finally:
         slave.stop()
         master.stop()

@@ -54,7 +54,7 @@ def runtime_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
             ctl.writer.commitlog.files[0].from_offset if ctl.writer.commitlog.files else 0
         ),
         "commitLogMaxOffset": str(ctl.writer.max_offset),
-        "dispatchBehindBytes": "0",
+        "dispatchBehindBytes": str(ctl.ha.dispatch_behind()),
         "bootTimestamp": str(store.boot_timestamp),
         "runtime": _runtime(now - store.boot_timestamp),
         "brokerActive": "true",

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 from collections.abc import Callable
 
 from formats.records import Record
@@ -31,6 +32,12 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.store.write.files import WritableFileQueue
 
 log = logging.getLogger(__name__)
+
+
+REPUT_SLICE = 256 * 1024  # CommitLog bytes a slave's reput dispatches between two turns of the loop
+REPUT_QUIET = 0.002  # s without replicated bytes after which the reput runs
+REPUT_MAX_WAIT = 0.1  # s the reput waits at most while bytes keep arriving
+CLOSE_DISPATCH_SECONDS = 2.0  # at shutdown; what is left is dispatched by the next start's recovery
 
 
 class Replicated(enum.Enum):
@@ -66,6 +73,9 @@ class Replication:
         self.slave: HASlave | None = None
         self.reput: ReplicaReput | None = None
         self._tasks: list[asyncio.Task] = []
+        self._arrived = asyncio.Event()  # replicated bytes wait for the reput
+        self._replicated_end = commitlog.max_offset
+        self._last_arrival = 0.0
         if role == SLAVE:
             self.reput = ReplicaReput(commitlog, dispatch or (lambda _rec: None), commitlog.max_offset)
             self.slave = HASlave(
@@ -74,7 +84,7 @@ class Replication:
                 master_address=config.ha_master_address,
                 sync_flush=sync_flush,
                 flush_interval_ms=flush_interval_ms,
-                on_appended=self.reput.dispatch_to,
+                on_appended=self._replicated_to,
             )
         else:
             self.master = HAMaster(WriterSource(commitlog), config, host=host)
@@ -95,20 +105,64 @@ class Replication:
             await self.master.start()
         if self.slave is not None:
             self._tasks.append(loop.create_task(self.slave.run()))
+            self._tasks.append(loop.create_task(self._reput_loop()))
             if self.sync is not None:
                 self._tasks.append(loop.create_task(self.sync.run()))
 
     async def close(self) -> None:
         if self.slave is not None:
             await self.slave.close()
-        for task in self._tasks[1:]:  # the config sync; the HA client's run ends on its close
+        for task in self._tasks[1:]:  # the reput and config sync; the HA client's run ends on its close
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.reput is not None:  # what arrived, for up to CLOSE_DISPATCH_SECONDS; the next start's
+            deadline = time.monotonic() + CLOSE_DISPATCH_SECONDS  # recovery dispatches the rest
+            while self.reput.broken is None and self.reput.next < self.commitlog.max_offset:
+                if time.monotonic() > deadline or not self.reput.dispatch_to(self.reput.next + REPUT_SLICE):
+                    break
         if self.master is not None:
             await self.master.close()
+
+    # --- a slave's reput --------------------------------------------------------------------------------
+    def _replicated_to(self, end: int) -> None:
+        """The HA client appended up to ``end``: the reput is told, and runs apart from the client
+        (``ReputMessageService`` is a thread of its own), so replication never waits for it."""
+        self._replicated_end = end
+        self._last_arrival = time.monotonic()
+        self._arrived.set()
+
+    async def _reput_loop(self) -> None:
+        """Dispatch what arrived, a slice of ``REPUT_SLICE`` bytes at a time. The HA client goes
+        first: while bytes keep arriving, a slice runs only once the stream pauses for
+        ``REPUT_QUIET`` s or ``REPUT_MAX_WAIT`` s after the last slice, so a catching-up slave
+        takes its master's bytes at the speed of the link and dispatches them right after, and a
+        steady stream is dispatched at least a slice every ``REPUT_MAX_WAIT`` s."""
+        reput = self.reput
+        assert reput is not None
+        last_slice = time.monotonic()
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            while reput.broken is None and reput.next < self._replicated_end:
+                now = time.monotonic()
+                if now - self._last_arrival < REPUT_QUIET and now - last_slice < REPUT_MAX_WAIT:
+                    await asyncio.sleep(REPUT_QUIET)
+                    continue
+                before = reput.next
+                reput.dispatch_to(min(self._replicated_end, before + REPUT_SLICE))
+                if reput.next == before:  # a record longer than a slice, or not whole yet
+                    reput.dispatch_to(self._replicated_end)
+                    if reput.next == before:
+                        break
+                last_slice = time.monotonic()
+                await asyncio.sleep(0)
+
+    def dispatch_behind(self) -> int:
+        """``dispatchBehindBytes``: replicated CommitLog bytes the reput has not dispatched yet."""
+        return max(0, self.commitlog.max_offset - self.reput.next) if self.reput is not None else 0
 
     # --- what the broker calls ----------------------------------------------------------------------
     def appended(self) -> None:
