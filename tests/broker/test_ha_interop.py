@@ -111,6 +111,12 @@ def test_real_master_with_an_rmq_slave(rmq, tmp_path: Path) -> None:
         # haStatus is RocketMQ 5's: the 4.9.8 master does not know the request, the rmq slave does
         refused = rmq("haStatus", "-b", f"127.0.0.1:{master_port}")
         assert refused.exit_code == 6 and "REQUEST_CODE_NOT_SUPPORTED(3)" in refused.stderr
+        topics = slave.store / "config" / "topics.json"
+
+        def synced() -> bool:
+            return topics.is_file() and "TopicMixedA" in json.loads(topics.read_text())["topicConfigTable"]
+
+        wait_until(synced, 25, "the real master's topics copied to the rmq slave (SlaveSynchronize)")
         linked = rmq("haStatus", "-b", slave.broker, "--json")
         assert linked.exit_code == 0, linked.stderr
         client = json.loads(linked.stdout)[0]["info"]["haClientRuntimeInfo"]

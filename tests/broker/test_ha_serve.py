@@ -337,3 +337,65 @@ def test_ha_status_shows_the_masters_slaves_and_the_slaves_link(rmq, tmp_path: P
         assert (
             f"#MasterAddr\t{master.broker}\n#MasterCommitLogMaxOffset\t{end}\n#SlaveNum\t1\n" in text.stdout
         )
+
+
+def _send(broker: str, key: str) -> RemotingCommand:
+    header = hd.SendMessageRequestHeader(
+        producer_group="PG", topic="TopicW", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+        properties=f"KEYS\x01{key}\x02WAIT\x01true\x02",
+    )  # fmt: skip
+    with SyncClient() as client:
+        return client.invoke(broker, RemotingCommand.request(RC.SEND_MESSAGE, header, b"body"), 10)
+
+
+def test_a_sync_master_without_a_slave_answers_slave_not_available(tmp_path: Path) -> None:
+    """``isSlaveOK`` fails: SLAVE_NOT_AVAILABLE (11) at once; the message is stored all the same."""
+    with Member(tmp_path, "m", "SYNC_MASTER") as master:
+        answer = _send(master.broker, "alone")
+        assert answer.code == RS.SLAVE_NOT_AVAILABLE
+        assert answer.ext_fields["queueOffset"] == "0" and answer.ext_fields["msgId"]
+    assert "alone" in stored_keys(master.store)
+
+
+def test_a_sync_master_whose_slave_stalls_answers_flush_slave_timeout(tmp_path: Path) -> None:
+    """A slave that reports once and then nothing: the send waits ``slaveTimeout`` (400 ms here),
+    then FLUSH_SLAVE_TIMEOUT (12); stored all the same."""
+    import socket
+    import struct
+
+    with Member(tmp_path, "m", "SYNC_MASTER", slaveTimeout=400) as master:
+        with socket.create_connection(("127.0.0.1", master.ha_port)) as stalled:
+            stalled.sendall(struct.pack(">q", 0))  # an empty slave's first report
+            time.sleep(0.3)
+            started = time.monotonic()
+            answer = _send(master.broker, "stalled")
+            waited = time.monotonic() - started
+        assert answer.code == RS.FLUSH_SLAVE_TIMEOUT
+        assert 0.35 <= waited < 3.0
+    assert "stalled" in stored_keys(master.store)
+
+
+def test_pulls_suggest_a_slave_only_with_slave_read_enable_and_a_consumer_far_behind() -> None:
+    """``suggestWhichBrokerId`` (PullMessageProcessor): the group's whichBrokerWhenConsumeSlowly
+    when the consumer is more than 40 % of this machine's memory behind, else its brokerId, and
+    the master (0) whenever slaveReadEnable is off."""
+    from types import SimpleNamespace
+
+    from rmqcli.broker.config import BrokerConfig
+    from rmqcli.broker.pull import PullRequest, PullResult, in_memory_bytes, suggest_broker
+
+    group = {"whichBrokerWhenConsumeSlowly": 1, "brokerId": 0}
+    header = hd.PullMessageRequestHeader(
+        consumer_group="G", topic="T", queue_id=0, queue_offset=0, max_msg_nums=32, sys_flag=0,
+        commit_offset=0, suspend_timeout_millis=0, sub_version=0,
+    )  # fmt: skip
+    pull = PullRequest(header, None, group)
+    far, near = in_memory_bytes(False) + 1, in_memory_bytes(False) - 1
+
+    def suggested(read: bool, behind: int) -> int:
+        ctl = SimpleNamespace(config=BrokerConfig(slave_read_enable=read))
+        return suggest_broker(ctl, pull, PullResult(0, "FOUND", 0, 0, 0, b"", behind))  # type: ignore[arg-type]
+
+    assert (suggested(True, far), suggested(True, near), suggested(False, far)) == (1, 0, 0)
+    assert in_memory_bytes(True) < in_memory_bytes(False)  # a slave's ratio is 10 points lower
