@@ -2,12 +2,13 @@
 tests: one event loop in a thread runs ``namesrv_count`` real ``NameServer``s and one real
 ``BrokerController`` per broker, each over its own temporary store and on a free loopback port,
 behind ``rmqcli.broker.connection.Server`` as ``rmq serve`` wires them (send lane, reput after each
-read). Several clusters, brokers, slaves and name servers are several of these in one loop.
+read). Brokers of several clusters, masters with their slaves and several name servers are all
+real too: more of them in the same loop.
 
-What the tests see: every request a listener received (``requests``, ``commands``; ``namesrv`` for
+What the tests see: every request a listener received (``commands``, ``codes()``; ``namesrv`` for
 any name server, else the broker's address), the connections that sent them (``connections``), and
 the real state (``NameServer`` tables, ``BrokerController`` topics, groups, offsets and store).
-The brokers' own REGISTER_BROKER / UNREGISTER_BROKER are not counted.
+The brokers' own REGISTER_BROKER / UNREGISTER_BROKER are not counted, nor what the tests stage.
 
 Two differences from ``rmq serve``: a name server answers only once the brokers' re-registrations
 of changed topics reached it (Java's ``updateAndCreateTopic`` registers before it answers; ``rmq
@@ -30,7 +31,7 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -109,7 +110,7 @@ class AdminServer:
 
     def __init__(
         self,
-        brokers: tuple[tuple[str, str, int], ...] | list[tuple[str, str, int]] = DEFAULT_BROKERS,
+        brokers: Sequence[tuple[str, str, int]] = DEFAULT_BROKERS,
         namesrv_count: int = 1,
     ):
         self.root = Path(
@@ -155,7 +156,7 @@ class AdminServer:
 
     async def _start(self, spec: list[tuple[str, str, int]], namesrv_count: int) -> None:
         self._lock = asyncio.Lock()
-        limits = ServerLimits()
+        limits = ServerLimits()  # shared by the process's servers, as in rmq serve
         for _ in range(namesrv_count):
             ns = NameServer()
             server = Server("namesrv", self._namesrv_dispatch(ns), limits=limits)
@@ -165,41 +166,41 @@ class AdminServer:
             self.namesrv_ports.append(await server.start("127.0.0.1", 0))
             self.namesrvs.append(ns)
         for cluster, name, broker_id in spec:
-            server = Server("broker", _unready, limits=limits)
-            port = await server.start("127.0.0.1", 0)
-            self._servers.append(server)
-            config = BrokerConfig(
-                broker_name=name,
-                broker_cluster_name=cluster,
-                broker_id=broker_id,
-                listen_port=port,
-                broker_ip1="127.0.0.1",
-                store=SETTINGS,
-            )
-            writer = StoreWriter(
-                self.root / f"{name}-{broker_id}",
-                SETTINGS,
-                store_host=Host.parse(f"127.0.0.1:{port}"),
-                cluster=cluster,
-            )
-            ctl = BrokerController(config, writer, [f"127.0.0.1:{p}" for p in self.namesrv_ports])
-            node = BrokerNode(ctl)
-            changed = ctl.topics.on_change
+            await self._start_broker(cluster, name, broker_id, limits)
 
-            def on_change(ctl: BrokerController = ctl, changed: Callable[[], None] = changed) -> None:
-                changed()
-                self._unregistered.add(ctl)
+    async def _start_broker(self, cluster: str, name: str, broker_id: int, limits: ServerLimits) -> None:
+        """A store, a controller over it and its listener wired as ``rmq serve`` wires them; then
+        its first REGISTER_BROKER."""
+        server = Server("broker", _unready, limits=limits)
+        self._servers.append(server)
+        port = await server.start("127.0.0.1", 0)
+        config = BrokerConfig(
+            broker_name=name,
+            broker_cluster_name=cluster,
+            broker_id=broker_id,
+            listen_port=port,
+            broker_ip1="127.0.0.1",
+            store=SETTINGS,
+        )
+        root, store_host = self.root / f"{name}-{broker_id}", Host.parse(f"127.0.0.1:{port}")
+        writer = StoreWriter(root, SETTINGS, store_host=store_host, cluster=cluster)
+        ctl = BrokerController(config, writer, [f"127.0.0.1:{p}" for p in self.namesrv_ports])
+        changed = ctl.topics.on_change
 
-            ctl.topics.on_change = on_change
-            server.dispatch = ctl.dispatch
-            server.settle = ctl.store.catch_up  # as rmq serve: sends are dispatched after their answers
-            ctl.defer_dispatch = True
-            server.frame_handler = self._recorder(
-                node.addr, node, ctl.send_lane.handle if ctl.send_lane else None
-            )
-            server.close_callbacks.append(ctl.on_close)
-            self.brokers.append(node)
-            await ctl.register_all()
+        def on_change() -> None:  # persisted, and registered before a name server answers again
+            changed()
+            self._unregistered.add(ctl)
+
+        ctl.topics.on_change = on_change
+        node = BrokerNode(ctl)
+        server.dispatch = ctl.dispatch
+        server.settle = ctl.store.catch_up  # sends are dispatched after their answers
+        ctl.defer_dispatch = True
+        lane = ctl.send_lane.handle if ctl.send_lane is not None else None
+        server.frame_handler = self._recorder(node.addr, node, lane)
+        server.close_callbacks.append(ctl.on_close)
+        self.brokers.append(node)
+        await ctl.register_all()
 
     def stop(self) -> None:
         async def shutdown() -> None:

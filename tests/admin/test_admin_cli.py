@@ -19,9 +19,8 @@ from rmqcli.cli.main import app
 from rmqcli.remoting import json_body as jb
 from tests.admin.adminserver import AdminServer
 from tests.admin.runner import closed_port, local_millis, rmq, rmq_fail, run, run_together
-from tests.support import REAL_ROOT
+from tests.support import REAL_ROOT as REAL
 
-REAL = REAL_ROOT
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real is absent")
 SINGLE = (("DefaultCluster", "broker-a", 0),)
 DESCRIPTIONS = {name: resolve(name).description for name in ADMIN}  # mqadmin's commandDesc()

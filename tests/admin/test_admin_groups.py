@@ -19,9 +19,8 @@ from rmqcli.cli.commands import ADMIN
 from rmqcli.remoting import json_body as jb
 from tests.admin.adminserver import AdminServer, BrokerNode
 from tests.admin.runner import closed_port, local_millis, rmq, rmq_fail, run_together
-from tests.support import REAL_ROOT
+from tests.support import REAL_ROOT as REAL
 
-REAL = REAL_ROOT
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real is absent")
 
 
@@ -117,9 +116,8 @@ def test_consumer_progress_format_and_errors(single: AdminServer) -> None:
             "T broker-a 1 3 3 0 N/A".split(),
         ],
     )
-    server_now = int(time.time() * 1000)
-    single.create_topic(broker, "T2", 1, 1)  # 90 messages consumed within the minute: 1.50 TPS
-    single.store(broker, "T2", 0, b"m", count=90, store_ts=server_now)
+    single.create_topic(broker, "T2", 1, 1)  # 90 messages stored now and consumed: 1.50 TPS
+    single.store(broker, "T2", 0, b"m", count=90)
     single.commit(broker, "G", "T2", {0: 90})
     out = rmq("consumerProgress", "-n", n, "-g", "G")
     head = f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Broker Offset':<20}  "
