@@ -79,6 +79,26 @@ class _Session:
     appended: int = 0  # bytes appended
 
 
+class _Run:
+    """Pushes that follow each other in one CommitLog file, written with one call."""
+
+    def __init__(self) -> None:
+        self.start = 0
+        self.size = 0
+        self.pos = 0  # where the first of them starts in the read buffer
+        self.parts: list[memoryview] = []
+
+    def takes(self, start: int, file_size: int) -> bool:
+        end = self.start + self.size
+        return not self.parts or (start == end and end % file_size != 0)
+
+    def add(self, start: int, body: memoryview, pos: int) -> None:
+        if not self.parts:
+            self.start, self.size, self.pos = start, 0, pos
+        self.parts.append(body)
+        self.size += len(body)
+
+
 class HASlave:
     """Replicates a master's CommitLog into ``appender``; ``await run()`` until ``close()`` or a stop."""
 
@@ -288,16 +308,18 @@ class HASlave:
                 return outcome
 
     def _dispatch(self, session: _Session, buf: bytearray) -> tuple[_Outcome | None, int]:
-        """Append every whole push in ``buf``: ``(outcome when a header is bad, bytes used)``."""
-        appender = self.appender
+        """Append every whole push in ``buf``: ``(outcome when a header is bad, bytes used)``.
+        Consecutive pushes into one file are written together (one ``pwritev``)."""
         pos = 0
         size_left = len(buf)
+        run = _Run()
         with memoryview(buf) as view:
             while size_left - pos >= TRANSFER_HEADER_SIZE:
                 start, size = _HEADER.unpack_from(buf, pos)
-                bad = self._check_header(session.address, start, size)
+                mine = run.start + run.size if run.parts else self.appender.max_offset
+                bad = self._check_header(session.address, start, size, mine)
                 if bad is not None:
-                    return bad, pos
+                    return self._write_run(session, run) or bad, run.pos if run.parts else pos
                 end = pos + TRANSFER_HEADER_SIZE + size
                 if end > size_left:
                     break
@@ -308,17 +330,33 @@ class HASlave:
                         if wrong is not None:
                             return self._stop(wrong), pos
                         self._check_first_record = False
-                    try:
-                        appender.append(start, body)
-                    except AppendError as exc:
-                        return self._problem(f"push from master {session.address} not appended: {exc}"), pos
-                    session.appended += size
-                    self.flow.add(size)
+                    if not run.takes(start, self.appender.file_size):
+                        failed = self._write_run(session, run)
+                        if failed is not None:
+                            return failed, run.pos
+                        run = _Run()
+                    run.add(start, body, pos)
                 session.pushes += 1
                 pos = end
+            failed = self._write_run(session, run)
+            if failed is not None:
+                return failed, run.pos
         return None, pos
 
-    def _check_header(self, address: str, start: int, size: int) -> _Outcome | None:
+    def _write_run(self, session: _Session, run: _Run) -> _Outcome | None:
+        if not run.parts:
+            return None
+        try:
+            self.appender.append(run.start, run.parts if len(run.parts) > 1 else run.parts[0])
+        except AppendError as exc:
+            return self._problem(f"push from master {session.address} not appended: {exc}")
+        session.appended += run.size
+        self.flow.add(run.size)
+        run.parts = []
+        return None
+
+    def _check_header(self, address: str, start: int, size: int, mine: int) -> _Outcome | None:
+        """``mine``: where the slave's CommitLog ends, with the pushes of this read not written yet."""
         if start < 0 or size < 0 or size > MAX_BODY_SIZE:
             return self._problem(
                 f"{address} sent a header that is no HA push (start offset {start}, body size {size}), "
@@ -330,7 +368,6 @@ class HASlave:
                 f"master {address} pushed {size} bytes at offset {start}, across the end of a "
                 f"{file_size}-byte CommitLog file; connection closed"
             )
-        mine = self.appender.max_offset
         if mine != 0 and start != mine:
             why = (
                 "the slave holds bytes the master does not have (it is ahead of its master)"
