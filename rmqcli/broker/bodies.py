@@ -14,6 +14,7 @@ GET_NAMESRV_CONFIG (319) answer (B.4, B.2).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, TypeVar
@@ -36,14 +37,20 @@ def _optional(hint: Any) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, str, bool], ...]:
+    """(attribute, JSON name, may be null) of each field of a bean class, read once per class."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, _json_name(f), _optional(hints[f.name])) for f in dataclasses.fields(cls))
+
+
 def _no_nulls(value: Any, where: str) -> None:
     """BodyError for the first ``null`` in a place the bean does not declare optional."""
-    hints = typing.get_type_hints(type(value))
-    for field in dataclasses.fields(value):
-        item = getattr(value, field.name)
-        path = f"{where}.{_json_name(field)}"
+    for name, json_name, optional in _fields(type(value)):
+        item = getattr(value, name)
+        path = f"{where}.{json_name}"
         if item is None:
-            if not _optional(hints[field.name]):
+            if not optional:
                 raise BodyError(f"{path} is null")
         elif isinstance(item, list | dict):
             pairs = item.items() if isinstance(item, dict) else enumerate(item)
