@@ -38,77 +38,36 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rmqcli.remoting import headers as hd
-from rmqcli.remoting.acl import Credentials, sign
-from rmqcli.remoting.codec import FrameDecoder, RemotingCommand, decode, encode
-from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.acl import Credentials
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import JS
+from tests.support.acl import (
+    ACL,
+    ADMIN,
+    PREFIX,
+    TOPICS,
+    USER,
+    WRONG_ADMIN,
+    exchange,
+    is_refusal,
+    keyed,
+    keys,
+    send_request,
+    signed,
+    start_serve,
+)
 from tests.support.cli import run_rmq
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
-from tests.support.serve import ServeProcess, free_port, write_conf
-
-PREFIX = "org.apache.rocketmq.acl.common.AclException: "
-
-
-ADMIN = Credentials("aclAdmin01", "adminSecret01")
-USER = Credentials("aclUser001", "userSecret001")
-WRONG_ADMIN = Credentials(ADMIN.access_key, "wrong-secret")
-ACL = {
-    "globalWhiteRemoteAddresses": ["10.10.103.*"],
-    "accounts": [
-        {"accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key, "admin": True},
-        {
-            "accessKey": USER.access_key,
-            "secretKey": USER.secret_key,
-            "admin": False,
-            "defaultTopicPerm": "DENY",
-            "defaultGroupPerm": "SUB",
-            "topicPerms": [
-                "TopicCpp=PUB|SUB", "TopicOns=PUB|SUB", "TopicJava=PUB|SUB", "TopicFrame=PUB|SUB",
-                "TopicSubOnly=SUB",
-            ],
-            "groupPerms": ["CG_DENIED=DENY"],
-        },
-        # white-listed at the address every real client here comes from: no valid signature needed
-        {"accessKey": "aclWhite01", "secretKey": "whiteSecret01", "whiteRemoteAddress": "127.0.0.1",
-         "defaultTopicPerm": "DENY"},
-        # white-listed elsewhere: from 127.0.0.1 its signature is checked
-        {"accessKey": "aclAway001", "secretKey": "awaySecret01", "whiteRemoteAddress": "127.0.0.2",
-         "defaultTopicPerm": "PUB"},
-    ],
-}  # fmt: skip
-TOPICS = ("TopicCpp", "TopicOns", "TopicJava", "TopicFrame", "TopicSubOnly")
-
-
-def keys(credentials: Credentials) -> list[str]:
-    return ["--access-key", credentials.access_key, "--secret-key", credentials.secret_key]
-
-
-def start_serve(store: Path, acl_file: Path, **conf: str) -> ServeProcess:
-    """``rmq serve --acl`` with aclEnable=true; the ACL files are watched every 0.2 s."""
-    conf_file = write_conf(store.parent / "broker.conf", aclEnable="true", **conf)
-    server = ServeProcess(store, conf_file, extra=["--acl", str(acl_file)])
-    previous = os.environ.get("RMQ_ACL_WATCH_SECONDS")
-    os.environ["RMQ_ACL_WATCH_SECONDS"] = "0.2"  # the child inherits it
-    try:
-        return server.start()
-    finally:
-        if previous is None:
-            del os.environ["RMQ_ACL_WATCH_SECONDS"]
-        else:
-            os.environ["RMQ_ACL_WATCH_SECONDS"] = previous
+from tests.support.oracle import KIT
+from tests.support.serve import ServeProcess
 
 
 @pytest.fixture(scope="module")
@@ -138,47 +97,6 @@ def stored(server: ServeProcess, topic: str) -> int:
 
 
 # --- frames over a socket whose source address we choose ----------------------------------------
-def exchange(
-    addr: str, request: RemotingCommand, source: str = "127.0.0.1", timeout: float = 10
-) -> RemotingCommand:
-    """Send ``request`` as built (nothing added) from ``source`` and return the answer."""
-    host, _, port = addr.rpartition(":")
-    request.opaque = 42
-    with socket.socket() as sock:
-        sock.settimeout(timeout)
-        sock.bind((source, 0))
-        sock.connect((host, int(port)))
-        sock.sendall(encode(request))
-        decoder = FrameDecoder()
-        while True:
-            data = sock.recv(65536)
-            assert data, f"{addr} closed the connection"
-            for frame in decoder.feed(data):
-                answer = decode(frame)
-                if answer.opaque == 42 and answer.is_response:
-                    return answer
-
-
-def send_request(topic: str, body: bytes = b"frame-body", props: str = "") -> RemotingCommand:
-    header = hd.SendMessageRequestHeaderV2(
-        a="PG_FRAME", b=topic, c="TBW102", d=4, e=0, f=0, g=int(time.time() * 1000), h=0, i=props
-    )
-    return RemotingCommand.request(RC.SEND_MESSAGE_V2, header.to_ext_fields(), body)
-
-
-def signed(request: RemotingCommand, credentials: Credentials) -> RemotingCommand:
-    sign(request, credentials)
-    return request
-
-
-def keyed(request: RemotingCommand, access_key: str) -> RemotingCommand:
-    """An ``AccessKey`` without a ``Signature``."""
-    request.ext_fields["AccessKey"] = access_key
-    return request
-
-
-def is_refusal(answer: RemotingCommand, message: str) -> bool:
-    return answer.code == RS.NO_PERMISSION and answer.remark == PREFIX + message
 
 
 def test_frames_unsigned_tampered_and_without_pub_permission(acl_serve: tuple[ServeProcess, Path]) -> None:
@@ -528,214 +446,3 @@ def test_real_mqadmin_signs_with_its_tools_yml(
         (sent,) = mqadmin(tmp_path, [(USER, send)])
     assert "SEND_OK" in sent, sent
     assert stored(server, "TopicJava") == 1
-
-
-# --- rmq against the real 4.9.8 broker with its stock plain_acl.yml -------------------------------
-STOCK_USER = Credentials("RocketMQ", "12345678")
-STOCK_ADMIN = Credentials("rocketmq2", "12345678")
-
-
-STOCK_ACL = KIT / "conf" / "plain_acl.yml"
-
-
-def stock_copy(home: Path) -> Path:
-    """``home/conf``: the kit's conf files, byte for byte. The brokers here read their ACL file
-    from such a copy, never from the kit: 4.9.8 rewrites its ACL file on an update request (even
-    from an account that is no admin), and file modes do not stop a process running as root."""
-    shutil.copytree(KIT / "conf", home / "conf")
-    acl_file = home / "conf" / "plain_acl.yml"
-    assert acl_file.read_bytes() == STOCK_ACL.read_bytes()
-    assert "accessKey: RocketMQ" in acl_file.read_text()
-    return acl_file
-
-
-@pytest.fixture(scope="module")
-def real_broker(tmp_path_factory: pytest.TempPathFactory, rmq_proc) -> Iterator[tuple[str, str, Path]]:
-    """The real NameServer and Broker (``aclEnable=true``, ``rocketmq.home.dir`` a copy of the kit's
-    conf: the stock ``plain_acl.yml``); topicB and topicC created by the admin account. Yields the
-    namesrv and broker addresses and the broker's ACL file."""
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
-    tmp = tmp_path_factory.mktemp("real-acl")
-    acl_file = stock_copy(tmp / "home")
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
-    env["ORACLE_STATE_DIR"] = str(tmp / "state")
-    env["JAVA_OPT_EXT"] = f"-Drocketmq.home.dir={tmp / 'home'}"  # after the launcher's: it wins
-    ns_port, port = free_port(), broker_port()
-    ns = f"127.0.0.1:{ns_port}"
-    conf = tmp / "broker.conf"
-    conf.write_text(
-        "brokerClusterName=RealAclCluster\nbrokerName=real-acl\nbrokerId=0\nbrokerRole=ASYNC_MASTER\n"
-        f"flushDiskType=ASYNC_FLUSH\nlistenPort={port}\nhaListenPort={port + 1}\nnamesrvAddr={ns}\n"
-        "brokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\nautoCreateTopicEnable=false\n"
-        f"storePathRootDir={tmp / 'store'}\nmappedFileSizeCommitLog=16777216\ndiskMaxUsedSpaceRatio=95\n"
-        "aclEnable=true\n"
-    )
-    # started together: the broker registers again every 30 s, and at once on each topic change
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp / "namesrv.out", env)
-    broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / "broker.out", env)
-    try:
-        namesrv.wait_for("The Name Server boot success")
-        broker.wait_for("boot success")
-        addr = f"127.0.0.1:{port}"
-        for topic in ("topicB", "topicC"):
-            made = rmq_proc("updateTopic", "-b", addr, "-t", topic, "-r", "4", "-w", "4", *keys(STOCK_ADMIN))
-            assert made.returncode == 0, made.stdout + made.stderr
-        yield ns, addr, acl_file
-    finally:
-        broker.terminate()
-        namesrv.terminate()
-        broker.stop()
-        namesrv.stop()
-
-
-def real_refusal(answer: RemotingCommand, message: str) -> bool:
-    """4.9.8's answer to a refused request: SYSTEM_ERROR with the exception and its stack frame."""
-    return answer.code == RS.SYSTEM_ERROR and (answer.remark or "").startswith(
-        f"{PREFIX}{message}, org.apache.rocketmq.acl.plain.PlainPermissionManager."
-    )
-
-
-@pytest.mark.java
-def test_rmq_commands_sign_for_the_real_broker(real_broker: tuple[str, str, Path], rmq_proc) -> None:
-    ns, broker, acl_file = real_broker
-    sent = rmq_proc("sendMessage", "-n", ns, "-t", "topicB", "-p", "stock-body é中", "-k", "clé",
-                    "-c", "tagB", "--json", *keys(STOCK_USER))  # fmt: skip
-    assert sent.returncode == 0, sent.stderr
-    assert "SEND_OK" in sent.stdout
-
-    def refused(result: subprocess.CompletedProcess[str], message: str) -> bool:
-        return result.returncode == 6 and f"SYSTEM_ERROR(1): {PREFIX}{message}, org.apache." in result.stderr
-
-    wrong = rmq_proc(
-        "sendMessage", "-n", ns, "-t", "topicB", "-p", "x", *keys(Credentials("RocketMQ", "87654321"))
-    )
-    assert refused(wrong, "Check signature failed for accessKey=RocketMQ"), wrong.stderr
-    unsigned = rmq_proc("sendMessage", "-n", ns, "-t", "topicB", "-p", "x")
-    assert refused(unsigned, "No accessKey is configured"), unsigned.stderr
-    sub_only = rmq_proc("sendMessage", "-n", ns, "-t", "topicC", "-p", "x", *keys(STOCK_USER))
-    assert refused(sub_only, "No default permission for topic:topicC"), sub_only.stderr
-    not_admin = rmq_proc("updateTopic", "-b", broker, "-t", "topicNotMade", *keys(STOCK_USER))
-    assert refused(not_admin, "Need admin permission for request code=17, but accessKey=RocketMQ is not")
-    # pulls are signed too: groupB may SUB, groupA is DENY
-    pulled = rmq_proc("consumeMessage", "-n", ns, "-t", "topicB", "-g", "groupB", "--json", *keys(STOCK_USER))
-    assert pulled.returncode == 0, pulled.stderr
-    bodies = [m["body"] for r in json.loads(pulled.stdout) if r["kind"] == "consumed" for m in r["messages"]]
-    assert bodies == ["stock-body é中"], pulled.stdout
-    denied = rmq_proc("consumeMessage", "-n", ns, "-t", "topicB", "-g", "groupA", "--json", *keys(STOCK_USER))
-    errors = [r["error"] for r in json.loads(denied.stdout) if r["kind"] == "error"]
-    assert errors and all(f"{PREFIX}No default permission for group:groupA, org.apache." in e for e in errors)
-    # the ACL version request, read from the real broker
-    versions = rmq_proc("clusterAclConfigVersion", "-b", broker, "--json", *keys(STOCK_ADMIN))
-    assert versions.returncode == 0, versions.stderr
-    assert json.loads(versions.stdout)["versions"][0]["aclFilePath"] == str(acl_file)
-    assert acl_file.read_bytes() == STOCK_ACL.read_bytes()  # read, never written
-
-
-def parity_cases() -> list[tuple[str, RemotingCommand, str | None]]:
-    """(name, request as sent, None for accepted or the AclException message)."""
-
-    def create(topic: str) -> RemotingCommand:
-        header = hd.CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=4,
-                                             write_queue_nums=4, perm=6, topic_filter_type="SINGLE_TAG",
-                                             topic_sys_flag=0, order=False)  # fmt: skip
-        return RemotingCommand.request(RC.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
-
-    def pull(group: str) -> RemotingCommand:
-        header = hd.PullMessageRequestHeader(
-            consumer_group=group, topic="topicB", queue_id=0, queue_offset=0, max_msg_nums=1, sys_flag=0,
-            commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
-        )  # fmt: skip
-        return RemotingCommand.request(RC.PULL_MESSAGE, header.to_ext_fields())
-
-    props = "KEYS\x01clé\x02TAGS\x01tagé\x02"
-    no_signature = signed(send_request("topicB"), STOCK_USER)
-    del no_signature.ext_fields["Signature"]
-    tampered = signed(send_request("topicB", b"parity-body"), STOCK_USER)
-    tampered.body = b"parity-bodY"
-    other_queue = signed(send_request("topicB"), STOCK_USER)
-    other_queue.ext_fields["e"] = "1"
-    user = f"accessKey={STOCK_USER.access_key}"
-    no_perm = "No default permission for"
-    return [
-        ("create as admin", signed(create("topicParity"), STOCK_ADMIN), None),
-        ("create as user", signed(create("topicParity"), STOCK_USER),
-         f"Need admin permission for request code=17, but {user} is not"),
-        ("send", signed(send_request("topicB", "né €".encode(), props), STOCK_USER), None),
-        ("send, wrong secret", signed(send_request("topicB"), Credentials("RocketMQ", "87654321")),
-         f"Check signature failed for {user}"),
-        ("send, no keys", send_request("topicB"), "No accessKey is configured"),
-        ("send, unknown key", signed(send_request("topicB"), Credentials("nobody01", "12345678")),
-         "No acl config for nobody01"),
-        ("send, no signature", no_signature, f"Check signature failed for {user}"),
-        ("send, tampered body", tampered, f"Check signature failed for {user}"),
-        ("send, tampered header", other_queue, f"Check signature failed for {user}"),
-        ("send, SUB topic", signed(send_request("topicC"), STOCK_USER), f"{no_perm} topic:topicC"),
-        ("send, DENY topic", signed(send_request("topicA"), STOCK_USER), f"{no_perm} topic:topicA"),
-        ("pull, DENY group", signed(pull("groupA"), STOCK_USER), f"{no_perm} group:groupA"),
-        ("pull", signed(pull("groupB"), STOCK_USER), None),
-    ]  # fmt: skip
-
-
-@pytest.mark.java
-def test_rmq_serve_and_the_real_broker_agree_on_the_stock_file(
-    real_broker: tuple[str, str, Path], tmp_path: Path, rmq_proc
-) -> None:
-    """The same requests to both, over the same stock plain_acl.yml: the same verdicts and texts
-    (the real broker: SYSTEM_ERROR and a stack frame after the text; rmq serve: NO_PERMISSION)."""
-    _, real, _ = real_broker
-    acl_file = stock_copy(tmp_path / "home")
-    server = start_serve(tmp_path / "store", acl_file)
-    try:
-        for topic in ("topicB", "topicC"):
-            made = rmq_proc(
-                "updateTopic", "-b", server.broker, "-t", topic, "-r", "4", "-w", "4", *keys(STOCK_ADMIN)
-            )
-            assert made.returncode == 0, made.stderr
-        for (name, request, message), (_, twin, _) in zip(parity_cases(), parity_cases(), strict=True):
-            ours, theirs = exchange(server.broker, request), exchange(real, twin)
-            if message is None:  # past the ACL: the same answer (the pull: 24, no such consumer)
-                assert ours.code == theirs.code, (name, ours.code, ours.remark, theirs.code, theirs.remark)
-                assert ours.code == (RS.SUBSCRIPTION_NOT_EXIST if name == "pull" else RS.SUCCESS), name
-            else:
-                assert real_refusal(theirs, message), (name, theirs.code, theirs.remark)
-                assert is_refusal(ours, message), (name, ours.code, ours.remark)
-    finally:
-        server.kill()
-    assert acl_file.read_bytes() == STOCK_ACL.read_bytes()  # read, never written
-
-
-@pytest.mark.java
-def test_rmq_acl_commands_against_the_real_broker(real_broker: tuple[str, str, Path], rmq_proc) -> None:
-    """updateAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr and deleteAclConfig as the
-    real broker takes them (its copy of the stock file changes: this test comes last)."""
-    ns, broker, acl_file = real_broker
-    admin = keys(STOCK_ADMIN)
-    made = rmq_proc("updateAclConfig", "-b", broker, "-a", "rmqMade01", "-s", "rmqSecret01",
-                    "-t", "topicB=PUB,topicC=SUB", "-g", "groupM=SUB", "-i", "DENY", "-u", "SUB",
-                    "-w", "127.0.0.9", "-m", "false", *admin)  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    assert made.stdout == f"create or update plain access config to {broker} success.\n"
-    data = yaml.safe_load(acl_file.read_text())
-    account = next(a for a in data["accounts"] if a["accessKey"] == "rmqMade01")
-    assert account["secretKey"] == "rmqSecret01" and account["whiteRemoteAddress"] == "127.0.0.9"
-    assert account["topicPerms"] == ["topicB=PUB", "topicC=SUB"] and account["groupPerms"] == ["groupM=SUB"]
-    assert account["defaultTopicPerm"] == "DENY" and account["admin"] is False
-    made_keys = keys(Credentials("rmqMade01", "rmqSecret01"))
-    sent = rmq_proc("sendMessage", "-n", ns, "-t", "topicB", "-p", "by-a-new-account", *made_keys)
-    assert sent.returncode == 0 and "SEND_OK" in sent.stdout, sent.stderr  # its secret, checked by Java
-    white = rmq_proc("updateGlobalWhiteAddr", "-b", broker, "-g", "10.10.103.*,127.0.0.5", *admin)
-    assert white.returncode == 0, white.stderr
-    data = yaml.safe_load(acl_file.read_text())
-    assert data["globalWhiteRemoteAddresses"] == ["10.10.103.*", "127.0.0.5"]
-    versions = rmq_proc("clusterAclConfigVersion", "-b", broker, "--json", *admin)
-    assert json.loads(versions.stdout)["versions"][0]["counter"] == data["dataVersion"][0]["counter"] == 2
-    gone = rmq_proc("deleteAclConfig", "-b", broker, "-a", "rmqMade01", *admin)
-    assert gone.returncode == 0 and "account's accesskey is:rmqMade01" in gone.stdout, gone.stderr
-    again = rmq_proc("deleteAclConfig", "-b", broker, "-a", "rmqMade01", *admin)
-    assert again.returncode == 6 and (
-        "DELETE_ACL_CONFIG_FAILED(210): The accesskey[rmqMade01] corresponding to accessConfig has been "
-        "deleted failed." in again.stderr
-    ), again.stderr
-    refused = rmq_proc("sendMessage", "-n", ns, "-t", "topicB", "-p", "x", *made_keys)
-    assert refused.returncode == 6 and f"{PREFIX}No acl config for rmqMade01, org.apache." in refused.stderr
