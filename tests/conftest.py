@@ -139,3 +139,16 @@ def generated_stores(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def all_stores(generated_stores: list[Path]) -> list[Path]:
     """Generated stores, then every store under ../shared/fixtures/real/ (when present)."""
     return [*generated_stores, *(v.store for v in variants())]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """``rmq serve`` over a generated small store for one test module (``tests.support.served``)."""
+    from tests.support.served import start
+
+    s = start(tmp_path_factory.mktemp("serve-admin"))
+    try:
+        yield s
+        assert s.server.stop() == 0, s.server.output()
+    finally:
+        s.server.kill()

@@ -19,22 +19,7 @@ from rmqcli.broker.ha.config import HAConfig
 from rmqcli.broker.ha.master import HAMaster
 from rmqcli.broker.ha.slave import HASlave, SlaveState
 from rmqcli.broker.ha.source import StoreFilesSource
-from tests.support.ha import (
-    FAST,
-    FILE,
-    MASTER_LOG,
-    REAL,
-    REAL_END,
-    SLAVE_LOG,
-    Reader,
-    Writer,
-    commitlog_files,
-    lines,
-    needs_real,
-    run,
-    until,
-    writable_copy,
-)
+from tests.support import ha as support
 from tests.support.serve import free_port
 
 # --- bad peers -------------------------------------------------------------------------------------
@@ -83,13 +68,13 @@ async def _against(
     """An rmq slave (empty store) against a fake master until it connected ``until_accepts`` times."""
     fake: FakeMaster
     fake = await FakeMaster(script).start()
-    appender = QueueAppender.open(tmp_path / "slave" / "commitlog", FILE)
-    config = slave.pop("config", FAST)
+    appender = QueueAppender.open(tmp_path / "slave" / "commitlog", support.FILE)
+    config = slave.pop("config", support.FAST)
     ha = HASlave(
         appender, config, master_address=f"127.0.0.1:{fake.port}", backoff=0.05, backoff_max=0.2, **slave
     )
     task = asyncio.ensure_future(ha.run())
-    await until(lambda: len(fake.accepted) >= until_accepts, 20, f"{until_accepts} connections")
+    await support.until(lambda: len(fake.accepted) >= until_accepts, 20, f"{until_accepts} connections")
     assert not task.done()  # no crash, still trying
     await ha.close()
     assert await task is SlaveState.CLOSED
@@ -99,13 +84,13 @@ async def _against(
 
 
 def test_a_web_server_is_no_ha_port(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    async def web(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
+    async def web(fake: FakeMaster, reader: support.Reader, writer: support.Writer, n: int) -> None:
         await reader.read(100)
         writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         await writer.drain()
 
-    fake, slave, appender = run(_against(tmp_path, web, 3))
-    warned = lines(caplog, SLAVE_LOG)
+    fake, slave, appender = support.run(_against(tmp_path, web, 3))
+    warned = support.lines(caplog, support.SLAVE_LOG)
     assert len(warned) >= 2 and all("sent a header that is no HA push" in m for m in warned[:2])
     assert len(warned) in (slave.reconnects, slave.reconnects + 1)  # one line per failed connection
     assert appender.max_offset == 0 and not any((tmp_path / "slave" / "commitlog").iterdir())
@@ -114,11 +99,11 @@ def test_a_web_server_is_no_ha_port(tmp_path: Path, caplog: pytest.LogCaptureFix
 def test_a_port_that_closes_backs_off_longer_each_time(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def close(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
+    async def close(fake: FakeMaster, reader: support.Reader, writer: support.Writer, n: int) -> None:
         return
 
-    fake, slave, appender = run(_against(tmp_path, close, 5))
-    warned = lines(caplog, SLAVE_LOG)
+    fake, slave, appender = support.run(_against(tmp_path, close, 5))
+    warned = support.lines(caplog, support.SLAVE_LOG)
     assert warned[0].endswith(
         "closed the connection before its first push: is it the master's HA port?; reconnecting in 0.1 s"
     )
@@ -128,13 +113,13 @@ def test_a_port_that_closes_backs_off_longer_each_time(
     assert appender.max_offset == 0
 
 
-@needs_real
+@support.needs_real
 def test_garbage_header_after_valid_pushes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Two valid pushes are kept, nothing of the bad frame or after it is written, and the next
     connection asks for the offset after the valid pushes."""
-    head = (REAL / "commitlog" / "00000000000000000000").read_bytes()[:5000]
+    head = (support.REAL / "commitlog" / "00000000000000000000").read_bytes()[:5000]
 
-    async def script(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
+    async def script(fake: FakeMaster, reader: support.Reader, writer: support.Writer, n: int) -> None:
         await fake.first_report(reader)
         if n == 0:
             writer.write(hfmt.TRANSFER_HEADER_STRUCT.pack(0, 3000) + head[:3000])
@@ -143,24 +128,27 @@ def test_garbage_header_after_valid_pushes(tmp_path: Path, caplog: pytest.LogCap
             await writer.drain()
         await reader.read(100)
 
-    master, slave, appender = run(_against(tmp_path, script, 2))
+    master, slave, appender = support.run(_against(tmp_path, script, 2))
     assert master.reports[:2] == [0, 5000]
     data = (tmp_path / "slave" / "commitlog" / "00000000000000000000").read_bytes()
     assert data[:5000] == head and not any(data[5000:])
-    assert "sent a header that is no HA push (start offset -1, body size -1)" in lines(caplog, SLAVE_LOG)[0]
+    assert (
+        "sent a header that is no HA push (start offset -1, body size -1)"
+        in support.lines(caplog, support.SLAVE_LOG)[0]
+    )
 
 
 def test_a_stalled_master_is_left_after_the_housekeeping_interval(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def stall(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
+    async def stall(fake: FakeMaster, reader: support.Reader, writer: support.Writer, n: int) -> None:
         await reader.read(8)
         await asyncio.sleep(30)
 
     config = HAConfig(ha_send_heartbeat_interval=100, ha_housekeeping_interval=300)
-    fake, slave, appender = run(_against(tmp_path, stall, 2, config=config))
+    fake, slave, appender = support.run(_against(tmp_path, stall, 2, config=config))
     assert fake.accepted[1] - fake.accepted[0] >= 0.3
-    assert lines(caplog, SLAVE_LOG)[0].startswith(
+    assert support.lines(caplog, support.SLAVE_LOG)[0].startswith(
         f"HA: master 127.0.0.1:{fake.port} sent nothing for 300 ms (haHousekeepingInterval)"
     )
     assert appender.max_offset == 0
@@ -170,55 +158,61 @@ def test_master_pushing_from_past_the_slave_end_stops_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def scenario() -> tuple[HASlave, QueueAppender]:
-        appender = QueueAppender.open(tmp_path / "slave" / "commitlog", FILE)
+        appender = QueueAppender.open(tmp_path / "slave" / "commitlog", support.FILE)
         appender.append(0, b"\x01" * 100)
 
-        async def gap(fake: FakeMaster, reader: Reader, writer: Writer, n: int) -> None:
+        async def gap(fake: FakeMaster, reader: support.Reader, writer: support.Writer, n: int) -> None:
             await reader.readexactly(8)
             writer.write(hfmt.TRANSFER_HEADER_STRUCT.pack(200, 4) + b"abcd")
             await writer.drain()
             await reader.read(100)
 
         fake = await FakeMaster(gap).start()
-        slave = HASlave(appender, FAST, master_address=f"127.0.0.1:{fake.port}")
+        slave = HASlave(appender, support.FAST, master_address=f"127.0.0.1:{fake.port}")
         assert await asyncio.wait_for(slave.run(), 10) is SlaveState.STOPPED
         await fake.close()
         appender.close()
         return slave, appender
 
-    slave, appender = run(scenario())
+    slave, appender = support.run(scenario())
     assert appender.max_offset == 100
-    (line,) = lines(caplog, SLAVE_LOG)
+    (line,) = support.lines(caplog, support.SLAVE_LOG)
     assert "SLAVE: 100 MASTER: 200: the master pushes from past the slave's end" in line
 
 
-@needs_real
+@support.needs_real
 def test_refused_then_a_master_appears(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     port = free_port()
-    source = StoreFilesSource(writable_copy(REAL, tmp_path / "master"))
+    source = StoreFilesSource(support.writable_copy(support.REAL, tmp_path / "master"))
 
     async def scenario() -> None:
-        appender = QueueAppender.open(tmp_path / "slave" / "commitlog", FILE)
-        slave = HASlave(appender, FAST, master_address=f"127.0.0.1:{port}", backoff=0.05, backoff_max=0.2)
+        appender = QueueAppender.open(tmp_path / "slave" / "commitlog", support.FILE)
+        slave = HASlave(
+            appender, support.FAST, master_address=f"127.0.0.1:{port}", backoff=0.05, backoff_max=0.2
+        )
         task = asyncio.ensure_future(slave.run())
-        await until(lambda: slave.reconnects >= 3, 10, "three refusals")
-        master = HAMaster(source, FAST, host="127.0.0.1", port=port, full_sync_empty_slave=True)
+        await support.until(lambda: slave.reconnects >= 3, 10, "three refusals")
+        master = HAMaster(source, support.FAST, host="127.0.0.1", port=port, full_sync_empty_slave=True)
         await master.start()
-        await until(lambda: appender.max_offset == REAL_END, 20, "replication")
+        await support.until(lambda: appender.max_offset == support.REAL_END, 20, "replication")
         await slave.close()
         assert await task is SlaveState.CLOSED
         appender.close()
         await master.close()
 
-    run(scenario())
+    support.run(scenario())
     source.close()
-    assert lines(caplog, SLAVE_LOG)[0].startswith(f"HA: cannot connect to master 127.0.0.1:{port}")
-    assert commitlog_files(tmp_path / "slave" / "commitlog") == commitlog_files(REAL / "commitlog")
+    assert support.lines(caplog, support.SLAVE_LOG)[0].startswith(
+        f"HA: cannot connect to master 127.0.0.1:{port}"
+    )
+    assert support.commitlog_files(tmp_path / "slave" / "commitlog") == support.commitlog_files(
+        support.REAL / "commitlog"
+    )
 
 
-@needs_real
+@support.needs_real
 def test_master_drops_peers_that_are_no_slaves(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    source = StoreFilesSource(writable_copy(REAL, tmp_path / "master"))
+    source = StoreFilesSource(support.writable_copy(support.REAL, tmp_path / "master"))
     config = HAConfig(ha_send_heartbeat_interval=100, ha_housekeeping_interval=300)
 
     async def closed_by_master(payload: bytes, port: int) -> float:
@@ -238,23 +232,24 @@ def test_master_drops_peers_that_are_no_slaves(tmp_path: Path, caplog: pytest.Lo
         assert await closed_by_master(b"", master.port) >= 0.29  # silent: housekeeping
         # a slave that later claims more than the master holds
         reader, writer = await asyncio.open_connection("127.0.0.1", master.port)
-        writer.write(hfmt.SLAVE_REPORT_STRUCT.pack(REAL_END))
+        writer.write(hfmt.SLAVE_REPORT_STRUCT.pack(support.REAL_END))
         await writer.drain()
         await asyncio.sleep(0.05)
-        writer.write(hfmt.SLAVE_REPORT_STRUCT.pack(REAL_END + 1))
+        writer.write(hfmt.SLAVE_REPORT_STRUCT.pack(support.REAL_END + 1))
         with contextlib.suppress(ConnectionError):
             while await asyncio.wait_for(reader.read(1 << 20), 5):
                 pass
         writer.close()
-        await until(lambda: master.connection_count == 0, 5, "no connection left")
-        assert master.push_to_slave_max_offset == REAL_END  # the bad report was never counted
+        await support.until(lambda: master.connection_count == 0, 5, "no connection left")
+        assert master.push_to_slave_max_offset == support.REAL_END  # the bad report was never counted
         await master.close()
 
-    run(scenario())
+    support.run(scenario())
     source.close()
-    warned = lines(caplog, MASTER_LOG)
+    warned = support.lines(caplog, support.MASTER_LOG)
     assert any("reported offset -5: not a slave" in m for m in warned)
     assert any(m.startswith("ha housekeeping, found this connection[") for m in warned)
     assert any(
-        f"request offset={REAL_END + 1} greater than local commitLog offset={REAL_END}" in m for m in warned
+        f"request offset={support.REAL_END + 1} greater than local commitLog offset={support.REAL_END}" in m
+        for m in warned
     )

@@ -13,10 +13,8 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from fixtures.generate import START_TIMESTAMP
 from rmqcli.remoting import headers as hd
@@ -24,17 +22,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.support.served import BROKER, CLUSTER, Served, dispatched, queue_perm, route, start, uniq, wait_for
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    s = start(tmp_path_factory.mktemp("serve-admin"))
-    try:
-        yield s
-        assert s.server.stop() == 0, s.server.output()
-    finally:
-        s.server.kill()
+from tests.support.served import BROKER, CLUSTER, Served, dispatched, queue_perm, route, uniq, wait_for
 
 
 # --- cluster, broker and name server -----------------------------------------------------------

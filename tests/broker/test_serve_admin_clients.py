@@ -10,7 +10,6 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +29,6 @@ from tests.support.served import (
     start,
     wait_for,
 )
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    s = start(tmp_path_factory.mktemp("serve-admin"))
-    try:
-        yield s
-        assert s.server.stop() == 0, s.server.output()
-    finally:
-        s.server.kill()
-
 
 # --- an online C++ consumer --------------------------------------------------------------------
 LIVE = textwrap.dedent(

@@ -36,18 +36,9 @@ class Served:
     server: ServeProcess
     summary: GenerateSummary
     root: Path
-
-    @property
-    def store(self) -> Path:
-        return self.root / "store"
-
-    @property
-    def ns(self) -> str:
-        return self.server.namesrv
-
-    @property
-    def broker(self) -> str:
-        return self.server.broker
+    store: Path  # root / "store"
+    ns: str  # the embedded name server's address
+    broker: str  # the broker's address
 
     def rmq(self, *args: str, code: int = 0) -> str:
         """One command through the CLI with ``-n``; the exit code must be ``code``; its stdout, or
@@ -71,7 +62,8 @@ def start(root: Path, edit: Callable[[Path], None] | None = None) -> Served:
         edit(root / "store")
     conf = root / "broker.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in CONF.items()))
-    return Served(ServeProcess(root / "store", conf).start(), summary, root)
+    server = ServeProcess(root / "store", conf).start()
+    return Served(server, summary, root, root / "store", server.namesrv, server.broker)
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
