@@ -11,7 +11,8 @@ an action.
 Design note: handlers see the broker through this narrow interface, not through
 ``BrokerController``. The members are exactly what the handlers touch: the configuration, the open
 store (``writer`` and the ``store`` over it), the state managers of ``state``, the held pulls, the
-put/get rates, the ACL, and two controller services (``addr``, ``persist``). Each member's type
+put/get rates, the ACL, the HA side, and three controller services (``addr``, ``persist``,
+``register_all``). Each member's type
 comes from the module that defines it, and none of those imports the controller or a handler, so
 the processors depend on the parts they use and the controller depends on the processors, never
 the other way round (no import cycle, not even a type-only one). ``BrokerController`` satisfies the
@@ -66,6 +67,10 @@ class BrokerContext(Protocol):
 
     def persist(self) -> None:
         """Write the topics, subscription groups, consumer and delay offsets now."""
+        ...
+
+    async def register_all(self) -> None:
+        """REGISTER_BROKER to every name server now (``registerBrokerAll``)."""
         ...
 
 

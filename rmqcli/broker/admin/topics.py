@@ -1,5 +1,6 @@
-"""Topic requests of ``AdminBrokerProcessor`` (PROTOCOL.md B.4): UPDATE_AND_CREATE_TOPIC (17, then
-re-register with the name servers), DELETE_TOPIC_IN_BROKER (215) and GET_ALL_TOPIC_CONFIG (21)."""
+"""Topic requests of ``AdminBrokerProcessor`` (PROTOCOL.md B.4): UPDATE_AND_CREATE_TOPIC (17,
+answered once the name servers have the topic, as 4.9.8 re-registers before it answers),
+DELETE_TOPIC_IN_BROKER (215) and GET_ALL_TOPIC_CONFIG (21)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,14 @@ def update_and_create_topic(ctl: BrokerContext, req: RemotingCommand, conn: Conn
         topic_sys_flag=h.topic_sys_flag or 0,
         topic_filter_type=h.topic_filter_type,
     )
-    return req.response()
+    return _registered(ctl, req.response())
+
+
+async def _registered(ctl: BrokerContext, response: RemotingCommand) -> RemotingCommand:
+    """``registerIncrementBrokerData``: the name servers know the topic before the answer goes, so a
+    client that asks for its route right after is given it."""
+    await ctl.register_all()
+    return response
 
 
 def delete_topic(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
