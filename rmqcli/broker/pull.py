@@ -17,6 +17,7 @@ pulls as a master does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Awaitable
@@ -171,6 +172,7 @@ def suggest_broker(ctl: BrokerContext, pull: PullRequest, res: PullResult) -> in
     return int(pull.group.get("brokerId", 0))
 
 
+@functools.cache
 def in_memory_bytes(slave: bool) -> int:
     """``TOTAL_PHYSICAL_MEMORY_SIZE * accessMessageInMemoryMaxRatio / 100``: 40 %, 30 % on a slave
     (``BrokerStartup`` lowers it by 10)."""

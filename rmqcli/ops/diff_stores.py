@@ -13,7 +13,6 @@ so a slave may lack the master's older files: that is not a divergence either.
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -151,8 +150,7 @@ def _spans(files: list[MappedFile], start: int, end: int) -> Iterator[tuple[int,
 def _views(store: Store, start: int, end: int) -> Iterator[tuple[int, memoryview]]:
     """The bytes of ``[start, end)`` in pieces of at most ``CHUNK``, each with its global offset."""
     for lo, hi, mf in _spans(store.commitlog.files, start, end):
-        buf = mf.map()
-        view = memoryview(buf) if isinstance(buf, mmap.mmap | bytes | bytearray) else memoryview(bytes(buf))
+        view = memoryview(mf.map())
         base = mf.from_offset
         for pos in range(lo, hi, CHUNK):
             stop = min(pos + CHUNK, hi)

@@ -55,30 +55,29 @@ def member(
     return ServeProcess(store or tmp / name, conf, extra)
 
 
-async def _max_offsets(addrs: list[str]) -> list[int]:
+async def _max_offset(c, addr: str) -> int:  # type: ignore[no-untyped-def]
+    """``commitLogMaxOffset`` of the broker at ``addr`` (GET_BROKER_RUNTIME_INFO) over client ``c``."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.client import RemotingClient
     from rmqcli.remoting.codec import RemotingCommand
     from rmqcli.remoting.codes import RequestCode as RC
 
-    async with RemotingClient() as c:
-        out = []
-        for addr in addrs:
-            answer = await c.invoke(addr, RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 5)
-            out.append(int(jb.decode(jb.KVTable, answer.body).table["commitLogMaxOffset"]))
-        return out
+    answer = await c.invoke(addr, RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 5)
+    return int(jb.decode(jb.KVTable, answer.body).table["commitLogMaxOffset"])
 
 
 def max_offsets(addrs: list[str]) -> list[int]:
-    return asyncio.run(_max_offsets(addrs))
+    from rmqcli.remoting.client import RemotingClient
+
+    async def go() -> list[int]:
+        async with RemotingClient() as c:
+            return [await _max_offset(c, addr) for addr in addrs]
+
+    return asyncio.run(go())
 
 
 def lag_while(tmp: Path, master, slave, count: int) -> tuple[float, list[int]]:  # type: ignore[no-untyped-def]
     """A sync-send stream of ``count`` messages; (seconds, lag samples in bytes)."""
-    from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.client import RemotingClient
-    from rmqcli.remoting.codec import RemotingCommand
-    from rmqcli.remoting.codes import RequestCode as RC
 
     proc = start_client(
         tmp, {"op": "sync", "namesrv": master.namesrv, "topic": "LagTopic", "count": count, "body": BODY}
@@ -88,10 +87,7 @@ def lag_while(tmp: Path, master, slave, count: int) -> tuple[float, list[int]]: 
     async def sample() -> None:
         async with RemotingClient() as c:
             while proc.poll() is None:
-                ends = []
-                for addr in (master.broker, slave.broker):
-                    answer = await c.invoke(addr, RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 5)
-                    ends.append(int(jb.decode(jb.KVTable, answer.body).table["commitLogMaxOffset"]))
+                ends = [await _max_offset(c, addr) for addr in (master.broker, slave.broker)]
                 samples.append(max(0, ends[0] - ends[1]))
                 await asyncio.sleep(0.005)
 

@@ -362,11 +362,12 @@ def test_a_sync_master_whose_slave_stalls_answers_flush_slave_timeout(tmp_path: 
     """A slave that reports once and then nothing: the send waits ``slaveTimeout`` (400 ms here),
     then FLUSH_SLAVE_TIMEOUT (12); stored all the same."""
     import socket
-    import struct
+
+    from formats.ha import SLAVE_REPORT_STRUCT
 
     with Member(tmp_path, "m", "SYNC_MASTER", slaveTimeout=400) as master:
         with socket.create_connection(("127.0.0.1", master.ha_port)) as stalled:
-            stalled.sendall(struct.pack(">q", 0))  # an empty slave's first report
+            stalled.sendall(SLAVE_REPORT_STRUCT.pack(0))  # an empty slave's first report
             time.sleep(0.3)
             started = time.monotonic()
             answer = _send(master.broker, "stalled")
