@@ -128,7 +128,7 @@ class Connection(asyncio.Protocol):
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.closed = False
         self.last_active = time.monotonic()
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: set[asyncio.Task[Any] | LaterAnswer] = set()  # requests answered asynchronously
         self.attributes: dict[str, Any] = {}  # per-connection state of the processors (client ids)
         self.backlog: deque[bytes] = deque()  # frames received, not yet handled (back-pressure)
         self.paused = False
@@ -305,6 +305,15 @@ class Connection(asyncio.Protocol):
         else:
             self.reply(request, reply)
 
+    def answer_later(self) -> LaterAnswer | None:
+        """A place for an answer frame written once it is known (the send lane's on a SYNC_MASTER),
+        counted with the requests answered asynchronously; ``None`` when ``MAX_INFLIGHT`` are."""
+        if len(self.tasks) >= MAX_INFLIGHT:
+            return None
+        later = LaterAnswer(self)
+        self.tasks.add(later)
+        return later
+
     async def _finish(self, request: RemotingCommand, pending: Awaitable[Reply]) -> None:
         try:
             reply = await pending
@@ -399,6 +408,27 @@ def _traceback(exc: BaseException) -> BaseException | None:
     """The traceback a log line carries for ``exc``: none for a ``RecursionError`` (a thousand
     frames, one line each)."""
     return None if isinstance(exc, RecursionError) else exc
+
+
+class LaterAnswer:
+    """An answer of ``Connection.answer_later``: ``write`` it once (a callback, so the frame goes
+    out in the same turn of the loop as the event that decided it); dropped with its connection."""
+
+    __slots__ = ("conn", "done")
+
+    def __init__(self, conn: Connection):
+        self.conn: Connection = conn
+        self.done = False
+
+    def write(self, frame: bytes) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.conn.tasks.discard(self)
+        self.conn.write_frame(frame)
+
+    def cancel(self) -> None:
+        self.done = True
 
 
 class Server:

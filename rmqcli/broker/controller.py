@@ -24,7 +24,7 @@ from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.context import Handler
-from rmqcli.broker.ha.config import ASYNC_MASTER
+from rmqcli.broker.ha.config import SLAVE
 from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.ha.sync import SlaveSynchronize
 from rmqcli.broker.holds import HoldService
@@ -105,9 +105,9 @@ class BrokerController:
             flush_interval_ms=config.flush_interval_commit_log,
         )
         self.store.append_hooks.append(self.ha.appended)
-        # regular sends answered from their frames, on an ASYNC_MASTER without ACL (a SYNC_MASTER
-        # waits for its slave, a slave refuses; with ACL every request goes through dispatch)
-        lane = self.acl is None and config.broker_role == ASYNC_MASTER
+        # regular sends answered from their frames, on a master without ACL (a slave refuses; with
+        # ACL every request goes through dispatch)
+        lane = self.acl is None and config.broker_role != SLAVE
         self.send_lane: SendLane | None = SendLane(self) if lane else None
         self.schedule = ScheduleService(self)
         self.transactions = transaction.TransactionCheckService(self)

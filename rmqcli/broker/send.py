@@ -30,12 +30,12 @@ import ipaddress
 import os
 import random
 import zlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from formats import commitlog as cfmt
-from formats.remoting import FLAG_RESPONSE
+from formats.remoting import FLAG_RESPONSE, SerializeType
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.config import SYNC_MASTER
 from rmqcli.broker.ha.member import Replicated
@@ -254,23 +254,42 @@ def apply(
     else:
         last = ctl.store.put(message, defer_dispatch=ctl.defer_dispatch)
         msg_id, queue_offset = last.msg_id, last.queue_offset
-    response = RemotingCommand(  # req.response(header=...) with the strings made here
+    response = stored_response(ctl, req.opaque, req.serialize_type, msg_id, message.queue_id, queue_offset)
+    wait_slave = waits_for_slave(ctl, message.properties)
+    if req.is_oneway or not (ctl.config.sync_flush or wait_slave):
+        return response
+    return _after_store(ctl, response, last.physical_offset + last.size, wait_slave)
+
+
+def stored_response(
+    ctl: BrokerContext,
+    opaque: int,
+    serialize_type: SerializeType,
+    msg_id: str,
+    queue_id: int,
+    queue_offset: int,
+) -> RemotingCommand:
+    """The answer to a stored send (``SendMessageResponseHeader`` plus ``MSG_REGION``/``TRACE_ON``),
+    SUCCESS until a wait after the store says otherwise."""
+    return RemotingCommand(  # req.response(header=...) with the strings made here
         code=RS.SUCCESS,
-        opaque=req.opaque,
+        opaque=opaque,
         flag=FLAG_RESPONSE,
         ext_fields={
             "msgId": msg_id,
-            "queueId": str(message.queue_id),
+            "queueId": str(queue_id),
             "queueOffset": str(queue_offset),
             "MSG_REGION": ctl.config.region_id,
             "TRACE_ON": ext_value(ctl.config.trace_on),
         },
-        serialize_type=req.serialize_type,
+        serialize_type=serialize_type,
     )
-    wait_slave = ctl.config.broker_role == SYNC_MASTER and message.properties.get("WAIT") != "false"
-    if req.is_oneway or not (ctl.config.sync_flush or wait_slave):
-        return response
-    return _after_store(ctl, response, last.physical_offset + last.size, wait_slave)
+
+
+def waits_for_slave(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:
+    """A SYNC_MASTER answers a send once a slave has it, unless the message says ``WAIT=false``
+    (``MessageExt.isWaitStoreMsgOK``)."""
+    return ctl.config.broker_role == SYNC_MASTER and properties.get("WAIT") != "false"
 
 
 async def _after_store(

@@ -13,7 +13,12 @@ that path. It takes only the regular case:
 - a valid topic that exists, is writable and is not a retry, DLQ or forbidden topic, a queue id
   below its queue count, a body and properties within the limits, a SINGLE_TAG topic;
 - no batch, no ``TRAN_MSG`` or ``DELAY`` property, no transaction bits in ``sysFlag``;
-- a writable broker under ASYNC_FLUSH.
+- a writable broker under ASYNC_FLUSH; on a SYNC_MASTER, fewer than ``MAX_INFLIGHT`` answers of the
+  connection pending.
+
+On a SYNC_MASTER a send that waits for its slave (``send.waits_for_slave``) is answered when
+``Replication.when_replicated`` calls back: the answer is written from that callback (PUT_OK), or
+made by ``send.stored_response`` with the outcome's code, as the general path makes it.
 
 Everything else, every refusal included, goes the general way, so each check, error and remark
 keeps one source. The tests compare the two paths byte for byte.
@@ -33,17 +38,26 @@ import orjson
 from formats import commitlog as cfmt
 from formats import remoting as fmt
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, HEADER_LENGTH_MASK, SerializeType
-from rmqcli.broker.send import MAX_PROPERTIES_LENGTH, connection_born_host, is_batch_flag
+from rmqcli.broker.connection import MAX_INFLIGHT
+from rmqcli.broker.ha.member import Replicated
+from rmqcli.broker.send import (
+    MAX_PROPERTIES_LENGTH,
+    REPLICA_CODES,
+    connection_born_host,
+    is_batch_flag,
+    stored_response,
+    waits_for_slave,
+)
 from rmqcli.broker.state import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, is_writable, validate_topic
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
-from rmqcli.remoting.codec import RemotingCommand, encode_json_header, ext_value
+from rmqcli.remoting.codec import RemotingCommand, encode, encode_json_header, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.messages import broker_properties
 
 if TYPE_CHECKING:
-    from rmqcli.broker.connection import Connection
+    from rmqcli.broker.connection import Connection, LaterAnswer
     from rmqcli.broker.context import BrokerContext
 
 _INT_MAX = hd.JAVA_RANGES["int"][1]
@@ -230,6 +244,9 @@ class SendLane:
         props = cfmt.decode_properties(properties)
         if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props:
             return None
+        wait = request_flag != FLAG_ONEWAY and waits_for_slave(ctl, props)
+        if wait and len(conn.tasks) >= MAX_INFLIGHT:
+            return None
         answer_format = self._answer_format(config.region_id, config.trace_on)
         if answer_format is None:
             return None
@@ -253,7 +270,28 @@ class SendLane:
         msg_id = f"{self._msg_id_prefix}{physical & 0xFFFFFFFFFFFFFFFF:016X}"
         header = answer_format.format(msg_id, queue_id, queue_offset, opaque).encode("utf-8")
         n = len(header)
-        return fmt.FRAME_PREFIX_STRUCT.pack(fmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
+        answer = fmt.FRAME_PREFIX_STRUCT.pack(fmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
+        if not wait:
+            return answer
+        later = conn.answer_later()
+        assert later is not None  # checked before the store
+        ctl.ha.when_replicated(
+            ctl.writer.commitlog.max_offset,  # the record's end: nothing was written since
+            lambda outcome: self._replicated(
+                later, outcome, answer, (opaque, msg_id, queue_id, queue_offset)
+            ),
+        )
+        return b""  # answered by the callback
+
+    def _replicated(
+        self, later: LaterAnswer, outcome: Replicated, answer: bytes, stored: tuple[int, str, int, int]
+    ) -> None:
+        """A SYNC_MASTER's wait ended: the SUCCESS answer, or the general path's answer for the outcome."""
+        if outcome is not Replicated.PUT_OK:
+            response = stored_response(self.ctl, stored[0], SerializeType.JSON, *stored[1:])
+            response.code = REPLICA_CODES[outcome]
+            answer = encode(response)
+        later.write(answer)
 
     def _sendable_name(self, topic: str) -> bool:
         """A valid topic name that is neither forbidden nor a retry or DLQ topic (a verdict on the

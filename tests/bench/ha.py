@@ -7,7 +7,9 @@ Measured side by side in one run:
   p50 / p99 / max;
 - sync sends/s from one client thread: ASYNC_MASTER with a slave (the baseline), SYNC_MASTER with a
   slave (target 0.6x of the baseline), and the real 4.9.8 SYNC_MASTER with a real slave when Java
-  17 and ``../shared/rocketmq-4.9.8`` are here (target: rmq's SYNC_MASTER at 1.0x of it);
+  17 and ``../shared/rocketmq-4.9.8`` are here (target: rmq's SYNC_MASTER at 1.0x of it). Both rmq
+  groups run side by side and take ``ROUNDS`` streams each, in turn, so that the machine's swings
+  fall on both; each rate is the median of its rounds, and the lag stream is a stream of its own;
 - catch-up of a slave on a 1 GiB store: a master over a generated 1 GiB CommitLog and a slave that
   holds only its first record, so that it is served everything else; MB/s from the slave's first
   replicated byte to its last, against ``cat`` of the same files (target 200 MB/s).
@@ -22,6 +24,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +39,7 @@ TARGET_REAL_RATIO = 1.0  # rmq's SYNC_MASTER against the real 4.9.8 one
 TARGET_CATCH_UP = 200  # MB/s
 FILE = 128 * 1024 * 1024
 CATCH_UP_MIB = 1024
+ROUNDS = 5
 
 
 def member(
@@ -100,25 +104,33 @@ def percentile(values: list[int], share: float) -> int:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0
 
 
-def rmq_group(tmp: Path, role: str, count: int, lag: bool = False):  # type: ignore[no-untyped-def]
-    """sends/s of one sync-send stream to an rmq ``role`` master with an rmq slave (and lag samples)."""
-    master = member(tmp, f"{role.lower()}-master", role).start()
-    slave = member(tmp, f"{role.lower()}-slave", "SLAVE", namesrv=master.namesrv)
+def rmq_groups(tmp: Path, count: int) -> tuple[float, float, list[int]]:
+    """Median sends/s of ``ROUNDS`` sync-send streams of ``count`` messages to an ASYNC_MASTER and a
+    SYNC_MASTER group, in turn, and the lag samples of one more stream to the ASYNC_MASTER."""
+    groups = {}
     try:
-        slave.start()
-        wait_for_link(master, slave)
-        if lag:
-            seconds, samples = lag_while(tmp, master, slave, count)
-        else:
-            seconds = client(
-                tmp,
-                {"op": "sync", "namesrv": master.namesrv, "topic": "SyncTopic", "count": count, "body": BODY},
-            )["seconds"]
-            samples = []
-        return count / seconds, samples
+        for role in ("ASYNC_MASTER", "SYNC_MASTER"):
+            master = member(tmp, f"{role.lower()}-master", role).start()
+            groups[role] = (master, member(tmp, f"{role.lower()}-slave", "SLAVE", namesrv=master.namesrv))
+            groups[role][1].start()
+            wait_for_link(*groups[role])
+        rates: dict[str, list[float]] = {role: [] for role in groups}
+        for _ in range(ROUNDS):
+            for role, (master, _slave) in groups.items():
+                cmd = {
+                    "op": "sync",
+                    "namesrv": master.namesrv,
+                    "topic": "SyncTopic",
+                    "count": count,
+                    "body": BODY,
+                }
+                rates[role].append(count / client(tmp, cmd)["seconds"])
+        _, samples = lag_while(tmp, *groups["ASYNC_MASTER"], count)
+        return statistics.median(rates["ASYNC_MASTER"]), statistics.median(rates["SYNC_MASTER"]), samples
     finally:
-        slave.stop()
-        master.stop()
+        for master, slave in groups.values():
+            slave.stop()
+            master.stop()
 
 
 def wait_for_link(master, slave, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
@@ -138,7 +150,7 @@ def wait_for_link(master, slave, timeout: float = 30) -> None:  # type: ignore[n
 
 
 def real_group(tmp: Path, count: int) -> float | None:
-    """sends/s of the same stream to a real 4.9.8 SYNC_MASTER with a real slave; None without Java."""
+    """Median sends/s of the same streams to a real 4.9.8 SYNC_MASTER with a real slave; None without Java."""
     from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
     from tests.support.serve import free_port
 
@@ -175,12 +187,8 @@ def real_group(tmp: Path, count: int) -> float | None:
             jvm.wait_for("boot success")
         time.sleep(6)  # the slave's first offset report (haSendHeartbeatInterval)
         client(tmp, {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": 100, "body": BODY})
-        return (
-            count
-            / client(tmp, {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": count, "body": BODY})[
-                "seconds"
-            ]
-        )
+        cmd = {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": count, "body": BODY}
+        return statistics.median(count / client(tmp, cmd)["seconds"] for _ in range(ROUNDS))
     finally:
         for jvm in reversed(jvms):
             jvm.stop()
@@ -251,18 +259,20 @@ def catch_up(tmp: Path) -> tuple[float, float, int]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=10000)
+    parser.add_argument("--count", type=int, default=3000, help="messages per stream")
     args = parser.parse_args(argv)
     n = args.count
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-ha-"))
     try:
-        async_rate, samples = rmq_group(tmp, "ASYNC_MASTER", n, lag=True)
-        sync_rate, _ = rmq_group(tmp, "SYNC_MASTER", n)
+        async_rate, sync_rate, samples = rmq_groups(tmp, n)
         real_rate = real_group(tmp, n)
         catch_rate, cat_rate, moved = catch_up(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\nreplication, {BODY}-byte bodies, one C++ client thread (figures move with the machine's load)")
+    print(
+        f"\nreplication, {BODY}-byte bodies, one C++ client thread, medians of {ROUNDS} streams of {n:,} "
+        "(figures move with the machine's load)"
+    )
     print(f"  {'sync send, ASYNC_MASTER with a slave (baseline)':<56} {async_rate:10,.0f} msgs/s   1.000x")
     print(
         f"  {'sync send, SYNC_MASTER with a slave':<56} {sync_rate:10,.0f} msgs/s   "

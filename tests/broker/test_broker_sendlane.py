@@ -15,17 +15,24 @@ import random
 import socket
 import struct
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from formats.ha import SLAVE_REPORT_STRUCT
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Server
 from rmqcli.broker.controller import BrokerController
+from rmqcli.broker.ha.appender import QueueAppender
+from rmqcli.broker.ha.config import HAConfig
+from rmqcli.broker.ha.slave import HASlave
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.messages import Host
 from rmqcli.store.write.writer import StoreWriter
+from tests.support.stores import commitlog_end
 
 CLOCK_MS = 1_795_415_504_757
 TOPIC = "LaneTopic"
@@ -105,13 +112,59 @@ def _small_int(token: str) -> int:
     return int(token) if len(token) < 20 else 0
 
 
-async def _serve(root: Path, frames: list[bytes], lane: bool) -> tuple[list[bytes], int]:
-    """The answers of one broker to ``frames`` (a oneway frame has none), and the lane's count."""
+async def _slave_peer(ctl: BrokerController, kind: str, root: Path) -> Callable[[], Awaitable[None]]:
+    """A SYNC_MASTER's peer on its HA port: ``"slave"`` (an rmq slave replicating into ``root``),
+    ``"stalled"`` (reports once and never again), or ``"none"``; returns what stops it."""
+    ha = ctl.ha.master
+    assert ha is not None
+    if kind == "none":
+        return _nothing
+    if kind == "stalled":
+        _, stalled = await asyncio.open_connection("127.0.0.1", ha.port)
+        stalled.write(SLAVE_REPORT_STRUCT.pack(0))  # an empty slave's first report
+    else:
+        slave = HASlave(
+            QueueAppender.open(root, STORE.mapped_file_size_commitlog),
+            HAConfig(),
+            master_address=f"127.0.0.1:{ha.port}",
+        )
+        task = asyncio.ensure_future(slave.run())
+    for _ in range(500):
+        if ha.slaves() and ha.slaves()[0].request_offset >= 0:
+            break
+        await asyncio.sleep(0.01)
+
+    async def stop() -> None:
+        if kind == "stalled":
+            stalled.close()
+        else:
+            await slave.close()
+            await task
+
+    return stop
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def _serve(
+    root: Path, frames: list[bytes], lane: bool, role: str = "ASYNC_MASTER", peer: str = "none"
+) -> tuple[list[bytes], int]:
+    """The answers of one broker to ``frames`` (a oneway frame has none), and the lane's count; a
+    SYNC_MASTER has ``peer`` on its HA port (see ``_slave_peer``)."""
     random.seed(5)  # a send to queue -1 picks a random queue: the same one on both brokers
     writer = StoreWriter(
         root, STORE, clock=lambda: CLOCK_MS, store_host=Host.parse("127.0.0.1:10911"), cluster="C1"
     )
-    ctl = BrokerController(BrokerConfig(), writer, [])
+    config = BrokerConfig(broker_role=role, ha=HAConfig(ha_listen_port=0, slave_timeout=300))
+    ctl = BrokerController(config, writer, [], ha_host="127.0.0.1")
+    await ctl.ha.start()
+    stop_peer = (
+        await _slave_peer(ctl, peer, root.with_name(root.name + "-slave"))
+        if role == "SYNC_MASTER"
+        else _nothing
+    )
     ctl.topics.put(TOPIC, 4, 4, 6, notify=False)
     ctl.topics.put("MultiTagTopic", 4, 4, 6, topic_filter_type="MULTI_TAG", notify=False)
     server = Server("broker", ctl.dispatch)
@@ -141,6 +194,8 @@ async def _serve(root: Path, frames: list[bytes], lane: bool) -> tuple[list[byte
             if not server.connections:
                 break
             await asyncio.sleep(0.01)
+        await stop_peer()
+        await ctl.ha.close()
         ctl.store.flush_all()
         writer.close()
     return answers, taken.count
@@ -150,11 +205,13 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def both(tmp_path: Path, frames: list[bytes]) -> tuple[list[bytes], int]:
+def both(
+    tmp_path: Path, frames: list[bytes], role: str = "ASYNC_MASTER", peer: str = "none"
+) -> tuple[list[bytes], int]:
     """Run ``frames`` through both brokers; assert the same answers and stores; return the lane's
     answers and how many it took."""
-    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, lane=True))
-    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, lane=False))
+    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, True, role, peer))
+    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, False, role, peer))
     assert lane_answers == general_answers
     lane_tree, general_tree = _tree(tmp_path / "lane"), _tree(tmp_path / "general")
     assert lane_tree.keys() == general_tree.keys()
@@ -178,6 +235,40 @@ def test_regular_sends_take_the_lane_and_match_the_general_path(tmp_path: Path) 
     assert taken == len(frames)
     assert len(answers) == len(frames) - 1  # the oneway send has no answer
     assert all(answer[8:].startswith(b'{"code":0,') for answer in answers)
+
+
+@pytest.mark.parametrize(
+    ("peer", "code"),
+    [("slave", b'{"code":0,'), ("stalled", b'{"code":12,'), ("none", b'{"code":11,')],
+)
+def test_a_sync_master_answers_from_the_lane_once_its_slave_has_the_bytes(
+    tmp_path: Path, peer: str, code: bytes
+) -> None:
+    """SUCCESS once the slave acknowledged; FLUSH_SLAVE_TIMEOUT (12) from a stalled slave after
+    ``slaveTimeout``; SLAVE_NOT_AVAILABLE (11) without one: the lane takes every regular send and
+    answers each as the general path does, and a slave's CommitLog holds the master's bytes."""
+    body = b"s" * 300
+    frames = [
+        *[frame(send_header(opaque=1 + i, queueId=i % 4), body) for i in range(10)],  # rolls a file
+        frame(send_header(opaque=20, properties="KEYS\x01nw\x02WAIT\x01false\x02"), body),  # no wait
+        frame(send_header(opaque=21, rpc_flag=2), body),  # oneway: no wait, no answer
+        frame(send_header(opaque=22), body),
+    ]
+    answers, taken = both(tmp_path, frames, "SYNC_MASTER", peer)
+    assert taken == len(frames)
+    assert len(answers) == len(frames) - 1
+    waited = [answer for answer in answers if b'"opaque":20,' not in answer]
+    assert all(answer[8:].startswith(code) for answer in waited)
+    assert b'{"code":0,' in answers[10][8:20]  # WAIT=false: SUCCESS at once
+    if peer == "slave":
+        for side in ("lane", "general"):
+            master_files = sorted((tmp_path / side / "commitlog").iterdir())
+            slave_files = sorted((tmp_path / f"{side}-slave").iterdir())
+            assert [f.name for f in slave_files] == [f.name for f in master_files]
+            end = commitlog_end(tmp_path / side)
+            for m, sl in zip(master_files, slave_files, strict=True):
+                upto = max(0, min(end - int(m.name), m.stat().st_size))
+                assert sl.read_bytes()[:upto] == m.read_bytes()[:upto], m.name
 
 
 def test_irregular_sends_are_left_to_the_general_path(tmp_path: Path) -> None:

@@ -26,10 +26,17 @@ then stops with "master pushed offset not equal the max phy offset in slave, SLA
 (4.9.8's slave logs that line and reconnects). A first word that is negative is no slave's: the
 connection is closed.
 
-SYNC_MASTER (``GroupTransferService``, ``isSlaveOK``): ``slave_acked(next_offset, timeout)`` is a
-future that becomes True once some slave acknowledged ``next_offset`` (the offset after a
-message), False after ``timeout``; ``is_slave_ok(put_where)``: a slave is connected and
+SYNC_MASTER (``GroupTransferService``, ``isSlaveOK``): ``when_acked(next_offset, callback, timeout)``
+calls ``callback(True)`` once some slave acknowledged ``next_offset`` (the offset after a
+message), ``callback(False)`` after ``timeout``; ``slave_acked`` is the same as a future;
+``is_slave_ok(put_where)``: a slave is connected and
 ``put_where - push_to_slave_max_offset < haSlaveFallbehindMax``.
+
+A SYNC_MASTER's send waits for a slave's round trip, so the steps of that trip are callbacks, not
+tasks woken in turn: with ``direct_push``, a writer that is caught up and whose socket buffer is
+low pushes the appended bytes from ``notify_append`` itself; an acknowledgement calls its
+waiters' callbacks as it is read. (An ASYNC_MASTER leaves the push to the writer's task, which runs
+after the send's answer is written.)
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import heapq
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from formats.ha import MASTER_READ_BUFFER_SIZE, SLAVE_REPORT_SIZE, SLAVE_REPORT_STRUCT, TRANSFER_HEADER_STRUCT
@@ -50,6 +58,7 @@ from rmqcli.broker.ha.source import CommitLogSource
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
+DIRECT_PUSH_BUFFER = 256 * 1024  # a push is written from ``notify_append`` while less than this is unsent
 _HEADER = TRANSFER_HEADER_STRUCT
 _REPORT = SLAVE_REPORT_STRUCT
 
@@ -78,7 +87,9 @@ class HAMaster:
         host: str = "0.0.0.0",
         port: int | None = None,
         full_sync_empty_slave: bool = False,
+        direct_push: bool = False,
     ):
+        self.direct_push = direct_push
         self.source = source
         self.full_sync_empty_slave = full_sync_empty_slave
         self.config = config or HAConfig()
@@ -88,7 +99,7 @@ class HAMaster:
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
+        self._waiters: list[tuple[int, int, _Waiter]] = []
         self._seq = itertools.count()
 
     # --- life cycle -------------------------------------------------------------------------------
@@ -108,10 +119,9 @@ class HAMaster:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
-        for _, _, fut in self._waiters:
-            if not fut.done():
-                fut.set_result(False)
-        self._waiters.clear()
+        waiters, self._waiters = self._waiters, []
+        for _, _, waiter in waiters:
+            waiter.fire(False)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -133,7 +143,10 @@ class HAMaster:
     def notify_append(self) -> None:
         """New bytes are in the CommitLog: wake every connection's writer (call it on the loop)."""
         for conn in self._connections:
-            conn.appended.set()
+            if self.direct_push:
+                conn.notify_append()
+            else:
+                conn.appended.set()
 
     @property
     def connection_count(self) -> int:
@@ -146,18 +159,29 @@ class HAMaster:
             and master_put_where - self.push_to_slave_max_offset < self.config.ha_slave_fallbehind_max
         )
 
-    def slave_acked(self, next_offset: int, timeout: float | None = None) -> asyncio.Future[bool]:
-        """A future: True once a slave acknowledged ``next_offset``, False after ``timeout`` seconds
-        (``slaveTimeout`` by default), as ``GroupTransferService.doWaitTransfer``."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
+    def when_acked(
+        self, next_offset: int, callback: Callable[[bool], None], timeout: float | None = None
+    ) -> None:
+        """``callback(True)`` once a slave acknowledged ``next_offset`` (at once if one has),
+        ``callback(False)`` after ``timeout`` seconds (``slaveTimeout`` by default) or at close, as
+        ``GroupTransferService.doWaitTransfer``; called once, on the loop."""
         if self.push_to_slave_max_offset >= next_offset:
-            fut.set_result(True)
-            return fut
+            callback(True)
+            return
         delay = self.config.slave_timeout_seconds if timeout is None else timeout
-        handle = loop.call_later(delay, _expire, fut)
-        fut.add_done_callback(lambda _f: handle.cancel())
-        heapq.heappush(self._waiters, (next_offset, next(self._seq), fut))
+        waiter = _Waiter(callback)
+        waiter.timer = asyncio.get_running_loop().call_later(delay, waiter.fire, False)
+        heapq.heappush(self._waiters, (next_offset, next(self._seq), waiter))
+
+    def slave_acked(self, next_offset: int, timeout: float | None = None) -> asyncio.Future[bool]:
+        """``when_acked`` as a future."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def settle(ok: bool) -> None:
+            if not fut.done():
+                fut.set_result(ok)
+
+        self.when_acked(next_offset, settle, timeout)
         return fut
 
     async def wait_for_slave(self, next_offset: int, timeout: float | None = None) -> bool:
@@ -190,14 +214,28 @@ class HAMaster:
         self.push_to_slave_max_offset = offset
         waiters = self._waiters
         while waiters and waiters[0][0] <= offset:
-            fut = heapq.heappop(waiters)[2]
-            if not fut.done():
-                fut.set_result(True)
+            heapq.heappop(waiters)[2].fire(True)
 
 
-def _expire(fut: asyncio.Future[bool]) -> None:
-    if not fut.done():
-        fut.set_result(False)
+class _Waiter:
+    """One ``when_acked`` callback and its timer."""
+
+    __slots__ = ("callback", "timer")
+
+    def __init__(self, callback: Callable[[bool], None]):
+        self.callback: Callable[[bool], None] | None = callback
+        self.timer: asyncio.TimerHandle | None = None
+
+    def fire(self, ok: bool) -> None:
+        callback, self.callback = self.callback, None
+        if callback is None:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        try:
+            callback(ok)
+        except Exception:  # one waiter's failure must not keep the others waiting
+            log.exception("HA: a replication waiter failed")
 
 
 class _Connection:
@@ -216,10 +254,13 @@ class _Connection:
         self.transfer_from = -1
         self.requested = asyncio.Event()
         self.appended = asyncio.Event()
+        self.offset = -1  # where the next push starts; -1 until pushes begin
+        self.last_write = 0.0
+        self._waiting = False  # the writer waits for appended bytes (nothing of its own to send)
         self._tasks: list[asyncio.Future[None]] = []
 
     async def run(self) -> None:
-        self._tasks = [asyncio.ensure_future(self._read_reports()), asyncio.ensure_future(self._push())]
+        self._tasks = [asyncio.ensure_future(self._read_reports()), asyncio.ensure_future(self._pushes())]
         try:
             await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -238,6 +279,30 @@ class _Connection:
     def close(self) -> None:
         if not self.writer.is_closing():
             self.writer.close()
+
+    def notify_append(self) -> None:
+        """New bytes: pushed from here when the writer waits and the socket takes them at once,
+        else the writer is woken to push them after a drain."""
+        transport = self.writer.transport
+        if (
+            self._waiting
+            and not transport.is_closing()
+            and transport.get_write_buffer_size() < DIRECT_PUSH_BUFFER
+        ):
+            data = self._read()
+            if data:
+                self._push(data)
+        self.appended.set()
+
+    def _read(self) -> bytes:
+        return self.master.source.read(self.offset, self.master.config.ha_transfer_batch_size)
+
+    def _push(self, data: bytes) -> None:
+        """One push at ``offset`` (an empty one is a heartbeat)."""
+        self.writer.writelines((_HEADER.pack(self.offset, len(data)), data))  # no copy of the data
+        self.flow.add(len(data))
+        self.offset += len(data)
+        self.last_write = time.monotonic()
 
     # --- ReadSocketService ----------------------------------------------------------------------------
     async def _read_reports(self) -> None:
@@ -281,30 +346,30 @@ class _Connection:
             master.notify_transfer(offset)
 
     # --- WriteSocketService ---------------------------------------------------------------------------
-    async def _push(self) -> None:
+    async def _pushes(self) -> None:
         """Pushes from where the slave's first report says, then whatever the master appends; an
         empty push as heartbeat when there is nothing for ``haSendHeartbeatInterval``."""
         await self.requested.wait()
         offset = await self._first_offset()
         if offset is None:
             return
-        source = self.master.source
-        batch = self.master.config.ha_transfer_batch_size
+        self.offset = offset
         heartbeat = self.master.config.heartbeat_seconds
-        last_write = time.monotonic()
+        self.last_write = time.monotonic()
         while True:
             self.appended.clear()
-            data = source.read(offset, batch)
-            idle = time.monotonic() - last_write
+            data = self._read()
+            idle = time.monotonic() - self.last_write
             if data or idle >= heartbeat:
-                self.writer.writelines((_HEADER.pack(offset, len(data)), data))  # no copy of the data
-                self.flow.add(len(data))
-                offset += len(data)
-                last_write = time.monotonic()
+                self._push(data)
                 await self.writer.drain()
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.appended.wait(), min(heartbeat - idle, POLL_SECONDS))
+            self._waiting = True
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.appended.wait(), min(heartbeat - idle, POLL_SECONDS))
+            finally:
+                self._waiting = False
 
     async def _first_offset(self) -> int | None:
         """Where pushes start (``WriteSocketService``): a slave asking for 0 gets the start of the

@@ -87,7 +87,9 @@ class Replication:
                 on_appended=self._replicated_to,
             )
         else:
-            self.master = HAMaster(WriterSource(commitlog), config, host=host)
+            self.master = HAMaster(
+                WriterSource(commitlog), config, host=host, direct_push=role == SYNC_MASTER
+            )
 
     @property
     def is_slave(self) -> bool:
@@ -178,15 +180,24 @@ class Replication:
         if self.slave is not None and not self.config.ha_master_address and ha_server_addr:
             self.slave.update_master_address(ha_server_addr)
 
+    def when_replicated(self, next_offset: int, callback: Callable[[Replicated], None]) -> None:
+        """A SYNC_MASTER send's wait for its slaves: ``callback`` with the outcome, at once when it
+        is known (PUT_OK on any other role), else once a slave acknowledged or ``slaveTimeout``."""
+        master = self.master
+        if self.role != SYNC_MASTER or master is None:
+            callback(Replicated.PUT_OK)
+        elif not master.is_slave_ok(next_offset):
+            callback(Replicated.SLAVE_NOT_AVAILABLE)
+        else:
+            master.when_acked(
+                next_offset, lambda ok: callback(Replicated.PUT_OK if ok else Replicated.FLUSH_SLAVE_TIMEOUT)
+            )
+
     async def replicated(self, next_offset: int) -> Replicated:
-        """A SYNC_MASTER send's wait for its slaves; PUT_OK on any other role."""
-        if self.role != SYNC_MASTER or self.master is None:
-            return Replicated.PUT_OK
-        if not self.master.is_slave_ok(next_offset):
-            return Replicated.SLAVE_NOT_AVAILABLE
-        if await self.master.slave_acked(next_offset):
-            return Replicated.PUT_OK
-        return Replicated.FLUSH_SLAVE_TIMEOUT
+        """``when_replicated`` awaited."""
+        fut: asyncio.Future[Replicated] = asyncio.get_running_loop().create_future()
+        self.when_replicated(next_offset, lambda outcome: fut.done() or fut.set_result(outcome))
+        return await fut
 
     def fall_behind(self) -> int:
         """``slaveFallBehindMuch``: bytes no slave acknowledged (0 without slaves or on a slave)."""
