@@ -58,6 +58,7 @@ from rmqcli.broker.ha.source import CommitLogSource
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
+PUSH_READ = 1024 * 1024  # CommitLog bytes read at once for consecutive pushes (a catching-up slave)
 DIRECT_PUSH_BUFFER = 256 * 1024  # a push is written from ``notify_append`` while less than this is unsent
 _HEADER = TRANSFER_HEADER_STRUCT
 _REPORT = SLAVE_REPORT_STRUCT
@@ -295,11 +296,22 @@ class _Connection:
         self.appended.set()
 
     def _read(self) -> bytes:
-        return self.master.source.read(self.offset, self.master.config.ha_transfer_batch_size)
+        batch = self.master.config.ha_transfer_batch_size
+        return self.master.source.read(self.offset, max(batch, PUSH_READ))
 
     def _push(self, data: bytes) -> None:
-        """One push at ``offset`` (an empty one is a heartbeat)."""
-        self.writer.writelines((_HEADER.pack(self.offset, len(data)), data))  # no copy of the data
+        """``data`` at ``offset`` as pushes of at most ``haTransferBatchSize`` bytes, written in one
+        call (an empty push is a heartbeat)."""
+        batch = self.master.config.ha_transfer_batch_size
+        if len(data) <= batch:
+            self.writer.writelines((_HEADER.pack(self.offset, len(data)), data))  # no copy of the data
+        else:
+            view = memoryview(data)
+            parts: list[bytes | memoryview] = []
+            for start in range(0, len(data), batch):
+                piece = view[start : start + batch]
+                parts += (_HEADER.pack(self.offset + start, len(piece)), piece)
+            self.writer.writelines(parts)
         self.flow.add(len(data))
         self.offset += len(data)
         self.last_write = time.monotonic()

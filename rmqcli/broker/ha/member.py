@@ -34,8 +34,8 @@ from rmqcli.store.write.files import WritableFileQueue
 log = logging.getLogger(__name__)
 
 
-REPUT_SLICE = 256 * 1024  # CommitLog bytes a slave's reput dispatches between two turns of the loop
-REPUT_QUIET = 0.002  # s without replicated bytes after which the reput runs
+REPUT_SLICE = 0.002  # s a slave's reput dispatches for between two turns of the loop
+REPUT_QUIET = 0.001  # s without replicated bytes after which the reput runs
 REPUT_MAX_WAIT = 0.1  # s the reput waits at most while bytes keep arriving
 CLOSE_DISPATCH_SECONDS = 2.0  # at shutdown; what is left is dispatched by the next start's recovery
 
@@ -122,9 +122,7 @@ class Replication:
         self._tasks.clear()
         if self.reput is not None:  # what arrived, for up to CLOSE_DISPATCH_SECONDS; the next start's
             deadline = time.monotonic() + CLOSE_DISPATCH_SECONDS  # recovery dispatches the rest
-            while self.reput.broken is None and self.reput.next < self.commitlog.max_offset:
-                if time.monotonic() > deadline or not self.reput.dispatch_to(self.reput.next + REPUT_SLICE):
-                    break
+            self.reput.dispatch_to(self.commitlog.max_offset, deadline)
         if self.master is not None:
             await self.master.close()
 
@@ -137,11 +135,11 @@ class Replication:
         self._arrived.set()
 
     async def _reput_loop(self) -> None:
-        """Dispatch what arrived, a slice of ``REPUT_SLICE`` bytes at a time. The HA client goes
-        first: while bytes keep arriving, a slice runs only once the stream pauses for
-        ``REPUT_QUIET`` s or ``REPUT_MAX_WAIT`` s after the last slice, so a catching-up slave
-        takes its master's bytes at the speed of the link and dispatches them right after, and a
-        steady stream is dispatched at least a slice every ``REPUT_MAX_WAIT`` s."""
+        """Dispatch what arrived, ``REPUT_SLICE`` s at a time. The HA client goes first: while
+        bytes keep arriving, a slice runs only once the stream pauses for ``REPUT_QUIET`` s or
+        ``REPUT_MAX_WAIT`` s after the last slice, so a catching-up slave takes its master's bytes
+        at the speed of the link and dispatches them right after, and a steady stream is
+        dispatched in its pauses and at least a slice every ``REPUT_MAX_WAIT`` s."""
         reput = self.reput
         assert reput is not None
         last_slice = time.monotonic()
@@ -154,11 +152,9 @@ class Replication:
                     await asyncio.sleep(REPUT_QUIET)
                     continue
                 before = reput.next
-                reput.dispatch_to(min(self._replicated_end, before + REPUT_SLICE))
-                if reput.next == before:  # a record longer than a slice, or not whole yet
-                    reput.dispatch_to(self._replicated_end)
-                    if reput.next == before:
-                        break
+                reput.dispatch_to(self._replicated_end, now + REPUT_SLICE)
+                if reput.next == before:  # the last record is not whole yet
+                    break
                 last_slice = time.monotonic()
                 await asyncio.sleep(0)
 

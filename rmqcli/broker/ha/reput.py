@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import time
 from collections.abc import Callable
 
 from formats import commitlog as fmt
@@ -24,6 +25,7 @@ from rmqcli.store.write.files import WritableFileQueue
 log = logging.getLogger(__name__)
 
 _SIZE_MAGIC = fmt.SIZE_MAGIC_STRUCT
+WINDOW = 1024 * 1024  # CommitLog bytes read at once
 
 
 class ReplicaReput:
@@ -36,8 +38,10 @@ class ReplicaReput:
         self.dispatched = 0
         self.broken: str | None = None  # set when a record fails its checks (the walk stops)
 
-    def dispatch_to(self, end: int) -> int:
-        """Dispatch every whole record below ``end``; returns how many were dispatched now."""
+    def dispatch_to(self, end: int, until: float | None = None) -> int:
+        """Dispatch every whole record below ``end`` (or up to the first one dispatched at or after
+        the ``time.monotonic()`` deadline ``until``); returns how many were dispatched now. The
+        CommitLog is read ``WINDOW`` bytes at a time (more for a longer record)."""
         count = 0
         files = self.queue.files
         while self.broken is None and self.next < end:
@@ -53,23 +57,32 @@ class ReplicaReput:
                 continue
             if limit - pos < _SIZE_MAGIC.size:
                 break
-            data = f.read(pos, limit - pos)
-            used, stop = self._walk(data, f.from_offset + pos, f.path.name, f.size - pos)
+            window = min(limit, pos + WINDOW)
+            if window < limit:  # a record longer than the window is read whole
+                total, _ = _SIZE_MAGIC.unpack(f.read(pos, _SIZE_MAGIC.size))
+                window = min(limit, max(window, pos + total))
+            data = f.read(pos, window - pos)
+            used, stop = self._walk(data, f.from_offset + pos, f.path.name, f.size - pos, until)
             count += used
             if stop == "next-file":
                 self.next = f.from_offset + f.size
-            elif stop == "wait":
+            elif stop == "wait" and (window == limit or used == 0):
+                break
+            elif stop == "time":
                 break
         self.dispatched += count
         return count
 
-    def _walk(self, data: bytes, offset: int, name: str, room: int) -> tuple[int, str]:
+    def _walk(
+        self, data: bytes, offset: int, name: str, room: int, until: float | None = None
+    ) -> tuple[int, str]:
         """Dispatch the records of ``data`` (CommitLog bytes from ``offset``; ``room`` bytes are left
-        in the file there): ``(records, "wait" | "next-file" | "broken")``."""
+        in the file there): ``(records, "wait" | "next-file" | "broken" | "time")``."""
         count = 0
         pos = 0
         limit = len(data)
         dispatch = self.dispatch
+        clock = time.monotonic
         while limit - pos >= _SIZE_MAGIC.size:
             total, magic = _SIZE_MAGIC.unpack_from(data, pos)
             if magic == fmt.BLANK_MAGIC:
@@ -88,6 +101,9 @@ class ReplicaReput:
             dispatch(rec)
             count += 1
             pos += total
+            if until is not None and clock() >= until:
+                self.next = offset + pos
+                return count, "time"
         self.next = offset + pos
         return count, "wait"
 
