@@ -2,9 +2,19 @@
 ``DefaultRequestProcessor``/``ClientRequestProcessor`` of RocketMQ).
 
 State is in memory, as in the real name server: brokers register every 30 s and are forgotten when
-their connection closes or after 120 s of silence (A.7). Queue data of a topic comes only from master
-registrations (broker id 0). Route bodies are fastjson's bare-key form for clients older than
-V4_9_4 (version < 401) and standard JSON otherwise or when ``acceptStandardJsonOnly`` (A.9 #4).
+their connection closes or after 120 s of silence (A.7), or after the ``heartbeatTimeoutMillis``
+their registration gives (RocketMQ 5). Queue data of a topic comes from master registrations
+(broker id 0). Route bodies are fastjson's bare-key form for clients older than V4_9_4 (version <
+401) and standard JSON otherwise or when ``acceptStandardJsonOnly`` (A.9 #4).
+
+SlaveActingMaster (RocketMQ 5.1's ``RouteInfoManager``): a registration says whether its group
+takes part (``enableActingMaster``; the last registrant decides); BROKER_HEARTBEAT (904) keeps a
+broker alive between registrations; GET_BROKER_MEMBER_GROUP (901) answers a group's live members.
+In a group that takes part and has no master, the slave with the smallest id sets the group's
+queue data with the write bit cleared, and a master's leaving clears that bit too; with
+``supportActingMaster=true`` a route answer then names that slave as broker id 0, so 4.x consumers
+pull, commit offsets and lock queues on it while producers send elsewhere. The
+``rmq_sys_SYNC_BROKER_MEMBER_`` topics, cluster info and member groups keep the real ids.
 """
 
 from __future__ import annotations
@@ -28,7 +38,12 @@ from rmqcli.remoting.codes import ResponseCode as RS
 log = logging.getLogger(__name__)
 
 BROKER_EXPIRED_SECONDS = 120.0  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
-SCAN_SECONDS = 10.0
+SYNC_MEMBER_TOPIC_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"  # TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX
+SETTINGS = {  # NamesrvConfig keys rmq serve takes from its --config file, with 5.1.1's defaults
+    "supportActingMaster": "false",
+    "scanNotActiveBrokerInterval": "5000",
+    "notifyMinBrokerIdChanged": "false",  # only "false": the pushes (905) are not implemented
+}
 STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
 PATH_KEYS = ("kvConfigPath", "configStorePath")  # UPDATE_NAMESRV_CONFIG refuses these (4.9.7)
 
@@ -50,7 +65,26 @@ def default_config() -> dict[str, str]:
         "serverSocketRcvBufSize": "65535",
         "serverPooledByteBufAllocatorEnable": "true",
         "useEpollNativeSelector": "false",
+        **SETTINGS,
     }
+
+
+def settings_problem(props: dict[str, str]) -> str | None:
+    """Why the NameServer keys of a ``--config`` file cannot be taken, or None."""
+    value = props.get("scanNotActiveBrokerInterval", "5000").strip()
+    if not value.isdigit() or int(value) == 0:
+        return f"scanNotActiveBrokerInterval={value!r} is not a positive number of milliseconds"
+    for key in ("supportActingMaster", "notifyMinBrokerIdChanged"):
+        if props.get(key, "false").strip().lower() not in ("true", "false"):
+            return f"{key}={props[key]!r} is not true or false"
+    return None
+
+
+def namesrv_config(props: dict[str, str]) -> dict[str, str]:
+    """``default_config`` with the NameServer keys of a ``--config`` file (``SETTINGS``)."""
+    config = default_config()
+    config.update((key, props[key].strip()) for key in SETTINGS if key in props)
+    return config
 
 
 @dataclass
@@ -61,6 +95,7 @@ class LiveBroker:
     data_version: jb.DataVersion
     connection: Connection | None
     ha_server_addr: str = ""
+    timeout: float = BROKER_EXPIRED_SECONDS  # s: heartbeatTimeoutMillis of its registration
 
 
 @dataclass
@@ -88,19 +123,30 @@ class NameServer:
                 log.info("broker %s: connection closed; removed from the route table", addr)
                 self._remove_addr(addr)
 
+    @property
+    def supports_acting_master(self) -> bool:
+        return self.config.get("supportActingMaster", "false").lower() == "true"
+
     async def scan_expired(self) -> None:
-        """``RouteInfoManager.scanNotActiveBroker`` every 10 s."""
+        """``RouteInfoManager.scanNotActiveBroker`` every ``scanNotActiveBrokerInterval``."""
+        period = int(self.config.get("scanNotActiveBrokerInterval", "5000")) / 1000
         while True:
-            await asyncio.sleep(SCAN_SECONDS)
+            await asyncio.sleep(period)
             self.expire(time.monotonic())
 
     def expire(self, now: float) -> None:
         for addr, live in list(self.live.items()):
-            if now - live.last_update > BROKER_EXPIRED_SECONDS:
-                log.warning("broker %s: silent for %.0f s; removed", addr, BROKER_EXPIRED_SECONDS)
+            if now - live.last_update > live.timeout:
+                log.warning("broker %s: silent for %.0f s; removed", addr, live.timeout)
                 if live.connection is not None:
                     live.connection.abort()
                 self._remove_addr(addr)
+
+    def heartbeat(self, addr: str) -> None:
+        """``updateBrokerInfoUpdateTimestamp``: a registered broker is alive (others are ignored)."""
+        live = self.live.get(addr)
+        if live is not None:
+            live.last_update = time.monotonic()
 
     # --- route table --------------------------------------------------------------------------
     def register(
@@ -119,6 +165,7 @@ class NameServer:
             data = self.brokers[h.broker_name] = jb.BrokerData(
                 cluster=h.cluster_name, broker_name=h.broker_name
             )
+        data.enable_acting_master = bool(h.enable_acting_master)  # the last registrant decides
         for bid, addr in list(data.broker_addrs.items()):
             if addr == h.broker_addr and bid != h.broker_id:
                 del data.broker_addrs[bid]  # the same address switched role
@@ -129,16 +176,26 @@ class NameServer:
             previous.data_version.counter,
             previous.data_version.timestamp,
         ) != (wrapper.data_version.counter, wrapper.data_version.timestamp)
-        if h.broker_id == 0 and (changed or first):
+        # a prime slave: the smallest id of a group without a master, from a 5.x broker
+        prime_slave = (
+            h.enable_acting_master is not None and h.broker_id != 0 and h.broker_id == min(data.broker_addrs)
+        )
+        if h.broker_id == 0 or prime_slave:
             for config in wrapper.topic_config_table.values():
-                self.topics.setdefault(config.topic_name, {})[h.broker_name] = jb.QueueData(
+                queues = self.topics.setdefault(config.topic_name, {})
+                if not (changed or first or h.broker_name not in queues):
+                    continue
+                queues[h.broker_name] = jb.QueueData(
                     broker_name=h.broker_name,
-                    perm=config.perm,
+                    perm=config.perm & ~PERM_WRITE if prime_slave else config.perm,
                     read_queue_nums=config.read_queue_nums,
                     topic_sys_flag=config.topic_sys_flag,
                     write_queue_nums=config.write_queue_nums,
                 )
-        self.live[h.broker_addr] = LiveBroker(time.monotonic(), wrapper.data_version, conn, h.ha_server_addr)
+        timeout = (h.heartbeat_timeout_millis or 0) / 1000 or BROKER_EXPIRED_SECONDS
+        self.live[h.broker_addr] = LiveBroker(
+            time.monotonic(), wrapper.data_version, conn, h.ha_server_addr, timeout
+        )
         if h.broker_id != 0:
             return data.broker_addrs.get(0)
         return None
@@ -146,11 +203,25 @@ class NameServer:
     def _remove_addr(self, addr: str) -> None:
         self.live.pop(addr, None)
         for name, data in list(self.brokers.items()):
+            removed = False
             for bid, a in list(data.broker_addrs.items()):
                 if a == addr:
                     del data.broker_addrs[bid]
+                    removed = True
             if not data.broker_addrs:
                 self._remove_broker_name(name)
+            elif removed:
+                self._masterless(data)
+
+    def _masterless(self, data: jb.BrokerData) -> None:
+        """``cleanTopicByUnRegisterRequests``: a group that takes part in SlaveActingMaster and has
+        lost its master keeps its queue data, read-only."""
+        if not data.enable_acting_master or 0 in data.broker_addrs:
+            return
+        for queues in self.topics.values():
+            qd = queues.get(data.broker_name)
+            if qd is not None:
+                qd.perm &= ~PERM_WRITE
 
     def _remove_broker_name(self, name: str) -> None:
         data = self.brokers.pop(name, None)
@@ -171,16 +242,23 @@ class NameServer:
         if not queues:
             return None
         datas = []
-        for name in queues:
+        acting = self.supports_acting_master and not topic.startswith(SYNC_MEMBER_TOPIC_PREFIX)
+        for name, qd in queues.items():
             data = self.brokers.get(name)
-            if data is not None:
-                datas.append(
-                    jb.BrokerData(
-                        broker_addrs=dict(sorted(data.broker_addrs.items())),
-                        broker_name=data.broker_name,
-                        cluster=data.cluster,
-                    )
+            if data is None:
+                continue
+            addrs = dict(sorted(data.broker_addrs.items()))
+            if acting and addrs and 0 not in addrs and data.enable_acting_master and not qd.perm & PERM_WRITE:
+                smallest = min(addrs)
+                addrs = {0: addrs.pop(smallest), **addrs}  # the acting master, as clients see it
+            datas.append(
+                jb.BrokerData(
+                    broker_addrs=addrs,
+                    broker_name=data.broker_name,
+                    cluster=data.cluster,
+                    enable_acting_master=data.enable_acting_master,
                 )
+            )
         if not datas:
             return None
         route = jb.TopicRouteData(broker_datas=datas, queue_datas=list(queues.values()))
@@ -254,7 +332,30 @@ def unregister_broker(ns: NameServer, req: RemotingCommand, conn: Connection) ->
             del data.broker_addrs[h.broker_id]
         if not data.broker_addrs:
             ns._remove_broker_name(h.broker_name)
+        else:
+            ns._masterless(data)
     return req.response()
+
+
+def broker_heartbeat(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    """BROKER_HEARTBEAT (904), oneway: nothing is answered."""
+    h = req.header(hd.BrokerHeartbeatRequestHeader)
+    ns.heartbeat(h.broker_addr)
+    return req.response()
+
+
+def broker_member_group(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
+    """GET_BROKER_MEMBER_GROUP (901): the group's live members by id; the cluster is echoed. 5.1.1
+    leaves the remark of its answer at ``createResponseCommand``'s default."""
+    h = req.header(hd.GetBrokerMemberGroupRequestHeader)
+    data = ns.brokers.get(h.broker_name)
+    group = jb.BrokerMemberGroup(
+        broker_addrs=dict(sorted(data.broker_addrs.items())) if data is not None else {},
+        broker_name=h.broker_name,
+        cluster=h.cluster_name,
+    )
+    body = jb.encode(jb.GetBrokerMemberGroupResponseBody(broker_member_group=group))
+    return req.response(remark="not set any response code", body=body)
 
 
 def get_route(ns: NameServer, req: RemotingCommand, conn: Connection) -> Reply:
@@ -397,6 +498,8 @@ _HANDLERS = {
     RC.GET_SYSTEM_TOPIC_LIST_FROM_NS: system_topics,
     RC.DELETE_TOPIC_IN_NAMESRV: delete_topic,
     RC.QUERY_DATA_VERSION: query_data_version,
+    RC.BROKER_HEARTBEAT: broker_heartbeat,
+    RC.GET_BROKER_MEMBER_GROUP: broker_member_group,
     RC.GET_NAMESRV_CONFIG: get_config,
     RC.UPDATE_NAMESRV_CONFIG: update_config,
 }

@@ -28,7 +28,7 @@ from rmqcli.broker.acl.setup import guard_namesrv, open_acl
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.broker.controller import BrokerController
-from rmqcli.broker.namesrv import NameServer
+from rmqcli.broker.namesrv import NameServer, default_config
 from rmqcli.errors import NetworkError, UsageError
 from rmqcli.store.write.messages import Host
 
@@ -57,6 +57,7 @@ class ServeOptions:
     namesrv_addrs: tuple[str, ...] = ()
     max_pending_bytes: int = MAX_PENDING_FRAME_BYTES
     max_connections: int = MAX_CONNECTIONS
+    namesrv_config: dict[str, str] | None = None  # NameServer keys of the --config file (namesrv.SETTINGS)
 
 
 PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
@@ -69,10 +70,14 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     the STORE argument is the store."""
     from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
     from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
+    from rmqcli.broker.namesrv import SETTINGS as NAMESRV_KEYS
     from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
 
-    known = {*BROKER_KEYS, *HA_KEYS, *STORE_KEYS, PENDING_BYTES_KEY, CONNECTIONS_KEY}
-    return sorted(key for key in props if key not in known)
+    known = {*BROKER_KEYS, *HA_KEYS, *STORE_KEYS, *NAMESRV_KEYS, PENDING_BYTES_KEY, CONNECTIONS_KEY}
+    unknown = [key for key in props if key not in known]
+    if props.get("notifyMinBrokerIdChanged", "false").strip().lower() == "true":
+        unknown.append("notifyMinBrokerIdChanged")  # the NameServer's pushes (905) are not implemented
+    return sorted(unknown)
 
 
 def serve_limits(
@@ -274,7 +279,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         loop.add_signal_handler(sig, stop.set)
     try:
         if opts.run_namesrv:
-            namesrv = NameServer()
+            namesrv = NameServer(config=dict(opts.namesrv_config or default_config()))
             ns_handle = namesrv.handle if acl is None else guard_namesrv(namesrv.handle, acl)
             ns_server = Server("namesrv", ns_handle, limits=limits)
             ns_server.close_callbacks.append(namesrv.on_close)

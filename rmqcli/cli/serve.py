@@ -96,6 +96,7 @@ def serve(
     from dataclasses import replace
 
     from rmqcli.broker.config import load_broker_config, with_listen_port
+    from rmqcli.broker.namesrv import namesrv_config, settings_problem
     from rmqcli.broker.serve import (
         ServeOptions,
         acl_enabled,
@@ -127,6 +128,9 @@ def serve(
     if port is not None:
         broker_config = with_listen_port(broker_config, port, props)
     pending_budget, connection_cap = serve_limits(props, max_buffered_bytes, max_connections)
+    problem = settings_problem(props)
+    if problem is not None:
+        raise UsageError(f"{config}: {problem}")
     ignored = unimplemented_keys(props)
     if ignored:
         names = ", ".join(ignored)
@@ -148,6 +152,7 @@ def serve(
         namesrv_addrs=addrs,
         max_pending_bytes=pending_budget,
         max_connections=connection_cap,
+        namesrv_config=namesrv_config(props),
     )
 
     def announce(line: str) -> None:

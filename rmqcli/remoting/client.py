@@ -362,6 +362,7 @@ class SyncClient:
 
         self._runner = asyncio.Runner()
         self.client = RemotingClient(handlers, default_handler, credentials)
+        self._closed = False
 
     def invoke(
         self, addr: str, command: RemotingCommand, timeout: float = DEFAULT_TIMEOUT
@@ -389,6 +390,10 @@ class SyncClient:
         return results
 
     def close(self) -> None:
+        """Close the connections (a second call does nothing)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._runner.run(self.client.close())
         finally:

@@ -111,8 +111,10 @@ class RequestCode(enum.IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351  # 5.x
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
-    GET_BROKER_MEMBER_GROUP = 901  # 5.x
-    BROKER_HEARTBEAT = 904  # 5.x
+    GET_BROKER_MEMBER_GROUP = 901  # 5.x (SlaveActingMaster)
+    BROKER_HEARTBEAT = 904  # 5.x (SlaveActingMaster's lightweight heartbeat)
+    NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x
+    EXCHANGE_BROKER_HA_INFO = 906  # 5.x
     GET_BROKER_HA_STATUS = 907  # 5.x (HARuntimeInfo); rmq brokers answer it too
 
 

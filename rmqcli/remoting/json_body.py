@@ -300,7 +300,7 @@ class BrokerData:
     broker_addrs: dict[int, str] = prop(factory=dict)
     broker_name: str = prop("")
     cluster: str = prop("")
-    enable_acting_master: bool | None = prop(None)  # 5.x: always false there
+    enable_acting_master: bool | None = prop(None)  # 5.x: the group's SlaveActingMaster flag
     zone_name: str | None = prop(None)  # 5.x
 
 
@@ -577,6 +577,20 @@ class HAClientRuntimeInfo:
     master_flush_offset: int = prop(0)
     max_offset: int = prop(0)
     transferred_byte_in_second: int = prop(0)
+
+
+@bean
+class BrokerMemberGroup:
+    """A broker group's live members (5.x ``BrokerMemberGroup``: GET_BROKER_MEMBER_GROUP)."""
+
+    broker_addrs: dict[int, str] = prop(factory=dict)
+    broker_name: str = prop("")
+    cluster: str = prop("")
+
+
+@bean
+class GetBrokerMemberGroupResponseBody:
+    broker_member_group: BrokerMemberGroup = prop(factory=BrokerMemberGroup)
 
 
 @bean

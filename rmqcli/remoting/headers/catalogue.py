@@ -113,6 +113,27 @@ class GetTopicsByClusterRequestHeader(CommandHeader):
 
 
 @header
+class BrokerHeartbeatRequestHeader(CommandHeader):
+    """BROKER_HEARTBEAT (904, oneway): a name server reads the cluster and address."""
+
+    cluster_name: str = req()
+    broker_addr: str = req()
+    broker_name: str = req()
+    broker_id: int | None = opt("long")
+    epoch: int | None = opt("int")
+    max_offset: int | None = opt("long")
+    confirm_offset: int | None = opt("long")
+    heartbeat_timeout_mills: int | None = opt("long")  # sic: "Mills"
+    election_priority: int | None = opt("int")
+
+
+@header
+class GetBrokerMemberGroupRequestHeader(CommandHeader):
+    cluster_name: str = req()
+    broker_name: str = req()
+
+
+@header
 class QueryDataVersionRequestHeader(CommandHeader):
     broker_name: str = req()
     broker_addr: str = req()
