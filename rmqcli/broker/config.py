@@ -2,7 +2,8 @@
 
 Only the keys the embedded broker uses are read; defaults are RocketMQ 4.9.x's. The store's own
 keys (mapped file sizes, ``messageIndexEnable``...) are read by ``rmqcli.store.settings``, the HA
-keys (``haListenPort``, ``haMasterAddress``, ``slaveTimeout``...) by ``rmqcli.broker.ha.config``.
+keys (``haListenPort``, ``haMasterAddress``, ``slaveTimeout``...) by ``rmqcli.broker.ha.config``,
+the SlaveActingMaster keys by ``rmqcli.broker.acting.config``.
 
 Roles as ``BrokerStartup``: ``brokerRole`` is ASYNC_MASTER (the default), SYNC_MASTER or SLAVE; a
 master's ``brokerId`` is 0 whatever the file says, a slave's must be above 0.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from formats.commitlog import parse_delay_levels
+from rmqcli.broker.acting.config import ActingConfig, acting_config_from_properties
 from rmqcli.broker.ha.config import ROLES, SLAVE, HAConfig, ha_config_from_properties
 from rmqcli.errors import UsageError
 from rmqcli.store.settings import StoreSettings, read_properties, settings_from_properties
@@ -61,6 +63,7 @@ class BrokerConfig:
     )
     store: StoreSettings = field(default_factory=StoreSettings)
     ha: HAConfig = field(default_factory=HAConfig)
+    acting: ActingConfig = field(default_factory=ActingConfig)
 
     @property
     def sync_flush(self) -> bool:
@@ -130,7 +133,11 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
         except ValueError as exc:
             raise UsageError(f"broker.conf: {key}={raw!r} is not valid") from exc
     config = replace(
-        BrokerConfig(), **changes, store=settings_from_properties(props), ha=ha_config_from_properties(props)
+        BrokerConfig(),
+        **changes,
+        store=settings_from_properties(props),
+        ha=ha_config_from_properties(props),
+        acting=acting_config_from_properties(props),
     )
     if config.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise UsageError(f"broker.conf: flushDiskType must be {ASYNC_FLUSH} or {SYNC_FLUSH}")

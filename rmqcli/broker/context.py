@@ -65,6 +65,11 @@ class BrokerContext(Protocol):
         """``brokerIP1:listenPort``, the address the broker registers."""
         ...
 
+    @property
+    def special_services_running(self) -> bool:
+        """Delayed delivery and the transaction check run here (a master, or an acting slave)."""
+        ...
+
     def persist(self) -> None:
         """Write the topics, subscription groups, consumer and delay offsets now."""
         ...

@@ -21,6 +21,8 @@ from formats.commitlog import SCHEDULE_TOPIC
 from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.setup import BrokerAcl, open_acl
+from rmqcli.broker.acting.escape import EscapeBridge
+from rmqcli.broker.acting.group import GroupMembership, Identity
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.context import Handler
@@ -111,10 +113,23 @@ class BrokerController:
         self.send_lane: SendLane | None = SendLane(self) if lane else None
         self.schedule = ScheduleService(self)
         self.transactions = transaction.TransactionCheckService(self)
+        self.escape = EscapeBridge(self, self.remoting, namesrv_addrs)
+        self.schedule.escape = self.transactions.escape = self.escape
         for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers):
             self.handlers.update(module.HANDLERS)
         self._register_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._special: list[asyncio.Task[None]] = []  # delayed delivery and the transaction check
+        self.membership: GroupMembership | None = None
+        if config.acting.enable_slave_acting_master:
+            self.membership = GroupMembership(
+                Identity(config.broker_cluster_name, config.broker_name, config.broker_id, self.addr),
+                config.acting,
+                namesrv_addrs,
+                self.remoting.invoke,
+                self.remoting.invoke_oneway,
+                self._min_broker_changed,
+            )
         self._init_topics()
 
     @property
@@ -179,7 +194,8 @@ class BrokerController:
     # --- background services ------------------------------------------------------------------
     def start(self) -> None:
         """The background services; a slave runs neither delayed delivery nor the transaction check
-        (``handleScheduleMessageService``, ``startProcessorByHa``), its HA client replicates."""
+        (``handleScheduleMessageService``, ``startProcessorByHa``), its HA client replicates, until
+        it acts as master (SlaveActingMaster: ``_min_broker_changed``)."""
         loop = asyncio.get_running_loop()
         services = [
             self.store.flush_loop(),
@@ -188,10 +204,40 @@ class BrokerController:
             self._register_loop(),
             self._acl_watch(),
         ]
-        if not self.config.is_slave:
-            services += [self.schedule.run(), self.transactions.run()]
+        if self.membership is not None:
+            services.append(self.membership.run())
         for coro in services:
             self._tasks.append(loop.create_task(coro))
+        self._special_services(not self.config.is_slave)
+
+    def _special_services(self, run: bool) -> None:
+        """``changeSpecialServiceStatus``: delayed delivery and the transaction check run on the
+        group's master, or on the slave acting for it."""
+        if run and not self._special:
+            loop = asyncio.get_running_loop()
+            self._special = [loop.create_task(self.schedule.run()), loop.create_task(self.transactions.run())]
+        elif not run and self._special:
+            for task in self._special:
+                task.cancel()
+            self._special = []
+
+    @property
+    def special_services_running(self) -> bool:
+        """``isSpecialServiceRunning``: ``brokerActive`` of the runtime info."""
+        return bool(self._special)
+
+    def _min_broker_changed(self, min_id: int, min_addr: str | None, offline_addr: str | None) -> None:
+        """``onMinBrokerChange``: act as master when this slave is the smallest live member; stop
+        replicating when the master left; when it is back, replicate again and answer the held
+        pulls so that consumers go back to it."""
+        self._special_services(self.config.broker_id == min_id)
+        sync = self.ha.sync
+        if offline_addr is not None and (sync is None or sync.master_addr in (None, offline_addr)):
+            self.ha.master_offline()
+        if min_id == 0 and min_addr is not None:
+            self.ha.master_online()
+            self._register_wanted.set()  # its answer names the master's HA address
+            self.holds.release_all()
 
     async def start_ha(self) -> None:
         """Bind the HA port (a master) or start replicating (a slave); ``OSError`` when the port is
@@ -248,12 +294,19 @@ class BrokerController:
                 for name, c in wrapper.topic_config_table.items()
             }
         body = jb.encode(jb.RegisterBrokerBody(topic_config_serialize_wrapper=wrapper))
+        acting = self.config.acting
         header = hd.RegisterBrokerRequestHeader(
             broker_name=self.config.broker_name,
             broker_addr=self.addr,
             cluster_name=self.config.broker_cluster_name,
             ha_server_addr=self.config.ha_server_addr,
             broker_id=self.config.broker_id,
+            # with SlaveActingMaster, as RocketMQ 5.1.1: the group's flag and the heartbeat timeout
+            # (without it the header is 4.9.8's, and a 5.x name server treats the broker as 4.x)
+            heartbeat_timeout_millis=(
+                acting.broker_not_active_timeout_millis if acting.enable_slave_acting_master else None
+            ),
+            enable_acting_master=True if acting.enable_slave_acting_master else None,
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
         )
@@ -287,10 +340,12 @@ class BrokerController:
 
     async def shutdown(self) -> None:
         """Stop the services, unregister, then flush and close the store (``abort`` removed)."""
-        for task in self._tasks:
+        tasks = self._tasks + self._special
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._special.clear()
         await self.ha.close()
         await self.unregister_all()
         await self.remoting.close()

@@ -12,9 +12,9 @@ class HoldService:
     """``PullRequestHoldService``: futures of held pulls per queue, completed when a message arrives."""
 
     def __init__(self) -> None:
-        self.waiters: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
+        self.waiters: dict[tuple[str, int], list[asyncio.Future[bool | None]]] = {}
 
-    def wait(self, topic: str, queue_id: int) -> asyncio.Future[None]:
+    def wait(self, topic: str, queue_id: int) -> asyncio.Future[bool | None]:
         future = asyncio.get_running_loop().create_future()
         self.waiters.setdefault((topic, queue_id), []).append(future)
         return future
@@ -24,3 +24,12 @@ class HoldService:
         for future in self.waiters.pop((topic, queue_id), []):
             if not future.done():
                 future.set_result(None)
+
+    def release_all(self) -> None:
+        """``notifyMasterOnline``: every held pull is answered now, whatever its queue holds
+        (a waiter's result is True), so that its consumer pulls from the master again."""
+        waiters, self.waiters = self.waiters, {}
+        for futures in waiters.values():
+            for future in futures:
+                if not future.done():
+                    future.set_result(True)

@@ -203,8 +203,10 @@ async def hold(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, time
             break
         waiter = ctl.holds.wait(h.topic, h.queue_id)
         try:
-            await asyncio.wait_for(waiter, remaining)
+            released = await asyncio.wait_for(waiter, remaining)
         except TimeoutError:
+            break
+        if released:  # the group's master is back (HoldService.release_all)
             break
         res = get_message(ctl, pull)
         if res.code != RS.PULL_NOT_FOUND:
@@ -219,7 +221,10 @@ def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
     except PullError as exc:
         return exc.answer(req)
     h = pull.header
-    if h.sys_flag & hd.PULL_FLAG_COMMIT_OFFSET and not ctl.config.is_slave and h.commit_offset >= 0:
+    # 4.9.8 takes no commit offset from a pull on a slave; 5.1.1 takes it everywhere (with
+    # SlaveActingMaster a consumer commits on the acting master, which clients see as id 0)
+    commits_here = not ctl.config.is_slave or ctl.config.acting.enable_slave_acting_master
+    if h.sys_flag & hd.PULL_FLAG_COMMIT_OFFSET and commits_here and h.commit_offset >= 0:
         ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
     res = get_message(ctl, pull)
     if res.code == RS.PULL_NOT_FOUND and h.sys_flag & hd.PULL_FLAG_SUSPEND:

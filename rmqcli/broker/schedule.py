@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
@@ -28,6 +29,7 @@ from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
+    from rmqcli.broker.acting.escape import EscapeBridge
     from rmqcli.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ class ScheduleService:
         self.delays = fmt.parse_delay_levels(ctl.writer.settings.message_delay_level)
         self.changed = False
         self.delivered = 0
+        self.escape: EscapeBridge | None = None  # where a slave acting as master delivers
 
     @property
     def offsets(self) -> dict[int, int]:
@@ -82,17 +85,48 @@ class ScheduleService:
                 self.changed = True
 
     def deliver_due(self, now: int | None = None) -> int:
-        """One round over every level; returns how many messages were delivered."""
+        """One round over every level, stored here; returns how many messages were delivered."""
         total = 0
         for level in range(1, len(self.delays) + 1):
             total += self._deliver_level(level, now)
         return total
 
+    async def escape_due(self, now: int | None = None) -> int:
+        """One round over every level on a slave acting as master (SlaveActingMaster): each due
+        message goes through ``escape`` to another group's master; one that cannot go stops its
+        level until the next round (nothing is skipped)."""
+        total = 0
+        for level in range(1, len(self.delays) + 1):
+            for inner, after in self._due(level, now):
+                if inner is not None:
+                    if self.escape is None or not await self.escape.put(inner):
+                        break
+                    total += 1
+                    self.delivered += 1
+                self._advance(level, after)
+        return total
+
     def _deliver_level(self, level: int, now: int | None) -> int:
+        count = 0
+        for inner, after in self._due(level, now):
+            if inner is not None:
+                try:
+                    self.ctl.store.put_inner(inner)
+                except Exception:
+                    log.exception("delivering delay level %d offset %d failed", level, after - 1)
+                    return count
+                count += 1
+                self.delivered += 1
+            self._advance(level, after)
+        return count
+
+    def _due(self, level: int, now: int | None) -> Iterator[tuple[InnerMessage | None, int]]:
+        """The due units of ``level`` from its offset, in order: the message to deliver (None for
+        a unit that is skipped) and the offset after it; at most ``MAX_PER_ROUND`` a round."""
         store = self.ctl.store
         queue_id = level - 1
         if store.queue(SCHEDULE_TOPIC, queue_id) is None:
-            return 0
+            return
         offset = self.offsets.get(level, 0)
         count = 0
         while True:
@@ -100,44 +134,35 @@ class ScheduleService:
             if not units:
                 if offset < store.min_offset(SCHEDULE_TOPIC, queue_id):
                     self._advance(level, store.min_offset(SCHEDULE_TOPIC, queue_id))
-                return count
+                return
             if count >= MAX_PER_ROUND:
-                return count
+                return
             for unit in units:
                 clock = int(time.time() * 1000) if now is None else now
                 deliver_at = unit.tags_code
                 if deliver_at > clock + self.delays[level - 1]:  # correctDeliverTimestamp
                     deliver_at = clock
                 if deliver_at > clock:
-                    return count
-                rec = store.look_message(unit.physical_offset)
-                try:
-                    inner = delivered_message(rec) if rec is not None else None
-                except ValueError:  # REAL_QID not a number: Java retries it forever; skipped here
-                    log.error("scheduled record at %d has a bad REAL_QID; skipped", unit.physical_offset)
-                    inner = None
-                if inner is not None and inner.topic and not is_safe_topic_dir(inner.topic):
-                    log.error(
-                        "scheduled record at %d names no topic directory; skipped", unit.physical_offset
-                    )
-                    inner = None
-                if inner is not None:
-                    if inner.topic and inner.topic != TRANS_HALF_TOPIC:
-                        try:
-                            store.put_inner(inner)
-                        except Exception:
-                            log.exception("delivering delay level %d offset %d failed", level, offset)
-                            return count
-                        count += 1
-                        self.delivered += 1
-                    else:
-                        log.error(
-                            "scheduled record at %d: real topic %r; discarded",
-                            unit.physical_offset,
-                            inner.topic,
-                        )
+                    return
                 offset += 1
-                self._advance(level, offset)
+                count += 1
+                yield self._message(unit.physical_offset), offset
+
+    def _message(self, physical: int) -> InnerMessage | None:
+        """``messageTimeup`` of the record at ``physical``; None (logged) when it cannot be delivered."""
+        rec = self.ctl.store.look_message(physical)
+        try:
+            inner = delivered_message(rec) if rec is not None else None
+        except ValueError:  # REAL_QID not a number: Java retries it forever; skipped here
+            log.error("scheduled record at %d has a bad REAL_QID; skipped", physical)
+            return None
+        if inner is not None and inner.topic and not is_safe_topic_dir(inner.topic):
+            log.error("scheduled record at %d names no topic directory; skipped", physical)
+            return None
+        if inner is not None and (not inner.topic or inner.topic == TRANS_HALF_TOPIC):
+            log.error("scheduled record at %d: real topic %r; discarded", physical, inner.topic)
+            return None
+        return inner
 
     def _advance(self, level: int, offset: int) -> None:
         self.offsets[level] = offset
@@ -149,7 +174,9 @@ class ScheduleService:
         await asyncio.sleep(FIRST_DELAY_SECONDS)
         while True:
             try:
-                if self.deliver_due() and self.ctl.store.sync_flush:
+                if self.escape is not None and not self.escape.local:
+                    await self.escape_due()
+                elif self.deliver_due() and self.ctl.store.sync_flush:
                     self.ctl.store.flushed()  # GroupCommitService.wakeup for the unwaited puts
             except Exception:
                 log.exception("delayed delivery failed")

@@ -68,12 +68,14 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     """The keys of broker.conf that rmq does not implement (a broker's other settings): ``rmq
     serve`` names them once at start rather than drop them silently. ``storePathRootDir`` is one:
     the STORE argument is the store."""
+    from rmqcli.broker.acting.config import implemented as acting_keys
     from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
     from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
     from rmqcli.broker.namesrv import SETTINGS as NAMESRV_KEYS
     from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
 
     known = {*BROKER_KEYS, *HA_KEYS, *STORE_KEYS, *NAMESRV_KEYS, PENDING_BYTES_KEY, CONNECTIONS_KEY}
+    known |= acting_keys(props)
     unknown = [key for key in props if key not in known]
     if props.get("notifyMinBrokerIdChanged", "false").strip().lower() == "true":
         unknown.append("notifyMinBrokerIdChanged")  # the NameServer's pushes (905) are not implemented

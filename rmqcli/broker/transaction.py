@@ -49,6 +49,7 @@ from rmqcli.store.write.messages import AppendResult, Host, InnerMessage, Messag
 from rmqcli.store.write.records import encode_record, host_flags
 
 if TYPE_CHECKING:
+    from rmqcli.broker.acting.escape import EscapeBridge
     from rmqcli.broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,19 @@ def committed_message(half: Record) -> InnerMessage:
         sys_flag=sys_flag,
         prepared_transaction_offset=half.physical_offset,
     )
+
+
+def escaped_half_message(half: Record) -> InnerMessage:
+    """A half message as an acting master escapes it (``renewHalfMessageInner`` +
+    ``buildTransactionalMessageFromHalfMessage`` of 5.1.1): a new prepared message of the real
+    topic, ``TRAN_MSG=true``, without ``REAL_QID`` and ``TRAN_PREPARED_QUEUE_OFFSET``."""
+    props = dict(half.properties)
+    topic = props.get(fmt.PROPERTY_REAL_TOPIC, "")
+    queue_id = int(props.pop(fmt.PROPERTY_REAL_QID, "0"))
+    props.pop(PROPERTY_PREPARED_QUEUE_OFFSET, None)
+    props["TRAN_MSG"] = "true"
+    sys_flag = (half.sys_flag & ~fmt.TRANSACTION_MASK) | int(fmt.TransactionType.PREPARED)
+    return inner_from_record(half, topic, queue_id, props, None, sys_flag=sys_flag)
 
 
 def op_message(half_queue_offset: int, queue_id: int, host: Host, now: int) -> InnerMessage:
@@ -238,6 +252,8 @@ class TransactionCheckService:
     def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
         self.checks_sent = 0
+        self.escaped = 0
+        self.escape: EscapeBridge | None = None  # where a slave acting as master sends half messages
 
     def _offset(self, topic: str, queue_id: int) -> int:
         offset = self.ctl.offsets.query(SYSTEM_GROUP, topic, queue_id)
@@ -326,6 +342,14 @@ class TransactionCheckService:
                             sent += 1
             i += 1
             new_offset = i
+        self._commit(queue_id, half_offset, new_offset, op_offset, done)
+        self.checks_sent += sent
+        return sent
+
+    def _commit(
+        self, queue_id: int, half_offset: int, new_offset: int, op_offset: int, done: list[int]
+    ) -> None:
+        """The half queue's new offset, and the op queue's past every op done in a row."""
         if new_offset != half_offset:
             self.ctl.offsets.commit(SYSTEM_GROUP, HALF_TOPIC, queue_id, new_offset)
         done.sort()
@@ -336,7 +360,37 @@ class TransactionCheckService:
             new_op += 1
         if new_op != op_offset:
             self.ctl.offsets.commit(SYSTEM_GROUP, OP_TOPIC, queue_id, new_op)
-        self.checks_sent += sent
+
+    async def escape_check(self) -> int:
+        """The check on a slave acting as master (SlaveActingMaster, 5.1.1): it asks no producer;
+        every half message without an op goes through ``escape`` as a new prepared message of its
+        real topic to another group's master, which checks it back. Its offset moves on once it
+        is stored there; one that cannot go stops the run and is tried again at the next."""
+        store = self.ctl.store
+        if self.escape is None or store.queue(HALF_TOPIC, 0) is None:
+            return 0
+        half_offset = self._offset(HALF_TOPIC, 0)
+        op_offset = self._offset(OP_TOPIC, 0)
+        removed, done = self._op_offsets(0, op_offset, half_offset)
+        i, end, sent = half_offset, store.max_offset(HALF_TOPIC, 0), 0
+        while i < end:
+            if i in removed:
+                done.append(removed.pop(i))
+            else:
+                units = store.units(HALF_TOPIC, 0, i, 1)
+                half = store.look_message(units[0].physical_offset) if units else None
+                if half is not None:
+                    try:
+                        inner = escaped_half_message(half)
+                    except ValueError:
+                        log.error("half message %s has a bad REAL_QID; not escaped", half.msg_id)
+                    else:
+                        if not await self.escape.put(inner):
+                            break
+                        sent += 1
+            i += 1
+        self._commit(0, half_offset, i, op_offset, done)
+        self.escaped += sent
         return sent
 
     def _immune(self, half: Record, props: dict[str, str], removed: dict[int, int], done: list[int]) -> bool:
@@ -384,7 +438,10 @@ class TransactionCheckService:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.check()
+                if self.escape is not None and not self.escape.local:
+                    await self.escape_check()
+                else:
+                    self.check()
             except Exception:
                 log.exception("transaction check failed")
 

@@ -57,7 +57,7 @@ def runtime_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         "dispatchBehindBytes": str(ctl.ha.dispatch_behind()),
         "bootTimestamp": str(store.boot_timestamp),
         "runtime": _runtime(now - store.boot_timestamp),
-        "brokerActive": "true",
+        "brokerActive": "true" if ctl.special_services_running else "false",  # 5.x: isSpecialServiceRunning
     }
     return req.response(body=jb.encode(jb.KVTable(table=table)))
 

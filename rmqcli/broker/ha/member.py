@@ -189,6 +189,20 @@ class Replication:
                 next_offset, lambda ok: callback(Replicated.PUT_OK if ok else Replicated.FLUSH_SLAVE_TIMEOUT)
             )
 
+    def master_offline(self) -> None:
+        """``onMasterOffline`` (SlaveActingMaster): the master left its group; the HA client stops
+        connecting and the config sync stops, until ``master_online``."""
+        if self.sync is not None:
+            self.sync.master_addr = None
+        if self.slave is not None:
+            self.slave.update_master_address(None)
+
+    def master_online(self) -> None:
+        """``onMasterOnline``: the master is back; with ``haMasterAddress`` the HA client reconnects
+        at once, else the next registration answer names the master's HA address."""
+        if self.slave is not None and self.config.ha_master_address:
+            self.slave.update_master_address(self.config.ha_master_address)
+
     async def replicated(self, next_offset: int) -> Replicated:
         """``when_replicated`` awaited."""
         fut: asyncio.Future[Replicated] = asyncio.get_running_loop().create_future()

@@ -1,0 +1,118 @@
+"""SlaveActingMaster (RocketMQ 5.1.1) in ``rmq serve``, with real processes and the C++ client.
+
+Two broker groups in one cluster: broker-a (an rmq master and an rmq slave) and broker-b (an rmq
+master whose process also runs the NameServer, ``supportActingMaster=true``); every broker has
+``enableSlaveActingMaster=true`` and ``enableRemoteEscape=true``. Broker-a's master is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.client import SyncClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from tests.broker.test_ha_serve import Member, stored_keys
+from tests.support.broker_drivers import Driver, run_driver
+from tests.support.serve import wait_until
+from tests.support.stores import ends_meet
+
+TOPIC = "TopicSAM"
+ACTING = {"enableSlaveActingMaster": "true", "enableRemoteEscape": "true"}
+DELAYS = "1s 2s 8s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"  # level 3: 8 s
+
+
+def route(ns: str) -> dict[str, dict]:
+    """brokerName -> (brokerAddrs, perm) of the topic's route."""
+    with SyncClient() as client:
+        answer = client.invoke(ns, RemotingCommand.request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 5)
+    assert answer.code == RS.SUCCESS
+    data = jb.decode(jb.TopicRouteData, answer.body)
+    perms = {q.broker_name: q.perm for q in data.queue_datas}
+    return {
+        b.broker_name: {"addrs": dict(b.broker_addrs), "perm": perms[b.broker_name]}
+        for b in data.broker_datas
+    }
+
+
+def broker_active(addr: str) -> str:
+    with SyncClient() as client:
+        answer = client.invoke(addr, RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 5)
+    return jb.decode(jb.KVTable, answer.body).table["brokerActive"]
+
+
+def send_delayed(addr: str, key: str, level: int) -> RemotingCommand:
+    """A delayed send straight to ``addr`` (the C++ producer would pick either group)."""
+    header = hd.SendMessageRequestHeader(
+        producer_group="PG_DELAY", topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+        properties=f"KEYS\x01{key}\x02TAGS\x01T\x02DELAY\x01{level}\x02WAIT\x01true\x02",
+    )  # fmt: skip
+    with SyncClient() as client:
+        return client.invoke(
+            addr, RemotingCommand.request(RC.SEND_MESSAGE, header, b"body-" + key.encode()), 10
+        )
+
+
+@pytest.mark.cpp
+def test_consumers_keep_receiving_and_a_delayed_message_is_escaped_once(rmq, tmp_path: Path) -> None:
+    """Killed master a: the route names slave a as id 0 (read-only), the slave acts as master, a
+    consumer started after the kill receives every message of both groups, and a delayed message
+    sent to a before the kill, due during the outage, arrives once (sent to b by the slave).
+    Restarted, master a takes its role back and the slave stops acting."""
+    b = Member(tmp_path, "b-master", "ASYNC_MASTER", brokerName="broker-b", supportActingMaster="true",
+               messageDelayLevel=DELAYS, **ACTING).start()  # fmt: skip
+    ns = b.namesrv
+    master = Member(tmp_path, "a-master", "ASYNC_MASTER", namesrv=ns, messageDelayLevel=DELAYS, **ACTING)
+    slave = Member(tmp_path, "a-slave", "SLAVE", namesrv=ns, slaveReadEnable="true", messageDelayLevel=DELAYS,
+                   **ACTING)  # fmt: skip
+    consumer = None
+    try:
+        master.start()
+        slave.start()
+        made = rmq("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", TOPIC, "-r", "2", "-w", "2")
+        assert made.exit_code == 0, made.stderr
+        keys = [f"s{i}" for i in range(40)]
+        sent = run_driver(tmp_path, "produce", {"op": "produce", "namesrv": ns, "topic": TOPIC, "keys": keys})
+        assert all(e.get("status") == 0 for e in sent if "key" in e)
+        assert send_delayed(master.broker, "d0", 3).code == RS.SUCCESS
+        wait_until(ends_meet(slave.store, master.store), 20, "the slave has every byte of its master")
+        assert broker_active(slave.broker) == "false"
+
+        master.sigkill()
+        wait_until(lambda: route(ns)["broker-a"]["addrs"] == {0: slave.broker}, 15, "slave a routed as id 0")
+        assert route(ns)["broker-a"]["perm"] == 4  # read-only: producers send to b
+        wait_until(lambda: broker_active(slave.broker) == "true", 10, "slave a acting as master")
+
+        consumer = Driver(
+            tmp_path, "consume", {"op": "consume", "namesrv": ns, "topic": TOPIC, "group": "CG_SAM"}
+        )
+        wanted = set(keys) | {"d0"}
+        consumer.wait_for(lambda ev: wanted <= {e.get("key") for e in ev}, 60, "every message, d0 included")
+        time.sleep(2)  # a second d0 would come now
+        got = [e["key"] for e in consumer.stop() if "key" in e]
+        consumer = None
+        assert got.count("d0") == 1
+        assert "d0" in stored_keys(b.store)  # escaped: written by broker-b's master
+
+        master.start()
+        wait_until(
+            lambda: route(ns)["broker-a"]["addrs"] == {0: master.broker, 1: slave.broker}, 20, "master a back"
+        )
+        assert route(ns)["broker-a"]["perm"] == 6
+        wait_until(lambda: broker_active(slave.broker) == "false", 10, "slave a no longer acting")
+        assert broker_active(master.broker) == "true"
+        run_driver(tmp_path, "produce2", {"op": "produce", "namesrv": ns, "topic": TOPIC, "keys": ["after"]})
+        wait_until(ends_meet(slave.store, master.store), 20, "replication resumed")
+    finally:
+        if consumer is not None:
+            consumer.stop()
+        slave.kill()
+        master.kill()
+        b.kill()
