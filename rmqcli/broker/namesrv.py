@@ -165,7 +165,7 @@ class NameServer:
             data = self.brokers[h.broker_name] = jb.BrokerData(
                 cluster=h.cluster_name, broker_name=h.broker_name
             )
-        data.enable_acting_master = bool(h.enable_acting_master)  # the last registrant decides
+        data.enable_acting_master = h.enable_acting_master  # the last registrant decides (None: 4.x)
         for bid, addr in list(data.broker_addrs.items()):
             if addr == h.broker_addr and bid != h.broker_id:
                 del data.broker_addrs[bid]  # the same address switched role
