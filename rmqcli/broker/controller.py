@@ -23,6 +23,7 @@ from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership, Identity
+from rmqcli.broker.acting.preonline import take_offsets
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.context import Handler
@@ -120,6 +121,7 @@ class BrokerController:
         self._register_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._special: list[asyncio.Task[None]] = []  # delayed delivery and the transaction check
+        self._pre_online_members: dict[int, str] = {}  # the group's members a returning master asked
         self.membership: GroupMembership | None = None
         if config.acting.enable_slave_acting_master:
             self.membership = GroupMembership(
@@ -208,7 +210,50 @@ class BrokerController:
             services.append(self.membership.run())
         for coro in services:
             self._tasks.append(loop.create_task(coro))
-        self._special_services(not self.config.is_slave)
+        if not self._pre_online_wanted:  # else once back online (_register_loop)
+            self._special_services(not self.config.is_slave)
+
+    @property
+    def _pre_online_wanted(self) -> bool:
+        """A master under SlaveActingMaster takes its group's offsets before it registers."""
+        return self.membership is not None and not self.config.is_slave
+
+    async def _pre_online(self) -> None:
+        """``BrokerPreOnlineService`` (``rmqcli.broker.acting.preonline``): the offsets of the
+        group's live members, until they could all be read (every second)."""
+        assert self.membership is not None
+        while True:
+            group = await self.membership.fetch()
+            members = {bid: addr for bid, addr in (group or {}).items() if addr != self.addr}
+            if not members:
+                return
+            try:
+                moved = await take_offsets(self.writer.config, members, self.remoting.invoke)
+            except RmqError as exc:
+                log.warning(
+                    "pre-online: the offsets of group %s: %s; again in 1 s", self.config.broker_name, exc
+                )
+                await asyncio.sleep(1.0)
+                continue
+            self.persist()
+            log.warning("pre-online: %d offsets taken from %s", moved, ", ".join(members.values()))
+            self._pre_online_members = members
+            return
+
+    async def _back_online(self) -> None:
+        """Registered again: once the acting slave has seen this master (two member-group periods)
+        and stopped acting, its last offsets are taken too; then delayed delivery and the
+        transaction check run here."""
+        assert self.membership is not None
+        members = self._pre_online_members
+        if members:
+            await asyncio.sleep(2 * self.config.acting.sync_broker_member_group_period / 1000 + 0.5)
+            try:
+                if await take_offsets(self.writer.config, members, self.remoting.invoke):
+                    self.persist()
+            except RmqError as exc:
+                log.warning("pre-online: the acting slave's last offsets: %s", exc)
+        self._special_services(True)
 
     def _special_services(self, run: bool) -> None:
         """``changeSpecialServiceStatus``: delayed delivery and the transaction check run on the
@@ -270,9 +315,15 @@ class BrokerController:
 
     async def _register_loop(self) -> None:
         period = min(max(self.config.register_name_server_period, 10000), 60000) / 1000
+        back_online = self._pre_online_wanted
+        if back_online:
+            await self._pre_online()
         while True:
             self._register_wanted.clear()
             await self.register_all()
+            if back_online:
+                back_online = False
+                self._tasks.append(asyncio.get_running_loop().create_task(self._back_online()))
             try:
                 await asyncio.wait_for(self._register_wanted.wait(), period)
             except TimeoutError:
