@@ -7,14 +7,17 @@ master whose process also runs the NameServer, ``supportActingMaster=true``); ev
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
-from rmqcli.remoting.client import SyncClient
+from rmqcli.remoting.client import RemotingClient, SyncClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
@@ -130,3 +133,105 @@ def test_consumers_keep_receiving_and_a_delayed_message_is_escaped_once(rmq, tmp
         slave.kill()
         master.kill()
         b.kill()
+
+
+@contextmanager
+def two_groups(rmq, tmp: Path, **keys: str) -> Iterator[tuple[Member, Member, Member]]:  # type: ignore[no-untyped-def]
+    """Broker-b's master (with the NameServer), broker-a's master and slave, all acting-master
+    brokers, and TopicSAM on both groups; (b, a's master, a's slave)."""
+    b = Member(
+        tmp, "b-master", "ASYNC_MASTER", brokerName="broker-b", supportActingMaster="true", **ACTING, **keys
+    )
+    master = Member(tmp, "a-master", "ASYNC_MASTER", namesrv=b.namesrv, **ACTING, **keys)
+    slave = Member(tmp, "a-slave", "SLAVE", namesrv=b.namesrv, slaveReadEnable="true", **ACTING, **keys)
+    try:
+        b.start()
+        master.start()
+        slave.start()
+        made = rmq("updateTopic", "-n", b.namesrv, "-c", "DefaultCluster", "-t", TOPIC, "-r", "2", "-w", "2")
+        assert made.exit_code == 0, made.stderr
+        yield b, master, slave
+    finally:
+        slave.kill()
+        master.kill()
+        b.kill()
+
+
+def test_a_half_message_unknown_at_the_kill_is_checked_back_through_another_group(
+    rmq, tmp_path: Path
+) -> None:
+    """A transaction's half message on broker-a, no outcome when its master is killed: the acting
+    slave sends it on to broker-b as a prepared message, broker-b checks it back with the producer,
+    whose COMMIT delivers it there once; master a, back, does not check it again."""
+    fast = {"transactionCheckInterval": "1000", "transactionTimeOut": "1000"}
+    with two_groups(rmq, tmp_path, **fast) as (b, master, slave):
+        checks: list[str] = []
+
+        async def producer() -> None:
+            async with RemotingClient() as client:
+
+                async def on_check(req: RemotingCommand, addr: str) -> None:
+                    h = req.header(hd.CheckTransactionStateRequestHeader)
+                    checks.append(addr)
+                    end = hd.EndTransactionRequestHeader(
+                        producer_group="PG_TX", tran_state_table_offset=h.tran_state_table_offset,
+                        commit_log_offset=h.commit_log_offset, commit_or_rollback=8,
+                        from_transaction_check=True, msg_id=h.msg_id or "", transaction_id=h.transaction_id,
+                    )  # fmt: skip
+                    await client.invoke_oneway(addr, RemotingCommand.request(RC.END_TRANSACTION, end))
+
+                client.register(RC.CHECK_TRANSACTION_STATE, on_check)
+                beat = jb.HeartbeatData(
+                    client_id="127.0.0.1@tx", producer_data_set=[jb.ProducerData(group_name="PG_TX")]
+                )
+                for addr in (b.broker, master.broker):
+                    answer = await client.invoke(
+                        addr, RemotingCommand.request(RC.HEART_BEAT, None, jb.encode(beat)), 5
+                    )
+                    assert answer.code == RS.SUCCESS
+                half = hd.SendMessageRequestHeader(
+                    producer_group="PG_TX", topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
+                    queue_id=1, sys_flag=4, born_timestamp=int(time.time() * 1000), flag=0,
+                    properties="TRAN_MSG\x01true\x02PGROUP\x01PG_TX\x02KEYS\x01tx1\x02UNIQ_KEY\x01Utx1\x02WAIT\x01true",
+                )  # fmt: skip
+                sent = await client.invoke(
+                    master.broker, RemotingCommand.request(RC.SEND_MESSAGE, half, b"tx-body"), 5
+                )
+                assert sent.code == RS.SUCCESS
+                for _ in range(200):  # the slave has it before the master goes
+                    if ends_meet(slave.store, master.store)():
+                        break
+                    await asyncio.sleep(0.1)
+                master.sigkill()
+                for _ in range(300):
+                    if checks:
+                        break
+                    await asyncio.sleep(0.1)
+                assert checks and set(checks) == {b.broker}  # broker-b asks, broker-a's slave never does
+                consumer = Driver(
+                    tmp_path, "txc", {"op": "consume", "namesrv": b.namesrv, "topic": TOPIC, "group": "CG_TX"}
+                )
+                try:
+                    consumer.wait_for(
+                        lambda ev: any(e.get("key") == "tx1" for e in ev), 60, "the committed message"
+                    )
+                    master.start()
+                    for _ in range(300):
+                        info = await client.invoke(
+                            master.broker, RemotingCommand.request(RC.GET_BROKER_RUNTIME_INFO), 5
+                        )
+                        if jb.decode(jb.KVTable, info.body).table["brokerActive"] == "true":
+                            break
+                        await asyncio.sleep(0.1)
+                    beat_a = RemotingCommand.request(RC.HEART_BEAT, None, jb.encode(beat))
+                    assert (
+                        await client.invoke(master.broker, beat_a, 5)
+                    ).code == RS.SUCCESS  # reachable again
+                    await asyncio.sleep(4)  # master a's own checks run every second
+                finally:
+                    got = [e["key"] for e in consumer.stop() if "key" in e]
+                assert got.count("tx1") == 1
+                assert set(checks) == {b.broker}
+
+        asyncio.run(producer())
+    assert "tx1" in stored_keys(b.store)
