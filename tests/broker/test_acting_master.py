@@ -21,6 +21,7 @@ from rmqcli.remoting.client import RemotingClient, SyncClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store import Store
 from tests.broker.test_ha_serve import Member, stored_keys
 from tests.support.broker_drivers import Driver, run_driver
 from tests.support.serve import wait_until
@@ -42,6 +43,17 @@ def route(ns: str) -> dict[str, dict]:
         b.broker_name: {"addrs": dict(b.broker_addrs), "perm": perms[b.broker_name]}
         for b in data.broker_datas
     }
+
+
+def placed(root: Path) -> dict[str, int]:
+    """The queue of each message of the topic in a store, by key."""
+    store = Store.open(root)
+    try:
+        return {
+            rec.properties["KEYS"]: rec.queue_id for rec in store.commitlog.records() if rec.topic == TOPIC
+        }
+    finally:
+        store.close()
 
 
 def broker_active(addr: str) -> str:
@@ -235,3 +247,74 @@ def test_a_half_message_unknown_at_the_kill_is_checked_back_through_another_grou
 
         asyncio.run(producer())
     assert "tx1" in stored_keys(b.store)
+
+
+def test_a_frozen_master_leaves_the_routes_within_15_seconds(rmq, tmp_path: Path) -> None:
+    """SIGSTOP: the master's sockets stay open, only its heartbeats stop; the NameServer drops it
+    ``brokerNotActiveTimeoutMillis`` (10 s) after the last one, at its next scan (every 5 s)."""
+    import signal
+
+    with two_groups(rmq, tmp_path) as (b, master, slave):
+        ns = b.namesrv
+        wait_until(
+            lambda: route(ns)["broker-a"]["addrs"] == {0: master.broker, 1: slave.broker}, 10, "group a"
+        )
+        assert master.proc is not None
+        master.proc.send_signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            wait_until(
+                lambda: route(ns)["broker-a"]["addrs"] == {0: slave.broker}, 20, "slave a routed as id 0"
+            )
+            left = time.monotonic() - frozen
+            wait_until(lambda: broker_active(slave.broker) == "true", 10, "slave a acting as master")
+        finally:
+            master.proc.send_signal(signal.SIGCONT)
+        assert 9.0 <= left <= 15.5, left
+
+
+@pytest.mark.cpp
+def test_an_orderly_consumer_keeps_per_queue_order_through_the_kill_and_the_return(
+    rmq, tmp_path: Path
+) -> None:
+    """The C++ orderly consumer locks its queues on whichever broker is id 0 of broker-a (the
+    master, then the acting slave, then the master again); per queue, what it consumes comes in
+    queue-offset order without a gap, and every acknowledged send is consumed."""
+    with two_groups(rmq, tmp_path) as (b, master, slave):
+        ns = b.namesrv
+        consumer = Driver(
+            tmp_path,
+            "ordc",
+            {"op": "consume", "namesrv": ns, "topic": TOPIC, "group": "CG_ORD", "orderly": True},
+        )
+        load = Driver(
+            tmp_path, "ordp", {"op": "load", "namesrv": ns, "topic": TOPIC, "prefix": "o", "shards": 4}
+        )
+        try:
+            consumed = lambda ev: sum("key" in e for e in ev)  # noqa: E731
+            consumer.wait_for(lambda ev: consumed(ev) >= 100, 60, "messages before the kill")
+            master.sigkill()
+            at_kill = consumed(consumer.events())
+            consumer.wait_for(lambda ev: consumed(ev) >= at_kill + 100, 90, "messages after the kill")
+            master.start()
+            wait_until(lambda: broker_active(master.broker) == "true", 30, "master a back")
+            at_return = consumed(consumer.events())
+            consumer.wait_for(lambda ev: consumed(ev) >= at_return + 100, 90, "messages after the return")
+        finally:
+            sends = load.stop()
+        acked = {e["key"] for e in sends if "id" in e}
+        try:
+            consumer.wait_for(lambda ev: acked <= {e.get("key") for e in ev}, 60, "every acknowledged send")
+        finally:
+            events = [e for e in consumer.stop() if "key" in e]
+    where = {key: ("a", q) for key, q in placed(master.store).items()}  # the messages' group and queue
+    where.update({key: ("b", q) for key, q in placed(b.store).items()})
+    by_queue: dict[tuple[str, int], list[int]] = {}
+    for e in events:
+        group, queue = where[e["key"]]
+        assert queue == e["queue"]
+        by_queue.setdefault((group, queue), []).append(e["offset"])
+    assert len(by_queue) == 4  # both queues of both groups
+    for queue, offsets in by_queue.items():
+        first_seen = list(dict.fromkeys(offsets))  # a message given again after a failover counts once
+        assert first_seen == list(range(first_seen[0], first_seen[0] + len(first_seen))), queue

@@ -86,7 +86,10 @@ DRIVER = textwrap.dedent(
             seq += 1
             body = (key + ":").ljust(rnd.randrange(cmd.get("min", 100), cmd.get("max", 2000)), "x")
             try:
-                r = p.send_sync(message(cmd["topic"], key, body))
+                if cmd.get("shards"):  # orderly: the sequence number picks the queue (hash of it)
+                    r = p.send_orderly(message(cmd["topic"], key, body), seq % cmd["shards"])
+                else:
+                    r = p.send_sync(message(cmd["topic"], key, body))
             except Exception as exc:
                 emit(key=key, error=type(exc).__name__)
                 time.sleep(0.02)
@@ -100,7 +103,7 @@ DRIVER = textwrap.dedent(
 
     elif cmd["op"] == "consume":  # push consumer until the stop file exists
         fail = set(cmd.get("fail", []))
-        c = PushConsumer(cmd["group"])
+        c = PushConsumer(cmd["group"], orderly=cmd.get("orderly", False))
         c.set_namesrv_addr(cmd["namesrv"])
         if cmd.get("instance"):
             c.set_instance_name(cmd["instance"])
