@@ -8,6 +8,9 @@ master whose process also runs the NameServer, ``supportActingMaster=true``); ev
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +26,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store import Store
 from tests.broker.test_ha_serve import Member, stored_keys
+from tests.support import JS
 from tests.support.broker_drivers import Driver, run_driver
 from tests.support.serve import wait_until
 from tests.support.stores import ends_meet
@@ -318,3 +322,28 @@ def test_an_orderly_consumer_keeps_per_queue_order_through_the_kill_and_the_retu
     for queue, offsets in by_queue.items():
         first_seen = list(dict.fromkeys(offsets))  # a message given again after a failover counts once
         assert first_seen == list(range(first_seen[0], first_seen[0] + len(first_seen))), queue
+
+
+@pytest.mark.cpp
+@pytest.mark.js
+def test_ali_ons_consumes_everything_while_the_master_is_down(rmq, tmp_path: Path) -> None:
+    """ali-ons, a second 4.x client of its own, started after the kill: it reads broker-a's queues
+    from the acting slave (id 0 in its route) and broker-b's from its master, each message once."""
+    with two_groups(rmq, tmp_path) as (b, master, slave):
+        ns = b.namesrv
+        keys = [f"j{i}" for i in range(30)]
+        sent = run_driver(tmp_path, "produce", {"op": "produce", "namesrv": ns, "topic": TOPIC, "keys": keys})
+        assert all(e.get("status") == 0 for e in sent if "key" in e)
+        assert set(placed(master.store)) & set(keys)  # some went to broker-a
+        wait_until(ends_meet(slave.store, master.store), 20, "the slave has every byte of its master")
+        master.sigkill()
+        wait_until(lambda: route(ns)["broker-a"]["addrs"] == {0: slave.broker}, 15, "slave a routed as id 0")
+        proc = subprocess.run(
+            ["node", str(JS / "ons_consume.js"), ns, TOPIC, "CG_ONS_SAM", ",".join(keys)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "HOME": str(tmp_path)},
+        )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-2000:]
+    got = json.loads(lines[0][len("RESULT ") :])["got"]
+    assert sorted(got) == sorted(keys)
