@@ -241,9 +241,17 @@ def retry_or_dlq(
     return dlq, random.randrange(99999999) % DLQ_NUMS_PER_GROUP
 
 
+IN_SYNC_REPLICAS_NOT_ENOUGH = "in-sync replicas not enough"  # 5.1.1's remark (SYSTEM_ERROR)
+
+
 def apply(
     ctl: BrokerContext, req: RemotingCommand, message: Message | BatchMessage
 ) -> Reply | Awaitable[Reply]:
+    needed = None
+    if ctl.ha.quorum_write and waits_for_slave(ctl, message.properties):  # refused before the store
+        needed = ctl.ha.acks_needed()
+        if needed is None:
+            return req.response(RS.SYSTEM_ERROR, IN_SYNC_REPLICAS_NOT_ENOUGH)
     if isinstance(message, BatchMessage):
         result = ctl.store.put_batch(message)
         msg_id, queue_offset = result.msg_id, result.queue_offset
@@ -258,7 +266,7 @@ def apply(
     wait_slave = waits_for_slave(ctl, message.properties)
     if req.is_oneway or not (ctl.config.sync_flush or wait_slave):
         return response
-    return _after_store(ctl, response, last.physical_offset + last.size, wait_slave)
+    return _after_store(ctl, response, last.physical_offset + last.size, wait_slave, needed)
 
 
 def stored_response(
@@ -293,7 +301,7 @@ def waits_for_slave(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:
 
 
 async def _after_store(
-    ctl: BrokerContext, response: RemotingCommand, next_offset: int, wait_slave: bool
+    ctl: BrokerContext, response: RemotingCommand, next_offset: int, wait_slave: bool, needed: int | None
 ) -> Reply:
     """``CommitLog.asyncPutMessage``'s two waits: the group commit under SYNC_FLUSH
     (``handleDiskFlush``) and, on a SYNC_MASTER, a slave's acknowledgement of ``next_offset``
@@ -313,7 +321,7 @@ async def _after_store(
     async def replicated() -> int:
         if not wait_slave:
             return RS.SUCCESS
-        return REPLICA_CODES[await ctl.ha.replicated(next_offset)]
+        return REPLICA_CODES[await ctl.ha.replicated(next_offset, needed)]
 
     flush_code, replica_code = await asyncio.gather(flushed(), replicated())
     if replica_code != RS.SUCCESS:

@@ -14,7 +14,7 @@ that path. It takes only the regular case:
   below its queue count, a body and properties within the limits, a SINGLE_TAG topic;
 - no batch, no ``TRAN_MSG`` or ``DELAY`` property, no transaction bits in ``sysFlag``;
 - a writable broker under ASYNC_FLUSH; on a SYNC_MASTER, fewer than ``MAX_INFLIGHT`` answers of the
-  connection pending.
+  connection pending and, under SlaveActingMaster's quorum write, enough replicas in sync.
 
 On a SYNC_MASTER a send that waits for its slave (``send.waits_for_slave``) is answered when
 ``Replication.when_replicated`` calls back: the answer is written from that callback (PUT_OK), or
@@ -247,6 +247,11 @@ class SendLane:
         wait = request_flag != FLAG_ONEWAY and waits_for_slave(ctl, props)
         if wait and len(conn.tasks) >= MAX_INFLIGHT:
             return None
+        needed = None
+        if ctl.ha.quorum_write and waits_for_slave(ctl, props):
+            needed = ctl.ha.acks_needed()
+            if needed is None:  # IN_SYNC_REPLICAS_NOT_ENOUGH: the general path refuses it
+                return None
         answer_format = self._answer_format(config.region_id, config.trace_on)
         if answer_format is None:
             return None
@@ -280,6 +285,7 @@ class SendLane:
             lambda outcome: self._replicated(
                 later, outcome, answer, (opaque, msg_id, queue_id, queue_offset)
             ),
+            needed,
         )
         return b""  # answered by the callback
 

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from formats.ha import SLAVE_REPORT_STRUCT
+from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Server
 from rmqcli.broker.controller import BrokerController
@@ -149,7 +150,12 @@ async def _nothing() -> None:
 
 
 async def _serve(
-    root: Path, frames: list[bytes], lane: bool, role: str = "ASYNC_MASTER", peer: str = "none"
+    root: Path,
+    frames: list[bytes],
+    lane: bool,
+    role: str = "ASYNC_MASTER",
+    peer: str = "none",
+    acting: ActingConfig | None = None,
 ) -> tuple[list[bytes], int]:
     """The answers of one broker to ``frames`` (a oneway frame has none), and the lane's count; a
     SYNC_MASTER has ``peer`` on its HA port (see ``_slave_peer``)."""
@@ -157,7 +163,9 @@ async def _serve(
     writer = StoreWriter(
         root, STORE, clock=lambda: CLOCK_MS, store_host=Host.parse("127.0.0.1:10911"), cluster="C1"
     )
-    config = BrokerConfig(broker_role=role, ha=HAConfig(ha_listen_port=0, slave_timeout=300))
+    config = BrokerConfig(
+        broker_role=role, ha=HAConfig(ha_listen_port=0, slave_timeout=300), acting=acting or ActingConfig()
+    )
     ctl = BrokerController(config, writer, [], ha_host="127.0.0.1")
     await ctl.ha.start()
     stop_peer = (
@@ -206,12 +214,16 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 
 def both(
-    tmp_path: Path, frames: list[bytes], role: str = "ASYNC_MASTER", peer: str = "none"
+    tmp_path: Path,
+    frames: list[bytes],
+    role: str = "ASYNC_MASTER",
+    peer: str = "none",
+    acting: ActingConfig | None = None,
 ) -> tuple[list[bytes], int]:
     """Run ``frames`` through both brokers; assert the same answers and stores; return the lane's
     answers and how many it took."""
-    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, True, role, peer))
-    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, False, role, peer))
+    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, True, role, peer, acting))
+    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, False, role, peer, acting))
     assert lane_answers == general_answers
     lane_tree, general_tree = _tree(tmp_path / "lane"), _tree(tmp_path / "general")
     assert lane_tree.keys() == general_tree.keys()
@@ -269,6 +281,36 @@ def test_a_sync_master_answers_from_the_lane_once_its_slave_has_the_bytes(
             for m, sl in zip(master_files, slave_files, strict=True):
                 upto = max(0, min(end - int(m.name), m.stat().st_size))
                 assert sl.read_bytes()[:upto] == m.read_bytes()[:upto], m.name
+
+
+@pytest.mark.parametrize(
+    ("peer", "in_sync", "auto", "code"),
+    [
+        ("slave", 2, False, b'{"code":0,'),  # waits for the slave
+        ("stalled", 2, False, b'{"code":12,'),  # in sync (0 bytes behind) but silent: FLUSH_SLAVE_TIMEOUT
+        ("none", 2, False, b'{"code":1,'),  # IN_SYNC_REPLICAS_NOT_ENOUGH: SYSTEM_ERROR, nothing stored
+        ("none", 2, True, b'{"code":0,'),  # enableAutoInSyncReplicas: down to minInSyncReplicas (1)
+        ("stalled", 1, False, b'{"code":0,'),  # inSyncReplicas=1 (5.1.1's default): no wait at all
+    ],
+)
+def test_a_quorum_write_waits_for_in_sync_replicas_as_5_1_1(
+    tmp_path: Path, peer: str, in_sync: int, auto: bool, code: bytes
+) -> None:
+    """SlaveActingMaster on a SYNC_MASTER of a two-member group (``totalReplicas=2``): 5.1.1's quorum
+    write, the same answers and stores from both paths."""
+    acting = ActingConfig(
+        enable_slave_acting_master=True,
+        total_replicas=2,
+        in_sync_replicas=in_sync,
+        enable_auto_in_sync_replicas=auto,
+    )
+    body = b"q" * 200
+    frames = [frame(send_header(opaque=1 + i, queueId=i % 4), body) for i in range(4)]
+    answers, _ = both(tmp_path, frames, "SYNC_MASTER", peer, acting)
+    assert [answer[8:].startswith(code) for answer in answers] == [True] * len(frames)
+    if code == b'{"code":1,':
+        assert all(b'"remark":"in-sync replicas not enough"' in answer for answer in answers)
+        assert not list((tmp_path / "lane").glob("commitlog/*"))  # refused before the store
 
 
 def test_irregular_sends_are_left_to_the_general_path(tmp_path: Path) -> None:

@@ -20,6 +20,12 @@ class ActingConfig:
     broker_heartbeat_interval: int = 1000  # ms between BROKER_HEARTBEATs
     broker_not_active_timeout_millis: int = 10000  # ms: sent as heartbeatTimeoutMillis
     sync_broker_member_group_period: int = 1000  # ms between GET_BROKER_MEMBER_GROUPs
+    # quorum write of a SYNC_MASTER (MessageStoreConfig; with SlaveActingMaster only)
+    total_replicas: int = 1  # the group's size; the live count until the first member group
+    in_sync_replicas: int = 1  # copies a send needs, the master's included (1: no wait)
+    min_in_sync_replicas: int = 1  # the floor when enableAutoInSyncReplicas lowers it
+    enable_auto_in_sync_replicas: bool = False
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # bytes: a slave further behind is not in sync
 
 
 PROPERTY_NAMES = {
@@ -28,6 +34,11 @@ PROPERTY_NAMES = {
     "brokerHeartbeatInterval": "broker_heartbeat_interval",
     "brokerNotActiveTimeoutMillis": "broker_not_active_timeout_millis",
     "syncBrokerMemberGroupPeriod": "sync_broker_member_group_period",
+    "totalReplicas": "total_replicas",
+    "inSyncReplicas": "in_sync_replicas",
+    "minInSyncReplicas": "min_in_sync_replicas",
+    "enableAutoInSyncReplicas": "enable_auto_in_sync_replicas",
+    "haMaxGapNotInSync": "ha_max_gap_not_in_sync",
 }
 COMPATIBLE_KEY = "compatibleWithOldNameSrv"  # accepted as false only (see the module docstring)
 
@@ -47,7 +58,7 @@ def acting_config_from_properties(props: dict[str, str]) -> ActingConfig:
             changes[name] = raw.lower() == "true"
         else:
             if not raw.isdigit() or int(raw) == 0:
-                raise UsageError(f"broker.conf: {key}={raw!r} is not a positive number of milliseconds")
+                raise UsageError(f"broker.conf: {key}={raw!r} is not a positive number")
             changes[name] = int(raw)
     return replace(ActingConfig(), **changes)
 

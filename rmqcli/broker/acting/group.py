@@ -56,7 +56,10 @@ class GroupMembership:
 
     @property
     def alive_replicas(self) -> int:
-        """``aliveReplicaNumInGroup``: the live members, this broker included."""
+        """``aliveReplicaNumInGroup``: the live members, this broker included (``totalReplicas``
+        until the first member group arrives)."""
+        if not self.members:
+            return self.config.total_replicas
         return len(self.members) + (self.identity.broker_id not in self.members)
 
     @property

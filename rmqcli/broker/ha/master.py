@@ -101,6 +101,7 @@ class HAMaster:
         self._connections: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._waiters: list[tuple[int, int, _Waiter]] = []
+        self._counted_waits = False  # a waiter needs more than one slave (a quorum write)
         self._seq = itertools.count()
 
     # --- life cycle -------------------------------------------------------------------------------
@@ -160,17 +161,27 @@ class HAMaster:
             and master_put_where - self.push_to_slave_max_offset < self.config.ha_slave_fallbehind_max
         )
 
+    def acked_by(self, offset: int) -> int:
+        """How many connected slaves acknowledged ``offset``."""
+        return sum(1 for c in self._connections if c.ack_offset >= offset)
+
+    def in_sync(self, gap: int) -> int:
+        """``inSyncReplicasNums``: this master and each slave less than ``gap`` bytes behind it."""
+        top = self.source.max_offset()
+        return 1 + sum(1 for c in self._connections if c.ack_offset >= 0 and top - c.ack_offset < gap)
+
     def when_acked(
-        self, next_offset: int, callback: Callable[[bool], None], timeout: float | None = None
+        self, next_offset: int, callback: Callable[[bool], None], timeout: float | None = None, count: int = 1
     ) -> None:
-        """``callback(True)`` once a slave acknowledged ``next_offset`` (at once if one has),
-        ``callback(False)`` after ``timeout`` seconds (``slaveTimeout`` by default) or at close, as
-        ``GroupTransferService.doWaitTransfer``; called once, on the loop."""
-        if self.push_to_slave_max_offset >= next_offset:
+        """``callback(True)`` once ``count`` slaves acknowledged ``next_offset`` (at once if they
+        have), ``callback(False)`` after ``timeout`` seconds (``slaveTimeout`` by default) or at
+        close, as ``GroupTransferService.doWaitTransfer``; called once, on the loop."""
+        if self.acked_by(next_offset) >= count if count > 1 else self.push_to_slave_max_offset >= next_offset:
             callback(True)
             return
         delay = self.config.slave_timeout_seconds if timeout is None else timeout
-        waiter = _Waiter(callback)
+        waiter = _Waiter(callback, count)
+        self._counted_waits = self._counted_waits or count > 1
         waiter.timer = asyncio.get_running_loop().call_later(delay, waiter.fire, False)
         heapq.heappush(self._waiters, (next_offset, next(self._seq), waiter))
 
@@ -210,21 +221,30 @@ class HAMaster:
 
     def notify_transfer(self, offset: int) -> None:
         """``HAService.notifyTransferSome``: a slave acknowledged ``offset``."""
-        if offset <= self.push_to_slave_max_offset:
+        if offset > self.push_to_slave_max_offset:
+            self.push_to_slave_max_offset = offset
+        elif not self._counted_waits:
             return
-        self.push_to_slave_max_offset = offset
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= offset:
-            heapq.heappop(waiters)[2].fire(True)
+        waiters, held = self._waiters, []
+        while waiters and waiters[0][0] <= self.push_to_slave_max_offset:
+            entry = heapq.heappop(waiters)
+            waiter = entry[2]
+            if waiter.count <= 1 or waiter.callback is None or self.acked_by(entry[0]) >= waiter.count:
+                waiter.fire(True)
+            else:  # a quorum wait: more slaves must acknowledge it
+                held.append(entry)
+        for entry in held:
+            heapq.heappush(waiters, entry)
 
 
 class _Waiter:
     """One ``when_acked`` callback and its timer."""
 
-    __slots__ = ("callback", "timer")
+    __slots__ = ("callback", "count", "timer")
 
-    def __init__(self, callback: Callable[[bool], None]):
+    def __init__(self, callback: Callable[[bool], None], count: int = 1):
         self.callback: Callable[[bool], None] | None = callback
+        self.count = count  # slaves that must acknowledge
         self.timer: asyncio.TimerHandle | None = None
 
     def fire(self, ok: bool) -> None:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from formats.records import Record
+from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.ha.appender import QueueAppender
 from rmqcli.broker.ha.config import ROLES, SLAVE, SYNC_MASTER, HAConfig
 from rmqcli.broker.ha.master import HAMaster
@@ -76,6 +77,8 @@ class Replication:
         self._arrived = asyncio.Event()  # replicated bytes wait for the reput
         self._replicated_end = commitlog.max_offset
         self._last_arrival = 0.0
+        self.quorum: ActingConfig | None = None  # SlaveActingMaster's quorum write settings
+        self.alive_replicas: Callable[[], int] = lambda: 1  # the group's live members (the broker's)
         if role == SLAVE:
             self.reput = ReplicaReput(commitlog, dispatch or (lambda _rec: None), commitlog.max_offset)
             self.slave = HASlave(
@@ -176,12 +179,40 @@ class Replication:
         if self.slave is not None and not self.config.ha_master_address and ha_server_addr:
             self.slave.update_master_address(ha_server_addr)
 
-    def when_replicated(self, next_offset: int, callback: Callable[[Replicated], None]) -> None:
+    @property
+    def quorum_write(self) -> bool:
+        """A SYNC_MASTER under SlaveActingMaster: 5.1.1's quorum write (``acks_needed``)."""
+        return self.quorum is not None and self.role == SYNC_MASTER and self.master is not None
+
+    def acks_needed(self) -> int | None:
+        """The copies a quorum write needs, this master's included (``calcNeedAckNums``):
+        ``inSyncReplicas``, or with ``enableAutoInSyncReplicas`` the live in-sync count within
+        ``[minInSyncReplicas, inSyncReplicas]``; None when fewer replicas are in sync
+        (IN_SYNC_REPLICAS_NOT_ENOUGH: the send is refused before it is stored)."""
+        quorum, master = self.quorum, self.master
+        assert quorum is not None and master is not None
+        in_sync = min(self.alive_replicas(), master.in_sync(quorum.ha_max_gap_not_in_sync))
+        needed = quorum.in_sync_replicas
+        if quorum.enable_auto_in_sync_replicas:
+            needed = max(min(needed, in_sync), quorum.min_in_sync_replicas)
+        return None if needed > in_sync else needed
+
+    def when_replicated(
+        self, next_offset: int, callback: Callable[[Replicated], None], needed: int | None = None
+    ) -> None:
         """A SYNC_MASTER send's wait for its slaves: ``callback`` with the outcome, at once when it
-        is known (PUT_OK on any other role), else once a slave acknowledged or ``slaveTimeout``."""
+        is known (PUT_OK on any other role), else once a slave acknowledged or ``slaveTimeout``.
+        A quorum write (``needed`` from ``acks_needed``) waits for ``needed - 1`` slaves, not at
+        all for 1."""
         master = self.master
-        if self.role != SYNC_MASTER or master is None:
+        if self.role != SYNC_MASTER or master is None or (needed is not None and needed <= 1):
             callback(Replicated.PUT_OK)
+        elif needed is not None:
+            master.when_acked(
+                next_offset,
+                lambda ok: callback(Replicated.PUT_OK if ok else Replicated.FLUSH_SLAVE_TIMEOUT),
+                count=needed - 1,
+            )
         elif not master.is_slave_ok(next_offset):
             callback(Replicated.SLAVE_NOT_AVAILABLE)
         else:
@@ -203,10 +234,10 @@ class Replication:
         if self.slave is not None and self.config.ha_master_address:
             self.slave.update_master_address(self.config.ha_master_address)
 
-    async def replicated(self, next_offset: int) -> Replicated:
+    async def replicated(self, next_offset: int, needed: int | None = None) -> Replicated:
         """``when_replicated`` awaited."""
         fut: asyncio.Future[Replicated] = asyncio.get_running_loop().create_future()
-        self.when_replicated(next_offset, lambda outcome: fut.done() or fut.set_result(outcome))
+        self.when_replicated(next_offset, lambda outcome: fut.done() or fut.set_result(outcome), needed)
         return await fut
 
     def fall_behind(self) -> int:
