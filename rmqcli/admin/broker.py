@@ -327,3 +327,39 @@ def clean_unused_topic(session: AdminSession, broker_addr: str | None, cluster: 
     from rmqcli.remoting.codes import RequestCode
 
     return _clean(session, RequestCode.CLEAN_UNUSED_TOPIC, broker_addr, cluster)
+
+
+@dataclass
+class GroupMember:
+    """One live member of a broker group (GET_BROKER_MEMBER_GROUP, 901) and whether it runs its
+    group's delayed delivery and transaction check (``brokerActive``): the master, or the slave
+    acting for it under SlaveActingMaster."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    active: str  # "true", "false", or "" when its runtime info could not be read
+    error: str | None = None
+
+
+def broker_member_group(session: AdminSession, cluster: str, broker_name: str) -> list[GroupMember]:
+    """901 to the name server (RocketMQ 5's request; a 4.x name server does not answer it), then
+    GET_BROKER_RUNTIME_INFO (28) to each member, ids ascending."""
+    from rmqcli.remoting import headers as hd
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.codes import RequestCode
+
+    header = hd.GetBrokerMemberGroupRequestHeader(cluster_name=cluster, broker_name=broker_name)
+    response = session.call_namesrv(RequestCode.GET_BROKER_MEMBER_GROUP, header)
+    group = jb.decode_or_empty(jb.GetBrokerMemberGroupResponseBody, response.body).broker_member_group
+    members = [
+        GroupMember(cluster, broker_name, bid, group.broker_addrs[bid], "")
+        for bid in sorted(group.broker_addrs)
+    ]
+    for member, kv in zip(members, _runtime(session, [m.addr for m in members]), strict=True):
+        if isinstance(kv, RmqError):
+            member.error = str(kv)
+        else:
+            member.active = kv.get("brokerActive", "")
+    return members

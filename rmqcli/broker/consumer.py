@@ -12,8 +12,10 @@ requests need that is missing or ``null`` answers SYSTEM_ERROR too (``rmqcli.bro
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from rmqcli.broker.acting import locks
 from rmqcli.broker.bodies import required_body
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import validate_subscription_topic
@@ -117,16 +119,26 @@ def update_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) ->
 
 def queue_locks(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """LOCK_BATCH_MQ (41) answers the queues it locked for the client, UNLOCK_BATCH_MQ (42) frees
-    them (``RebalanceLockManager``); both read a ``LockBatchRequestBody``."""
+    them (``RebalanceLockManager``); both read a ``LockBatchRequestBody``. With
+    ``lockInStrictMode`` a lock needs a majority of the group (``rmqcli.broker.acting.locks``)."""
     body = required_body(jb.LockBatchRequestBody, req.body)
     problem = validate_group(body.consumer_group)
     if problem:
         return req.response(RS.SYSTEM_ERROR, problem)
     if req.code == RC.UNLOCK_BATCH_MQ:
-        ctl.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
+        if locks.strict(ctl, body):
+            locks.unlock_everywhere(ctl, body)
+        else:
+            ctl.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
         return req.response()
     locked = ctl.locks.lock(body.consumer_group, body.mq_set, body.client_id)
+    if locks.strict(ctl, body):
+        return _granted(req, locks.quorum_lock(ctl, body, locked))
     return req.response(body=jb.encode(jb.LockBatchResponseBody(lock_ok_mq_set=locked)))
+
+
+async def _granted(req: RemotingCommand, granted: Awaitable[list]) -> Reply:
+    return req.response(body=jb.encode(jb.LockBatchResponseBody(lock_ok_mq_set=await granted)))
 
 
 HANDLERS = {

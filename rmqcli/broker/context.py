@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from rmqcli.broker.acl.setup import BrokerAcl
+from rmqcli.broker.acting.group import GroupMembership
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.member import Replication
@@ -39,6 +40,7 @@ from rmqcli.broker.state import (
     TopicConfigManager,
 )
 from rmqcli.broker.tps import Stats
+from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.store.write.writer import StoreWriter
 
@@ -59,6 +61,8 @@ class BrokerContext(Protocol):
     acl: BrokerAcl | None  # None when ``aclEnable`` is off
     ha: Replication  # the HA side of the broker's role (master port or slave client)
     defer_dispatch: bool  # True when the server dispatches sends after answering them
+    membership: GroupMembership | None  # the live members of the group (SlaveActingMaster only)
+    remoting: RemotingClient  # the broker's client: name servers, its group's members
 
     @property
     def addr(self) -> str:

@@ -2,7 +2,8 @@
 ``.namesrv``): clusterList, brokerStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
 addWritePerm, getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig,
 cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic (PROTOCOL.md C.2, C.4.1, C.4.7); and
-RocketMQ 5's haStatus (``tools.command.ha``), which rmq brokers answer and 4.x brokers do not."""
+RocketMQ 5's haStatus (``tools.command.ha``), which rmq brokers answer and 4.x brokers do not;
+getBrokerMemberGroup (RocketMQ 5's GET_BROKER_MEMBER_GROUP, no mqadmin command of its own)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,18 @@ broker_status = AdminCommand(
     text=lambda statuses, a: broker_text.broker_status(statuses, by_cluster=not a.broker_addr),
     check=broker_or_cluster,
     namesrv=without_broker,
+)
+
+broker_member_group = AdminCommand(
+    "getBrokerMemberGroup",
+    "Fetch the live members of a broker group (SlaveActingMaster: who acts as master).",
+    "broker",
+    (
+        required("cluster_name", "--clusterName", "-c", "cluster name"),
+        required("broker_name", "--brokerName", "-b", "broker name"),
+    ),
+    call=lambda s, a: brokers.broker_member_group(s, a.cluster_name, a.broker_name),
+    text=lambda members, a: broker_text.broker_member_group(members),
 )
 
 ha_status = AdminCommand(

@@ -166,10 +166,17 @@ def _long(kv: Mapping[str, str], key: str) -> int:
 
 
 def cluster_list(rows: list[Any], now_millis: int | None = None) -> str:
-    """C.4.1, 4.9.x base format."""
+    """C.4.1, 4.9.x base format. When a group has no master (broker id 0) listed, a last column
+    ``#ACTIVATED`` (RocketMQ 5's: ``brokerActive`` of the runtime info) shows which of its slaves
+    acts as master under SlaveActingMaster."""
     now = int(time.time() * 1000) if now_millis is None else now_millis
+    groups: dict[tuple[str, str], set[int]] = {}
+    for r in rows:
+        groups.setdefault((r.cluster, r.broker_name), set()).add(r.broker_id)
+    activated = any(0 not in ids for ids in groups.values())
+    line = CLUSTER_FORMAT.replace("\n", "  {:<10}\n") if activated else CLUSTER_FORMAT
     out = [
-        CLUSTER_FORMAT.format(
+        line.format(
             "#Cluster Name",
             "#Broker Name",
             "#BID",
@@ -180,6 +187,7 @@ def cluster_list(rows: list[Any], now_millis: int | None = None) -> str:
             "#PCWait(ms)",
             "#Hour",
             "#SPACE",
+            "#ACTIVATED",
         )
     ]
     for r in rows:
@@ -196,7 +204,7 @@ def cluster_list(rows: list[Any], now_millis: int | None = None) -> str:
         )
         hours = (now - _long(kv, "earliestMessageTimeStamp")) / 3600.0 / 1000 if kv else 0.0
         out.append(
-            CLUSTER_FORMAT.format(
+            line.format(
                 r.cluster,
                 r.broker_name,
                 r.broker_id,
@@ -207,6 +215,7 @@ def cluster_list(rows: list[Any], now_millis: int | None = None) -> str:
                 kv.get("pageCacheLockTimeMills", ""),
                 f"{hours:2.2f}",
                 f"{_number(kv, 'commitLogDiskRatio'):.4f}",
+                kv.get("brokerActive", ""),
             )
         )
     return "".join(out)
@@ -352,4 +361,14 @@ def acl_versions(result: Any, by_broker: bool) -> str:
     if not [b for b in result.brokers if not b.ok]:
         kind = "broker's" if by_broker else "cluster's"
         out.append(f"get {kind} plain access config version success.\n")
+    return "".join(out)
+
+
+def broker_member_group(members: list[Any]) -> str:
+    """``getBrokerMemberGroup``: one line per live member, ids ascending; ``#ACTIVATED`` says which
+    member runs the group's delayed delivery and transaction check (the acting master)."""
+    line = "{:<16}  {:<22}  {:<4}  {:<22}  {:<10}\n"
+    out = [line.format("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#ACTIVATED")]
+    for m in members:
+        out.append(line.format(m.cluster, m.broker_name, m.broker_id, m.addr, m.active or "?"))
     return "".join(out)

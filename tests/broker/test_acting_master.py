@@ -109,6 +109,19 @@ def test_consumers_keep_receiving_and_a_delayed_message_is_escaped_once(rmq, tmp
         wait_until(lambda: route(ns)["broker-a"]["addrs"] == {0: slave.broker}, 15, "slave a routed as id 0")
         assert route(ns)["broker-a"]["perm"] == 4  # read-only: producers send to b
         wait_until(lambda: broker_active(slave.broker) == "true", 10, "slave a acting as master")
+        members = rmq("getBrokerMemberGroup", "-n", ns, "-c", "DefaultCluster", "-b", "broker-a")
+        assert members.exit_code == 0, members.stderr
+        assert members.stdout.splitlines()[1].split() == [
+            "DefaultCluster",
+            "broker-a",
+            "1",
+            slave.broker,
+            "true",
+        ]
+        clusters = rmq("clusterList", "-n", ns).stdout.splitlines()
+        assert clusters[0].split()[-1] == "#ACTIVATED"  # a group without its master is listed
+        [row] = [line for line in clusters if slave.broker in line]
+        assert row.split()[2] == "1" and row.split()[-1] == "true"
 
         consumer = Driver(
             tmp_path, "consume", {"op": "consume", "namesrv": ns, "topic": TOPIC, "group": "CG_SAM"}
@@ -347,3 +360,34 @@ def test_ali_ons_consumes_everything_while_the_master_is_down(rmq, tmp_path: Pat
     assert lines, proc.stdout[-2000:] + proc.stderr[-2000:]
     got = json.loads(lines[0][len("RESULT ") :])["got"]
     assert sorted(got) == sorted(keys)
+
+
+def lock(addr: str, client_id: str, only_this_broker: bool | None = None) -> list[int]:
+    """LOCK_BATCH_MQ of broker-a's queues 0 and 1 for ``client_id``: the queue ids granted."""
+    body = jb.LockBatchRequestBody(
+        client_id=client_id,
+        consumer_group="CG_LOCK",
+        mq_set=[jb.MessageQueue(topic=TOPIC, broker_name="broker-a", queue_id=q) for q in (0, 1)],
+        only_this_broker=only_this_broker,
+    )
+    with SyncClient() as client:
+        answer = client.invoke(addr, RemotingCommand.request(RC.LOCK_BATCH_MQ, None, jb.encode(body)), 5)
+    assert answer.code == RS.SUCCESS
+    return sorted(mq.queue_id for mq in jb.decode(jb.LockBatchResponseBody, answer.body).lock_ok_mq_set)
+
+
+def test_strict_mode_locks_need_a_majority_of_the_group(rmq, tmp_path: Path) -> None:
+    """``lockInStrictMode`` with ``totalReplicas=2``: a lock granted by the master is forwarded to
+    the slave, so another client cannot take it there; with the master dead the acting slave alone
+    is one vote of two and grants nothing, as 5.1.1 does; ``onlyThisBroker`` locks locally."""
+    with two_groups(rmq, tmp_path, lockInStrictMode="true", totalReplicas="2") as (b, master, slave):
+        wait_until(
+            lambda: route(b.namesrv)["broker-a"]["addrs"] == {0: master.broker, 1: slave.broker}, 10, "a"
+        )
+        time.sleep(1.5)  # both know their member group
+        assert lock(master.broker, "c1") == [0, 1]  # the master and the slave hold them for c1
+        assert lock(slave.broker, "c2") == []  # the slave holds them for c1 already
+        assert lock(slave.broker, "c1", only_this_broker=True) == [0, 1]  # c1's own, locally
+        master.sigkill()
+        wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")
+        assert lock(slave.broker, "c1") == []  # one vote of two

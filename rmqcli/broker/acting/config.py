@@ -26,6 +26,7 @@ class ActingConfig:
     min_in_sync_replicas: int = 1  # the floor when enableAutoInSyncReplicas lowers it
     enable_auto_in_sync_replicas: bool = False
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # bytes: a slave further behind is not in sync
+    lock_in_strict_mode: bool = False  # a queue lock holds when a majority of totalReplicas grant it
 
 
 PROPERTY_NAMES = {
@@ -39,6 +40,7 @@ PROPERTY_NAMES = {
     "minInSyncReplicas": "min_in_sync_replicas",
     "enableAutoInSyncReplicas": "enable_auto_in_sync_replicas",
     "haMaxGapNotInSync": "ha_max_gap_not_in_sync",
+    "lockInStrictMode": "lock_in_strict_mode",
 }
 COMPATIBLE_KEY = "compatibleWithOldNameSrv"  # accepted as false only (see the module docstring)
 
