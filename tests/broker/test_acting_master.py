@@ -391,3 +391,24 @@ def test_strict_mode_locks_need_a_majority_of_the_group(rmq, tmp_path: Path) -> 
         master.sigkill()
         wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")
         assert lock(slave.broker, "c1") == []  # one vote of two
+
+
+@pytest.mark.cpp
+def test_producers_send_on_to_broker_b_without_an_error_reaching_them(rmq, tmp_path: Path) -> None:
+    """A sync-send stream across the kill of master a: the C++ producer's retries take every send
+    to broker-b; none fails at the application."""
+    with two_groups(rmq, tmp_path) as (b, master, slave):
+        load = Driver(tmp_path, "load", {"op": "load", "namesrv": b.namesrv, "topic": TOPIC, "prefix": "p"})
+        try:
+            load.wait_for(lambda ev: sum("id" in e for e in ev) >= 200, 60, "sends to both groups")
+            master.sigkill()
+            killed_at = len(load.events())
+            load.wait_for(
+                lambda ev: sum("id" in e for e in ev[killed_at:]) >= 300, 60, "sends after the kill"
+            )
+        finally:
+            events = load.stop()
+    failed = [e for e in events if "key" in e and "id" not in e]
+    assert failed == []
+    after = [e["key"] for e in events[killed_at:] if "id" in e]
+    assert set(after[20:]) <= set(placed(b.store))  # once the route changed, broker-b took them
