@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from rmqcli.broker.acl.setup import BrokerAcl
+from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply
@@ -63,6 +64,7 @@ class BrokerContext(Protocol):
     defer_dispatch: bool  # True when the server dispatches sends after answering them
     membership: GroupMembership | None  # the live members of the group (SlaveActingMaster only)
     remoting: RemotingClient  # the broker's client: name servers, its group's members
+    escape: EscapeBridge  # where the broker's own puts go when it is not its group's master
 
     @property
     def addr(self) -> str:

@@ -17,6 +17,7 @@ record can hold, which a 4.9.8 broker refuses only at the store (SYSTEM_ERROR ``
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
@@ -72,6 +73,8 @@ def consumer_send_msg_back(ctl: BrokerContext, req: RemotingCommand, conn: Conne
     group = ctl.groups.find(h.group)
     if group is None:
         return req.response(RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group} {FAQ}")
+    if ctl.config.is_slave:  # its CommitLog is its master's
+        return _from_slave(ctl, req, h, group)
     if not is_writable(ctl.config.broker_permission):
         return req.response(
             RS.NO_PERMISSION, f"the broker[{ctl.config.broker_ip1}] sending message is forbidden"
@@ -103,6 +106,38 @@ def consumer_send_msg_back(ctl: BrokerContext, req: RemotingCommand, conn: Conne
         delay_level = 3 + rec.reconsume_times
     ctl.store.put_inner(send_back_message(rec, new_topic, queue_id, delay_level))
     return req.response()
+
+
+def _from_slave(
+    ctl: BrokerContext, req: RemotingCommand, h: hd.ConsumerSendMsgBackRequestHeader, group: dict
+) -> Reply | Awaitable[Reply]:
+    """A send-back to a slave. It may not write (5.1.1: SYSTEM_ERROR "no master available"; the
+    consumer then sends the message to the retry topic itself), unless it acts as master with
+    ``enableRemoteEscape``: then the retry (or DLQ) message goes through the escape bridge to a
+    writable master of another group, as the topic's messages would, delay level and all."""
+    acting = ctl.config.acting
+    refused = req.response(RS.SYSTEM_ERROR, f"no master available along with {ctl.config.broker_ip1}")
+    if not (
+        acting.enable_slave_acting_master and acting.enable_remote_escape and ctl.special_services_running
+    ):
+        return refused
+    rec = ctl.store.look_message(h.offset)
+    if rec is None:
+        return req.response(RS.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+    max_times = int(group.get("retryMaxTimes", 16))
+    if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
+    new_topic, delay_level = RETRY_PREFIX + h.group, h.delay_level
+    if rec.reconsume_times >= max_times or delay_level < 0:
+        new_topic, delay_level = DLQ_PREFIX + h.group, 0
+    elif delay_level == 0:
+        delay_level = 3 + rec.reconsume_times
+    inner = send_back_message(rec, new_topic, 0, delay_level)
+    return _escaped(req, ctl.escape.put(inner, route_topic=h.origin_topic or rec.topic), refused)
+
+
+async def _escaped(req: RemotingCommand, put: Awaitable[bool], refused: RemotingCommand) -> Reply:
+    return req.response() if await put else refused
 
 
 HANDLERS = {RC.CONSUMER_SEND_MSG_BACK: consumer_send_msg_back}

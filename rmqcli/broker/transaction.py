@@ -222,6 +222,8 @@ def real_queue_problem(half: Record) -> str | None:
 def end_transaction(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
     """END_TRANSACTION: COMMIT or ROLLBACK a half message; anything else gets no answer."""
     h = req.header(hd.EndTransactionRequestHeader)
+    if ctl.config.is_slave:  # its CommitLog is its master's: "end transaction is forbidden"
+        return req.response(RS.SLAVE_NOT_AVAILABLE)
     if h.commit_or_rollback not in (COMMIT, ROLLBACK):
         return None
     problem = validate_group(h.producer_group)

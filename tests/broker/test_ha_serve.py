@@ -142,7 +142,26 @@ def test_the_slave_refuses_sends_and_topic_changes_as_4_9_8(rmq, tmp_path: Path)
             )
             answer = client.invoke(master.broker, RemotingCommand.request(RC.SEND_MESSAGE, header, b"body"))
             assert answer.code == RS.SUCCESS
-        wait_until(lambda: commitlog_end(slave.store) == commitlog_end(master.store) > 0, 15, "replicated")
+            wait_until(
+                lambda: commitlog_end(slave.store) == commitlog_end(master.store) > 0, 15, "replicated"
+            )
+            # a send-back or a transaction's end would write the slave's CommitLog: refused
+            back = hd.ConsumerSendMsgBackRequestHeader(
+                offset=0, group="CG_SLAVE", delay_level=0, origin_topic="TopicX"
+            )
+            answer = client.invoke(slave.broker, RemotingCommand.request(RC.CONSUMER_SEND_MSG_BACK, back))
+            assert (answer.code, answer.remark) == (
+                RS.SYSTEM_ERROR,
+                "no master available along with 127.0.0.1",
+            )
+            end = hd.EndTransactionRequestHeader(
+                producer_group="PG", tran_state_table_offset=0, commit_log_offset=0, commit_or_rollback=8,
+                from_transaction_check=False, msg_id="m",
+            )  # fmt: skip
+            answer = client.invoke(slave.broker, RemotingCommand.request(RC.END_TRANSACTION, end))
+            assert answer.code == RS.SLAVE_NOT_AVAILABLE
+        time.sleep(0.5)
+        assert commitlog_end(slave.store) == commitlog_end(master.store)
     assert stored_keys(slave.store) == {"k"}  # the one the master took, replicated; none of its own
 
 

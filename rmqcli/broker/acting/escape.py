@@ -62,18 +62,22 @@ class EscapeBridge:
         """``peekMasterBroker``: this broker is its group's master."""
         return not self.ctl.config.is_slave
 
-    async def put(self, inner: InnerMessage) -> bool:
-        """Store ``inner`` here (a master) or at another group's master; whether it is stored."""
+    async def put(self, inner: InnerMessage, route_topic: str | None = None) -> bool:
+        """Store ``inner`` here (a master) or at another group's master; whether it is stored.
+        ``route_topic``: when no master has ``inner``'s topic yet (a retry topic), a master of
+        this topic gets it, in queue 0 (the master creates the retry topic, as for a send-back)."""
         if self.local:
             self.ctl.store.put_inner(inner)
             return True
         acting = self.ctl.config.acting
         if not (acting.enable_slave_acting_master and acting.enable_remote_escape):
             return False
-        return await self._remote(inner)
+        return await self._remote(inner, route_topic)
 
-    async def _remote(self, inner: InnerMessage) -> bool:
+    async def _remote(self, inner: InnerMessage, route_topic: str | None) -> bool:
         queues = await self._publish_queues(inner.topic)
+        if not queues and route_topic:
+            queues = sorted({(addr, 0) for addr, _ in await self._publish_queues(route_topic)})
         if not queues:
             log.warning("escape of a %s message: no writable master has the topic", inner.topic)
             return False
