@@ -475,6 +475,7 @@ JSON_COMMANDS = [
     ["clusterList", "-m"],
     ["brokerStatus", "-c", "DefaultCluster"],
     ["haStatus", "-c", "DefaultCluster"],
+    ["getBrokerMemberGroup", "-c", "DefaultCluster", "-b", "broker-a"],
     ["getBrokerConfig", "-c", "DefaultCluster"],
     ["getNamesrvConfig"],
     ["updateNamesrvConfig", "-k", "a", "-v", "b"],
