@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
+from formats.derive import field_struct
 from formats.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rmqcli.broker.msgext import inner_from_record, serialise
 from rmqcli.store.naming import is_safe_topic_dir
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_PHYSICAL = field_struct(fmt.RecordPrefix, "physical_offset")  # a stored record's own offset
+_PHYSICAL_AT = fmt.PREFIX_OFFSETS["physical_offset"]
 FIRST_DELAY_SECONDS = 1.0  # FIRST_DELAY_TIME
 ROUND_SECONDS = 0.1  # DELAY_FOR_A_WHILE
 UNITS_PER_ROUND = 256
@@ -97,8 +100,8 @@ class ScheduleService:
         level until the next round (nothing is skipped)."""
         total = 0
         for level in range(1, len(self.delays) + 1):
-            for inner, after in self._due(level, now):
-                if inner is not None:
+            for inner, after, physical in self._due(level, now):
+                if inner is not None and not self._delivered_by_master(inner, physical):
                     if self.escape is None or not await self.escape.put(inner):
                         break
                     total += 1
@@ -106,9 +109,22 @@ class ScheduleService:
                 self._advance(level, after)
         return total
 
+    def _delivered_by_master(self, inner: InnerMessage, scheduled_at: int) -> bool:
+        """Whether the master sent this one on before it left: its delay offsets reach a slave up to
+        ``SlaveSynchronize``'s period late, but the message it stored in the real topic (same
+        ``UNIQ_KEY``, after the scheduled record) was replicated and indexed."""
+        uniq = inner.properties.get(fmt.PROPERTY_UNIQ_KEY)
+        if not uniq:
+            return False
+        for raw in self.ctl.store.query(inner.topic, uniq, 32, 0, 1 << 62):
+            (physical,) = _PHYSICAL.unpack_from(raw, _PHYSICAL_AT)
+            if physical > scheduled_at:
+                return True
+        return False
+
     def _deliver_level(self, level: int, now: int | None) -> int:
         count = 0
-        for inner, after in self._due(level, now):
+        for inner, after, _ in self._due(level, now):
             if inner is not None:
                 try:
                     self.ctl.store.put_inner(inner)
@@ -120,9 +136,10 @@ class ScheduleService:
             self._advance(level, after)
         return count
 
-    def _due(self, level: int, now: int | None) -> Iterator[tuple[InnerMessage | None, int]]:
+    def _due(self, level: int, now: int | None) -> Iterator[tuple[InnerMessage | None, int, int]]:
         """The due units of ``level`` from its offset, in order: the message to deliver (None for
-        a unit that is skipped) and the offset after it; at most ``MAX_PER_ROUND`` a round."""
+        a unit that is skipped), the offset after it and the scheduled record's CommitLog offset;
+        at most ``MAX_PER_ROUND`` a round."""
         store = self.ctl.store
         queue_id = level - 1
         if store.queue(SCHEDULE_TOPIC, queue_id) is None:
@@ -146,7 +163,7 @@ class ScheduleService:
                     return
                 offset += 1
                 count += 1
-                yield self._message(unit.physical_offset), offset
+                yield self._message(unit.physical_offset), offset, unit.physical_offset
 
     def _message(self, physical: int) -> InnerMessage | None:
         """``messageTimeup`` of the record at ``physical``; None (logged) when it cannot be delivered."""

@@ -93,11 +93,12 @@ def broker_active(addr: str) -> str:
 
 
 def send_delayed(addr: str, key: str, level: int) -> RemotingCommand:
-    """A delayed send straight to ``addr`` (the C++ producer would pick either group)."""
+    """A delayed send straight to ``addr`` (the C++ producer would pick either group), with a
+    ``UNIQ_KEY`` as clients set it."""
     header = hd.SendMessageRequestHeader(
         producer_group="PG_DELAY", topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
         queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
-        properties=f"KEYS\x01{key}\x02TAGS\x01T\x02DELAY\x01{level}\x02WAIT\x01true\x02",
+        properties=f"KEYS\x01{key}\x02TAGS\x01T\x02DELAY\x01{level}\x02UNIQ_KEY\x01U{key}\x02WAIT\x01true\x02",
     )  # fmt: skip
     with SyncClient() as client:
         return client.invoke(
@@ -449,3 +450,18 @@ def test_producers_send_on_to_broker_b_without_an_error_reaching_them(rmq, tmp_p
     assert failed == []
     after = [e["key"] for e in events[killed_at:] if "id" in e]
     assert set(after[20:]) <= set(placed(b.store))  # once the route changed, broker-b took them
+
+
+def test_a_delayed_message_the_master_sent_on_is_not_sent_again_by_the_slave(rmq, tmp_path: Path) -> None:
+    """The slave's delay offsets are the master's of its last sync (every 10 s). A delayed message
+    the master delivered after that sync is in the replicated CommitLog: the acting slave finds it
+    (its index, by UNIQ_KEY) and does not send it to broker-b a second time."""
+    with two_groups(rmq, tmp_path, messageDelayLevel=DELAYS) as (b, master, slave):
+        wait_until(lambda: "updated slave" in slave.output(), 20, "the slave's first sync from its master")
+        assert send_delayed(master.broker, "d1", 1).code == RS.SUCCESS  # level 1: 1 s
+        wait_until(lambda: "d1" in placed(master.store), 10, "d1 delivered by master a")
+        wait_until(ends_meet(slave.store, master.store), 10, "the slave has it")
+        master.sigkill()
+        wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")
+        time.sleep(3)  # a stale level 1 offset is due at once
+    assert "d1" not in stored_keys(b.store)
