@@ -141,7 +141,19 @@ async def _granted(req: RemotingCommand, granted: Awaitable[list]) -> Reply:
     return req.response(body=jb.encode(jb.LockBatchResponseBody(lock_ok_mq_set=await granted)))
 
 
+def queue_lock_table(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """RMQ_GET_QUEUE_LOCKS (rmq's own): the live queue locks, for a returning master's pre-online."""
+    table = jb.QueueLockTable(
+        locks=[
+            jb.QueueLock(age_millis=int(age * 1000), client_id=client, consumer_group=group, mq=mq)
+            for group, mq, client, age in ctl.locks.live()
+        ]
+    )
+    return req.response(body=jb.encode(table))
+
+
 HANDLERS = {
+    RC.RMQ_GET_QUEUE_LOCKS: queue_lock_table,
     RC.HEART_BEAT: heart_beat,
     RC.UNREGISTER_CLIENT: unregister_client,
     RC.GET_CONSUMER_LIST_BY_GROUP: consumer_list,

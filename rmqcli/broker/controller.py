@@ -23,7 +23,7 @@ from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership, Identity
-from rmqcli.broker.acting.preonline import take_offsets
+from rmqcli.broker.acting.preonline import take_locks, take_offsets
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.context import Handler
@@ -233,6 +233,7 @@ class BrokerController:
                 return
             try:
                 moved = await take_offsets(self.writer.config, members, self.remoting.invoke)
+                moved += await take_locks(self.locks, members, self.remoting.invoke)
             except RmqError as exc:
                 log.warning(
                     "pre-online: the offsets of group %s: %s; again in 1 s", self.config.broker_name, exc
@@ -240,7 +241,7 @@ class BrokerController:
                 await asyncio.sleep(1.0)
                 continue
             self.persist()
-            log.warning("pre-online: %d offsets taken from %s", moved, ", ".join(members.values()))
+            log.warning("pre-online: %d offsets and locks taken from %s", moved, ", ".join(members.values()))
             self._pre_online_members = members
             return
 

@@ -296,6 +296,27 @@ class LockManager:
                 locked.append(mq)
         return locked
 
+    def live(self) -> list[tuple[str, jb.MessageQueue, str, float]]:
+        """``(group, queue, client, seconds since taken or renewed)`` of every lock not expired."""
+        now = time.monotonic()
+        return [
+            (group, mq, client, now - at)
+            for group, held in self.table.items()
+            for mq, (client, at) in held.items()
+            if now - at <= LOCK_LEASE_SECONDS
+        ]
+
+    def adopt(self, group: str, mq: jb.MessageQueue, client_id: str, age: float) -> bool:
+        """Take a lock another broker of the group granted (pre-online), unless a live one is held
+        here; it expires as if taken here ``age`` seconds ago."""
+        now = time.monotonic()
+        held = self.table.setdefault(group, {})
+        owner = held.get(mq)
+        if owner is not None and now - owner[1] <= LOCK_LEASE_SECONDS:
+            return False
+        held[mq] = (client_id, now - age)
+        return True
+
     def unlock(self, group: str, mqs: list[jb.MessageQueue], client_id: str) -> None:
         held = self.table.get(group, {})
         for mq in mqs:

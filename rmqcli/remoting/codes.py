@@ -116,6 +116,9 @@ class RequestCode(enum.IntEnum):
     NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x
     EXCHANGE_BROKER_HA_INFO = 906  # 5.x
     GET_BROKER_HA_STATUS = 907  # 5.x (HARuntimeInfo); rmq brokers answer it too
+    # rmq's own, no RocketMQ code: a returning master takes its acting slave's queue locks
+    # (SlaveActingMaster pre-online); a Java broker answers REQUEST_CODE_NOT_SUPPORTED
+    RMQ_GET_QUEUE_LOCKS = 52001
 
 
 class ResponseCode(enum.IntEnum):

@@ -580,6 +580,21 @@ class HAClientRuntimeInfo:
 
 
 @bean
+class QueueLock:
+    """One queue lock of an orderly consumer (rmq's RMQ_GET_QUEUE_LOCKS, not a RocketMQ body)."""
+
+    age_millis: int = prop(0)  # since it was taken or renewed
+    client_id: str = prop("")
+    consumer_group: str = prop("")
+    mq: MessageQueue = prop(factory=MessageQueue)
+
+
+@bean
+class QueueLockTable:
+    locks: list[QueueLock] = prop(factory=list)
+
+
+@bean
 class BrokerMemberGroup:
     """A broker group's live members (5.x ``BrokerMemberGroup``: GET_BROKER_MEMBER_GROUP)."""
 

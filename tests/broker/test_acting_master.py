@@ -465,3 +465,16 @@ def test_a_delayed_message_the_master_sent_on_is_not_sent_again_by_the_slave(rmq
         wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")
         time.sleep(3)  # a stale level 1 offset is due at once
     assert "d1" not in stored_keys(b.store)
+
+
+def test_a_returning_master_keeps_the_queue_locks_the_acting_slave_granted(rmq, tmp_path: Path) -> None:
+    """An orderly consumer c1 locks broker-a's queues on the acting slave; master a, back, took
+    those locks before it registered: c2 cannot lock them there, c1 renews them."""
+    with two_groups(rmq, tmp_path) as (b, master, slave):
+        master.sigkill()
+        wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")
+        assert lock(slave.broker, "c1") == [0, 1]
+        master.start()
+        wait_until(lambda: route(b.namesrv)["broker-a"]["addrs"].get(0) == master.broker, 20, "master a back")
+        assert lock(master.broker, "c2") == []
+        assert lock(master.broker, "c1") == [0, 1]

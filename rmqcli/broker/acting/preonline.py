@@ -6,12 +6,15 @@ registers as writable it asks each live member of its group for them, GET_ALL_CO
 and GET_ALL_DELAY_OFFSET (45), and keeps, queue by queue and level by level, the larger offset of
 the two, so no consumer reads a message again and no delayed message is sent twice. (5.1.1 takes
 a member's whole table when its data version is not older; rmq compares the offsets themselves.)
+It also takes the queue locks the acting slave granted to orderly consumers (``take_locks``), so
+that another consumer cannot lock those queues on it while their holder still consumes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from rmqcli.broker.state import LockManager
 from rmqcli.errors import RmqError
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -21,6 +24,19 @@ from rmqcli.store.write.config import BrokerConfigState
 
 TIMEOUT = 3.0
 Invoke = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
+
+
+async def take_locks(locks: LockManager, members: dict[int, str], invoke: Invoke) -> int:
+    """The queue locks the members granted (RMQ_GET_QUEUE_LOCKS, rmq's own request: a Java broker
+    does not answer it, and 5.1.1 moves no locks), adopted here unless held here; how many."""
+    taken = 0
+    for addr in members.values():
+        answer = await invoke(addr, RemotingCommand.request(RC.RMQ_GET_QUEUE_LOCKS), TIMEOUT)
+        if answer.code != RS.SUCCESS:
+            continue
+        for lock in jb.decode(jb.QueueLockTable, answer.body).locks:
+            taken += locks.adopt(lock.consumer_group, lock.mq, lock.client_id, lock.age_millis / 1000)
+    return taken
 
 
 async def take_offsets(state: BrokerConfigState, members: dict[int, str], invoke: Invoke) -> int:
