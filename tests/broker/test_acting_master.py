@@ -478,3 +478,34 @@ def test_a_returning_master_keeps_the_queue_locks_the_acting_slave_granted(rmq, 
         wait_until(lambda: route(b.namesrv)["broker-a"]["addrs"].get(0) == master.broker, 20, "master a back")
         assert lock(master.broker, "c2") == []
         assert lock(master.broker, "c1") == [0, 1]
+
+
+def test_a_pull_held_on_the_acting_slave_is_answered_when_the_master_returns(rmq, tmp_path: Path) -> None:
+    """``notifyMasterOnline``: a long-polling pull held on the acting slave (20 s) is answered as
+    soon as the slave sees its master again, so that its consumer goes back to the master."""
+    with two_groups(rmq, tmp_path) as (b, master, slave):
+        assert send_delayed(master.broker, "h0", 0).code == RS.SUCCESS  # level 0: not delayed; queue 0
+        wait_until(ends_meet(slave.store, master.store), 10, "the slave has it")
+        wait_until(lambda: "updated slave topics" in slave.output(), 20, "the slave knows the topic")
+        master.sigkill()
+        wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")
+
+        async def held_pull() -> float:
+            header = hd.PullMessageRequestHeader(
+                consumer_group="CG_HOLD", topic=TOPIC, queue_id=0, queue_offset=1, max_msg_nums=32,
+                sys_flag=hd.PULL_FLAG_SUSPEND | hd.PULL_FLAG_SUBSCRIPTION, commit_offset=0,
+                suspend_timeout_millis=20000, subscription="*", sub_version=0,
+            )  # fmt: skip
+            async with RemotingClient() as client:
+                pull = asyncio.ensure_future(
+                    client.invoke(slave.broker, RemotingCommand.request(RC.PULL_MESSAGE, header), 30)
+                )
+                await asyncio.sleep(1.0)
+                assert not pull.done(), pull.result().describe()  # held: nothing past offset 1
+                started = time.monotonic()
+                await asyncio.to_thread(master.start)
+                answer = await pull
+                assert answer.code == RS.PULL_NOT_FOUND
+                return time.monotonic() - started
+
+        assert asyncio.run(held_pull()) < 12  # master a's start and one member-group period, not 20 s
