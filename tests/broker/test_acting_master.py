@@ -509,3 +509,28 @@ def test_a_pull_held_on_the_acting_slave_is_answered_when_the_master_returns(rmq
                 return time.monotonic() - started
 
         assert asyncio.run(held_pull()) < 12  # master a's start and one member-group period, not 20 s
+
+
+@pytest.mark.java
+def test_the_java_4_9_8_client_consumes_everything_while_the_master_is_down(rmq, tmp_path: Path) -> None:
+    """The real 4.9.8 Java client (the kit's ``bin/clienttest``, DefaultMQPushConsumer of a fresh
+    group from the first offset), started after the kill, receives every message of both groups."""
+    from tests.support.oracle import KIT
+
+    with two_groups(rmq, tmp_path) as (b, master, slave):
+        ns = b.namesrv
+        for name in ("broker-a", "broker-b"):  # 15 messages to each group, straight to its master
+            addr = master.broker if name == "broker-a" else b.broker
+            for i in range(15):
+                assert send_delayed(addr, f"{name}-{i}", 0).code == RS.SUCCESS
+        wait_until(ends_meet(slave.store, master.store), 20, "the slave has every byte of its master")
+        master.sigkill()
+        wait_until(lambda: route(ns)["broker-a"]["addrs"] == {0: slave.broker}, 15, "slave a routed as id 0")
+        env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
+        env["ORACLE_STATE_DIR"] = str(tmp_path / "java-state")
+        consumed = subprocess.run(
+            [str(KIT / "bin" / "clienttest"), ns, TOPIC, "30", "consume", "60"],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180,
+        )  # fmt: skip
+    assert "received=30 distinct=30" in consumed.stdout, consumed.stdout[-2000:] + consumed.stderr[-2000:]
+    assert consumed.returncode == 0
