@@ -92,20 +92,28 @@ def consumer_send_msg_back(ctl: BrokerContext, req: RemotingCommand, conn: Conne
     rec = ctl.store.look_message(h.offset)
     if rec is None:
         return req.response(RS.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
-    max_times = int(group.get("retryMaxTimes", 16))
-    if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
-        max_times = h.max_reconsume_times
-    delay_level = h.delay_level
-    if rec.reconsume_times >= max_times or delay_level < 0:
+    to_dlq, delay_level = _next_try(req, h, group, rec)
+    if to_dlq:
         new_topic = DLQ_PREFIX + h.group
         queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
         if ctl.topics.create_system(new_topic, DLQ_NUMS_PER_GROUP, PERM_READ_WRITE) is None:
             return req.response(RS.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
-        delay_level = 0
-    elif delay_level == 0:
-        delay_level = 3 + rec.reconsume_times
     ctl.store.put_inner(send_back_message(rec, new_topic, queue_id, delay_level))
     return req.response()
+
+
+def _next_try(
+    req: RemotingCommand, h: hd.ConsumerSendMsgBackRequestHeader, group: dict, rec: Record
+) -> tuple[bool, int]:
+    """``(to the DLQ, delay level)``: the DLQ, undelayed, once ``reconsumeTimes`` reached the
+    maximum (the header's for clients of V3_4_9 on, else the group's ``retryMaxTimes``) or for a
+    negative level; else the level asked for, or ``3 + reconsumeTimes`` for level 0."""
+    max_times = int(group.get("retryMaxTimes", 16))
+    if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+        max_times = h.max_reconsume_times
+    if rec.reconsume_times >= max_times or h.delay_level < 0:
+        return True, 0
+    return False, h.delay_level or 3 + rec.reconsume_times
 
 
 def _from_slave(
@@ -124,14 +132,8 @@ def _from_slave(
     rec = ctl.store.look_message(h.offset)
     if rec is None:
         return req.response(RS.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
-    max_times = int(group.get("retryMaxTimes", 16))
-    if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
-        max_times = h.max_reconsume_times
-    new_topic, delay_level = RETRY_PREFIX + h.group, h.delay_level
-    if rec.reconsume_times >= max_times or delay_level < 0:
-        new_topic, delay_level = DLQ_PREFIX + h.group, 0
-    elif delay_level == 0:
-        delay_level = 3 + rec.reconsume_times
+    to_dlq, delay_level = _next_try(req, h, group, rec)
+    new_topic = (DLQ_PREFIX if to_dlq else RETRY_PREFIX) + h.group
     inner = send_back_message(rec, new_topic, 0, delay_level)
     return _escaped(req, ctl.escape.put(inner, route_topic=h.origin_topic or rec.topic), refused)
 
