@@ -118,7 +118,7 @@ class RequestCode(enum.IntEnum):
     GET_BROKER_HA_STATUS = 907  # 5.x (HARuntimeInfo); rmq brokers answer it too
     # rmq's own, no RocketMQ code: a returning master takes its acting slave's queue locks
     # (SlaveActingMaster pre-online); a Java broker answers REQUEST_CODE_NOT_SUPPORTED
-    RMQ_GET_QUEUE_LOCKS = 52001
+    RMQ_GET_QUEUE_LOCKS = 31001  # fits the ROCKETMQ header's int16 code; no RocketMQ code uses 3xxxx
 
 
 class ResponseCode(enum.IntEnum):
