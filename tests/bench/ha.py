@@ -7,9 +7,9 @@ Measured side by side in one run:
   p50 / p99 / max;
 - sync sends/s from one client thread: ASYNC_MASTER with a slave (the baseline), SYNC_MASTER with a
   slave (target 0.6x of the baseline), and the real 4.9.8 SYNC_MASTER with a real slave when Java
-  17 and ``../shared/rocketmq-4.9.8`` are here (target: rmq's SYNC_MASTER at 1.0x of it). Both rmq
-  groups run side by side and take ``ROUNDS`` streams each, in turn, so that the machine's swings
-  fall on both; each rate is the median of its rounds, and the lag stream is a stream of its own;
+  17 and ``../shared/rocketmq-4.9.8`` are here (target: rmq's SYNC_MASTER at 1.0x of it). The
+  three groups run side by side and take ``ROUNDS`` streams each, in turn, so that the machine's
+  swings fall on all; each rate is the median of its rounds, and the lag stream is one of its own;
 - catch-up of a slave on a 1 GiB store: a master over a generated 1 GiB CommitLog and a slave that
   holds only its first record, so that it is served everything else; MB/s from the slave's first
   replicated byte to its last (target 200 MB/s), against ``cp`` of the same files into a fresh
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.bench.broker import BODY, client, client_result, start_client
@@ -109,33 +111,35 @@ def percentile(values: list[int], share: float) -> int:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0
 
 
-def rmq_groups(tmp: Path, count: int) -> tuple[float, float, list[int]]:
-    """Median sends/s of ``ROUNDS`` sync-send streams of ``count`` messages to an ASYNC_MASTER and a
-    SYNC_MASTER group, in turn, and the lag samples of one more stream to the ASYNC_MASTER."""
+def sync_rates(tmp: Path, count: int) -> tuple[float, float, float | None, list[int]]:
+    """Median sends/s of ``ROUNDS`` sync-send streams of ``count`` messages to an rmq ASYNC_MASTER
+    group, an rmq SYNC_MASTER group and (with Java) the real 4.9.8 SYNC_MASTER group, all running
+    side by side and taking one stream each in turn, so that the machine's swings fall on all of
+    them; and the lag samples of one more stream to the ASYNC_MASTER."""
     groups = {}
-    try:
-        for role in ("ASYNC_MASTER", "SYNC_MASTER"):
-            master = member(tmp, f"{role.lower()}-master", role).start()
-            groups[role] = (master, member(tmp, f"{role.lower()}-slave", "SLAVE", namesrv=master.namesrv))
-            groups[role][1].start()
-            wait_for_link(*groups[role])
-        rates: dict[str, list[float]] = {role: [] for role in groups}
-        for _ in range(ROUNDS):
-            for role, (master, _slave) in groups.items():
-                cmd = {
-                    "op": "sync",
-                    "namesrv": master.namesrv,
-                    "topic": "SyncTopic",
-                    "count": count,
-                    "body": BODY,
-                }
-                rates[role].append(count / client(tmp, cmd)["seconds"])
-        _, samples = lag_while(tmp, *groups["ASYNC_MASTER"], count)
-        return statistics.median(rates["ASYNC_MASTER"]), statistics.median(rates["SYNC_MASTER"]), samples
-    finally:
-        for master, slave in groups.values():
-            slave.stop()
-            master.stop()
+    with contextlib.ExitStack() as stack:
+        try:
+            for role in ("ASYNC_MASTER", "SYNC_MASTER"):
+                master = member(tmp, f"{role.lower()}-master", role).start()
+                groups[role] = (master, member(tmp, f"{role.lower()}-slave", "SLAVE", namesrv=master.namesrv))
+                groups[role][1].start()
+                wait_for_link(*groups[role])
+            namesrvs = {role: master.namesrv for role, (master, _) in groups.items()}
+            real = stack.enter_context(real_group(tmp))
+            if real is not None:
+                namesrvs["REAL"] = real
+            rates: dict[str, list[float]] = {name: [] for name in namesrvs}
+            for _ in range(ROUNDS):
+                for name, ns in namesrvs.items():
+                    cmd = {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": count, "body": BODY}
+                    rates[name].append(count / client(tmp, cmd)["seconds"])
+            _, samples = lag_while(tmp, *groups["ASYNC_MASTER"], count)
+        finally:
+            for master, slave in groups.values():
+                slave.stop()
+                master.stop()
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    return median["ASYNC_MASTER"], median["SYNC_MASTER"], median.get("REAL"), samples
 
 
 def wait_for_link(master, slave, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
@@ -154,13 +158,16 @@ def wait_for_link(master, slave, timeout: float = 30) -> None:  # type: ignore[n
         time.sleep(0.1)
 
 
-def real_group(tmp: Path, count: int) -> float | None:
-    """Median sends/s of the same streams to a real 4.9.8 SYNC_MASTER with a real slave; None without Java."""
+@contextlib.contextmanager
+def real_group(tmp: Path) -> Iterator[str | None]:
+    """A real 4.9.8 SYNC_MASTER with a real slave, warmed by 100 sends: its name server's address
+    (None without Java 17 and the kit)."""
     from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
     from tests.support.serve import free_port
 
     if not HAVE_JAVA:
-        return None
+        yield None
+        return
     env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
     env["ORACLE_STATE_DIR"] = str(tmp / "java-state")
     ns_port = free_port()
@@ -192,8 +199,7 @@ def real_group(tmp: Path, count: int) -> float | None:
             jvm.wait_for("boot success")
         time.sleep(6)  # the slave's first offset report (haSendHeartbeatInterval)
         client(tmp, {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": 100, "body": BODY})
-        cmd = {"op": "sync", "namesrv": ns, "topic": "SyncTopic", "count": count, "body": BODY}
-        return statistics.median(count / client(tmp, cmd)["seconds"] for _ in range(ROUNDS))
+        yield ns
     finally:
         for jvm in reversed(jvms):
             jvm.stop()
@@ -289,8 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     n = args.count
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-ha-"))
     try:
-        async_rate, sync_rate, samples = rmq_groups(tmp, n)
-        real_rate = real_group(tmp, n)
+        async_rate, sync_rate, real_rate, samples = sync_rates(tmp, n)
         touch_rate = first_touch(WARM_GIB)
         catch_rate, cp_rate, moved = catch_up(tmp)
     finally:
