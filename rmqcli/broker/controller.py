@@ -132,9 +132,8 @@ class BrokerController:
                 self.remoting.invoke_oneway,
                 self._min_broker_changed,
             )
-        if self.membership is not None:  # 5.1.1's quorum write on a SYNC_MASTER
+            membership = self.membership  # 5.1.1's quorum write on a SYNC_MASTER
             self.ha.quorum = config.acting
-            membership = self.membership
             self.ha.alive_replicas = lambda: membership.alive_replicas
         self._init_topics()
 

@@ -176,7 +176,11 @@ class HAMaster:
         """``callback(True)`` once ``count`` slaves acknowledged ``next_offset`` (at once if they
         have), ``callback(False)`` after ``timeout`` seconds (``slaveTimeout`` by default) or at
         close, as ``GroupTransferService.doWaitTransfer``; called once, on the loop."""
-        if self.acked_by(next_offset) >= count if count > 1 else self.push_to_slave_max_offset >= next_offset:
+        if count > 1:
+            acknowledged = self.acked_by(next_offset) >= count
+        else:  # the usual case: the best acknowledgement of any slave is enough
+            acknowledged = self.push_to_slave_max_offset >= next_offset
+        if acknowledged:
             callback(True)
             return
         delay = self.config.slave_timeout_seconds if timeout is None else timeout
