@@ -3,7 +3,8 @@
 Only the keys the embedded broker uses are read; defaults are RocketMQ 4.9.x's. The store's own
 keys (mapped file sizes, ``messageIndexEnable``...) are read by ``rmqcli.store.settings``, the HA
 keys (``haListenPort``, ``haMasterAddress``, ``slaveTimeout``...) by ``rmqcli.broker.ha.config``,
-the SlaveActingMaster keys by ``rmqcli.broker.acting.config``.
+the SlaveActingMaster keys by ``rmqcli.broker.acting.config``, the clean-up keys (``fileReservedTime``,
+``deleteWhen``, ``diskMaxUsedSpaceRatio``...) by ``rmqcli.store.retention``.
 
 Roles as ``BrokerStartup``: ``brokerRole`` is ASYNC_MASTER (the default), SYNC_MASTER or SLAVE; a
 master's ``brokerId`` is 0 whatever the file says, a slave's must be above 0.
@@ -18,6 +19,7 @@ from formats.commitlog import parse_delay_levels
 from rmqcli.broker.acting.config import ActingConfig, acting_config_from_properties
 from rmqcli.broker.ha.config import ROLES, SLAVE, HAConfig, ha_config_from_properties
 from rmqcli.errors import UsageError
+from rmqcli.store.retention import RetentionConfig, retention_from_properties
 from rmqcli.store.settings import StoreSettings, read_properties, settings_from_properties
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -56,14 +58,20 @@ class BrokerConfig:
     transaction_check_max: int = 15  # checks before a half message is discarded
     transaction_check_interval: int = 60000  # ms between transaction checks
     flush_delay_offset_interval: int = 10000  # ms, delayOffset.json
-    file_reserved_time: int = 72  # hours; older half messages are not checked any more
     acl_enable: bool = False  # plain ACL (rmqcli.broker.acl)
+    max_transfer_count_in_memory: int = 32  # messages per pull at most
+    max_transfer_bytes_in_memory: int = 256 * 1024  # bytes per pull (past its first message)
+    default_query_max_num: int = 32  # messages a unique-key query asks for
     acl_file: str = (
         ""  # not a broker.conf key: `rmq serve --acl FILE`; else $ROCKETMQ_HOME/conf/plain_acl.yml
     )
     store: StoreSettings = field(default_factory=StoreSettings)
     ha: HAConfig = field(default_factory=HAConfig)
     acting: ActingConfig = field(default_factory=ActingConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    given: tuple[
+        tuple[str, str], ...
+    ] = ()  # broker.conf as read: GET_BROKER_CONFIG shows the keys rmq ignores
 
     @property
     def sync_flush(self) -> bool:
@@ -110,8 +118,10 @@ PROPERTY_NAMES = {  # broker.conf key -> BrokerConfig field
     "transactionCheckMax": "transaction_check_max",
     "transactionCheckInterval": "transaction_check_interval",
     "flushDelayOffsetInterval": "flush_delay_offset_interval",
-    "fileReservedTime": "file_reserved_time",
     "aclEnable": "acl_enable",
+    "maxTransferCountOnMessageInMemory": "max_transfer_count_in_memory",
+    "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_in_memory",
+    "defaultQueryMaxNum": "default_query_max_num",
 }
 
 
@@ -138,6 +148,8 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
         store=settings_from_properties(props),
         ha=ha_config_from_properties(props),
         acting=acting_config_from_properties(props),
+        retention=retention_from_properties(props),
+        given=tuple(props.items()),
     )
     if config.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise UsageError(f"broker.conf: flushDiskType must be {ASYNC_FLUSH} or {SYNC_FLUSH}")

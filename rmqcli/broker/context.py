@@ -33,6 +33,7 @@ from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.holds import HoldService
 from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.retention import RetentionService
 from rmqcli.broker.state import (
     ClientManager,
     ConsumerOffsetManager,
@@ -65,6 +66,7 @@ class BrokerContext(Protocol):
     membership: GroupMembership | None  # the live members of the group (SlaveActingMaster only)
     remoting: RemotingClient  # the broker's client: name servers, its group's members
     escape: EscapeBridge  # where the broker's own puts go when it is not its group's master
+    retention: RetentionService  # the clean-up rounds (CleanCommitLogService, CleanConsumeQueueService)
 
     @property
     def addr(self) -> str:

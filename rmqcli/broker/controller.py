@@ -32,6 +32,7 @@ from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.ha.sync import SlaveSynchronize
 from rmqcli.broker.holds import HoldService
 from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.retention import RetentionService, Usage
 from rmqcli.broker.schedule import ScheduleService
 from rmqcli.broker.sendlane import SendLane
 from rmqcli.broker.state import (
@@ -57,6 +58,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode
+from rmqcli.store.retention import disk_used_ratio
 from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class BrokerController:
         namesrv_addrs: list[str],
         acl: BrokerAcl | None = None,
         ha_host: str = "0.0.0.0",
+        disk_usage: Usage = disk_used_ratio,
     ):
         self.config = config
         self.writer = writer
@@ -108,6 +111,7 @@ class BrokerController:
             flush_interval_ms=config.flush_interval_commit_log,
         )
         self.store.append_hooks.append(self.ha.appended)
+        self.retention = RetentionService(self.store, self.ha, lambda: self.config.retention, disk_usage)
         # regular sends answered from their frames, on a master without ACL (a slave refuses; with
         # ACL every request goes through dispatch)
         lane = self.acl is None and config.broker_role != SLAVE
@@ -208,6 +212,7 @@ class BrokerController:
             self._housekeeping(),
             self._register_loop(),
             self._acl_watch(),
+            self.retention.run(),
         ]
         if self.membership is not None:
             services.append(self.membership.run())

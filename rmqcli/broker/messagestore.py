@@ -55,6 +55,7 @@ class MessageStore:
         self.put_count = 0
         self.get_count = 0
         self.boot_timestamp = int(time.time() * 1000)
+        self.disk_full = False  # runningFlags' DISK_FULL: set and cleared by the clean-up rounds
         self._dirty = False
         self._dirty_full = False
         self._group_commit: asyncio.Future[None] | None = None

@@ -35,8 +35,6 @@ from rmqcli.remoting.codes import ResponseCode as RS
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
-MAX_TRANSFER_COUNT = 32  # maxTransferCountOnMessageInMemory
-MAX_TRANSFER_BYTES = 256 * 1024  # maxTransferBytesOnMessageInMemory
 MAX_FILTER_BYTES = 16000  # DefaultMessageStore.getMessage: max(16000, maxMsgNums * 20) bytes of units
 
 
@@ -125,7 +123,7 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
         return result(RS.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", offset)
     if offset > high:  # 4.9.x corrects to the max offset (3.x/4.0-4.2 used the min when it was 0)
         return result(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", high)
-    max_msgs = max(1, min(h.max_msg_nums, MAX_TRANSFER_COUNT))
+    max_msgs = max(1, min(h.max_msg_nums, ctl.config.max_transfer_count_in_memory))
     codes = pull.codes
     want = max(MAX_FILTER_BYTES, h.max_msg_nums * 20) // 20  # units are decoded lazily, as used
     chunks: list[bytes] = []
@@ -138,7 +136,7 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
     for physical, unit_size, tags_code in store.unit_tuples(topic, queue_id, offset, want):
         found_units = True
         last_physical = physical
-        if len(chunks) >= max_msgs or (chunks and size + unit_size > MAX_TRANSFER_BYTES):
+        if len(chunks) >= max_msgs or (chunks and size + unit_size > ctl.config.max_transfer_bytes_in_memory):
             break
         scanned += 1
         if codes is not None and tags_code not in codes:

@@ -48,11 +48,11 @@ def earliest_store_time(ctl: BrokerContext, req: RemotingCommand, conn: Connecti
 
 
 def query_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
-    """``QueryMessageProcessor.queryMessage``: a unique-key query asks for ``defaultQueryMaxNum`` (32)."""
+    """``QueryMessageProcessor.queryMessage``: a unique-key query asks for ``defaultQueryMaxNum``."""
     h = req.header(hd.QueryMessageRequestHeader)
     max_num = h.max_num
     if req.ext_fields.get(hd.UNIQUE_KEY_QUERY, "").lower() == "true":
-        max_num = 32
+        max_num = ctl.config.default_query_max_num
     records = ctl.store.query(
         h.topic, h.key, min(max(max_num, 0), MAX_QUERY_RESULTS), h.begin_timestamp, h.end_timestamp
     )

@@ -126,6 +126,8 @@ class ScheduleService:
         count = 0
         for inner, after, _ in self._due(level, now):
             if inner is not None:
+                if self.ctl.store.disk_full:  # putMessage refused: the level waits for the next round
+                    return count
                 try:
                     self.ctl.store.put_inner(inner)
                 except Exception:

@@ -27,11 +27,9 @@ parse, apply, a ``HANDLERS`` table, handlers typed with ``context.BrokerContext`
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
 import zlib
 from collections.abc import Awaitable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from formats import commitlog as cfmt
@@ -247,6 +245,8 @@ IN_SYNC_REPLICAS_NOT_ENOUGH = "in-sync replicas not enough"  # 5.1.1's remark (S
 def apply(
     ctl: BrokerContext, req: RemotingCommand, message: Message | BatchMessage
 ) -> Reply | Awaitable[Reply]:
+    if ctl.store.disk_full:  # DefaultMessageStore.checkStoreStatus: runningFlags not writeable
+        return req.response(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl))
     needed = None
     if ctl.ha.quorum_write and waits_for_slave(ctl, message.properties):  # refused before the store
         needed = ctl.ha.acks_needed()
@@ -340,27 +340,16 @@ REPLICA_CODES = {
 
 
 def service_not_available(ctl: BrokerContext) -> str:
-    """``SendMessageProcessor``'s SERVICE_NOT_AVAILABLE remark (a send to a slave), with ``diskUtil``:
-    the used share of the CommitLog's, consume queues' and index's disks."""
+    """``SendMessageProcessor``'s SERVICE_NOT_AVAILABLE remark (a send to a slave, or to a store marked
+    full), with ``diskUtil``: the used share of the CommitLog's, consume queues' and index's disks."""
     root = ctl.writer.root
     paths = (ctl.writer.commitlog.directory, root / CONSUMEQUEUE_DIR, root / INDEX_DIR)
-    ratios = [disk_used_ratio(path) for path in paths]
+    ratios = [ctl.retention.usage(path) for path in paths]
     return (
         "service not available now. It may be caused by one of the following reasons: the broker's disk is "
         f"full [CL: {ratios[0]:5.2f} CQ: {ratios[1]:5.2f} INDEX: {ratios[2]:5.2f}], messages are put to "
         "the slave, message store has been shut down, etc."
     )
-
-
-def disk_used_ratio(path: Path) -> float:
-    """``UtilAll.getDiskPartitionSpaceUsedPercent``: (total - free) / total of ``path``'s disk, -1
-    when the path does not exist."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return -1.0
-    total = st.f_blocks * st.f_frsize
-    return (total - st.f_bfree * st.f_frsize) / total if total else -1.0
 
 
 def send(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:

@@ -98,6 +98,8 @@ def consumer_send_msg_back(ctl: BrokerContext, req: RemotingCommand, conn: Conne
         queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
         if ctl.topics.create_system(new_topic, DLQ_NUMS_PER_GROUP, PERM_READ_WRITE) is None:
             return req.response(RS.SYSTEM_ERROR, f"topic[{new_topic}] not exist")
+    if ctl.store.disk_full:  # putMessage's SERVICE_NOT_AVAILABLE, as asyncConsumerSendMsgBack words it
+        return req.response(RS.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")
     ctl.store.put_inner(send_back_message(rec, new_topic, queue_id, delay_level))
     return req.response()
 

@@ -13,8 +13,9 @@ that path. It takes only the regular case:
 - a valid topic that exists, is writable and is not a retry, DLQ or forbidden topic, a queue id
   below its queue count, a body and properties within the limits, a SINGLE_TAG topic;
 - no batch, no ``TRAN_MSG`` or ``DELAY`` property, no transaction bits in ``sysFlag``;
-- a writable broker under ASYNC_FLUSH; on a SYNC_MASTER, fewer than ``MAX_INFLIGHT`` answers of the
-  connection pending and, under SlaveActingMaster's quorum write, enough replicas in sync.
+- a writable broker under ASYNC_FLUSH whose disk is not marked full; on a SYNC_MASTER, fewer than
+  ``MAX_INFLIGHT`` answers of the connection pending and, under SlaveActingMaster's quorum write,
+  enough replicas in sync.
 
 On a SYNC_MASTER a send that waits for its slave (``send.waits_for_slave``) is answered when
 ``Replication.when_replicated`` calls back: the answer is written from that callback (PUT_OK), or
@@ -217,7 +218,12 @@ class SendLane:
         ``None`` for anything the general path must see."""
         ctl = self.ctl
         config = ctl.config
-        if config.sync_flush or not ctl.defer_dispatch or not is_writable(config.broker_permission):
+        if (
+            config.sync_flush
+            or not ctl.defer_dispatch
+            or not is_writable(config.broker_permission)
+            or ctl.store.disk_full
+        ):
             return None
         request = _request(frame)
         if request is None:

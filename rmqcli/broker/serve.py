@@ -29,7 +29,9 @@ from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.namesrv import NameServer, default_config
+from rmqcli.broker.retention import drill_usage
 from rmqcli.errors import NetworkError, UsageError
+from rmqcli.store.retention import disk_used_ratio
 from rmqcli.store.write.messages import Host
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class ServeOptions:
     max_pending_bytes: int = MAX_PENDING_FRAME_BYTES
     max_connections: int = MAX_CONNECTIONS
     namesrv_config: dict[str, str] | None = None  # NameServer keys of the --config file (namesrv.SETTINGS)
+    disk_usage_file: Path | None = None  # --disk-usage-from: the clean-up's usage figure, for drills
 
 
 PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
@@ -72,9 +75,18 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
     from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
     from rmqcli.broker.namesrv import SETTINGS as NAMESRV_KEYS
+    from rmqcli.store.retention import PROPERTY_NAMES as RETENTION_KEYS
     from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
 
-    known = {*BROKER_KEYS, *HA_KEYS, *STORE_KEYS, *NAMESRV_KEYS, PENDING_BYTES_KEY, CONNECTIONS_KEY}
+    known = {
+        *BROKER_KEYS,
+        *HA_KEYS,
+        *STORE_KEYS,
+        *RETENTION_KEYS,
+        *NAMESRV_KEYS,
+        PENDING_BYTES_KEY,
+        CONNECTIONS_KEY,
+    }
     known |= acting_keys(props)
     unknown = [key for key in props if key not in known]
     if props.get("notifyMinBrokerIdChanged", "false").strip().lower() == "true":
@@ -288,7 +300,10 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             servers.append(ns_server)
             await listen(ns_server, opts.listen, opts.namesrv_port)
             ns_task = loop.create_task(namesrv.scan_expired())
-        controller = BrokerController(config, writer, namesrv_addrs(opts), acl=acl, ha_host=opts.listen)
+        usage = disk_used_ratio if opts.disk_usage_file is None else drill_usage(opts.disk_usage_file)
+        controller = BrokerController(
+            config, writer, namesrv_addrs(opts), acl=acl, ha_host=opts.listen, disk_usage=usage
+        )
         broker_server = Server("broker", controller.dispatch, limits=limits)
         broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
         controller.defer_dispatch = True

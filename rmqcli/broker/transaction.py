@@ -242,8 +242,11 @@ def end_transaction(ctl: BrokerContext, req: RemotingCommand, conn: Connection) 
         problem = real_queue_problem(half)
         if problem:
             return req.response(RS.SYSTEM_ERROR, problem)
+        if ctl.store.disk_full:  # the final message's putMessage: SERVICE_NOT_AVAILABLE
+            return req.response(RS.SERVICE_NOT_AVAILABLE, "Service not available now.")
         ctl.store.put_inner(committed_message(half))
-    put_op(ctl, half)
+    if not ctl.store.disk_full:  # a rollback's op message cannot be stored either; the check finds it
+        put_op(ctl, half)
     return req.response()
 
 
@@ -290,7 +293,7 @@ class TransactionCheckService:
         """One run over the half queue; returns how many checks were sent."""
         store, config = self.ctl.store, self.ctl.config
         sent = 0
-        if store.queue(HALF_TOPIC, 0) is None:
+        if store.queue(HALF_TOPIC, 0) is None or store.disk_full:  # its puts would be refused
             return 0
         start = int(time.time() * 1000) if now is None else now
         queue_id = 0
@@ -315,7 +318,7 @@ class TransactionCheckService:
                     )
                     if not discard:
                         props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times + 1)
-                        discard = start - half.born_timestamp > config.file_reserved_time * 3_600_000
+                        discard = start - half.born_timestamp > config.retention.reserved_ms
                     if discard:
                         self.ctl.topics.create_system(CHECK_MAX_TIME_TOPIC, 1, PERM_READ_WRITE)
                         store.put_inner(discarded_message(half, props))

@@ -23,6 +23,7 @@ STORE = {
     "recover": "repair:recover",
     "truncate": "repair:truncate",
     "rebuild": "repair:rebuild",
+    "clean": "repair:clean",
     "backups": "backup:backups",
     "restore-backup": "backup:restore_backup",
     "serve": "serve:serve",

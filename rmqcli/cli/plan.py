@@ -77,6 +77,8 @@ def outcome(plan: Plan, applied: bool, backup: Path | None) -> str:
         return NOT_APPLIED
     if backup is None:
         return "applied"
+    if all(step.action == "discard" for step in plan.steps):
+        return f"applied; the files are deleted for good (--no-backup); the change's record is in {backup}"
     return f"applied; backup in {backup} (undo with: rmq restore-backup {plan.store} {backup.name} --yes)"
 
 

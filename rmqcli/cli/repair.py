@@ -17,7 +17,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -98,6 +98,8 @@ def repair_command(plan: Callable[..., Repair]) -> Callable[..., None]:
     """The typer command of ``plan(store, **its options) -> Repair``: its options, then those of
     ``_plan_options``; the plan's own checks run first, then ``--dry-run``/``--yes``, then ``_run``."""
     own = list(inspect.signature(plan, eval_str=True).parameters.values())
+    wants_config = any(p.name == "config" for p in own)  # the plan reads broker.conf's other keys too
+    own = [p for p in own if p.name != "config"]
     common = list(inspect.signature(_plan_options, eval_str=True).parameters.values())
 
     @functools.wraps(plan, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
@@ -111,7 +113,7 @@ def repair_command(plan: Callable[..., Repair]) -> Callable[..., None]:
         json_: bool,
         **options: Any,
     ) -> None:
-        repair = plan(store, **options)
+        repair = plan(store, **options, **({"config": config} if wants_config else {}))
         _run(store, config, confirm(dry_run, yes), force_unlocked, json_, repair)
 
     command.__signature__ = inspect.Signature([*own, *common])  # type: ignore[attr-defined]
@@ -251,6 +253,80 @@ def rebuild(
             s, consume_queues=queues, index=indexes, topic=topic, from_offset=from_offset
         ),
         ops.apply_rebuild,
+        ops.discard,
+        ops.STAGING_NAME,
+    )
+
+
+@repair_command
+def clean(
+    store: StoreArg,
+    reserved_hours: Annotated[
+        int | None,
+        typer.Option(
+            "--reserved-hours",
+            help="fileReservedTime: files last modified longer ago expire (default: broker.conf's, else 72).",
+        ),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at", help="The moment of the round: epoch ms or ISO-8601, local time (default: now)."
+        ),
+    ] = None,
+    disk_ratio: Annotated[
+        float | None,
+        typer.Option(
+            "--disk-ratio",
+            help="The disk's used share to judge by, 0 to 1 like commitLogDiskRatio (default: measured).",
+        ),
+    ] = None,
+    manual: Annotated[
+        bool,
+        typer.Option("--manual", help="As after deleteExpiredCommitLog: expired files go whatever the hour."),
+    ] = False,
+    no_backup: Annotated[
+        bool,
+        typer.Option(
+            "--no-backup",
+            help="Delete the files for good instead of moving them into the backup (which frees no space).",
+        ),
+    ] = False,
+    config: Path | None = None,
+) -> Repair:
+    """Plan (and with --yes apply) what a broker's clean-up round would delete: expired CommitLog files.
+
+    The rules are a 4.9.8 broker's, with broker.conf's fileReservedTime, deleteWhen,
+    diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, cleanFileForciblyEnable, deleteFileBatchMax:
+    at a deleteWhen hour, or with the disk above diskMaxUsedSpaceRatio, the oldest CommitLog files
+    (never the last) last modified fileReservedTime hours ago or more go, at most deleteFileBatchMax;
+    above diskSpaceCleanForciblyRatio they go whatever their age. Consume-queue and index files wholly
+    below the new CommitLog minimum follow. The plan names the messages' time range and every consumer
+    group whose committed offset lies below a queue's new minimum, with the unread messages it loses.
+
+    Applied, the files are moved into the backup, which frees no space on the store's disk;
+    --no-backup deletes them for good. A re-run plans the next round.
+    """
+    from rmqcli.errors import UsageError
+    from rmqcli.ops import clean as ops
+    from rmqcli.store.retention import RetentionConfig, retention_from_properties
+    from rmqcli.store.settings import read_properties
+
+    retention = (
+        retention_from_properties(read_properties(config)) if config is not None else RetentionConfig()
+    )
+    if reserved_hours is not None:
+        if reserved_hours < 0:
+            raise UsageError(f"--reserved-hours: must be 0 or more, not {reserved_hours}")
+        retention = replace(retention, file_reserved_time=reserved_hours)
+    if disk_ratio is not None and not 0 <= disk_ratio <= 1:
+        raise UsageError(f"--disk-ratio: a share from 0 to 1, not {disk_ratio}")
+    when = parse_time(at, "--at")
+    return Repair(
+        lambda s: ops.stage_clean(
+            s, retention, at_ms=when, disk_ratio=disk_ratio, manual=manual, no_backup=no_backup
+        ),
+        ops.apply_clean,
         ops.discard,
         ops.STAGING_NAME,
     )

@@ -71,6 +71,16 @@ def serve(
             dir_okay=False,
         ),
     ] = None,
+    disk_usage_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--disk-usage-from",
+            help="A file holding the disk usage to act on, a fraction like 0.93, read at every clean-up "
+            "round instead of measuring the disk: a drill of disk-full protection (bad or missing "
+            "content: the real figure).",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve a store to real RocketMQ clients: a NameServer and a Broker in one process.
 
@@ -89,6 +99,11 @@ def serve(
     copies the master's topics, groups and offsets every 10 s, serves pulls and refuses sends. A
     master (brokerId 0) serves its slaves on haListenPort (listenPort + 1); a SYNC_MASTER answers a
     send once a slave has it. broker.conf keys rmq does not implement are named once at start.
+
+    Retention as a 4.9.8 broker: every cleanResourceInterval ms (from 60 s after start) CommitLog
+    files older than fileReservedTime hours go at the deleteWhen hours, or at once when the disk is
+    fuller than diskMaxUsedSpaceRatio; consume-queue and index files below the new minimum follow.
+    Above diskSpaceWarningLevelRatio (90%) sends are refused until space returns.
     """
     import asyncio
     import logging
@@ -134,7 +149,11 @@ def serve(
     ignored = unimplemented_keys(props)
     if ignored:
         names = ", ".join(ignored)
-        typer.echo(f"rmq serve: warning: {config}: keys rmq does not implement, ignored: {names}", err=True)
+        typer.echo(
+            f"rmq serve: warning: {config}: keys rmq does not implement (shown as given by "
+            f"getBrokerConfig, without effect): {names}",
+            err=True,
+        )
     exposed = exposure_warning(listen, acl_enabled(broker_config, props))
     if exposed:
         typer.echo(exposed, err=True)
@@ -153,6 +172,7 @@ def serve(
         max_pending_bytes=pending_budget,
         max_connections=connection_cap,
         namesrv_config=namesrv_config(props),
+        disk_usage_file=disk_usage_from,
     )
 
     def announce(line: str) -> None:

@@ -484,7 +484,7 @@ JSON_COMMANDS = [
     ["updateOrderConf", "-t", "TBW102", "-m", "get"],
     ["updateTopic", "-c", "DefaultCluster", "-t", "J"],
     ["updateTopicPerm", "-c", "DefaultCluster", "-t", "J", "-p", "4"],
-    ["updateBrokerConfig", "-c", "DefaultCluster", "-k", "a", "-v", "b"],
+    ["updateBrokerConfig", "-c", "DefaultCluster", "-k", "deleteWhen", "-v", "05"],
     ["wipeWritePerm", "-b", "broker-a"],
     ["addWritePerm", "-b", "broker-a"],
     ["cleanExpiredCQ"],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rmqcli.broker import transaction as tx
 from rmqcli.broker.controller import BrokerController
+from rmqcli.store.retention import RetentionConfig
 from rmqcli.store.write.messages import Message
 from tests.support.controller import broker_controller
 
@@ -75,7 +76,7 @@ def test_the_check_walks_the_half_queue(tmp_path: Path) -> None:
 
 def test_half_messages_older_than_the_reserved_time_are_moved_aside(tmp_path: Path) -> None:
     clock = [T0]
-    with controller(tmp_path / "store", clock, file_reserved_time=1) as ctl:
+    with controller(tmp_path / "store", clock, retention=RetentionConfig(file_reserved_time=1)) as ctl:
         half(ctl, "ancient", T0 - 2 * HOUR)
         check_at(ctl, clock, T0 + 1)
         assert keys(ctl, tx.CHECK_MAX_TIME_TOPIC) == [("ancient", "1")]

@@ -62,13 +62,20 @@ def test_broker_config_get_and_update(served: Served) -> None:
     counter = json.loads(before["version"])["counter"]
 
     served.rmq("updateBrokerConfig", "-b", served.broker, "-k", "fileReservedTime", "-v", "96")
-    served.rmq("updateBrokerConfig", "-c", CLUSTER, "-k", "noSuchProperty", "-v", "1")  # ignored
-    served.rmq("updateBrokerConfig", "-c", CLUSTER, "-k", "defaultTopicQueueNums", "-v", "x")  # not an int
+    refusals = {  # each refused with its reason, nothing changed
+        "noSuchProperty": "noSuchProperty is not a setting rmq implements",
+        "defaultTopicQueueNums": "defaultTopicQueueNums='x' is not valid",
+        "storePathRootDir": "storePathRootDir is read only at start: set it in broker.conf and restart",
+        "transientStorePoolEnable": "transientStorePoolEnable is not implemented by rmq",
+    }
+    for key, why in refusals.items():
+        err = served.rmq("updateBrokerConfig", "-c", CLUSTER, "-k", key, "-v", "x", code=6)
+        assert err.strip().endswith(f"SYSTEM_ERROR(1): updateBrokerConfig refused, nothing changed: {why}")
     after = served.json("getBrokerConfig", "-c", CLUSTER)[0]
     props = dict(after["properties"])
-    assert props["fileReservedTime"] == "96"
+    assert props["fileReservedTime"] == "96" and props["storePathRootDir"] == str(served.store)
     assert "noSuchProperty" not in props and props["defaultTopicQueueNums"] == "8"
-    assert json.loads(after["version"])["counter"] == counter + 3
+    assert json.loads(after["version"])["counter"] == counter + 1
     served.rmq("updateBrokerConfig", "-b", served.broker, "-k", "brokerPermission", "-v", "4")
     try:
         # registerBrokerAll: the routes carry the broker's permission while it is not read-write,

@@ -1,25 +1,28 @@
 """GET_BROKER_CONFIG (26) and UPDATE_BROKER_CONFIG (25): the broker's ``Configuration`` (PROTOCOL.md B.4).
 
-The properties are those of ``BrokerConfig``, ``NettyServerConfig`` and ``MessageStoreConfig`` that
-this broker has, with 4.9.7's defaults for the ones it only reports (``fileReservedTime`` is used by
-DELETE_EXPIRED_COMMITLOG). An update changes only keys that exist (``Configuration.mergeIfExist``);
-a value that does not parse for its key is ignored, as ``MixAll.properties2Object`` ignores it; every
-update moves the configuration's own data version (the ``version`` header of GET_BROKER_CONFIG).
-Changing ``brokerPermission`` bumps the topic data version and re-registers with the name servers.
-A real broker also rewrites its configuration file (the ``-c`` file); ``rmq serve`` leaves the
-operator's ``--config`` untouched, so an update lasts until the broker stops. The role and HA keys
-(``brokerRole``, ``brokerId``, ``haListenPort``...) are set up at start and not changed by an
-update (4.9.8 sets the field and half of its services follow it): a warning is logged.
+GET_BROKER_CONFIG reports every key rmq implements with the value in force (broker.conf's, the
+command line's, or the default), every other key broker.conf gave as given (rmq serve names those at
+start: they have no effect), and a few keys a 4.9.8 broker always shows with its defaults
+(``REPORTED_DEFAULTS``). ``version`` is the configuration's own data version, moved by each update.
+
+UPDATE_BROKER_CONFIG either applies all of its keys or none. A key is refused with a remark naming it
+when it is not a broker setting, when rmq does not implement it, when its value does not parse, or
+when it is only read at start (``RESTART_KEYS``: the store's layout and paths, the broker's identity,
+role, ports and HA links, the flush mode, ACL, SlaveActingMaster); a 4.9.8 broker takes those into its
+configuration file and half of its services follow. Changing ``brokerPermission`` bumps the topic
+data version and re-registers with the name servers. A real broker also rewrites its configuration
+file (the ``-c`` file); ``rmq serve`` leaves the operator's ``--config`` untouched, so an update lasts
+until the broker stops.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from rmqcli.broker.acting.config import PROPERTY_NAMES as ACTING_KEYS
 from rmqcli.broker.bodies import properties_body, properties_text
 from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
 from rmqcli.broker.config import broker_config_from_properties
@@ -30,41 +33,51 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
-from rmqcli.store.settings import PROPERTY_NAMES
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.retention import PROPERTY_NAMES as RETENTION_KEYS
+from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
-log = logging.getLogger(__name__)
-
-# MessageStoreConfig / NettyServerConfig keys reported with their 4.9.7 defaults
+# keys rmq does not implement that a 4.9.8 broker always reports, with its defaults
 REPORTED_DEFAULTS = {
-    "fileReservedTime": "72",
-    "deleteWhen": "04",
-    "diskMaxUsedSpaceRatio": "75",
-    "cleanResourceInterval": "10000",
-    "deleteCommitLogFilesInterval": "100",
-    "deleteConsumeQueueFilesInterval": "100",
-    "destroyMapedFileIntervalForcibly": "120000",
-    "cleanFileForciblyEnable": "true",
-    "maxTransferCountOnMessageInMemory": "32",
-    "maxTransferBytesOnMessageInMemory": "262144",
     "accessMessageInMemoryMaxRatio": "40",
-    "defaultQueryMaxNum": "32",
     "transientStorePoolEnable": "false",
     "serverWorkerThreads": "8",
     "serverChannelMaxIdleTimeSeconds": "120",
 }
-# the broker's role and HA links are set up at start; a running rmq broker does not change them
-FIXED_AT_START = frozenset({"brokerRole", "brokerId", "brokerIP2", *HA_KEYS})
-_STORE_KEYS = {k: v for k, v in PROPERTY_NAMES.items() if k != "storePathCommitLog"}  # store part
+STORE_ROOT_KEY = "storePathRootDir"
+# read once, at start: an update of these is refused
+RESTART_KEYS = frozenset(
+    {
+        STORE_ROOT_KEY,
+        *STORE_KEYS,
+        *HA_KEYS,
+        *ACTING_KEYS,
+        "brokerName",
+        "brokerClusterName",
+        "brokerId",
+        "listenPort",
+        "brokerIP1",
+        "brokerIP2",
+        "brokerRole",
+        "namesrvAddr",
+        "flushDiskType",
+        "flushIntervalCommitLog",
+        "autoCreateSubscriptionGroup",
+        "aclEnable",
+    }
+)
+IMPLEMENTED_KEYS = frozenset(
+    {STORE_ROOT_KEY, *BROKER_KEYS, *STORE_KEYS, *HA_KEYS, *ACTING_KEYS, *RETENTION_KEYS}
+)
 
 
 @dataclass
 class ConfigState:
-    """What UPDATE_BROKER_CONFIG changed, and ``Configuration.dataVersion``."""
+    """``Configuration.dataVersion``."""
 
-    updated: dict[str, str] = field(default_factory=dict)
     counter: int = 0
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
 
@@ -84,54 +97,70 @@ def _text(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         return ",".join(str(v) for v in value)
+    if value is None:
+        return ""
     return str(value)
 
 
 def current_properties(ctl: BrokerContext) -> dict[str, str]:
-    """Every configuration property with its current value."""
-    props = {key: _text(getattr(ctl.config, name)) for key, name in BROKER_KEYS.items()}
-    props.update({key: _text(getattr(ctl.writer.settings, name)) for key, name in _STORE_KEYS.items()})
-    props.update({key: _text(getattr(ctl.config.ha, name)) for key, name in HA_KEYS.items()})
-    props["storePathRootDir"] = str(ctl.writer.root)
-    props.update(REPORTED_DEFAULTS)
-    props.update(config_state(ctl).updated)
+    """Every configuration property with the value in force (see the module docstring)."""
+    config = ctl.config
+    props = dict(REPORTED_DEFAULTS)
+    props.update(config.given)
+    props.update({key: _text(getattr(config, name)) for key, name in BROKER_KEYS.items()})
+    props.update({key: _text(getattr(ctl.writer.settings, name)) for key, name in STORE_KEYS.items()})
+    props.update({key: _text(getattr(config.ha, name)) for key, name in HA_KEYS.items()})
+    props.update({key: _text(getattr(config.acting, name)) for key, name in ACTING_KEYS.items()})
+    props.update({key: _text(getattr(config.retention, name)) for key, name in RETENTION_KEYS.items()})
+    if not ctl.writer.settings.store_path_commitlog:
+        props["storePathCommitLog"] = str(ctl.writer.commitlog.directory)
+    props[STORE_ROOT_KEY] = str(ctl.writer.root)
     return props
 
 
+def refusal(key: str) -> str | None:
+    """Why an update of ``key`` is refused, or ``None`` when it may take effect."""
+    if key in RESTART_KEYS:
+        return f"{key} is read only at start: set it in broker.conf and restart"
+    if key in REPORTED_DEFAULTS:
+        return f"{key} is not implemented by rmq"
+    if key not in IMPLEMENTED_KEYS:
+        return f"{key} is not a setting rmq implements"
+    return None
+
+
 def apply_update(ctl: BrokerContext, changes: dict[str, str]) -> list[str]:
-    """``Configuration.update``: the keys that exist and parse take the new values; returns them."""
-    props = current_properties(ctl)
+    """``Configuration.update``, all keys or none: the refusals (empty when every key took effect)."""
+    problems = [why for why in map(refusal, changes) if why]
+    if problems:
+        return problems
+    merged = {**current_properties(ctl), **changes}
+    try:
+        new = broker_config_from_properties(merged)
+    except UsageError as exc:
+        return [str(exc).removeprefix("broker.conf: ")]
+    old = ctl.config
+    ctl.config = replace(
+        new, broker_id=old.broker_id, ha=old.ha, acting=old.acting, store=old.store, given=old.given
+    )
     state = config_state(ctl)
-    applied = []
-    for key, value in changes.items():
-        if key not in props:
-            continue
-        if key in FIXED_AT_START:
-            log.warning("UPDATE_BROKER_CONFIG: %s takes effect at the next start only; not changed", key)
-            continue
-        if key in BROKER_KEYS:
-            try:
-                new = broker_config_from_properties({**props, key: value})
-            except UsageError:
-                continue
-            ctl.config = replace(new, store=ctl.config.store)
-        elif key in REPORTED_DEFAULTS and REPORTED_DEFAULTS[key].lstrip("-").isdigit():
-            if not value.strip().lstrip("-").isdigit():
-                continue
-        props[key] = value
-        state.updated[key] = value
-        applied.append(key)
     state.counter += 1
     state.timestamp = int(time.time() * 1000)
-    return applied
+    return []
 
 
 def update_broker_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
-    if req.body:
-        applied = apply_update(ctl, properties_body(req.body))
-        if "brokerPermission" in applied:  # the topic data version moves, then registerBrokerAll
-            ctl.writer.config.topics_version.bump(ctl.writer.clock())
-            ctl.topics.on_change()
+    if not req.body:
+        return req.response()
+    changes = properties_body(req.body)
+    problems = apply_update(ctl, changes)
+    if problems:
+        return req.response(
+            RS.SYSTEM_ERROR, "updateBrokerConfig refused, nothing changed: " + "; ".join(problems)
+        )
+    if "brokerPermission" in changes:  # the topic data version moves, then registerBrokerAll
+        ctl.writer.config.topics_version.bump(ctl.writer.clock())
+        ctl.topics.on_change()
     return req.response()
 
 

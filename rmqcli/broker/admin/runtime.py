@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from rmqcli.broker.connection import Connection, Reply
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.store.naming import CONSUMEQUEUE_DIR
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
@@ -24,7 +24,8 @@ def runtime_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
     """``AdminBrokerProcessor.prepareRuntimeInfo`` (the keys mqadmin reads)."""
     store = ctl.store
     now = int(time.time() * 1000)
-    usage = shutil.disk_usage(ctl.writer.root)
+    commitlog_dir = ctl.writer.commitlog.directory
+    commitlog_ratio = str(ctl.retention.usage(commitlog_dir))
     earliest = store.earliest_message_time()
     tps = ctl.stats.tps()
     table = {
@@ -49,7 +50,9 @@ def runtime_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         "startAcceptSendRequestTimeStamp": "0",
         "putTps": tps[0],
         "getTransferedTps": tps[1],
-        "commitLogDiskRatio": f"{(usage.total - usage.free) / usage.total if usage.total else 0.0}",
+        "commitLogDiskRatio": commitlog_ratio,  # the clean-up's measure (getDiskPartitionSpaceUsedPercent)
+        f"commitLogDiskRatio_{commitlog_dir}": commitlog_ratio,
+        "consumeQueueDiskRatio": str(ctl.retention.usage(ctl.writer.root / CONSUMEQUEUE_DIR)),
         "commitLogMinOffset": str(
             ctl.writer.commitlog.files[0].from_offset if ctl.writer.commitlog.files else 0
         ),

@@ -4,14 +4,10 @@
 GET_TOPIC_STATS_INFO (202), QUERY_CONSUME_QUEUE (321), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305),
 GET_ALL_DELAY_OFFSET (45), and the three clean-ups:
 
-* DELETE_EXPIRED_COMMITLOG (329, ``executeDeleteFilesManually``): CommitLog files last modified more
-  than ``fileReservedTime`` hours ago are deleted, oldest first, never the last one, at most 10, up to
-  the first that has not expired (``MappedFileQueue.deleteExpiredFileByTime``); then, as
-  ``CleanConsumeQueueService`` does, consume-queue files whose last unit points below the new
-  CommitLog minimum (never a queue's last file) and index files that end below it go, and each
-  queue's minimum offset moves to its first unit at or above it (``correctMinOffset``). A real
-  broker only flags the request and deletes on its next clean-up round (every 10 s); this one
-  deletes before answering.
+* DELETE_EXPIRED_COMMITLOG (329, ``executeDeleteFilesManually``): the next 20 clean-up rounds delete
+  expired CommitLog files whatever the hour (``rmqcli.broker.retention``). A real broker only flags
+  the request and deletes on its next round (every 10 s); this one runs the first round before
+  answering.
 * CLEAN_EXPIRED_CONSUMEQUEUE (306, ``cleanExpiredConsumerQueue``): queues (but SCHEDULE_TOPIC_XXXX's)
   whose every unit points below the CommitLog minimum are destroyed, their queue offsets forgotten.
 * CLEAN_UNUSED_TOPIC (316, ``cleanUnusedTopic``): the queues of topics without a topic config are
@@ -21,9 +17,7 @@ GET_ALL_DELAY_OFFSET (45), and the three clean-ups:
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import time
 from typing import TYPE_CHECKING
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
@@ -43,7 +37,6 @@ if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
     from rmqcli.store.write.cq import ConsumeQueueWriter
     from rmqcli.store.write.files import WritableFile
-    from rmqcli.store.write.index import IndexFileWriter
 
 log = logging.getLogger(__name__)
 
@@ -166,14 +159,6 @@ def _last_unit_offset(cq: ConsumeQueueWriter) -> int:
     return -1
 
 
-def _delete_first(files: list[WritableFile] | list[IndexFileWriter]) -> str:
-    """Close and delete the oldest of ``files``, taking it off the list; its name."""
-    gone = files.pop(0)
-    gone.close()
-    gone.path.unlink(missing_ok=True)
-    return gone.path.name
-
-
 def clean_expired_queues(ctl: BrokerContext) -> list[tuple[str, int]]:
     low = commitlog_min_offset(ctl)
     keys = []
@@ -185,48 +170,11 @@ def clean_expired_queues(ctl: BrokerContext) -> list[tuple[str, int]]:
     return keys
 
 
-def _correct_min_offset(cq: ConsumeQueueWriter, low: int) -> None:
-    """``ConsumeQueue.correctMinOffset``: the first unit of the first file pointing at or above ``low``
-    (unchanged when there is none)."""
-    if not cq.files.files:
-        return
-    first = cq.files.files[0]
-    data = first.read(0, first.wrote - first.wrote % CQ_UNIT_SIZE)
-    for i, (offset, _, _) in enumerate(CQ_UNIT_STRUCT.iter_unpack(data)):
-        if offset >= low:
-            cq.min_logic_offset = first.from_offset + i * CQ_UNIT_SIZE
-            return
-
-
-def delete_expired_files(ctl: BrokerContext, reserved_hours: int, now_ms: int) -> list[str]:
-    """The CommitLog files deleted (then the queue and index files they leave pointless)."""
-    files = ctl.writer.commitlog.files
-    expired_ms = reserved_hours * 3600 * 1000
-    deleted: list[str] = []
-    while len(files) > 1 and len(deleted) < DELETE_FILES_BATCH_MAX:
-        first = files[0]
-        if now_ms < int(os.stat(first.path).st_mtime * 1000) + expired_ms:
-            break
-        deleted.append(_delete_first(files))
-    if deleted:
-        low = commitlog_min_offset(ctl)
-        for cq in ctl.writer.dispatcher.cqs.values():
-            queue = cq.files.files
-            while len(queue) > 1 and queue[0].wrote >= CQ_UNIT_SIZE and _file_last_unit(queue[0]) < low:
-                _delete_first(queue)
-            _correct_min_offset(cq, low)
-        index = ctl.writer.index.files
-        while len(index) > 1 and index[0].end_phy_offset < low:
-            _delete_first(index)
-    return deleted
-
-
-def delete_expired_now(ctl: BrokerContext) -> list[str]:
-    """DELETE_EXPIRED_COMMITLOG: ``delete_expired_files`` past ``fileReservedTime`` hours from now."""
-    from rmqcli.broker.admin.config import current_properties
-
-    reserved = int(current_properties(ctl)["fileReservedTime"])
-    return delete_expired_files(ctl, reserved, int(time.time() * 1000))
+async def delete_expired_now(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """DELETE_EXPIRED_COMMITLOG: ``executeDeleteFilesManually``, and the first of its rounds now."""
+    ctl.retention.delete_manually()
+    await ctl.retention.round()
+    return req.response()
 
 
 HANDLERS = {
@@ -234,7 +182,7 @@ HANDLERS = {
     RC.QUERY_CONSUME_QUEUE: query_consume_queue,
     RC.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: system_topics,
     RC.GET_ALL_DELAY_OFFSET: all_delay_offsets,
-    RC.DELETE_EXPIRED_COMMITLOG: acknowledged(delete_expired_now),
+    RC.DELETE_EXPIRED_COMMITLOG: delete_expired_now,
     RC.CLEAN_EXPIRED_CONSUMEQUEUE: acknowledged(clean_expired_queues),
     RC.CLEAN_UNUSED_TOPIC: acknowledged(clean_unused_topics),
 }

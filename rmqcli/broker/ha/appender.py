@@ -64,6 +64,10 @@ class CommitLogAppender(Protocol):
         makes it durable and may run in another thread while appends go on."""
         ...
 
+    def forget(self, from_offset: int) -> None:
+        """The clean-up deleted the file starting at ``from_offset``."""
+        ...
+
 
 class QueueAppender:
     """Appends pushed bytes to a ``WritableFileQueue`` (standalone, or a ``StoreWriter``'s
@@ -122,6 +126,13 @@ class QueueAppender:
         os.pwritev(fd, parts, f.wrote)  # the same pages as the file's map; 3x mmap's first-touch speed
         f.wrote += size
         self._dirty.add(f.from_offset)
+
+    def forget(self, from_offset: int) -> None:
+        """The file starting at ``from_offset`` was deleted: its descriptor is closed."""
+        fd = self._fds.pop(from_offset, None)
+        self._dirty.discard(from_offset)
+        if fd is not None:
+            os.close(fd)
 
     def _file_for(self, offset: int) -> WritableFile:
         end = self.max_offset

@@ -129,6 +129,12 @@ class Replication:
         if self.master is not None:
             await self.master.close()
 
+    def commitlog_file_deleted(self, from_offset: int) -> None:
+        """The clean-up deleted the CommitLog file starting at ``from_offset``: a slave's appender lets
+        go of its descriptor."""
+        if self.slave is not None:
+            self.slave.appender.forget(from_offset)
+
     # --- a slave's reput --------------------------------------------------------------------------------
     def _replicated_to(self, end: int) -> None:
         """The HA client appended up to ``end``: the reput is told, and runs apart from the client

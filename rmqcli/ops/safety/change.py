@@ -343,6 +343,18 @@ class Change:
             crashpoint()
 
     @_wrap_os_errors
+    def discard_file(self, rel: str) -> None:
+        """Delete the file without a backup (``rmq clean --no-backup``): journalled, never undone. A
+        re-run after a kill finds it gone; a file already gone is a step with nothing to do."""
+        rel, path, n = self._begin(rel)
+        if not path.is_file():
+            return
+        self._journal({"n": n, "action": "discard", "path": rel, "size": path.stat().st_size})
+        path.unlink()
+        fsync_dir(path.parent)
+        crashpoint()
+
+    @_wrap_os_errors
     def replace_file(self, rel: str, data: bytes) -> None:
         """Write ``data`` beside as ``rel.rmq-new``, back up the old file (if any), rename into place."""
         self._replace(rel, len(data), lambda tmp: write_durable(tmp, data))

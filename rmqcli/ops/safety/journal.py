@@ -442,6 +442,8 @@ def undo_step(root: Path, bdir: Path, step: dict[str, Any]) -> None:
                 pass
     elif action in ("replace-dir", "delete-dir"):
         _undo_dir(path, piece, step, bdir)
+    elif action == "discard":  # deleted without a backup: nothing to put back, nothing half done
+        pass
     else:
         raise CorruptDataError(f"unknown journalled action {action!r}", str(bdir / JOURNAL))
 

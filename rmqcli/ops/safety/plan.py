@@ -13,7 +13,9 @@ from typing import Any
 class PlanStep:
     """One thing a command would do to a store."""
 
-    action: str  # "delete" | "truncate" | "replace" | "create" | "replace-dir" | "delete-dir" | "restore"
+    # "delete" | "discard" (no backup) | "truncate" | "replace" | "create" | "replace-dir"
+    # | "delete-dir" | "restore"
+    action: str
     path: str  # relative to the store root, or absolute in a CommitLog directory outside it (Plan.roots)
     detail: str  # one line for humans
     bytes_removed: int = 0  # bytes of the store the step removes or replaces (all backed up first)
@@ -30,6 +32,7 @@ class Plan:
     roots: list[Path] = field(default_factory=list)  # directories outside the store the steps may name
     backup: Path | None = None  # set once applied, where the change kept its backup
     skipped: list[dict[str, Any]] = field(default_factory=list)  # records left out (``ops.unsafe_topics``)
+    details: dict[str, Any] = field(default_factory=dict)  # the command's own findings, in JSON as is
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +45,7 @@ class Plan:
             "notes": list(self.notes),
             "skipped": list(self.skipped),
             "bytesRemoved": sum(s.bytes_removed for s in self.steps),
+            **({"details": self.details} if self.details else {}),
         }
 
     @property

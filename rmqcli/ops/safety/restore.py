@@ -50,6 +50,8 @@ def _rollback_plan_step(step: dict[str, Any]) -> PlanStep:
         return PlanStep("replace-dir", rel, f"put back the previous directory ({len(step['files'])} entries)")
     if action == "replace-dir":
         return PlanStep("delete-dir", rel, "remove the directory the change created")
+    if action == "discard":
+        return PlanStep("delete", rel, "deleted without a backup (--no-backup): stays deleted")
     return PlanStep("create", rel, f"put back the deleted directory ({len(step['files'])} entries)")
 
 
@@ -212,6 +214,10 @@ def _restore_plan(root: Path, bdir: Path) -> Plan:
     if state not in UNDOABLE:
         raise UsageError(f"backup {timestamp} is already {state}; nothing to restore")
     steps = read_journal(bdir)
+    if any(s["action"] == "discard" for s in steps):
+        raise UsageError(
+            f"backup {timestamp} deleted files without a backup (--no-backup); they cannot be put back"
+        )
     paths = {s["path"] for s in steps}
     for later, m in manifests.items():
         # restores only return paths to an earlier state; interrupted changes are rolled back first
