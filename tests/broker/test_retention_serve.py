@@ -1,0 +1,235 @@
+"""Retention in ``rmq serve``, end to end: clean-up rounds that delete by time and by disk usage, what
+they leave served to the C++ client, the disk-full refusal, and ``rmq clean``'s plan against what the
+broker then deleted.
+
+A broker's first clean-up round comes 60 s after it starts (4.9.8's schedule), so the three brokers
+of this module start together and each test looks at its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.client import RemotingClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.retention import HOUR_MS, disk_used_ratio
+from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
+from tests.support.cli import invoke_rmq
+from tests.support.retention import (
+    TOPIC,
+    Placed,
+    age,
+    build_store,
+    commitlog_names,
+    store_files,
+    write_conf,
+)
+from tests.support.serve import ServeProcess, wait_until
+
+pytestmark = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq C++ client is not installed")
+
+HOUR = time.localtime().tm_hour
+THIS_HOUR = f"{HOUR:02d};{(HOUR + 1) % 24:02d}"  # the round may come in the next hour
+OTHER_HOUR = f"{(HOUR + 12) % 24:02d}"
+ROUND_WAIT = 60 + 30  # the first round, and the 30 s the issue allows after it
+COMMON = {"cleanResourceInterval": "1000", "brokerClusterName": "RetentionCluster"}
+
+
+@dataclass
+class Case:
+    server: ServeProcess
+    store: Path
+    before: set[str]  # the store's files before it was served
+    plan: dict  # `rmq clean --config broker.conf --json` just before
+    placed: list[Placed]
+    drill: Path | None = None
+
+
+def plan(store: Path, conf: Path) -> dict:
+    result = invoke_rmq("clean", str(store), "--config", str(conf), "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def prepare(
+    tmp: Path, name: str, conf_keys: dict[str, str], build: bool = True, drill: str | None = None
+) -> Case:
+    store = tmp / name / "store"
+    store.mkdir(parents=True)
+    placed = build_store(store, offsets={"G_BEHIND": 0, "G_DONE": 180}) if build else []
+    if build:
+        names = commitlog_names(store)
+        age(store, names[:2], int(time.time() * 1000) - 2 * HOUR_MS)  # two old files, the others new
+    conf = write_conf(tmp / name / "broker.conf", brokerName=f"broker-{name}", **COMMON, **conf_keys)
+    extra = []
+    drill_file = None
+    if drill is not None:
+        drill_file = tmp / name / "usage"
+        drill_file.write_text(drill)
+        extra = ["--disk-usage-from", str(drill_file)]
+    planned = plan(store, conf) if build else {}
+    return Case(ServeProcess(store, conf, extra), store, store_files(store), planned, placed, drill_file)
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case]]:
+    tmp = tmp_path_factory.mktemp("retention")
+    made = {
+        "time": prepare(tmp, "time", {"fileReservedTime": "0", "deleteWhen": THIS_HOUR}),
+        # 1 is clamped to 10 %: fuller than that, the disk asks for the expired files at once
+        "space": prepare(
+            tmp, "space", {"fileReservedTime": "1", "deleteWhen": OTHER_HOUR, "diskMaxUsedSpaceRatio": "1"}
+        ),
+        "full": prepare(tmp, "full", {"deleteWhen": OTHER_HOUR}, build=False, drill="0.95"),
+    }
+    started = []
+    try:
+        for case in made.values():
+            started.append(case.server.start())
+        yield made
+    finally:
+        for server in started:
+            server.kill()
+
+
+def deleted(case: Case) -> set[str]:
+    return case.before - store_files(case.store)
+
+
+def planned(case: Case) -> set[str]:
+    return {step["path"] for step in case.plan["steps"]}
+
+
+def test_expired_files_go_at_a_delete_hour_and_the_remaining_messages_are_consumed(
+    cases: dict[str, Case], tmp_path: Path
+) -> None:
+    case = cases["time"]
+    names = commitlog_names(case.store)
+    wait_until(
+        lambda: commitlog_names(case.store) == names[-1:], ROUND_WAIT, "the expired CommitLog files deleted"
+    )
+    wait_until(lambda: deleted(case) == planned(case), 10, "the consume-queue files deleted as planned")
+    assert case.plan["details"]["reasons"] == ["time"]
+    assert [f["file"] for f in case.plan["details"]["commitLogFiles"]] == names[:-1]
+    low = int(names[-1])
+    kept = [p for p in case.placed if p.physical >= low]
+    # the queues' minimum offsets moved to the first message kept
+    status = json.loads(invoke_rmq("topicStatus", "-n", case.server.namesrv, "-t", TOPIC, "--json").stdout)
+    mins = {row["queueId"]: row["minOffset"] for row in status if row["brokerName"] == "broker-time"}
+    for queue_id in (0, 1):
+        assert mins[queue_id] == min(p.queue_offset for p in kept if p.queue_id == queue_id)
+    # the plan named the group that loses unread messages, with the counts per queue
+    lost = {(x["group"], x["queueId"]): x["lost"] for x in case.plan["details"]["unreadLost"]}
+    assert lost == {("G_BEHIND", q): mins[q] for q in (0, 1)}
+    # consumers: the one behind starts at the new minimum, the other where it was; new messages too
+    after = [f"new{i}" for i in range(6)]
+    behind = Driver(
+        tmp_path,
+        "behind",
+        {"op": "consume", "namesrv": case.server.namesrv, "topic": TOPIC, "group": "G_BEHIND"},
+    )
+    done = Driver(
+        tmp_path, "done", {"op": "consume", "namesrv": case.server.namesrv, "topic": TOPIC, "group": "G_DONE"}
+    )
+    try:
+        for consumer in (behind, done):
+            consumer.wait_for(lambda ev: any(e.get("started") for e in ev), 30, "a consumer started")
+        run_driver(
+            tmp_path,
+            "produce",
+            {"op": "produce", "namesrv": case.server.namesrv, "topic": TOPIC, "keys": after},
+        )
+        want_behind = {p.key for p in kept} | set(after)
+        want_done = {p.key for p in case.placed if p.queue_offset >= 180} | set(after)
+        behind.wait_for(
+            lambda ev: want_behind <= {e.get("key") for e in ev}, 60, "every message kept, to G_BEHIND"
+        )
+        done.wait_for(
+            lambda ev: want_done <= {e.get("key") for e in ev}, 60, "the unread messages, to G_DONE"
+        )
+        time.sleep(1)
+    finally:
+        got_behind = [e["key"] for e in behind.stop() if "key" in e]
+        got_done = [e["key"] for e in done.stop() if "key" in e]
+    assert sorted(got_behind) == sorted(want_behind)
+    assert sorted(got_done) == sorted(want_done)
+
+
+def test_a_disk_fuller_than_the_ratio_deletes_the_expired_files_outside_the_hours(
+    cases: dict[str, Case],
+) -> None:
+    case = cases["space"]
+    if disk_used_ratio(case.store) <= 0.10:
+        pytest.skip("the test disk is less than 10 % used")
+    names = commitlog_names(case.store)
+    wait_until(
+        lambda: commitlog_names(case.store) == names[2:], ROUND_WAIT, "the two old CommitLog files deleted"
+    )
+    wait_until(lambda: deleted(case) == planned(case), 10, "the files deleted as planned")
+    assert case.plan["details"]["reasons"] == ["space"]
+    time.sleep(2)  # two more rounds: the young files stay
+    assert commitlog_names(case.store) == names[2:]
+    config = json.loads(invoke_rmq("getBrokerConfig", "-b", case.server.broker, "--json").stdout)
+    props = dict(config[0]["properties"])
+    assert (props["diskMaxUsedSpaceRatio"], props["deleteWhen"], props["fileReservedTime"]) == (
+        "1",
+        OTHER_HOUR,
+        "1",
+    )
+
+
+def _send(addr: str) -> RemotingCommand:
+    header = hd.SendMessageRequestHeaderV2(
+        a="PG", b=TOPIC, c="TBW102", d=4, e=0, f=0, g=int(time.time() * 1000), h=0, i=""
+    )
+
+    async def go() -> RemotingCommand:
+        async with RemotingClient() as client:
+            request = RemotingCommand.request(
+                RC.SEND_MESSAGE_V2, header.to_ext_fields(), b"full?", version=407
+            )
+            return await client.invoke(addr, request, 10.0)
+
+    return asyncio.run(go())
+
+
+def test_above_the_warning_level_sends_are_refused_until_space_returns(
+    cases: dict[str, Case], tmp_path: Path
+) -> None:
+    case = cases["full"]
+    server = case.server
+    assert case.drill is not None
+    invoke_rmq("updateTopic", "-b", server.broker, "-t", TOPIC, check=True)
+    wait_until(lambda: _send(server.broker).code == RS.SERVICE_NOT_AVAILABLE, ROUND_WAIT, "sends refused")
+    answer = _send(server.broker)
+    assert answer.remark is not None and answer.remark.startswith(
+        "service not available now. It may be caused by one of the following reasons: "
+        "the broker's disk is full [CL:  0.95 CQ:  0.95 INDEX:  0.95]"
+    )
+    status = json.loads(invoke_rmq("brokerStatus", "-b", server.broker, "--json").stdout)
+    assert status[0]["table"]["commitLogDiskRatio"] == "0.95"
+    clusters = invoke_rmq("clusterList", "-n", server.namesrv).stdout
+    assert any("broker-full" in line and "0.9500" in line for line in clusters.splitlines()), clusters
+    load = Driver(
+        tmp_path,
+        "load",
+        {"op": "load", "namesrv": server.namesrv, "topic": TOPIC, "prefix": "L", "timeout_ms": 1000},
+    )
+    try:
+        load.wait_for(lambda ev: any("error" in e for e in ev), 30, "the C++ client refused")
+        assert not any("id" in e for e in load.events())
+        case.drill.write_text("0.50")
+        load.wait_for(lambda ev: any("id" in e for e in ev), 30, "the C++ client's sends stored again")
+    finally:
+        load.stop()
+    assert _send(server.broker).code == RS.SUCCESS
