@@ -65,12 +65,13 @@ class ServeOptions:
 
 PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
 CONNECTIONS_KEY = "rmqMaxConnections"
+ROOT_DIR_KEY = "storePathRootDir"
 
 
 def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     """The keys of broker.conf that rmq does not implement (a broker's other settings): ``rmq
-    serve`` names them once at start rather than drop them silently. ``storePathRootDir`` is one:
-    the STORE argument is the store."""
+    serve`` names them once at start rather than drop them silently. ``storePathRootDir`` is not one
+    (``root_dir_warning``)."""
     from rmqcli.broker.acting.config import implemented as acting_keys
     from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
     from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
@@ -88,10 +89,21 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
         CONNECTIONS_KEY,
     }
     known |= acting_keys(props)
+    known.add(ROOT_DIR_KEY)
     unknown = [key for key in props if key not in known]
     if props.get("notifyMinBrokerIdChanged", "false").strip().lower() == "true":
         unknown.append("notifyMinBrokerIdChanged")  # the NameServer's pushes (905) are not implemented
     return sorted(unknown)
+
+
+def root_dir_warning(props: Mapping[str, str], store: Path) -> str | None:
+    """broker.conf's ``storePathRootDir`` when it names another directory than STORE, which is served."""
+    given = props.get(ROOT_DIR_KEY, "").strip()
+    if not given or Path(given).absolute().resolve() == store.absolute().resolve():
+        return None
+    return (
+        f"rmq serve: warning: broker.conf: {ROOT_DIR_KEY}={given} is not the STORE argument; serving {store}"
+    )
 
 
 def serve_limits(

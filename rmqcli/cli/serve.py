@@ -117,6 +117,7 @@ def serve(
         acl_enabled,
         exposure_warning,
         new_event_loop,
+        root_dir_warning,
         serve_limits,
         unimplemented_keys,
     )
@@ -154,6 +155,9 @@ def serve(
             f"getBrokerConfig, without effect): {names}",
             err=True,
         )
+    other_root = root_dir_warning(props, store)
+    if other_root:
+        typer.echo(other_root, err=True)
     exposed = exposure_warning(listen, acl_enabled(broker_config, props))
     if exposed:
         typer.echo(exposed, err=True)

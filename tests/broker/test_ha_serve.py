@@ -275,13 +275,22 @@ def test_bad_roles_stop_the_start_with_one_line(rmq, tmp_path: Path, keys: dict,
 def test_keys_rmq_does_not_implement_are_named_once_at_start(tmp_path: Path) -> None:
     """A master's brokerId is 0 whatever the file says (BrokerStartup); keys rmq leaves alone are
     listed in one warning, the ones it takes are not."""
-    member = Member(tmp_path, "m", "ASYNC_MASTER", brokerId=3, deleteWhen="04", storePathRootDir="/elsewhere")
+    member = Member(
+        tmp_path,
+        "m",
+        "ASYNC_MASTER",
+        brokerId=3,
+        deleteWhen="04",
+        transientStorePoolEnable="true",
+        storePathRootDir="/elsewhere",
+    )
     with member:
         out = member.output()
     assert "(cluster DefaultCluster, id 0)" in out and "ASYNC_MASTER (HA port" in out
     warnings = [line for line in out.splitlines() if "keys rmq does not implement" in line]
     assert len(warnings) == 1
-    assert warnings[0].endswith("ignored: deleteWhen, storePathRootDir")
+    assert warnings[0].endswith("without effect): transientStorePoolEnable")
+    assert "storePathRootDir=/elsewhere is not the STORE argument; serving" in out
 
 
 @pytest.mark.cpp

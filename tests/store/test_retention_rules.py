@@ -67,9 +67,7 @@ def test_a_round_deletes_at_a_delete_hour_or_when_the_disk_is_fuller_than_the_ra
     assert unmeasured.space_full and not unmeasured.clean_at_once
 
 
-def test_above_the_forcibly_ratio_files_go_whatever_their_age_and_above_the_warning_level_the_disk_is_full() -> (
-    None
-):
+def test_past_the_forcibly_ratio_files_go_at_any_age_and_past_the_warning_level_the_disk_is_full() -> None:
     forcibly = rules.decide(CONFIG, 5, rules.Disk(0.86, 0.86), False)
     assert forcibly.clean_at_once and forcibly.disk_full is None  # left as it was
     full = rules.decide(CONFIG, 5, rules.Disk(0.91, 0.91), False)
