@@ -148,8 +148,10 @@ def stage_clean(
         )
     if chosen:
         result.stored = (_first_store_time(store, before), _first_store_time(store, after))
-        _plan_queues(store, result, verb, action)
-        _plan_index(store, result, verb, action)
+    # CleanConsumeQueueService runs on the CommitLog minimum whether or not this round moved it (a
+    # broker's first round after start, or a clean killed between its CommitLog and queue files)
+    _plan_queues(store, result, verb, action)
+    _plan_index(store, result, verb, action)
     _notes(result, config)
     plan.details = {key: value for key, value in result.to_dict().items() if key != "plan"}
     return result
