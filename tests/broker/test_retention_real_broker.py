@@ -21,6 +21,7 @@ HOUR = time.localtime().tm_hour
 THIS_HOUR = f"{HOUR:02d};{(HOUR + 1) % 24:02d}"
 
 
+@pytest.mark.java
 @pytest.mark.skipif(not HAVE_JAVA, reason="Java 17 or ../shared/rocketmq-4.9.8 is missing")
 def test_the_real_broker_deletes_the_files_rmq_deletes_and_plans(tmp_path: Path) -> None:
     source = tmp_path / "source"

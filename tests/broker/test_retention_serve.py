@@ -36,7 +36,10 @@ from tests.support.retention import (
 )
 from tests.support.serve import ServeProcess, wait_until
 
-pytestmark = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq C++ client is not installed")
+pytestmark = [
+    pytest.mark.cpp,
+    pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq C++ client is not installed"),
+]
 
 HOUR = time.localtime().tm_hour
 THIS_HOUR = f"{HOUR:02d};{(HOUR + 1) % 24:02d}"  # the round may come in the next hour
