@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from rmqcli.broker.messagestore import MessageStore
     from rmqcli.store.write.cq import ConsumeQueueWriter
     from rmqcli.store.write.files import WritableFile
+    from rmqcli.store.write.index import IndexFileWriter
     from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -219,29 +220,32 @@ def _last_unit(f: WritableFile) -> int | None:
     return int.from_bytes(f.read(f.wrote - CQ_UNIT_SIZE, 8), "big", signed=True)
 
 
-def _unlink(f: WritableFile) -> bool:
-    try:
-        f.path.unlink(missing_ok=True)
-    except OSError as exc:
-        log.warning("clean-up: cannot delete %s: %s", f.path, exc.strerror or exc)
-        return False
-    f.close()
-    return True
+def _delete_oldest(files: list[WritableFile] | list[IndexFileWriter], count: int, directory: Path) -> int:
+    """Unlink, then unmap, the ``count`` oldest of ``files``, taking them off the list; stops at one
+    that cannot be deleted (it stays, served). How many went."""
+    gone = 0
+    for _ in range(count):
+        first = files[0]
+        try:
+            first.path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("clean-up: cannot delete %s: %s", first.path, exc.strerror or exc)
+            break
+        files.pop(0)
+        first.close()
+        gone += 1
+    if gone:
+        fsync_dir(directory)
+    return gone
 
 
 def delete_queue_files(cq: ConsumeQueueWriter, low: int) -> int:
     """``ConsumeQueue.deleteExpiredFile``: the queue's files wholly below ``low`` go (never the last),
     then ``correctMinOffset``; how many went."""
     queue = cq.files.files
-    count = rules.expired_queue_files([_last_unit(f) for f in queue], low)
-    gone = 0
-    for _ in range(count):
-        if not _unlink(queue[0]):
-            break
-        queue.pop(0)
-        gone += 1
-    if gone:
-        fsync_dir(cq.files.directory)
+    gone = _delete_oldest(
+        queue, rules.expired_queue_files([_last_unit(f) for f in queue], low), cq.files.directory
+    )
     if queue:
         first = queue[0]
         index = rules.min_unit_index(lambda: first.read(0, first.wrote), low)
@@ -254,12 +258,4 @@ def delete_index_files(writer: StoreWriter, low: int) -> int:
     """``IndexService.deleteExpiredFile``: index files that end below ``low`` (never the last)."""
     files = writer.index.files
     count = rules.expired_index_files([f.end_phy_offset for f in files], low)
-    gone = 0
-    for _ in range(count):
-        if not _unlink(files[0]):
-            break
-        files.pop(0)
-        gone += 1
-    if gone:
-        fsync_dir(files[0].path.parent if files else writer.root)
-    return gone
+    return _delete_oldest(files, count, files[0].path.parent if files else writer.root)
