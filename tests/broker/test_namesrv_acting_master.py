@@ -200,4 +200,4 @@ def test_namesrv_keys_are_taken_and_an_unimplemented_one_is_named(tmp_path: Path
         config = dict(line.split("=", 1) for line in answer.body.decode().splitlines() if "=" in line)
         assert config["supportActingMaster"] == "true"
         assert config["scanNotActiveBrokerInterval"] == "5000"
-        assert "keys rmq does not implement, ignored: notifyMinBrokerIdChanged" in ns_proc.output()
+        assert "without effect): notifyMinBrokerIdChanged" in ns_proc.output()

@@ -1,15 +1,18 @@
 """Retention in ``rmq serve``, end to end: clean-up rounds that delete by time and by disk usage, what
-they leave served to the C++ client, the disk-full refusal, and ``rmq clean``'s plan against what the
-broker then deleted.
+they leave served to the C++ client, the disk-full refusal, ``rmq clean``'s plan against what the
+broker then deleted, and the real 4.9.8 broker beside rmq on copies of one store (without Java 17 or
+the kit, that case is skipped).
 
-A broker's first clean-up round comes 60 s after it starts (4.9.8's schedule), so the three brokers
-of this module start together and each test looks at its own.
+A broker's first clean-up round comes 60 s after it starts (4.9.8's schedule), so the brokers of this
+module start together and each test looks at its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,8 +26,10 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.retention import HOUR_MS, disk_used_ratio
+from rmqcli.store.settings import read_properties
 from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
 from tests.support.cli import invoke_rmq
+from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
 from tests.support.retention import (
     TOPIC,
     Placed,
@@ -36,10 +41,7 @@ from tests.support.retention import (
 )
 from tests.support.serve import ServeProcess, wait_until
 
-pytestmark = [
-    pytest.mark.cpp,
-    pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq C++ client is not installed"),
-]
+needs_client = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq C++ client is not installed")
 
 HOUR = time.localtime().tm_hour
 THIS_HOUR = f"{HOUR:02d};{(HOUR + 1) % 24:02d}"  # the round may come in the next hour
@@ -56,6 +58,8 @@ class Case:
     plan: dict  # `rmq clean --config broker.conf --json` just before
     placed: list[Placed]
     drill: Path | None = None
+    real: Path | None = None  # a copy of the store the real 4.9.8 broker serves
+    jvm: Jvm | None = None
 
 
 def plan(store: Path, conf: Path) -> dict:
@@ -94,15 +98,40 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case]]
             tmp, "space", {"fileReservedTime": "1", "deleteWhen": OTHER_HOUR, "diskMaxUsedSpaceRatio": "1"}
         ),
         "full": prepare(tmp, "full", {"deleteWhen": OTHER_HOUR}, build=False, drill="0.95"),
+        "mirror": prepare(tmp, "mirror", {"fileReservedTime": "1", "deleteWhen": THIS_HOUR}),
     }
     started = []
     try:
+        if HAVE_JAVA:
+            made["mirror"].real, made["mirror"].jvm = start_real(tmp, made["mirror"])
         for case in made.values():
             started.append(case.server.start())
         yield made
     finally:
         for server in started:
             server.kill()
+        if made["mirror"].jvm is not None:
+            made["mirror"].jvm.stop()
+
+
+def start_real(tmp: Path, case: Case) -> tuple[Path, Jvm]:
+    """The real 4.9.8 broker over a copy of the case's store (mtimes kept), with the case's keys."""
+    real = tmp / "real" / "store"
+    shutil.copytree(case.store, real)  # copy2: the mtimes come along
+    port = broker_port()
+    keys = read_properties(case.server.conf) if case.server.conf else {}
+    keys.update(brokerName="real-retention", brokerId="0", listenPort=str(port), haListenPort=str(port + 1))
+    conf = tmp / "real" / "broker.conf"
+    conf.write_text(
+        "".join(
+            f"{k}={v}\n" for k, v in {**keys, "brokerIP1": "127.0.0.1", "storePathRootDir": str(real)}.items()
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
+    env["ORACLE_STATE_DIR"] = str(tmp / "real" / "state")
+    jvm = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / "real" / "broker.out", env)
+    jvm.wait_for("boot success")
+    return real, jvm
 
 
 def deleted(case: Case) -> set[str]:
@@ -113,6 +142,8 @@ def planned(case: Case) -> set[str]:
     return {step["path"] for step in case.plan["steps"]}
 
 
+@pytest.mark.cpp
+@needs_client
 def test_expired_files_go_at_a_delete_hour_and_the_remaining_messages_are_consumed(
     cases: dict[str, Case], tmp_path: Path
 ) -> None:
@@ -206,6 +237,8 @@ def _send(addr: str) -> RemotingCommand:
     return asyncio.run(go())
 
 
+@pytest.mark.cpp
+@needs_client
 def test_above_the_warning_level_sends_are_refused_until_space_returns(
     cases: dict[str, Case], tmp_path: Path
 ) -> None:
@@ -236,3 +269,18 @@ def test_above_the_warning_level_sends_are_refused_until_space_returns(
     finally:
         load.stop()
     assert _send(server.broker).code == RS.SUCCESS
+
+
+@pytest.mark.java
+def test_the_real_broker_deletes_the_files_rmq_deletes_and_plans(cases: dict[str, Case]) -> None:
+    case = cases["mirror"]
+    if case.real is None:
+        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    names = commitlog_names(case.store)
+    wait_until(lambda: commitlog_names(case.real) == names[2:], ROUND_WAIT, "the real broker's deletion")
+    wait_until(lambda: commitlog_names(case.store) == names[2:], 30, "rmq serve's deletion")
+    time.sleep(3)  # the consume queues follow the CommitLog in the same round
+    deleted_real = case.before - store_files(case.real)
+    assert deleted_real == deleted(case) == planned(case)
+    assert {p for p in planned(case) if p.startswith("commitlog/")} == {f"commitlog/{n}" for n in names[:2]}
+    assert any(p.startswith("consumequeue/") for p in planned(case))
