@@ -327,6 +327,20 @@ def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
     return address, int.from_bytes(rest[:4], "big", signed=True), int.from_bytes(rest[4:], "big", signed=True)
 
 
+def decode_unique_key(key: str) -> tuple[bytes, int, int, int, int]:
+    """``MessageClientIDSetter``'s layout of a client message id (``UNIQ_KEY``): (ip bytes, pid,
+    class loader hash, ms since the start of its month, counter). 16 bytes (IPv4) or 28 (IPv6)."""
+    raw = bytes.fromhex(key)
+    if len(raw) not in (16, 28):
+        raise ValueError(f"not a unique key: {key!r}")
+    ip, rest = raw[:-12], raw[-12:]
+    pid = int.from_bytes(rest[0:2], "big")
+    loader = int.from_bytes(rest[2:6], "big", signed=True)
+    span = int.from_bytes(rest[6:10], "big")
+    counter = int.from_bytes(rest[10:12], "big")
+    return ip, pid, loader, span, counter
+
+
 # --- tags code (FORMATS.md §2.2) -----------------------------------------------------------------
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -24,13 +24,14 @@ STORE = {
     "truncate": "repair:truncate",
     "rebuild": "repair:rebuild",
     "clean": "repair:clean",
+    "offset": "ids:offset",
     "backups": "backup:backups",
     "restore-backup": "backup:restore_backup",
     "serve": "serve:serve",
 }
 
 OTHER = {"help": "admin_commands:help_command"}
-GROUPS = {"pipeline": "pipeline:app"}  # typer sub-apps
+GROUPS = {"msgid": "ids:msgid_app", "pipeline": "pipeline:app"}  # typer sub-apps
 
 
 def admin() -> dict[str, str]:

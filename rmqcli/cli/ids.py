@@ -1,0 +1,114 @@
+"""``rmq msgid decode`` and ``rmq offset``: message ids and CommitLog offsets, read offline
+(``rmqcli.ops.ids``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt
+from rmqcli.cli.render import Column, OutputFormat, Renderer, resolve_format
+
+msgid_app = typer.Typer(
+    name="msgid",
+    help="Message ids, offline.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+ID_COLUMNS = [
+    Column("id", "MsgId"),
+    Column("storeHost", "StoreHost"),
+    Column("offset", "CommitLogOffset", justify="right"),
+    Column("file", "File"),
+    Column("position", "Position", justify="right"),
+    Column("clientIp", "ClientIp"),
+    Column("pid", "Pid", justify="right"),
+    Column("time", "Time"),
+    Column("counter", "Counter", justify="right"),
+]
+PLACE_COLUMNS = [
+    Column("offset", "Offset", justify="right"),
+    Column("file", "File"),
+    Column("position", "Position", justify="right"),
+]
+
+
+def _file_size(config: Path | None) -> int:
+    from rmqcli.store.settings import StoreSettings, load_broker_conf
+
+    settings = load_broker_conf(config) if config is not None else StoreSettings()
+    return settings.mapped_file_size_commitlog
+
+
+@msgid_app.command("decode")
+def decode(
+    ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Message ids (32 or 56 hex digits).")],
+    config: ConfigOpt = None,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            help="A unique key's time is counted within the month before this moment (epoch ms or ISO-8601; "
+            "default: now): give a later moment for an id older than a month.",
+        ),
+    ] = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    """Decode message ids both ways: as an offset message id and as a client's unique key.
+
+    An offset message id (what the broker returns as offsetMsgId, MessageDecoder.createMessageId) is
+    the store host, its port and the CommitLog offset, given here with the CommitLog file and the
+    position in it (mappedFileSizeCommitLog of --config, else 1 GiB files). A unique key (the msgId a
+    client shows, UNIQ_KEY, MessageClientIDSetter) is the client's IP, pid, class loader hash, the
+    time to the millisecond (it holds the time since the start of its month: the latest such time
+    before now) and a counter. Both have the same length; the id's origin tells which reading holds.
+    The offset reading is empty when the id's port field is not a port.
+    """
+    import datetime as dt
+
+    from rmqcli.cli.common import parse_time
+    from rmqcli.ops.ids import decode as decode_id
+
+    size = _file_size(config)
+    moment = parse_time(now, "--now")
+    when = dt.datetime.fromtimestamp(moment / 1000) if moment is not None else None
+    docs = [decode_id(text, size, when) for text in ids]
+    renderer = Renderer(resolve_format(output, json_))
+    if renderer.fmt is OutputFormat.table:
+        renderer.rows([_flat(doc) for doc in docs], ID_COLUMNS)
+    else:
+        renderer.rows(docs, ID_COLUMNS)
+
+
+def _flat(doc: dict[str, Any]) -> dict[str, Any]:
+    return {"id": doc["id"], **(doc["offsetId"] or {}), **doc["uniqueKey"]}
+
+
+def offset(
+    places: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="OFFSET|FILE[:POS]...",
+            help="CommitLog offsets, or CommitLog file names (20 digits, a path is fine) with a position.",
+        ),
+    ],
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    """A CommitLog offset as the file that holds it and the position in that file, and back.
+
+    1073742827 is byte 1003 of file 00000000001073741824 with 1 GiB files (the default;
+    mappedFileSizeCommitLog of --config for others), and 00000000001073741824:1003 is offset
+    1073742827.
+    """
+    from rmqcli.ops.ids import parse_place
+
+    size = _file_size(config)
+    rows = [parse_place(text, size).to_dict() for text in places]
+    Renderer(resolve_format(output, json_)).rows(rows, PLACE_COLUMNS)
