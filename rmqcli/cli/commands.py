@@ -25,6 +25,7 @@ STORE = {
     "rebuild": "repair:rebuild",
     "clean": "repair:clean",
     "offset": "ids:offset",
+    "lag": "reports:lag",
     "backups": "backup:backups",
     "restore-backup": "backup:restore_backup",
     "serve": "serve:serve",
