@@ -14,18 +14,18 @@ the dict kept here is the one Java's map has (FORMATS.md §1.7).
 from __future__ import annotations
 
 from formats import commitlog as fmt
+from formats.commitlog import (  # noqa: F401 - MessageConst names the broker's modules take from here
+    PROPERTY_CHECK_IMMUNITY_TIME,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_PREPARED_QUEUE_OFFSET,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_PREPARED,
+)
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import Host, InnerMessage
-
-# MessageConst (4.9.x) names not declared in formats.commitlog.
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 
 
 def born_host(rec: Record) -> Host:

@@ -26,6 +26,8 @@ STORE = {
     "clean": "repair:clean",
     "offset": "ids:offset",
     "lag": "reports:lag",
+    "delay-report": "reports:delay_report",
+    "tx-report": "reports:tx_report",
     "backups": "backup:backups",
     "restore-backup": "backup:restore_backup",
     "serve": "serve:serve",

@@ -1,4 +1,5 @@
-"""Operator reports read from a store directory, offline: ``rmq lag`` (``rmqcli.ops.lag``)."""
+"""Operator reports read from a store directory, offline: ``rmq lag``, ``rmq delay-report`` and
+``rmq tx-report`` (``rmqcli.ops.lag``, ``delayreport``, ``txreport``)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,127 @@ def lag(
             row["oldestUnconsumed"] = human_time(oldest) if oldest else "-"
             row["flags"] = ",".join(row["flags"]) or "-"
     renderer.rows(rows, LAG_COLUMNS)
+
+
+DELAY_COLUMNS = [
+    Column("level", "#Level", justify="right"),
+    Column("delay", "#Delay"),
+    Column("progress", "#Progress", justify="right"),
+    Column("maxOffset", "#Max Offset", justify="right"),
+    Column("waiting", "#Waiting", justify="right"),
+    Column("next", "#Next Due"),
+    Column("last", "#Last Due"),
+]
+WAITING_COLUMNS = [
+    Column("level", "#Level", justify="right"),
+    Column("queueOffset", "#Offset", justify="right"),
+    Column("dueTime", "#Due"),
+    Column("topic", "#Topic"),
+    Column("queueId", "#QID", justify="right"),
+    Column("keys", "#Keys"),
+    Column("uniqKey", "#MsgId"),
+]
+
+
+def _delay_text(millis: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if millis % size == 0:
+            return f"{millis // size}{unit}"
+    return f"{millis}ms"
+
+
+def delay_report(
+    store: StoreArg,
+    list_: Annotated[
+        bool, typer.Option("--list", help="Each waiting message instead of the levels.")
+    ] = False,
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    """Delayed messages waiting in SCHEDULE_TOPIC_XXXX, per delay level, from the store.
+
+    For each level (messageDelayLevel of --config, else the default 18): the schedule service's
+    progress (config/delayOffset.json), the queue's max offset, how many messages wait beyond the
+    progress, when the next one is due and when the last one is. --list shows every waiting message:
+    its real topic and queue, keys, message id and due time.
+    """
+    from rmqcli.ops.delayreport import levels, waiting
+
+    renderer = Renderer(resolve_format(output, json_))
+    handle = open_store(store, config)
+    try:
+        if list_:
+            rows = [w.to_dict() for w in waiting(handle)]
+        else:
+            rows = [r.to_dict() for r in levels(handle)]
+    finally:
+        handle.close()
+    if renderer.fmt is not OutputFormat.table:
+        renderer.rows(rows, WAITING_COLUMNS if list_ else DELAY_COLUMNS)
+        return
+    for row in rows:
+        if list_:
+            row["dueTime"] = human_time(row["due"])
+        else:
+            row["delay"] = _delay_text(row["delayMs"])
+            row["next"] = human_time(row["nextDue"]) if row["nextDue"] else "-"
+            row["last"] = human_time(row["lastDue"]) if row["lastDue"] else "-"
+    renderer.rows(rows, WAITING_COLUMNS if list_ else DELAY_COLUMNS)
+
+
+def _age(millis: int) -> str:
+    """``3d 16h``, ``16h 29m``, ``29m 5s``, ``5s``: the two largest units."""
+    seconds = millis // 1000
+    parts = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if seconds >= size or (unit == "s" and not parts):
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return " ".join(parts[:2])
+
+
+TX_COLUMNS = [
+    Column("state", "#State"),
+    Column("queueOffset", "#Offset", justify="right"),
+    Column("topic", "#Topic"),
+    Column("producerGroup", "#Producer Group"),
+    Column("transactionId", "#Transaction Id"),
+    Column("keys", "#Keys"),
+    Column("born", "#Born"),
+    Column("age", "#Age"),
+    Column("checks", "#Checks", justify="right"),
+]
+
+
+def tx_report(
+    store: StoreArg,
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    """Transactions left open in the store, and those the broker gave up on.
+
+    Pending: half messages in RMQ_SYS_TRANS_HALF_TOPIC at or past the check service's progress
+    (CID_RMQ_SYS_TRANS's offset) that no op message in RMQ_SYS_TRANS_OP_HALF_TOPIC settles: their
+    real topic, producer group (the one the broker asks), transaction id, keys, age and how often the
+    broker checked them (TRANSACTION_CHECK_TIMES). Given up: what sits in TRANS_CHECK_MAX_TIME_TOPIC,
+    checked transactionCheckMax times or older than fileReservedTime.
+    """
+    import time
+
+    from rmqcli.ops.txreport import half_messages
+
+    renderer = Renderer(resolve_format(output, json_))
+    now = int(time.time() * 1000)
+    handle = open_store(store, config)
+    try:
+        rows = [row.to_dict(now) for row in half_messages(handle)]
+    finally:
+        handle.close()
+    if renderer.fmt is OutputFormat.table:
+        for row in rows:
+            row["born"] = human_time(row["bornTimestamp"])
+            row["age"] = _age(row["ageMs"])
+            row["transactionId"] = row["transactionId"] or "-"
+    renderer.rows(rows, TX_COLUMNS)

@@ -88,9 +88,9 @@ class _Queues:
         """The store time of the message at ``queue_offset``, None when it is not in the store."""
         try:
             unit = self.store.consume_queue(topic, queue_id).unit(queue_offset)
-            return self.store.commitlog.read(unit.commitlog_offset).store_timestamp
-        except (NotFoundError, CorruptDataError, UnsafeNameError, LookupError, ValueError):
+        except (NotFoundError, CorruptDataError, UnsafeNameError):
             return None
+        return self.store.commitlog.store_timestamp(unit.commitlog_offset)
 
 
 def lag_rows(store: Store, group: str | None = None, topic: str | None = None) -> Iterator[LagRow]:

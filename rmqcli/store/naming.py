@@ -4,6 +4,7 @@ the one place a directory name is made from a topic name (``ConsumeQueue``'s
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from functools import lru_cache
@@ -73,9 +74,25 @@ def is_safe_topic_dir(topic: str) -> bool:
     return topic_dir_problem(topic) is None
 
 
+@functools.lru_cache(maxsize=256)
+def _real(base: str) -> Path:
+    return Path(base).resolve()
+
+
 def _inside(path: Path, base: Path, topic: str) -> Path:
-    """``path``, once its resolved form is checked to lie below ``base``'s (symbolic links followed)."""
-    real_base = base.resolve()
+    """``path``, once its resolved form is checked to lie below ``base``'s (symbolic links followed).
+
+    ``path`` is ``base`` plus plain components (``topic_dir_problem`` allows no separator and no
+    ``.``/``..``), so only a symbolic link among them can lead elsewhere: without one it is inside,
+    and only then is the path resolved (``realpath`` costs a system call per component)."""
+    probe = os.fspath(base)
+    for part in path.relative_to(base).parts:
+        probe = os.path.join(probe, part)
+        if os.path.islink(probe):
+            break
+    else:
+        return path
+    real_base = _real(str(base))
     real = path.resolve()
     if real_base not in real.parents:
         raise UnsafeNameError(topic, f"{path} resolves to {real}, outside {real_base}")

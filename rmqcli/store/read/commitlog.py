@@ -234,6 +234,27 @@ class CommitLog:
         except RecordError as exc:
             raise CorruptDataError(str(exc), str(mf.path), offset - mf.from_offset) from None
 
+    def store_timestamp(self, offset: int) -> int | None:
+        """The STORETIMESTAMP of the record at ``offset`` from its header alone; None when no file
+        holds the offset or no record (magic code) starts there."""
+        try:
+            mf = self.queue.find(offset)
+        except NotFoundError:
+            return None
+        buf = mf.map()
+        pos = offset - mf.from_offset
+        if pos + fmt.PREFIX_SIZE > len(buf):
+            return None
+        _size, magic, _crc, _queue, _flag, _qoff, _phys, sys_flag = fmt.PREFIX_STRUCT.unpack_from(buf, pos)[
+            :8
+        ]
+        if magic not in (fmt.MAGIC_V1, fmt.MAGIC_V2):
+            return None
+        at = pos + fmt.PREFIX_SIZE + fmt.host_length(sys_flag, fmt.BORNHOST_V6_FLAG)
+        if at + fmt.STORE_TIMESTAMP_STRUCT.size > len(buf):
+            return None
+        return fmt.STORE_TIMESTAMP_STRUCT.unpack_from(buf, at)[0]
+
     # --- header-only scan ---------------------------------------------------------------------
     def headers(self, from_offset: int | None = None) -> Iterator[Header]:
         """A fast scan that reads only what ``stats`` needs; stops at corruption like ``records``."""

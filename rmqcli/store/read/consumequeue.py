@@ -59,16 +59,17 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.directory = directory
         self.queue = MappedFileQueue.open(directory, file_size)
-        self._valid: dict[str, int] = {}
+        self._valid: dict[int, int] = {}  # a file's first offset -> its leading valid units
 
     @property
     def files(self) -> list[MappedFile]:
         return self.queue.files
 
     def valid_units(self, mf: MappedFile) -> int:
-        if mf.name not in self._valid:
-            self._valid[mf.name] = valid_units_in(mf.map())
-        return self._valid[mf.name]
+        units = self._valid.get(mf.from_offset)
+        if units is None:
+            units = self._valid[mf.from_offset] = valid_units_in(mf.map())
+        return units
 
     @property
     def min_logic_offset(self) -> int:
