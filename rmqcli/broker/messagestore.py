@@ -22,6 +22,7 @@ from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
 from rmqcli.store.read.commitlog import Record, RecordError, decode_record
 from rmqcli.store.read.index import IndexService
 from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
+from rmqcli.store.timesearch import offset_by_time
 from rmqcli.store.write import messages  # the message and result types the store takes
 from rmqcli.store.write.cq import ConsumeQueueWriter
 from rmqcli.store.write.files import WritableFile, fsync_dir
@@ -322,33 +323,14 @@ class MessageStore:
         return found[0].store_timestamp if found else None
 
     def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """``ConsumeQueue.getOffsetInQueueByTime`` (4.9.x): the offset whose store time equals
-        ``timestamp``, otherwise the closer neighbour; after the last message: the last one; 0 if empty."""
-        low, high = self.min_offset(topic, queue_id), self.max_offset(topic, queue_id) - 1
-        if high < low:
-            return 0
-        times: dict[int, int] = {}
+        """``ConsumeQueue.getOffsetInQueueByTime`` (``rmqcli.store.timesearch``)."""
 
-        def ts(offset: int) -> int:
-            if offset not in times:
-                units = self.units(topic, queue_id, offset, 1)
-                value = self.store_timestamp(units[0]) if units else None
-                times[offset] = -1 if value is None else value
-            return times[offset]
+        def store_time(offset: int) -> int | None:
+            units = self.units(topic, queue_id, offset, 1)
+            return self.store_timestamp(units[0]) if units else None
 
-        lo, hi = low, high
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if ts(mid) < timestamp:
-                lo = mid + 1
-            else:
-                hi = mid
-        if ts(lo) == timestamp or lo == low:
-            return lo
-        if ts(lo) < timestamp:  # every message is older
-            return lo
-        before = lo - 1
-        return before if timestamp - ts(before) < ts(lo) - timestamp else lo
+        low, end = self.min_offset(topic, queue_id), self.max_offset(topic, queue_id)
+        return offset_by_time(low, end, store_time, timestamp)
 
     def earliest_store_time(self, topic: str, queue_id: int) -> int:
         """``getEarliestMessageTime``: store time of the first message of the queue, -1 when none."""

@@ -34,7 +34,7 @@ STORE = {
 }
 
 OTHER = {"help": "admin_commands:help_command"}
-GROUPS = {"msgid": "ids:msgid_app", "pipeline": "pipeline:app"}  # typer sub-apps
+GROUPS = {"msgid": "ids:msgid_app", "offsets": "offsets:app", "pipeline": "pipeline:app"}  # typer sub-apps
 
 
 def admin() -> dict[str, str]:

@@ -1,0 +1,123 @@
+"""``rmq offsets STORE reset|set|merge``: committed consumer offsets changed offline
+(``rmqcli.ops.offsets``), with the plan / ``--yes`` / lock / backup rules of the repair commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rmqcli.cli.common import ConfigOpt, parse_time
+from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm
+from rmqcli.cli.repair import Repair, _run
+
+app = typer.Typer(
+    name="offsets",
+    help="Change committed consumer offsets (config/consumerOffset.json) of a stopped broker's store: "
+    "reset a topic's queues to a time, their min or their max, set one queue, or merge another store's "
+    "offsets (the larger per queue). Nothing changes without --yes; the old file is backed up.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+GroupOpt = Annotated[str, typer.Option("--group", "-g", help="The consumer group.")]
+TopicOpt = Annotated[str, typer.Option("--topic", "-t", help="The topic.")]
+
+
+@app.callback()
+def offsets(
+    ctx: typer.Context,
+    store: Annotated[Path, typer.Argument(metavar="STORE", help="A store directory.")],
+) -> None:
+    """Change committed consumer offsets of a store, offline."""
+    ctx.obj = store
+
+
+def _repair(stage, apply_fn) -> Repair:  # type: ignore[no-untyped-def]
+    from rmqcli.ops import offsets as ops
+
+    return Repair(stage, apply_fn, ops.discard, ops.STAGING_NAME)
+
+
+@app.command("reset")
+def reset(
+    ctx: typer.Context,
+    group: GroupOpt,
+    topic: TopicOpt,
+    time: Annotated[
+        str | None, typer.Option("--time", help="The first message stored at TIME (epoch ms or ISO-8601).")
+    ] = None,
+    to_min: Annotated[
+        bool, typer.Option("--to-min", help="Each queue's min offset (everything again).")
+    ] = False,
+    to_max: Annotated[
+        bool, typer.Option("--to-max", help="Each queue's max offset (skip what waits).")
+    ] = False,
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """Reset the group's offsets on every read queue of the topic: to a time, the min or the max.
+
+    --time picks, per queue, the message stored at that time or the closest one
+    (getOffsetInQueueByTime, as resetOffsetByTime asks a live broker); the offset is set whatever it
+    was. Exactly one of --time, --to-min and --to-max.
+    """
+    from rmqcli.errors import UsageError
+    from rmqcli.ops import offsets as ops
+
+    if sum((time is not None, to_min, to_max)) != 1:
+        raise UsageError("give exactly one of --time, --to-min and --to-max")
+    when = parse_time(time, "--time")
+    to = "min" if to_min else "max" if to_max else None
+    repair = _repair(lambda s: ops.stage_reset(s, group, topic, time_ms=when, to=to), ops.apply_offsets)
+    _run(ctx.obj, config, confirm(dry_run, yes), force_unlocked, json_, repair)
+
+
+@app.command("set")
+def set_offset(
+    ctx: typer.Context,
+    group: GroupOpt,
+    topic: TopicOpt,
+    queue: Annotated[int, typer.Option("--queue", "-q", help="The queue id.")],
+    offset: Annotated[int, typer.Argument(metavar="OFFSET", help="The new committed offset.")],
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """Set the group's committed offset on one queue (0 up to the queue's max offset)."""
+    from rmqcli.ops import offsets as ops
+
+    repair = _repair(lambda s: ops.stage_set(s, group, topic, queue, offset), ops.apply_offsets)
+    _run(ctx.obj, config, confirm(dry_run, yes), force_unlocked, json_, repair)
+
+
+@app.command("merge")
+def merge(
+    ctx: typer.Context,
+    other: Annotated[
+        Path, typer.Argument(metavar="OTHER_STORE", help="The store whose offsets to merge in.")
+    ],
+    config: ConfigOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    force_unlocked: ForceUnlockedOpt = False,
+    json_: PlanJsonOpt = False,
+) -> None:
+    """Take, per group, topic and queue, the larger committed offset of this store and OTHER_STORE.
+
+    The manual fix for 4.x's offset rollback: a master that comes back has older offsets than its
+    slave's consumers committed meanwhile; merge the slave's store into the master's (both stopped)
+    and consumers do not consume those messages again. OTHER_STORE is only read.
+    """
+    from rmqcli.cli.common import check_store_dir
+    from rmqcli.ops import offsets as ops
+
+    check_store_dir(other)
+    repair = _repair(lambda s: ops.stage_merge(s, other), ops.apply_offsets)
+    _run(ctx.obj, config, confirm(dry_run, yes), force_unlocked, json_, repair)
