@@ -285,6 +285,37 @@ given. Rows are those of `rmq dump-commitlog` with the store they came from, in 
 order."""
 
 
+LAG_HELP = (
+    "`rmq lag` for many stores, one Spark task per store: per store, consumer group, topic and queue "
+    "the broker and consumer offsets, the diff, the queue's min offset, the store times of the last "
+    "consumed and the oldest unconsumed message, and the below-min / past-max flags."
+)
+
+
+@app.command("lag", help=LAG_HELP)
+def lag(
+    stores: StoresArg,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
+    master: MasterOpt = None,
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> None:
+    from rmqcli.cli.reports import LAG_COLUMNS, lag_display
+    from rmqcli.pipeline.lag import pipeline_lag
+    from rmqcli.pipeline.session import spark_session
+    from rmqcli.pipeline.tasks import check_stores
+
+    check_stores(stores, config)
+    with spark_session(master, "rmq pipeline lag") as session:
+        rows = pipeline_lag(session, stores, config=config, group=group, topic=topic)
+    renderer = Renderer(resolve_format(output, json_))
+    if renderer.fmt is OutputFormat.table:
+        rows = [lag_display(row) for row in rows]
+    renderer.rows(rows, [Column("store", "#Store"), *LAG_COLUMNS])
+
+
 @app.command("search", help=SEARCH_HELP)
 def search(
     stores: UrlStoresArg,

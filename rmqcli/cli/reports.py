@@ -50,12 +50,19 @@ def lag(
     finally:
         handle.close()
     if renderer.fmt is OutputFormat.table:
-        for row in rows:
-            row["lastTime"] = human_time(row["lastTimestamp"]) if row["lastTimestamp"] else "N/A"
-            oldest = row["oldestUnconsumedTimestamp"]
-            row["oldestUnconsumed"] = human_time(oldest) if oldest else "-"
-            row["flags"] = ",".join(row["flags"]) or "-"
+        rows = [lag_display(row) for row in rows]
     renderer.rows(rows, LAG_COLUMNS)
+
+
+def lag_display(row: dict) -> dict:
+    """A lag row with its times and flags as the table shows them."""
+    oldest = row["oldestUnconsumedTimestamp"]
+    return {
+        **row,
+        "lastTime": human_time(row["lastTimestamp"]) if row["lastTimestamp"] else "N/A",
+        "oldestUnconsumed": human_time(oldest) if oldest else "-",
+        "flags": ",".join(row["flags"]) or "-",
+    }
 
 
 DELAY_COLUMNS = [
