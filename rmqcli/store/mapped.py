@@ -67,11 +67,13 @@ class MappedFileQueue:
         dirs = [directories] if isinstance(directories, Path) else directories
         files = []
         for directory in dirs:
-            if not directory.is_dir():
+            try:
+                entries = os.scandir(directory)
+            except (FileNotFoundError, NotADirectoryError):
                 continue
-            with os.scandir(directory) as entries:
+            with entries:
                 for entry in entries:
-                    if entry.is_file() and is_offset_name(entry.name):
+                    if is_offset_name(entry.name) and entry.is_file():
                         files.append(MappedFile(Path(entry.path), int(entry.name), entry.stat().st_size))
         return cls(files, file_size)
 

@@ -31,6 +31,7 @@ class CqUnit:
 
 
 _VALID_CHUNK = 1 << 14  # units checked at a time: a queue's valid run usually ends early in its file
+_SMALL_FILE = 64 * CQ_UNIT_SIZE  # bytes: up to this, units are checked one by one
 
 
 def valid_units_in(buf, limit: int | None = None) -> int:
@@ -39,9 +40,16 @@ def valid_units_in(buf, limit: int | None = None) -> int:
     Checked a chunk at a time, so the zeros after a queue's last unit are read no further than
     the chunk that holds its end.
     """
+    limit = len(buf) if limit is None else limit
+    if limit <= _SMALL_FILE:  # a few units: plain unpacking costs less than numpy's set-up
+        count = 0
+        for offset, size, _ in CQ_UNIT_STRUCT.iter_unpack(buf[: limit - limit % CQ_UNIT_SIZE]):
+            if offset < 0 or size <= 0:
+                break
+            count += 1
+        return count
     import numpy as np
 
-    limit = len(buf) if limit is None else limit
     units = np.frombuffer(buf, dtype=CQ_UNIT_DTYPE, count=limit // CQ_UNIT_SIZE)
     for first in range(0, len(units), _VALID_CHUNK):
         chunk = units[first : first + _VALID_CHUNK]
