@@ -79,19 +79,21 @@ def _real(base: str) -> Path:
     return Path(base).resolve()
 
 
-def _inside(path: Path, base: Path, topic: str) -> Path:
-    """``path``, once its resolved form is checked to lie below ``base``'s (symbolic links followed).
+def _inside(base: Path, parts: tuple[str, ...], topic: str) -> Path:
+    """``base`` joined with ``parts``, once its resolved form is checked to lie below ``base``'s
+    (symbolic links followed).
 
-    ``path`` is ``base`` plus plain components (``topic_dir_problem`` allows no separator and no
-    ``.``/``..``), so only a symbolic link among them can lead elsewhere: without one it is inside,
-    and only then is the path resolved (``realpath`` costs a system call per component)."""
+    The parts are plain components (``topic_dir_problem`` allows no separator and no ``.``/``..``),
+    so only a symbolic link among them can lead elsewhere: without one the path is inside, and only
+    then is it resolved (``realpath`` costs a system call per component)."""
     probe = os.fspath(base)
-    for part in path.relative_to(base).parts:
+    for part in parts:
         probe = os.path.join(probe, part)
         if os.path.islink(probe):
             break
     else:
-        return path
+        return Path(probe)
+    path = base.joinpath(*parts)
     real_base = _real(str(base))
     real = path.resolve()
     if real_base not in real.parents:
@@ -106,7 +108,7 @@ def topic_dir(root: Path | str, topic: str) -> Path:
     if problem is not None:
         raise UnsafeNameError(topic, problem)
     base = Path(root) / CONSUMEQUEUE_DIR
-    return _inside(base / topic, base, topic)
+    return _inside(base, (topic,), topic)
 
 
 def consume_queue_dir(root: Path | str, topic: str, queue_id: int) -> Path:
@@ -115,4 +117,4 @@ def consume_queue_dir(root: Path | str, topic: str, queue_id: int) -> Path:
     if problem is not None:
         raise UnsafeNameError(topic, problem)
     base = Path(root) / CONSUMEQUEUE_DIR
-    return _inside(base / topic / str(int(queue_id)), base, topic)
+    return _inside(base, (topic, str(int(queue_id))), topic)
