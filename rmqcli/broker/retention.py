@@ -79,6 +79,7 @@ class RetentionService:
         self.hanged: WritableFile | None = None
         self._last_redelete = 0.0
         self._last_min_offset = 0
+        self._full_warned = False
         self.deleted_commitlog: list[str] = []  # every CommitLog file name deleted since start
         self._lock = asyncio.Lock()
 
@@ -122,6 +123,7 @@ class RetentionService:
         )
         self._mark_disk(decision.disk_full)
         if not decision.deletes:
+            self._full_warned = False
             return []
         if decision.manual:
             self.manual_rounds -= 1
@@ -146,8 +148,9 @@ class RetentionService:
             fsync_dir(self.writer.commitlog.directory)
             self.deleted_commitlog.extend(deleted)
             log.warning("clean-up: deleted CommitLog files %s", ", ".join(deleted))
-        elif decision.space_full:
+        elif decision.space_full and not self._full_warned:  # once, not every round
             log.warning("disk space will be full soon, but delete file failed.")
+        self._full_warned = decision.space_full and not deleted
         return deleted
 
     def _mark_disk(self, full: bool | None) -> None:
