@@ -91,6 +91,11 @@ def check_depth(value: Any, text: str | bytes, limit: int = MAX_DEPTH) -> None:
 
 
 _BARE = re.compile(r"[A-Za-z_$][\w$]*")
+_INT = r"-?(?:0|[1-9]\d*)"
+_INT_PAIR = re.compile(rf"({_INT})[ \t\n\r]*:[ \t\n\r]*({_INT})")
+_PAIR = rf"{_INT}[ \t\n\r]*:[ \t\n\r]*{_INT}"
+# a whole map of integers to integers, as fastjson writes offset tables (a trailing comma allowed)
+_INT_MAP = re.compile(rf"\{{[ \t\n\r]*(?:{_PAIR}(?:[ \t\n\r]*,[ \t\n\r]*{_PAIR})*[ \t\n\r]*,?)?[ \t\n\r]*\}}")
 _decoder = json.JSONDecoder()
 
 
@@ -201,6 +206,10 @@ class _Parser:
         self.depth -= 1
 
     def object(self) -> dict[Any, Any]:
+        flat = _INT_MAP.match(self.text, self.pos)
+        if flat is not None and self.depth < self.max_depth:  # {0:54,1:67}: the offset tables
+            self.pos = flat.end()
+            return {parse_int(k): parse_int(v) for k, v in _INT_PAIR.findall(flat.group())}
         result: dict[Any, Any] = {}
         for _ in self.members("{", "}", trailing_comma=True):
             start = self.pos

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rmqcli.errors import CorruptDataError, NotFoundError, UnsafeNameError
 from rmqcli.store import Store
 from rmqcli.store.configfiles import OFFSETS, TOPICS, load_config, parse_consumer_offsets
+from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import CONFIG_DIR
 
 BELOW_MIN = "below-min"
@@ -93,35 +95,78 @@ class _Queues:
         return self.store.commitlog.store_timestamp(unit.commitlog_offset)
 
 
+Work = tuple[str, str, dict[int, int], int]  # group, topic, committed offsets, read queues
+PARALLEL_QUEUES = 2_000  # from this many queues on, the rows are computed by several processes
+
+
 def lag_rows(store: Store, group: str | None = None, topic: str | None = None) -> Iterator[LagRow]:
     """Rows sorted by group, then topic and queue (``consumerProgress`` sorts its queues so)."""
     offsets = parse_consumer_offsets(
         load_config(store.root / CONFIG_DIR, OFFSETS).data, f"{CONFIG_DIR}/{OFFSETS}"
     )
     topics = load_config(store.root / CONFIG_DIR, TOPICS).data.get("topicConfigTable", {})
-    queues = _Queues(store)
     by_group: dict[str, list[str]] = {}
     for name, owner in offsets:
         if (group is None or owner == group) and (topic is None or name == topic) and name in topics:
             by_group.setdefault(owner, []).append(name)
-    for owner in sorted(by_group):
-        for name in sorted(by_group[owner]):
-            committed = offsets[(name, owner)]
-            for queue_id in range(int(topics[name].get("readQueueNums", 0))):
-                low, high = queues.bounds(name, queue_id)
-                consumer = max(committed.get(queue_id, 0), 0)
-                yield LagRow(
-                    group=owner,
-                    topic=name,
-                    queue_id=queue_id,
-                    broker_offset=max(high, 0),
-                    consumer_offset=consumer,
-                    min_offset=low,
-                    last_time=queues.store_time(name, queue_id, consumer - 1) if consumer > 0 else None,
-                    oldest_unconsumed=(
-                        queues.store_time(name, queue_id, max(consumer, low))
-                        if max(consumer, low) < high
-                        else None
-                    ),
-                    committed=queue_id in committed,
-                )
+    work: list[Work] = [
+        (owner, name, offsets[(name, owner)], int(topics[name].get("readQueueNums", 0)))
+        for owner in sorted(by_group)
+        for name in sorted(by_group[owner])
+    ]
+    workers = _workers(sum(w[3] for w in work))
+    if workers <= 1:
+        yield from _rows(store, work)
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    chunks = [work[i::workers] for i in range(workers)]  # interleaved: each gets a share of big topics
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        parts = list(pool.map(_rows_of, [(store.root, store.settings, chunk) for chunk in chunks]))
+    merged = {(row.group, row.topic, row.queue_id): row for part in parts for row in part}
+    for owner, name, _, queues in work:
+        for queue_id in range(queues):
+            yield merged[(owner, name, queue_id)]
+
+
+def _workers(queues: int) -> int:
+    """Processes for ``queues`` queues: one below ``PARALLEL_QUEUES`` or where fork is missing."""
+    import multiprocessing
+    import os
+
+    if queues < PARALLEL_QUEUES or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(os.cpu_count() or 1, 8, queues // (PARALLEL_QUEUES // 2)))
+
+
+def _rows_of(task: tuple[Path, StoreSettings, list[Work]]) -> list[LagRow]:
+    root, settings, work = task
+    store = Store(root, settings)
+    try:
+        return list(_rows(store, work))
+    finally:
+        store.close()
+
+
+def _rows(store: Store, work: list[Work]) -> Iterator[LagRow]:
+    queues = _Queues(store)
+    for owner, name, committed, read_queues in work:
+        for queue_id in range(read_queues):
+            low, high = queues.bounds(name, queue_id)
+            consumer = max(committed.get(queue_id, 0), 0)
+            first_unread = max(consumer, low)
+            yield LagRow(
+                group=owner,
+                topic=name,
+                queue_id=queue_id,
+                broker_offset=max(high, 0),
+                consumer_offset=consumer,
+                min_offset=low,
+                last_time=queues.store_time(name, queue_id, consumer - 1) if consumer > 0 else None,
+                oldest_unconsumed=queues.store_time(name, queue_id, first_unread)
+                if first_unread < high
+                else None,
+                committed=queue_id in committed,
+            )

@@ -79,22 +79,22 @@ def _real(base: str) -> Path:
     return Path(base).resolve()
 
 
-def _inside(base: Path, parts: tuple[str, ...], topic: str) -> Path:
+def _inside(base: str, parts: tuple[str, ...], topic: str) -> Path:
     """``base`` joined with ``parts``, once its resolved form is checked to lie below ``base``'s
     (symbolic links followed).
 
     The parts are plain components (``topic_dir_problem`` allows no separator and no ``.``/``..``),
     so only a symbolic link among them can lead elsewhere: without one the path is inside, and only
     then is it resolved (``realpath`` costs a system call per component)."""
-    probe = os.fspath(base)
+    probe = base
     for part in parts:
         probe = os.path.join(probe, part)
         if os.path.islink(probe):
             break
     else:
         return Path(probe)
-    path = base.joinpath(*parts)
-    real_base = _real(str(base))
+    path = Path(base, *parts)
+    real_base = _real(base)
     real = path.resolve()
     if real_base not in real.parents:
         raise UnsafeNameError(topic, f"{path} resolves to {real}, outside {real_base}")
@@ -107,8 +107,7 @@ def topic_dir(root: Path | str, topic: str) -> Path:
     problem = topic_dir_problem(topic)
     if problem is not None:
         raise UnsafeNameError(topic, problem)
-    base = Path(root) / CONSUMEQUEUE_DIR
-    return _inside(base, (topic,), topic)
+    return _inside(os.path.join(root, CONSUMEQUEUE_DIR), (topic,), topic)
 
 
 def consume_queue_dir(root: Path | str, topic: str, queue_id: int) -> Path:
@@ -116,5 +115,4 @@ def consume_queue_dir(root: Path | str, topic: str, queue_id: int) -> Path:
     problem = topic_dir_problem(topic)
     if problem is not None:
         raise UnsafeNameError(topic, problem)
-    base = Path(root) / CONSUMEQUEUE_DIR
-    return _inside(base, (topic, str(int(queue_id))), topic)
+    return _inside(os.path.join(root, CONSUMEQUEUE_DIR), (topic, str(int(queue_id))), topic)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -89,3 +90,17 @@ def test_offsets_below_the_minimum_and_past_the_end_are_flagged(tmp_path: Path) 
     assert ok["flags"] == [] and ok["diff"] == 50 and ok["lastTimestamp"] is not None
     empty = rows[("G_OK", 2)]  # a read queue without messages or a committed offset
     assert (empty["brokerOffset"], empty["consumerOffset"], empty["flags"]) == (0, 0, [])
+
+
+@pytest.mark.parametrize(
+    "capture", [c for c in CAPTURES if c.name.endswith("_all.txt")][:1], ids=lambda p: p.parts[-3]
+)
+def test_several_processes_give_the_rows_one_gives(capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rmqcli.ops import lag as ops
+    from rmqcli.store import Store
+
+    store = Store.open(capture.parents[1] / "store")
+    one = [row.to_dict() for row in ops.lag_rows(store)]
+    monkeypatch.setattr(ops, "PARALLEL_QUEUES", 2)
+    assert ops._workers(len(one)) > 1 or (os.cpu_count() or 1) == 1
+    assert [row.to_dict() for row in ops.lag_rows(store)] == one
