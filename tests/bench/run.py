@@ -234,6 +234,9 @@ def main() -> None:
     from tests.bench import ha as ha_bench
 
     ha_bench.main([])
+    from tests.bench import lag as lag_bench
+
+    lag_bench.main()
 
 
 if __name__ == "__main__":
