@@ -33,6 +33,7 @@ from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
 from tests.support.retention import (
     TOPIC,
     Placed,
+    add_half_message,
     age,
     build_store,
     commitlog_names,
@@ -58,6 +59,7 @@ class Case:
     plan: dict  # `rmq clean --config broker.conf --json` just before
     placed: list[Placed]
     drill: Path | None = None
+    half: tuple[int, int] | None = None  # a half message's CommitLog and queue offsets
     real: Path | None = None  # a copy of the store the real 4.9.8 broker serves
     jvm: Jvm | None = None
 
@@ -77,6 +79,7 @@ def prepare(
     if build:
         names = commitlog_names(store)
         age(store, names[:2], int(time.time() * 1000) - 2 * HOUR_MS)  # two old files, the others new
+    half = add_half_message(store) if drill is not None else None
     conf = write_conf(tmp / name / "broker.conf", brokerName=f"broker-{name}", **COMMON, **conf_keys)
     extra = []
     drill_file = None
@@ -85,7 +88,9 @@ def prepare(
         drill_file.write_text(drill)
         extra = ["--disk-usage-from", str(drill_file)]
     planned = plan(store, conf) if build else {}
-    return Case(ServeProcess(store, conf, extra), store, store_files(store), planned, placed, drill_file)
+    case = Case(ServeProcess(store, conf, extra), store, store_files(store), planned, placed, drill_file)
+    case.half = half
+    return case
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +102,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case]]
         "space": prepare(
             tmp, "space", {"fileReservedTime": "1", "deleteWhen": OTHER_HOUR, "diskMaxUsedSpaceRatio": "1"}
         ),
-        "full": prepare(tmp, "full", {"deleteWhen": OTHER_HOUR}, build=False, drill="0.95"),
+        "full": prepare(tmp, "full", {"deleteWhen": OTHER_HOUR}, drill="0.95"),
         "mirror": prepare(tmp, "mirror", {"fileReservedTime": "1", "deleteWhen": THIS_HOUR}),
     }
     started = []
@@ -227,6 +232,14 @@ def test_a_disk_fuller_than_the_ratio_deletes_the_expired_files_outside_the_hour
     )
 
 
+def _invoke(addr: str, request: RemotingCommand) -> RemotingCommand:
+    async def go() -> RemotingCommand:
+        async with RemotingClient() as client:
+            return await client.invoke(addr, request, 10.0)
+
+    return asyncio.run(go())
+
+
 def _send(addr: str) -> RemotingCommand:
     header = hd.SendMessageRequestHeaderV2(
         a="PG", b=TOPIC, c="TBW102", d=4, e=0, f=0, g=int(time.time() * 1000), h=0, i=""
@@ -252,6 +265,20 @@ def test_above_the_warning_level_sends_are_refused_until_space_returns(
     assert case.drill is not None
     invoke_rmq("updateTopic", "-b", server.broker, "-t", TOPIC, check=True)
     wait_until(lambda: _send(server.broker).code == RS.SERVICE_NOT_AVAILABLE, ROUND_WAIT, "sends refused")
+    assert case.half is not None
+    back = hd.ConsumerSendMsgBackRequestHeader(offset=case.placed[-1].physical, group="G_BACK", delay_level=0)
+    answer = _invoke(server.broker, RemotingCommand.request(RC.CONSUMER_SEND_MSG_BACK, back))
+    assert (answer.code, answer.remark) == (RS.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")  # as 4.9.8 words it
+    end = hd.EndTransactionRequestHeader(
+        producer_group="PG",
+        tran_state_table_offset=case.half[1],
+        commit_log_offset=case.half[0],
+        commit_or_rollback=8,  # COMMIT
+        from_transaction_check=False,
+        msg_id="",
+    )
+    answer = _invoke(server.broker, RemotingCommand.request(RC.END_TRANSACTION, end))
+    assert (answer.code, answer.remark) == (RS.SERVICE_NOT_AVAILABLE, "Service not available now.")
     answer = _send(server.broker)
     assert answer.remark is not None and answer.remark.startswith(
         "service not available now. It may be caused by one of the following reasons: "

@@ -80,3 +80,23 @@ def age(root: Path, names: list[str], millis: int) -> None:
 def write_conf(path: Path, **keys: str) -> Path:
     path.write_text("".join(f"{k}={v}\n" for k, v in {**SIZES, **keys}.items()))
     return path
+
+
+def add_half_message(root: Path, producer_group: str = "PG") -> tuple[int, int]:
+    """A half message of ``TOPIC`` appended as END_TRANSACTION finds it (a transactional send's
+    record in RMQ_SYS_TRANS_HALF_TOPIC): its (CommitLog offset, half queue offset)."""
+    from formats.names import TRANS_HALF_TOPIC
+
+    props = {
+        "REAL_TOPIC": TOPIC,
+        "REAL_QID": "0",
+        "TRAN_MSG": "true",
+        "PGROUP": producer_group,
+        "KEYS": "half",
+    }
+    writer = StoreWriter(root, settings())
+    try:
+        result = writer.append(Message(TRANS_HALF_TOPIC, 0, b"half", props))
+    finally:
+        writer.close()
+    return result.physical_offset, result.queue_offset
