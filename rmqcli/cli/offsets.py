@@ -8,9 +8,8 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, parse_time
-from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm
-from rmqcli.cli.repair import Repair, _run
+from rmqcli.cli.common import parse_time
+from rmqcli.cli.repair import Repair, repair_command
 
 app = typer.Typer(
     name="offsets",
@@ -40,9 +39,8 @@ def _repair(stage, apply_fn) -> Repair:  # type: ignore[no-untyped-def]
     return Repair(stage, apply_fn, ops.discard, ops.STAGING_NAME)
 
 
-@app.command("reset")
 def reset(
-    ctx: typer.Context,
+    store: Path,
     group: GroupOpt,
     topic: TopicOpt,
     time: Annotated[
@@ -54,12 +52,7 @@ def reset(
     to_max: Annotated[
         bool, typer.Option("--to-max", help="Each queue's max offset (skip what waits).")
     ] = False,
-    config: ConfigOpt = None,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
-    force_unlocked: ForceUnlockedOpt = False,
-    json_: PlanJsonOpt = False,
-) -> None:
+) -> Repair:
     """Reset the group's offsets on every read queue of the topic: to a time, the min or the max.
 
     --time picks, per queue, the message stored at that time or the closest one
@@ -73,42 +66,28 @@ def reset(
         raise UsageError("give exactly one of --time, --to-min and --to-max")
     when = parse_time(time, "--time")
     to = "min" if to_min else "max" if to_max else None
-    repair = _repair(lambda s: ops.stage_reset(s, group, topic, time_ms=when, to=to), ops.apply_offsets)
-    _run(ctx.obj, config, confirm(dry_run, yes), force_unlocked, json_, repair)
+    return _repair(lambda s: ops.stage_reset(s, group, topic, time_ms=when, to=to), ops.apply_offsets)
 
 
-@app.command("set")
 def set_offset(
-    ctx: typer.Context,
+    store: Path,
     group: GroupOpt,
     topic: TopicOpt,
     queue: Annotated[int, typer.Option("--queue", "-q", help="The queue id.")],
     offset: Annotated[int, typer.Argument(metavar="OFFSET", help="The new committed offset.")],
-    config: ConfigOpt = None,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
-    force_unlocked: ForceUnlockedOpt = False,
-    json_: PlanJsonOpt = False,
-) -> None:
+) -> Repair:
     """Set the group's committed offset on one queue (0 up to the queue's max offset)."""
     from rmqcli.ops import offsets as ops
 
-    repair = _repair(lambda s: ops.stage_set(s, group, topic, queue, offset), ops.apply_offsets)
-    _run(ctx.obj, config, confirm(dry_run, yes), force_unlocked, json_, repair)
+    return _repair(lambda s: ops.stage_set(s, group, topic, queue, offset), ops.apply_offsets)
 
 
-@app.command("merge")
 def merge(
-    ctx: typer.Context,
+    store: Path,
     other: Annotated[
         Path, typer.Argument(metavar="OTHER_STORE", help="The store whose offsets to merge in.")
     ],
-    config: ConfigOpt = None,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
-    force_unlocked: ForceUnlockedOpt = False,
-    json_: PlanJsonOpt = False,
-) -> None:
+) -> Repair:
     """Take, per group, topic and queue, the larger committed offset of this store and OTHER_STORE.
 
     The manual fix for 4.x's offset rollback: a master that comes back has older offsets than its
@@ -119,5 +98,9 @@ def merge(
     from rmqcli.ops import offsets as ops
 
     check_store_dir(other)
-    repair = _repair(lambda s: ops.stage_merge(s, other), ops.apply_offsets)
-    _run(ctx.obj, config, confirm(dry_run, yes), force_unlocked, json_, repair)
+    return _repair(lambda s: ops.stage_merge(s, other), ops.apply_offsets)
+
+
+app.command("reset")(repair_command(reset, store_in_context=True))
+app.command("set")(repair_command(set_offset, store_in_context=True))
+app.command("merge")(repair_command(merge, store_in_context=True))

@@ -94,17 +94,20 @@ def _plan_options(
     """Never called: its parameters are the options ``repair_command`` gives every repair command."""
 
 
-def repair_command(plan: Callable[..., Repair]) -> Callable[..., None]:
+def repair_command(plan: Callable[..., Repair], *, store_in_context: bool = False) -> Callable[..., None]:
     """The typer command of ``plan(store, **its options) -> Repair``: its options, then those of
-    ``_plan_options``; the plan's own checks run first, then ``--dry-run``/``--yes``, then ``_run``."""
+    ``_plan_options``; the plan's own checks run first, then ``--dry-run``/``--yes``, then ``_run``.
+    With ``store_in_context`` the store is not an argument of the command but the ``ctx.obj`` its
+    group's callback set (``rmq offsets STORE reset ...``)."""
     own = list(inspect.signature(plan, eval_str=True).parameters.values())
     wants_config = any(p.name == "config" for p in own)  # the plan reads broker.conf's other keys too
     own = [p for p in own if p.name != "config"]
+    if store_in_context:
+        own[0] = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
     common = list(inspect.signature(_plan_options, eval_str=True).parameters.values())
 
     @functools.wraps(plan, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
     def command(
-        store: Path,
         *,
         config: Path | None,
         dry_run: bool,
@@ -113,10 +116,12 @@ def repair_command(plan: Callable[..., Repair]) -> Callable[..., None]:
         json_: bool,
         **options: Any,
     ) -> None:
+        store = options.pop("ctx").obj if store_in_context else options.pop("store")
         repair = plan(store, **options, **({"config": config} if wants_config else {}))
         _run(store, config, confirm(dry_run, yes), force_unlocked, json_, repair)
 
     command.__signature__ = inspect.Signature([*own, *common])  # type: ignore[attr-defined]
+    del command.__wrapped__  # type hints resolve in this module, whatever module the plan is in
     return command
 
 
