@@ -217,12 +217,6 @@ def _described(f: WritableFile) -> rules.CommitLogFile:
     return rules.CommitLogFile(f.path, f.from_offset, f.size, mtime_ms)
 
 
-def _last_unit(f: WritableFile) -> int | None:
-    if f.wrote < CQ_UNIT_SIZE:
-        return None
-    return int.from_bytes(f.read(f.wrote - CQ_UNIT_SIZE, 8), "big", signed=True)
-
-
 def _delete_oldest(files: list[WritableFile] | list[IndexFileWriter], count: int, directory: Path) -> int:
     """Unlink, then unmap, the ``count`` oldest of ``files``, taking them off the list; stops at one
     that cannot be deleted (it stays, served). How many went."""
@@ -247,7 +241,9 @@ def delete_queue_files(cq: ConsumeQueueWriter, low: int) -> int:
     then ``correctMinOffset``; how many went."""
     queue = cq.files.files
     gone = _delete_oldest(
-        queue, rules.expired_queue_files([_last_unit(f) for f in queue], low), cq.files.directory
+        queue,
+        rules.expired_queue_files([rules.last_unit_offset(f.read, f.wrote) for f in queue], low),
+        cq.files.directory,
     )
     if queue:
         first = queue[0]

@@ -168,13 +168,6 @@ def _first_store_time(store: Store, offset: int) -> int | None:
         return None
 
 
-def _last_unit(mf: MappedFile) -> int | None:
-    """The CommitLog offset in a full file's last slot (where 4.9.8 reads it)."""
-    if mf.size < CQ_UNIT_SIZE:
-        return None
-    return int.from_bytes(mf.read(mf.size - CQ_UNIT_SIZE, 8), "big", signed=True)
-
-
 def _min_offset(mf: MappedFile, low: int) -> int | None:
     index = rules.min_unit_index(lambda: mf.read(0, mf.size), low)
     return None if index is None else mf.from_offset // CQ_UNIT_SIZE + index
@@ -188,7 +181,8 @@ def _plan_queues(store: Store, result: CleanResult, verb: str, action: str) -> N
         files = queue.files
         if not files:
             continue
-        gone = rules.expired_queue_files([_last_unit(mf) for mf in files], low)
+        last_units = [rules.last_unit_offset(mf.read, mf.size) for mf in files]  # a full file's last slot
+        gone = rules.expired_queue_files(last_units, low)
         for mf in files[:gone]:
             step = PlanStep(
                 action, plan_path(store.root, mf.path), f"consume-queue file below {low}, {verb}", mf.size

@@ -246,6 +246,14 @@ def expired_index_files(end_offsets: Sequence[int], low: int) -> int:
     return count
 
 
+def last_unit_offset(read: Callable[[int, int], bytes], end: int) -> int | None:
+    """The CommitLog offset in the consume-queue unit that ends at byte ``end`` of a file read by
+    ``read(position, length)``; None when no unit ends there."""
+    if end < CQ_UNIT_SIZE:
+        return None
+    return CQ_UNIT_STRUCT.unpack(read(end - CQ_UNIT_SIZE, CQ_UNIT_SIZE))[0]
+
+
 def min_unit_index(units: Callable[[], bytes], low: int) -> int | None:
     """``ConsumeQueue.correctMinOffset``: the index in the first file's ``units`` bytes of the first
     unit pointing at or above ``low``; ``None`` when there is none."""

@@ -20,7 +20,6 @@ import logging
 import shutil
 from typing import TYPE_CHECKING
 
-from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
 from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.context import acknowledged
@@ -32,11 +31,11 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.naming import topic_dir
+from rmqcli.store.retention import last_unit_offset
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
     from rmqcli.store.write.cq import ConsumeQueueWriter
-    from rmqcli.store.write.files import WritableFile
 
 log = logging.getLogger(__name__)
 
@@ -146,16 +145,12 @@ def commitlog_min_offset(ctl: BrokerContext) -> int:
     return files[0].from_offset if files else 0
 
 
-def _file_last_unit(f: WritableFile) -> int:
-    """The CommitLog offset in the last unit of a consume-queue file that holds one."""
-    return CQ_UNIT_STRUCT.unpack(f.read(f.wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE))[0]
-
-
 def _last_unit_offset(cq: ConsumeQueueWriter) -> int:
     """``ConsumeQueue.getLastOffset``-like: the CommitLog offset of the queue's last unit, -1 if none."""
     for f in reversed(cq.files.files):
-        if f.wrote >= CQ_UNIT_SIZE:
-            return _file_last_unit(f)
+        last = last_unit_offset(f.read, f.wrote)
+        if last is not None:
+            return last
     return -1
 
 
