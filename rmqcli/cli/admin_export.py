@@ -1,0 +1,2 @@
+"""mqadmin's export commands (``tools.command.export``): exportConfigs, exportMetadata,
+exportMetrics."""
