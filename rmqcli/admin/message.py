@@ -1,6 +1,6 @@
 """Message commands of mqadmin: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
-printMsg, printMsgByQueue, queryCq, sendMessage, consumeMessage, checkMsgSendRT, sendMsgStatus
-(PROTOCOL.md C.2, C.4.6, C.4.7, C.5).
+queryMsgTraceById, printMsg, printMsgByQueue, queryCq, sendMessage, consumeMessage, checkMsgSendRT,
+sendMsgStatus (PROTOCOL.md C.2, C.4.6, C.4.7, C.5).
 
 The pull consumer and the producer these commands run are ``rmqcli.admin.mqclient``'s.
 """
@@ -27,6 +27,7 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode, ResponseCode
 
 if TYPE_CHECKING:
+    from rmqcli.admin.trace import TraceView
     from rmqcli.remoting.json_body import MessageQueue, QueryConsumeQueueResponseBody
 
 PULL_BATCH = 32  # printMsg's maxNums
@@ -196,23 +197,41 @@ def _query_header(topic: str, key: str, max_num: int, begin: int, end: int, uniq
     header = hd.QueryMessageRequestHeader(
         topic=topic, key=key, max_num=max_num, begin_timestamp=begin, end_timestamp=end
     ).to_ext_fields()
-    if unique:
-        header[hd.UNIQUE_KEY_QUERY] = "true"
+    header[hd.UNIQUE_KEY_QUERY] = "true" if unique else "false"  # MQClientAPIImpl.queryMessage sends both
     return header
 
 
 def query_message(
-    session: AdminSession, topic: str, key: str, max_num: int, begin: int, end: int, unique: bool
+    session: AdminSession,
+    topic: str,
+    key: str,
+    max_num: int,
+    begin: int,
+    end: int,
+    unique: bool,
+    *,
+    not_found_is_empty: bool = False,
 ) -> list[Message]:
-    """``MQAdminImpl.queryMessage``: QUERY_MESSAGE (12) to the master of every broker of the route
-    (``_UNIQUE_KEY_QUERY`` for unique keys), merged and re-filtered by key or ``UNIQ_KEY`` (B.3)."""
+    """``MQAdminImpl.queryMessage``: QUERY_MESSAGE (12) to every broker of the route (its master,
+    else a slave: ``selectBrokerAddr``), merged and re-filtered by ``UNIQ_KEY``, or by key and topic
+    (B.3). A topic without a route is ``TOPIC_NOT_EXIST``, nothing found ``NO_MESSAGE``, both with
+    MQAdminImpl's texts; a broker's error is reported only when no broker found anything, and a
+    broker's QUERY_NOT_FOUND only unless ``not_found_is_empty`` (MQAdminImpl ignores it too)."""
     from rmqcli.remoting.client import expect
 
-    route = session.route(topic)
+    not_routed = BrokerNotFoundError(
+        f"{ResponseCode.TOPIC_NOT_EXIST.name}({int(ResponseCode.TOPIC_NOT_EXIST)}): "
+        f"The topic[{topic}] not matched route info"
+    )
+    try:
+        route = session.route(topic)
+    except BrokerError as exc:
+        if f"{ResponseCode.TOPIC_NOT_EXIST.name}(" in str(exc):
+            raise not_routed from None
+        raise
     addrs = [addr for _, addr in masters(route.broker_datas)]
     if not addrs:
-        code = ResponseCode.TOPIC_NOT_EXIST
-        raise BrokerError(f"{code.name}({int(code)}): The topic[{topic}] not matched route info")
+        raise not_routed
     header = _query_header(topic, key, max_num, begin, end, unique)
     results = session.call_many([(a, RequestCode.QUERY_MESSAGE, header, b"") for a in addrs])
     found: list[Message] = []
@@ -220,6 +239,8 @@ def query_message(
     for addr, response in zip(addrs, results, strict=True):
         if isinstance(response, NetworkError):
             last_error = response
+            continue
+        if not_found_is_empty and response.code == ResponseCode.QUERY_NOT_FOUND:
             continue
         try:
             expect(response, addr, ResponseCode.SUCCESS)
@@ -230,7 +251,7 @@ def query_message(
             if unique:
                 if msg.msg_id == key:
                     found.append(msg)
-            elif msg.keys and key in msg.keys.split(" "):
+            elif msg.keys and key in msg.keys.split(" ") and msg.topic == topic:
                 found.append(msg)
     if not found:
         if last_error is not None:
@@ -243,6 +264,20 @@ def query_message(
 def query_msg_by_key(session: AdminSession, topic: str, key: str) -> list[Message]:
     """``queryMsgByKey``: up to 64 messages, time range 0..Long.MAX_VALUE (C.4.7)."""
     return query_message(session, topic.strip(), key.strip(), 64, 0, (1 << 63) - 1, False)
+
+
+def query_msg_trace_by_id(
+    session: AdminSession, msg_id: str, trace_topic: str | None = None
+) -> list[TraceView]:
+    """``queryMsgTraceById``: the trace messages keyed by ``msg_id`` in the trace topic (up to 64,
+    stored from 0 to now), each decoded into the views about ``msg_id`` (``rmqcli.admin.trace``)."""
+    from rmqcli.admin.trace import TRACE_TOPIC, views
+
+    msg_id = msg_id.strip()
+    topic = trace_topic.strip() if trace_topic is not None else TRACE_TOPIC
+    now = int(time.time() * 1000)
+    found = query_message(session, topic, msg_id, 64, 0, now, False, not_found_is_empty=True)
+    return [v for m in found for v in views(msg_id, m.body, m.born_host)]
 
 
 def query_msg_by_unique_key(

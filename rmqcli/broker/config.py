@@ -18,6 +18,7 @@ from pathlib import Path
 from formats.commitlog import parse_delay_levels
 from rmqcli.broker.acting.config import ActingConfig, acting_config_from_properties
 from rmqcli.broker.ha.config import ROLES, SLAVE, HAConfig, ha_config_from_properties
+from rmqcli.broker.names import validate_topic
 from rmqcli.errors import UsageError
 from rmqcli.store.retention import RetentionConfig, retention_from_properties
 from rmqcli.store.settings import StoreSettings, read_properties, settings_from_properties
@@ -50,8 +51,10 @@ class BrokerConfig:
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30000  # ms, clamped to [10 s, 60 s]
-    region_id: str = "DefaultRegion"
-    trace_on: bool = True
+    region_id: str = "DefaultRegion"  # MSG_REGION of every send answer
+    trace_on: bool = True  # TRACE_ON of every send answer: a traced producer skips its Pub when false
+    trace_topic_enable: bool = False  # create ``msg_trace_topic_name`` at start (TopicConfigManager)
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"  # counted as a system topic when created
     max_message_size: int = 4 * 1024 * 1024
     reject_transaction_message: bool = False
     transaction_timeout: int = 6000  # ms: a half message younger than this is not checked
@@ -112,6 +115,8 @@ PROPERTY_NAMES = {  # broker.conf key -> BrokerConfig field
     "registerNameServerPeriod": "register_name_server_period",
     "regionId": "region_id",
     "traceOn": "trace_on",
+    "traceTopicEnable": "trace_topic_enable",
+    "msgTraceTopicName": "msg_trace_topic_name",
     "maxMessageSize": "max_message_size",
     "rejectTransactionMessage": "reject_transaction_message",
     "transactionTimeOut": "transaction_timeout",
@@ -154,6 +159,10 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
     if config.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise UsageError(f"broker.conf: flushDiskType must be {ASYNC_FLUSH} or {SYNC_FLUSH}")
     config = with_role(config)
+    if config.trace_topic_enable:  # the topic names a directory of the store: a valid name only
+        problem = validate_topic(config.msg_trace_topic_name)
+        if problem:
+            raise UsageError(f"broker.conf: msgTraceTopicName={config.msg_trace_topic_name!r}: {problem}")
     try:  # ScheduleMessageService.parseDelayLevel: a broker with a bad list does not start
         levels = parse_delay_levels(config.store.message_delay_level)
     except (ValueError, KeyError, IndexError):

@@ -181,6 +181,8 @@ class BrokerController:
         wanted.append((c.broker_name, 1, broker_perm))
         wanted.append((OFFSET_MOVED_EVENT, 1, PERM_READ_WRITE))
         wanted.append((SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM, PERM_READ_WRITE))
+        if c.trace_topic_enable:  # the message traces' topic: 1 queue, the default perm
+            wanted.append((c.msg_trace_topic_name, 1, PERM_READ_WRITE))
         wanted.append((f"{c.broker_cluster_name}_REPLY_TOPIC", 1, PERM_READ_WRITE))
         created = False
         for name, nums, perm in wanted:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from typing import TYPE_CHECKING
 
 from formats.names import (  # noqa: F401 - the names checked here, also importable from here
     DLQ_PREFIX,
@@ -26,6 +27,9 @@ from formats.names import (  # noqa: F401 - the names checked here, also importa
     SYSTEM_TOPIC_PREFIX,
     SYSTEM_TOPICS,
 )
+
+if TYPE_CHECKING:
+    from rmqcli.broker.config import BrokerConfig
 
 VALID_CHARS = "^[%|a-zA-Z0-9_-]+$"  # TopicValidator.VALID_PATTERN_STR, as the remarks quote it
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
@@ -98,7 +102,17 @@ def is_system_topic(topic: str, extra: tuple[str, ...] = ()) -> bool:
     return topic in SYSTEM_TOPICS or topic in extra or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
-def broker_system_topics(cluster_name: str, broker_name: str) -> tuple[str, ...]:
+def broker_system_topics(
+    cluster_name: str, broker_name: str, trace_topic: str | None = None
+) -> tuple[str, ...]:
     """What ``TopicConfigManager``'s constructor adds to ``SYSTEM_TOPIC_SET``: the cluster name, the
-    broker name and ``<cluster>_REPLY_TOPIC``."""
-    return (cluster_name, broker_name, f"{cluster_name}_{REPLY_TOPIC_POSTFIX}")
+    broker name, ``<cluster>_REPLY_TOPIC`` and, with ``traceTopicEnable``, ``msgTraceTopicName``
+    (``trace_topic``)."""
+    names = (cluster_name, broker_name, f"{cluster_name}_{REPLY_TOPIC_POSTFIX}")
+    return (*names, trace_topic) if trace_topic else names
+
+
+def config_system_topics(config: BrokerConfig) -> tuple[str, ...]:
+    """``broker_system_topics`` of a broker's settings."""
+    trace = config.msg_trace_topic_name if config.trace_topic_enable else None
+    return broker_system_topics(config.broker_cluster_name, config.broker_name, trace)

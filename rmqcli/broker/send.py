@@ -5,7 +5,9 @@
 (``AbstractSendMessageProcessor.msgCheck``: broker and topic permission, the topic's name as
 ``rmqcli.broker.names`` checks it, auto-creation from ``TBW102``, queue id; the group of a
 ``%RETRY%`` topic is checked too); ``apply`` stores it and answers ``msgId, queueId, queueOffset``
-plus the ``MSG_REGION``/``TRACE_ON`` ext fields, after the group commit under SYNC_FLUSH.
+plus the ``MSG_REGION``/``TRACE_ON`` ext fields, after the group commit under SYNC_FLUSH. A refusal
+carries those two fields too (``preSend`` sets them before any check); a header that does not parse
+is answered without them.
 
 A batch is recognised by code 320 or by the header's ``batch``/``m`` flag. C++ clients (and so the
 Python ``rocketmq`` 0.4.4 package) write that flag as ``"1"``; a Java broker reads it as false and
@@ -246,12 +248,12 @@ def apply(
     ctl: BrokerContext, req: RemotingCommand, message: Message | BatchMessage
 ) -> Reply | Awaitable[Reply]:
     if ctl.store.disk_full:  # DefaultMessageStore.checkStoreStatus: runningFlags not writeable
-        return req.response(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl))
+        return with_trace_fields(ctl, req.response(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl)))
     needed = None
     if ctl.ha.quorum_write and waits_for_slave(ctl, message.properties):  # refused before the store
         needed = ctl.ha.acks_needed()
         if needed is None:
-            return req.response(RS.SYSTEM_ERROR, IN_SYNC_REPLICAS_NOT_ENOUGH)
+            return with_trace_fields(ctl, req.response(RS.SYSTEM_ERROR, IN_SYNC_REPLICAS_NOT_ENOUGH))
     if isinstance(message, BatchMessage):
         result = ctl.store.put_batch(message)
         msg_id, queue_offset = result.msg_id, result.queue_offset
@@ -352,11 +354,19 @@ def service_not_available(ctl: BrokerContext) -> str:
     )
 
 
+def with_trace_fields(ctl: BrokerContext, response: RemotingCommand) -> RemotingCommand:
+    """``SendMessageProcessor.preSend``: every answer made after the header is read, refusals
+    included, carries ``MSG_REGION`` (``regionId``) and ``TRACE_ON`` (``traceOn``)."""
+    response.ext_fields["MSG_REGION"] = ctl.config.region_id
+    response.ext_fields["TRACE_ON"] = ext_value(ctl.config.trace_on)
+    return response
+
+
 def send(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
     try:
         message = parse(ctl, req, conn)
     except SendError as exc:
-        return exc.answer(req)
+        return with_trace_fields(ctl, exc.answer(req))
     return apply(ctl, req, message)
 
 

@@ -278,3 +278,54 @@ def send_result_data(r: Any) -> dict[str, Any]:
         "queueOffset": r.queue_offset,
         "regionId": r.region_id,
     }
+
+
+# --- queryMsgTraceById (QueryMsgTraceByIdSubCommand.printMessageTrace) ------------------------------
+TRACE_ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}\n"  # "%-10s %-20s %-20s %-20s %-10s %-10s%n"
+
+
+def trace_time(millis: int) -> str:
+    """``DateFormatUtils.format(millis, "yyyy-MM-dd HH:mm:ss")`` in the local time zone; a time no
+    calendar holds (a garbled record) as its number."""
+    import time
+
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(millis / 1000))
+    except (OverflowError, OSError, ValueError):
+        return str(millis)
+
+
+def _trace_row(kind: str, v: Any) -> str:
+    return TRACE_ROW.format(
+        kind, v.group_name, v.client_host, trace_time(v.time_stamp), f"{v.cost_time}ms", v.status
+    )
+
+
+def query_msg_trace(views: list[Any]) -> str:
+    """Each Pub view (header, row, blank line) in order; then the SubAfter views grouped by consumer
+    group in a ``HashMap``'s order, one header per group and a blank line after it. SubBefore and
+    EndTransaction views are not printed."""
+    from formats.javahash import hashmap_order
+
+    out: list[str] = []
+    groups: dict[str, list[Any]] = {}
+    for v in views:
+        if v.msg_type == "Pub":
+            out.append(
+                TRACE_ROW.format(
+                    "#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"
+                )
+            )
+            out.append(_trace_row("Pub", v))
+            out.append("\n")
+        elif v.msg_type == "SubAfter":
+            groups.setdefault(v.group_name, []).append(v)
+    for group in hashmap_order(list(groups)):
+        out.append(
+            TRACE_ROW.format(
+                "#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"
+            )
+        )
+        out.extend(_trace_row("Sub", v) for v in groups[group])
+        out.append("\n")
+    return "".join(out)

@@ -1,5 +1,5 @@
 """mqadmin's message commands (``tools.command.message``, ``.queue``, ``.broker``): queryMsgById,
-queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, printMsg, printMsgByQueue, queryCq,
+queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, queryMsgTraceById, printMsg, printMsgByQueue, queryCq,
 sendMessage, consumeMessage, checkMsgSendRT, sendMsgStatus (PROTOCOL.md C.2, C.4.6, C.4.7)."""
 
 from __future__ import annotations
@@ -95,6 +95,16 @@ query_msg_by_key = AdminCommand(
     call=lambda s, a: messages.query_msg_by_key(s, a.topic, a.msg_key),
     text=lambda found, a: message_text.query_by_key(found),
     data=lambda found, a: [message_text.message_data(m) for m in found],
+)
+
+
+query_msg_trace_by_id = AdminCommand(
+    "queryMsgTraceById",
+    "query a message trace",
+    "message",
+    (MSG_ID, opt("trace_topic", "--traceTopic", "-t", "The name value of message trace topic")),
+    call=lambda s, a: messages.query_msg_trace_by_id(s, a.msg_id, a.trace_topic),
+    text=lambda views, a: message_text.query_msg_trace(views),
 )
 
 

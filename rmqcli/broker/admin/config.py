@@ -8,11 +8,11 @@ start: they have no effect), and a few keys a 4.9.8 broker always shows with its
 UPDATE_BROKER_CONFIG either applies all of its keys or none. A key is refused with a remark naming it
 when it is not a broker setting, when rmq does not implement it, when its value does not parse, or
 when it is only read at start (``RESTART_KEYS``: the store's layout and paths, the broker's identity,
-role, ports and HA links, the flush mode, ACL, SlaveActingMaster); a 4.9.8 broker takes those into its
-configuration file and half of its services follow. Changing ``brokerPermission`` bumps the topic
-data version and re-registers with the name servers. A real broker also rewrites its configuration
-file (the ``-c`` file); ``rmq serve`` leaves the operator's ``--config`` untouched, so an update lasts
-until the broker stops.
+role, ports and HA links, the flush mode, ACL, SlaveActingMaster, the trace topic); a 4.9.8 broker
+takes those into its configuration file and half of its services follow. Changing
+``brokerPermission`` bumps the topic data version and re-registers with the name servers. A real
+broker also rewrites its configuration file (the ``-c`` file); ``rmq serve`` leaves the operator's
+``--config`` untouched, so an update lasts until the broker stops.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ RESTART_KEYS = frozenset(
         "flushIntervalCommitLog",
         "autoCreateSubscriptionGroup",
         "aclEnable",
+        "traceTopicEnable",  # the trace topic is created at start
+        "msgTraceTopicName",
     }
 )
 IMPLEMENTED_KEYS = frozenset(

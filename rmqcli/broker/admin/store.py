@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.context import acknowledged
-from rmqcli.broker.names import SYSTEM_TOPICS
+from rmqcli.broker.names import SYSTEM_TOPICS, config_system_topics
 from rmqcli.errors import UnsafeNameError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -96,9 +96,12 @@ def query_consume_queue(ctl: BrokerContext, req: RemotingCommand, conn: Connecti
 
 
 def system_topics(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """``TopicValidator.getSystemTopicSet``: the static set and what the broker added at start (its
+    cluster and broker names, ``<cluster>_REPLY_TOPIC``, the trace topic), in a ``HashSet``'s order."""
     from formats.javahash import hashmap_order
 
-    return req.response(body=jb.encode(jb.TopicList(topic_list=hashmap_order(list(SYSTEM_TOPICS)))))
+    names = list(dict.fromkeys((*SYSTEM_TOPICS, *config_system_topics(ctl.config))))
+    return req.response(body=jb.encode(jb.TopicList(topic_list=hashmap_order(names))))
 
 
 def all_delay_offsets(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rmqcli.broker.admin.store import clean_unused_topics
 from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.names import broker_system_topics, is_system_topic, validate_topic
+from rmqcli.broker.names import config_system_topics, is_system_topic, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -21,12 +21,12 @@ if TYPE_CHECKING:
 
 def topic_problem(ctl: BrokerContext, topic: str) -> str | None:
     """``TopicValidator.validateTopic`` then ``isSystemTopic``, whose set holds the broker's cluster
-    and broker names (``TopicConfigManager``): the remark of UPDATE_AND_CREATE_TOPIC and
+    and broker names and its trace topic (``TopicConfigManager``): the remark of UPDATE_AND_CREATE_TOPIC and
     DELETE_TOPIC_IN_BROKER, both SYSTEM_ERROR."""
     problem = validate_topic(topic)
     if problem:
         return problem
-    extra = broker_system_topics(ctl.config.broker_cluster_name, ctl.config.broker_name)
+    extra = config_system_topics(ctl.config)
     if is_system_topic(topic, extra):
         return f"The topic[{topic}] is conflict with system topic."
     return None
