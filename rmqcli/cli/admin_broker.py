@@ -1,5 +1,5 @@
 """mqadmin's cluster, broker and name server commands (``tools.command.cluster``, ``.broker``,
-``.namesrv``): clusterList, brokerStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
+``.namesrv``): clusterList, clusterRT, brokerStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
 addWritePerm, getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig,
 cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic (PROTOCOL.md C.2, C.4.1, C.4.7); and
 RocketMQ 5's haStatus (``tools.command.ha``), which rmq brokers answer and 4.x brokers do not;
@@ -11,16 +11,21 @@ from typing import Any
 
 from rmqcli.cli.admin_registry import (
     AdminCommand,
+    Args,
     Lazy,
+    Opt,
     broker_or_cluster,
     fail_first,
     failed,
     opt,
+    parse_boolean,
     required,
     without_broker,
 )
+from rmqcli.errors import UsageError
 
 brokers = Lazy("rmqcli.admin.broker")
+cluster_rts = Lazy("rmqcli.admin.clusterrt")
 broker_text = Lazy("rmqcli.cli.admin_format")
 
 CONFIG_KEY = required("key", "--key", "-k", "config key")
@@ -52,6 +57,63 @@ cluster_list = AdminCommand(
     ),
     fail=lambda rows: fail_first([r for r in rows if r.error]),
     repeat=lambda a: (a.interval, a.rounds),
+)
+
+
+def _check_cluster_rt(args: Args) -> None:
+    """mqadmin cannot print NaN (one message) as a tlog; a negative interval fails its sleep."""
+    if parse_boolean(args.print_log) and args.amount == 1:
+        raise UsageError("-p true cannot print the average of a single message (NaN): use -a 2 or more")
+    if args.interval < 0:
+        raise UsageError("-i/--interval must not be negative")
+
+
+def _cluster_rt_data(result: Any, args: Args) -> dict[str, Any]:
+    """One ``--json`` document per round (an rt of NaN, one message, is null)."""
+    return {
+        "round": result.round,
+        "rows": [
+            {
+                "cluster": r.cluster,
+                "brokerName": r.broker_name,
+                "rt": None if r.rt != r.rt else r.rt,
+                "successCount": r.success_count,
+                "failCount": r.fail_count,
+                "timestamp": r.at_millis,
+                "lastError": r.last_error,
+            }
+            for r in result.rows
+        ],
+        "missingCluster": result.missing_cluster,
+    }
+
+
+cluster_rt = AdminCommand(
+    "clusterRT",
+    "List All clusters Message Send RT",
+    "cluster",
+    (
+        opt("amount", "--amount", "-a", "message amount | default 100", int, 100),
+        opt("size", "--size", "-s", "message size | default 128 Byte", int, 128),
+        opt("cluster", "--cluster", "-c", "cluster name | default display all cluster"),
+        # mqadmin's long names ("print log", "machine room") hold a space: only -p and -m work
+        Opt("print_log", ("-p",), "print as tlog | default false"),
+        Opt("machine_room", ("-m",), "machine room name | default noname", str, "noname"),
+        opt("interval", "--interval", "-i", "print interval | default 10 seconds", int, 10),
+        opt(
+            "rounds",
+            "--rounds",
+            None,
+            "Stop after this many rounds (0: run until interrupted, as mqadmin).",
+            int,
+            0,
+        ),
+    ),
+    call=lambda s, a: cluster_rts.cluster_rt(s, vars(a).setdefault("_run", {}), a.amount, a.size, a.cluster),
+    text=lambda result, a: broker_text.cluster_rt(result, parse_boolean(a.print_log), a.machine_room.strip()),
+    data=_cluster_rt_data,
+    check=_check_cluster_rt,
+    repeat=lambda a: (a.interval or 0.001, a.rounds),  # -i 0: again at once, as mqadmin
 )
 
 broker_status = AdminCommand(

@@ -372,3 +372,65 @@ def broker_member_group(members: list[Any]) -> str:
     for m in members:
         out.append(line.format(m.cluster, m.broker_name, m.broker_id, m.addr, m.active or "?"))
     return "".join(out)
+
+
+# --- clusterRT ---------------------------------------------------------------------------------
+CLUSTER_RT_HEADER = "{:<24}  {:<24}  {:<4}  {:<8}  {:<8}\n".format(
+    "#Cluster Name",
+    "#Broker Name",
+    "#RT",
+    "#successCount",
+    "#failCount",
+)  # the header's widths (4, 8) are not the rows' (8, 16), as in mqadmin
+CLUSTER_RT_ROW = "{:<24}  {:<24}  {:<8}  {:<16}  {:<16}\n"
+
+
+def java_fixed(value: float, places: int) -> str:
+    """``String.format("%.Nf", d)``: the shortest decimal digits of ``d`` rounded half up (0.125
+    gives ``0.13``), ``NaN``, ``-0.00`` for minus zero."""
+    import math
+    from decimal import ROUND_HALF_UP, Decimal
+
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
+def java_round_half_up(value: float) -> str:
+    """``new BigDecimal(d).setScale(0, ROUND_HALF_UP)``: the exact binary value rounded (no minus zero)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    rounded = Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    return "0" if rounded == 0 else str(rounded)
+
+
+def gmt8_stamp(millis: int) -> str:
+    """``CLusterSendMsgRTCommand.getCurTime``: ``yyyy-MM-dd HH:mm:ss`` in GMT+8."""
+    from datetime import UTC, timedelta
+
+    moment = datetime.fromtimestamp(millis / 1000, UTC) + timedelta(hours=8)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cluster_rt(result: Any, print_log: bool, machine_room: str) -> str:
+    """``clusterRT``: the header before the first round (not with ``-p``), one row per broker,
+    ``cluster [X] not exist`` (no newline) for an unknown ``-c``. With ``-p true`` a tlog line:
+    ``time|room|cluster|broker|rt`` with the time in GMT+8 and rt rounded half up."""
+    out = [CLUSTER_RT_HEADER] if result.round == 1 and not print_log else []
+    for row in result.rows:
+        if print_log:
+            stamp = gmt8_stamp(row.at_millis)
+            rt = java_round_half_up(row.rt)
+            out.append(f"{stamp}|{machine_room}|{row.cluster}|{row.broker_name}|{rt}\n")
+        else:
+            rt = java_fixed(row.rt, 2)
+            out.append(
+                CLUSTER_RT_ROW.format(
+                    row.cluster, row.broker_name, rt, str(row.success_count), str(row.fail_count)
+                )
+            )
+    if result.missing_cluster is not None:
+        out.append(f"cluster [{result.missing_cluster}] not exist")
+    return "".join(out)
