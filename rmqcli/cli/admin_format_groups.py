@@ -141,6 +141,38 @@ def producer_connection(pc: Any) -> str:
     )
 
 
+def producer(table: Any) -> str:
+    """``ProducerSubCommand``: ``producer group (%s) instance : %s`` per instance, ``producer group
+    (%s) instances are empty`` for a group without one; nothing for an empty table."""
+    from rmqcli.admin.group import producer_info_string
+
+    out = []
+    for group, instances in table.data.items():
+        if not instances:
+            out.append(f"producer group ({group}) instances are empty\n")
+        out.extend(f"producer group ({group}) instance : {producer_info_string(p)}\n" for p in instances)
+    return "".join(out)
+
+
+def report_line(report: Any, json_out: bool = False) -> str:
+    """One report of ``startMonitoring``: ``DefaultMonitorListener``'s text after the local time
+    as its client log writes it (``yyyy-MM-dd HH:mm:ss,SSS``), or one JSON object."""
+    if json_out:
+        import json
+
+        doc = {"time": report.timestamp, "kind": report.kind, **report.detail, "text": report.text}
+        return json.dumps(doc, ensure_ascii=False) + "\n"
+    moment = datetime.fromtimestamp(report.timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{moment},{report.timestamp % 1000:03d} {report.text.rstrip(chr(10))}\n"
+
+
+def write_report(report: Any, json_out: bool = False) -> None:
+    import sys
+
+    sys.stdout.write(report_line(report, json_out))
+    sys.stdout.flush()
+
+
 def consumer_status(result: Any) -> str:
     """``consumerStatus``: the client table and the subscription/rebalance verdict, or with ``-i``
     one client's ``formatString`` (4.9.7 ``ConsumerStatusSubCommand``)."""

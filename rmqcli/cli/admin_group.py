@@ -1,8 +1,8 @@
 """mqadmin's group, connection, offset and stats commands (``tools.command.consumer``,
-``.connection``, ``.offset``, ``.stats``, ``.broker``): updateSubGroup, deleteSubGroup,
-getConsumerConfig, consumerProgress, consumerConnection, producerConnection, consumerStatus,
-resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset, statsAll, brokerConsumeStats
-(PROTOCOL.md C.2, C.4.5, C.4.7)."""
+``.connection``, ``.producer``, ``.offset``, ``.stats``, ``.broker``): updateSubGroup,
+deleteSubGroup, getConsumerConfig, consumerProgress, consumerConnection, producerConnection,
+consumerStatus, producer, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset,
+startMonitoring, statsAll, brokerConsumeStats (PROTOCOL.md C.2, C.4.5, C.4.7)."""
 
 from __future__ import annotations
 
@@ -158,6 +158,17 @@ producer_connection = AdminCommand(
     text=lambda pc, a: group_text.producer_connection(pc),
 )
 
+producer = AdminCommand(
+    "producer",
+    "Query producer's instances, connection, status, etc.",
+    "producer",
+    (required("broker", "--broker", "-b", "broker address"),),
+    call=lambda s, a: groups.all_producer_info(s, a.broker),
+    text=lambda table, a: group_text.producer(table),
+    data=lambda table, a: table.data,
+    namesrv=lambda a: False,
+)
+
 consumer_status = AdminCommand(
     "consumerStatus",
     "Query consumer's internal data structure",
@@ -233,6 +244,43 @@ clone_group_offset = AdminCommand(
         "topic": a.topic.strip(),
         "queues": queues,
     },
+)
+
+
+def _start_monitoring(s: Any, a: Args) -> None:
+    """MonitorService's rounds, each report printed as it comes (a line, or one JSON object a
+    line); the command ends itself, so nothing is added after the reports."""
+    import typer
+
+    from rmqcli.admin.monitor import MonitorService
+
+    if a.rounds < 0 or a.interval <= 0 or a.delay < 0:
+        raise UsageError("--rounds must be >= 0, --interval > 0 and --delay >= 0")
+    service = MonitorService(s, lambda report: group_text.write_report(report, a.json_out))
+    service.run(rounds=a.rounds, interval=a.interval, delay=a.delay)
+    if service.failure is not None:
+        raise service.failure
+    raise typer.Exit(0)
+
+
+start_monitoring = AdminCommand(
+    "startMonitoring",
+    "Start Monitoring",
+    "consumer",
+    (
+        opt("rounds", "--rounds", None, "Stop after N rounds (0: run until interrupted, as mqadmin)", int, 0),
+        opt(
+            "interval",
+            "--interval",
+            None,
+            "Seconds between rounds (MonitorConfig.roundInterval)",
+            float,
+            60.0,
+        ),
+        opt("delay", "--delay", None, "Seconds before the first round (MonitorService: 20)", float, 20.0),
+    ),
+    call=_start_monitoring,
+    text=lambda result, a: "",
 )
 
 stats_all = AdminCommand(

@@ -1,6 +1,7 @@
 """Admin requests about online clients: ``AdminBrokerProcessor`` + ``Broker2Client`` (PROTOCOL.md B.4, B.5).
 
-GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), INVOKE_BROKER_TO_RESET_OFFSET
+GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328),
+INVOKE_BROKER_TO_RESET_OFFSET
 (222, which sends RESET_CONSUMER_CLIENT_OFFSET (220, oneway) to every online member of the group),
 and the two requests the broker relays to one client and answers with the client's answer:
 GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309, the stored record as body).
@@ -14,6 +15,7 @@ real broker, and this one, answers 309 for such a client with CONSUME_MSG_TIMEOU
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from formats.commitlog import decode_offset_msg_id
@@ -99,6 +101,36 @@ def producer_connection_list(ctl: BrokerContext, req: RemotingCommand, conn: Con
         return req.response(RS.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
     body = jb.ProducerConnection(connection_set=[_connection(ch) for ch in channels.values()])
     return req.response(body=jb.encode(body))
+
+
+def _wall_millis(channel: ClientChannel) -> int:
+    """``ClientChannelInfo.lastUpdateTimestamp``: the channel's last heartbeat as epoch millis
+    (``ClientChannel`` keeps it on the monotonic clock)."""
+    return int((time.time() - (time.monotonic() - channel.last_update)) * 1000)
+
+
+def all_producer_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """``getAllProducerInfo``: ``ProducerManager.getProducerTable()`` as ``ProducerTableInfo``,
+    ``{"data":{group:[ProducerInfo…]}}`` (properties in fastjson's order), groups in ``HashMap``
+    order; a group is there only with a member, so no producer at all is ``{"data":{}}``, SUCCESS.
+    ``remoteIP`` is Netty's ``remoteAddress().toString()``: ``/ip:port``. Bounded by the table."""
+    from formats.javahash import hashmap_order
+
+    table = {group: channels for group, channels in ctl.clients.producers.items() if channels}
+    data = {
+        group: [
+            {
+                "clientId": ch.client_id,
+                "language": ch.language,
+                "lastUpdateTimestamp": _wall_millis(ch),
+                "remoteIP": "/" + ch.connection.address,
+                "version": ch.version,
+            }
+            for ch in table[group].values()
+        ]
+        for group in hashmap_order(list(table))
+    }
+    return req.response(body=jb.encode({"data": data}))
 
 
 # --- relayed to one client ---------------------------------------------------------------------
@@ -211,6 +243,7 @@ def reset_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
 HANDLERS = {
     RC.GET_CONSUMER_CONNECTION_LIST: consumer_connection_list,
     RC.GET_PRODUCER_CONNECTION_LIST: producer_connection_list,
+    RC.GET_ALL_PRODUCER_INFO: all_producer_info,
     RC.GET_CONSUMER_RUNNING_INFO: consumer_running_info,
     RC.CONSUME_MESSAGE_DIRECTLY: consume_message_directly,
     RC.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset,
