@@ -97,7 +97,12 @@ MQADMIN_ORDER = (
 # The modules that declare the commands (``cli/admin_<family>.py``), in the parts ``rmq --help``
 # lists them in; inside a part, mqadmin's order (a command mqadmin lacks comes last, as declared).
 # A new command in one of these modules needs no other entry.
-FAMILIES = (("admin_topic", "admin_broker", "admin_export"), ("admin_group",), ("admin_message",), ("admin_acl",))
+FAMILIES = (
+    ("admin_topic", "admin_broker", "admin_export"),
+    ("admin_group",),
+    ("admin_message",),
+    ("admin_acl",),
+)
 
 
 @functools.cache

@@ -13,6 +13,7 @@ messages sent until the queue grows past it).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any
 from rmqcli.errors import CorruptDataError, NotFoundError, UnsafeNameError
 from rmqcli.store import Store
 from rmqcli.store.configfiles import OFFSETS, TOPICS, load_config, parse_consumer_offsets
+from rmqcli.store.naming import consume_queue_dir, topic_dir
+from rmqcli.store.read.queueends import QueueEnds, queue_ends
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import CONFIG_DIR
 
@@ -69,30 +72,58 @@ class LagRow:
 
 
 class _Queues:
-    """Min and max offsets of the store's queues, each computed once."""
+    """Min and max offsets of the store's queues, each read once (``queueends``, lean: a report
+    may cover tens of thousands of queues)."""
 
     def __init__(self, store: Store):
         self.store = store
         self.low = store.commitlog.min_offset if store.commitlog.files else 0
-        self._bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        self.file_size = store.settings.mapped_file_size_consume_queue
+        if "mapped_file_size_consume_queue" not in store.settings.explicit:
+            self.file_size = None
+        self._topic_dirs: dict[str, str | None] = {}
+        self._ends: dict[tuple[str, int], QueueEnds | None] = {}
+
+    def _directory(self, topic: str, queue_id: int) -> str | None:
+        """The queue's directory, inside ``consumequeue/`` (``naming``); None for a name that
+        cannot be one."""
+        if topic not in self._topic_dirs:
+            try:
+                self._topic_dirs[topic] = str(topic_dir(self.store.root, topic))
+            except UnsafeNameError:
+                self._topic_dirs[topic] = None
+        base = self._topic_dirs[topic]
+        if base is None:
+            return None
+        directory = os.path.join(base, str(queue_id))
+        if os.path.islink(directory):  # a link may lead anywhere: checked as every queue path is
+            try:
+                return str(consume_queue_dir(self.store.root, topic, queue_id))
+            except UnsafeNameError:
+                return None
+        return directory
+
+    def ends(self, topic: str, queue_id: int) -> QueueEnds | None:
+        key = (topic, queue_id)
+        if key not in self._ends:
+            directory = self._directory(topic, queue_id)
+            self._ends[key] = None if directory is None else queue_ends(directory, self.file_size, self.low)
+        return self._ends[key]
 
     def bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
-        key = (topic, queue_id)
-        if key not in self._bounds:
-            try:
-                cq = self.store.consume_queue(topic, queue_id)
-                self._bounds[key] = (cq.min_offset(self.low), cq.max_offset) if cq.files else (0, 0)
-            except UnsafeNameError:
-                self._bounds[key] = (0, 0)
-        return self._bounds[key]
+        ends = self.ends(topic, queue_id)
+        return (0, 0) if ends is None else (ends.min_offset, ends.max_offset)
 
     def store_time(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
         """The store time of the message at ``queue_offset``, None when it is not in the store."""
-        try:
-            unit = self.store.consume_queue(topic, queue_id).unit(queue_offset)
-        except (NotFoundError, CorruptDataError, UnsafeNameError):
+        ends = self.ends(topic, queue_id)
+        offset = None if ends is None else ends.commitlog_offset(queue_offset)
+        if offset is None:
             return None
-        return self.store.commitlog.store_timestamp(unit.commitlog_offset)
+        try:
+            return self.store.commitlog.store_timestamp(offset)
+        except (NotFoundError, CorruptDataError):
+            return None
 
 
 Work = tuple[str, str, dict[int, int], int]  # group, topic, committed offsets, read queues
@@ -123,8 +154,9 @@ def lag_rows(store: Store, group: str | None = None, topic: str | None = None) -
 
     chunks = [work[i::workers] for i in range(workers)]  # interleaved: each gets a share of big topics
     context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        parts = list(pool.map(_rows_of, [(store.root, store.settings, chunk) for chunk in chunks]))
+    with concurrent.futures.ProcessPoolExecutor(workers - 1, mp_context=context) as pool:
+        others = pool.map(_rows_of, [(store.root, store.settings, chunk) for chunk in chunks[1:]])
+        parts = [list(_rows(store, chunks[0])), *others]  # this process takes the first share
     merged = {(row.group, row.topic, row.queue_id): row for part in parts for row in part}
     for owner, name, _, queues in work:
         for queue_id in range(queues):

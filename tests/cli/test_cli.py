@@ -252,8 +252,8 @@ def test_listings_read_admin_descriptions_without_building_the_commands() -> Non
 
 
 # the packages of mqadmin's SubCommand classes (rocketmq-tools 4.9.8, org.apache.rocketmq.tools.command)
-MQADMIN_PACKAGES = {"acl", "broker", "cluster", "connection", "consumer", "message", "namesrv", "offset",
-                    "queue", "stats", "topic"}  # fmt: skip
+MQADMIN_PACKAGES = {"acl", "broker", "cluster", "connection", "consumer", "export", "message", "namesrv", "offset",
+                    "producer", "queue", "stats", "topic"}  # fmt: skip
 
 
 def test_admin_declarations_are_well_formed() -> None:
