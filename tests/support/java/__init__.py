@@ -1,0 +1,81 @@
+"""Small Java programs of the tests (``*.java`` here), compiled against the 4.9.8 kit's client at
+test time, and the kit's ``mqadmin``; both run with their state under a test's tmp directory.
+Without ``javac`` (or Java 17 and the kit) the callers skip."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.oracle import HAVE_JAVA, KIT
+
+HERE = Path(__file__).parent
+
+
+def kit_env(state: Path) -> dict[str, str]:
+    """The environment of a kit launcher: its logs, settings and ``user.home`` under ``state``."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
+    env["ORACLE_STATE_DIR"] = str(state)
+    return env
+
+
+def compile_programs(out: Path) -> Path:
+    """Every ``*.java`` here compiled into ``out`` (``javac -cp 'KIT/lib/*'``); skips the test
+    when Java 17, the kit or ``javac`` is missing."""
+    if not HAVE_JAVA:
+        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    if shutil.which("javac") is None:
+        pytest.skip("javac is missing")
+    out.mkdir(parents=True, exist_ok=True)
+    sources = sorted(str(p) for p in HERE.glob("*.java"))
+    made = subprocess.run(
+        ["javac", "-nowarn", "-d", str(out), "-cp", str(KIT / "lib" / "*"), *sources],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+def run_program(classes: Path, state: Path, main: str, *args: str, timeout: float = 120) -> str:
+    """``main`` of ``classes`` with the kit's client class path and JVM options (as its
+    ``bin/clienttest``); its stdout, which must end with exit status 0."""
+    script = (
+        'source "$1/bin/env.sh"; classes="$2"; main="$3"; shift 3; '
+        'exec $JAVA -Xms64m -Xmx256m "${JAVA_BASE_OPT[@]/#$CLASSPATH/$CLASSPATH:$classes}" '
+        '-Dlogback.configurationFile="$ORACLE_DIR/conf/logback_client.xml" "$main" "$@"'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", script, "java", str(KIT), str(classes), main, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=kit_env(state),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def trace_round_trip(
+    classes: Path, state: Path, namesrv: str, topic: str, producer_group: str, consumer_group: str
+) -> str:
+    """``TraceRoundTrip``: one message sent and consumed by traced clients; its msgId."""
+    out = run_program(classes, state, "TraceRoundTrip", namesrv, topic, producer_group, consumer_group, "60")
+    assert "RESULT consumed=true" in out, out
+    return next(line.split()[1] for line in out.splitlines() if line.startswith("MSGID "))
+
+
+def mqadmin(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The kit's ``mqadmin ARGS`` (its exit status is 0 even when the command failed)."""
+    return subprocess.run(
+        [str(KIT / "bin" / "mqadmin"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=kit_env(state),
+    )
