@@ -155,6 +155,27 @@ def test_json_one_document_per_round(served: ServeProcess) -> None:
     assert doc == {"round": 1, "rows": [], "missingCluster": "Nope"}
 
 
+def test_every_cluster_and_broker_in_javas_order() -> None:
+    """Brokers of two clusters (one with a slave), in this process: clusters in ``HashMap`` order,
+    broker names in ``HashSet`` order, each broker's messages in its own topic, on its master."""
+    from formats.javahash import hashmap_order
+    from tests.admin.adminserver import AdminServer
+
+    brokers = (("C1", "broker-a", 0), ("C1", "broker-a", 1), ("C1", "broker-b", 0), ("C2", "broker-c", 0))
+    with AdminServer(brokers) as s:
+        out = run(s.namesrv, "-a", "3", "--rounds", "1")
+        expected = [(c, b) for c in hashmap_order(["C1", "C2"]) for b in hashmap_order(
+            {"C1": ["broker-a", "broker-b"], "C2": ["broker-c"]}[c]
+        )]  # fmt: skip
+        pattern = "".join(row_pattern(c, b, 3, 0) for c, b in expected)
+        assert re.fullmatch(re.escape(HEADER) + pattern, out), out
+        for name in ("broker-a", "broker-b", "broker-c"):
+            assert len(s.broker(name).units(name, 0)) == 3
+        assert 310 not in s.codes(s.broker("broker-a", 1).addr)
+        out = run(s.namesrv, "-c", "C2", "-a", "2", "--rounds", "1")
+        assert re.fullmatch(re.escape(HEADER) + row_pattern("C2", "broker-c", 2, 0), out), out
+
+
 def test_number_formats_are_javas() -> None:
     """``String.format("%.2f")`` rounds the shortest decimal half up; ``BigDecimal(d)`` is exact."""
     assert [java_fixed(x, 2) for x in (0.125, 1.005, 3.888888888888889, -0.0, float("nan"), 7.0)] == [

@@ -466,3 +466,32 @@ def test_export_metrics_has_mqadmins_shape(real: tuple[str, str, dict[str, str],
     assert qa["runtimeEnv"] == qb["runtimeEnv"]
     for key in ("topicSize", "groupSize", "oneDayNum", "messageAverageSize"):
         assert qa["runtimeQuota"][key] == qb["runtimeQuota"][key], key
+
+
+def test_several_masters_merge_and_count_slaves(tmp_path: Path) -> None:
+    """Two masters (one with a slave) of one cluster and a broker of another, in this process:
+    queue numbers summed by topic name, retry queues by group name, slaves counted."""
+    from tests.admin.adminserver import AdminServer
+
+    brokers = (("C1", "broker-a", 0), ("C1", "broker-a", 1), ("C1", "broker-b", 0), ("C2", "broker-c", 0))
+    with AdminServer(brokers) as s:
+        ns = s.namesrv
+        rmq("updateTopic", "-n", ns, "-c", "C1", "-t", "TopicM", "-r", "4", "-w", "3")
+        rmq("updateTopic", "-n", ns, "-c", "C2", "-t", "TopicOther")
+        rmq("updateSubGroup", "-n", ns, "-c", "C1", "-g", "GroupM", "-q", "3")
+        rmq("exportConfigs", "-n", ns, "-c", "C1", "-f", str(tmp_path))
+        doc = load(tmp_path / "configs.json")
+        assert doc["clusterScale"] == {"namesrvSize": 1, "masterBrokerSize": 2, "slaveBrokerSize": 1}
+        assert set(doc["brokerConfigs"]) == {"broker-a", "broker-b"}
+        assert doc["brokerConfigs"]["broker-b"]["brokerName"] == "broker-b"
+        rmq("exportMetadata", "-n", ns, "-c", "C1", "-f", str(tmp_path))
+        doc = load(tmp_path / "metadata.json")
+        assert doc["topicConfigTable"]["TopicM"] == topic("TopicM", 8, 6)
+        assert "TopicOther" not in doc["topicConfigTable"]
+        assert doc["subscriptionGroupTable"]["GroupM"]["retryQueueNums"] == 6
+        rmq("exportMetrics", "-n", ns, "-c", "C1", "-f", str(tmp_path))
+        doc = load(tmp_path / "metrics.json")
+        assert set(doc["evaluateReport"]) == {"broker-a", "broker-b"}
+        # one request per master: the slave is never asked
+        slave = s.broker("broker-a", 1).addr
+        assert 26 not in s.codes(slave) and 21 not in s.codes(slave)
