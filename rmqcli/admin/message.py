@@ -197,7 +197,8 @@ def _query_header(topic: str, key: str, max_num: int, begin: int, end: int, uniq
     header = hd.QueryMessageRequestHeader(
         topic=topic, key=key, max_num=max_num, begin_timestamp=begin, end_timestamp=end
     ).to_ext_fields()
-    header[hd.UNIQUE_KEY_QUERY] = "true" if unique else "false"  # MQClientAPIImpl.queryMessage sends both
+    if unique:  # (MQClientAPIImpl also sends "false" for a key query; the broker reads both alike)
+        header[hd.UNIQUE_KEY_QUERY] = "true"
     return header
 
 
