@@ -211,3 +211,18 @@ def test_traced_java_clients_against_rmq_serve_and_mqadmin(server: ServeProcess,
     assert sub[:3] == ["Sub", "TraceCG_S", "127.0.0.1"] and sub[6] == "success"
     theirs = mqadmin(state, "queryMsgTraceById", "-n", server.namesrv, "-i", msg_id)
     assert theirs.stdout == ours, theirs.stdout + theirs.stderr
+
+
+def test_trace_topic_settings() -> None:
+    """``msgTraceTopicName`` names a store directory: an invalid name stops the broker at start; the
+    named topic joins the broker's system topics only with ``traceTopicEnable``."""
+    from rmqcli.broker.config import broker_config_from_properties
+    from rmqcli.broker.names import config_system_topics
+    from rmqcli.errors import UsageError
+
+    with pytest.raises(UsageError, match="msgTraceTopicName='../up'"):
+        broker_config_from_properties({"traceTopicEnable": "true", "msgTraceTopicName": "../up"})
+    off = broker_config_from_properties({"msgTraceTopicName": "MyTrace"})
+    assert not off.trace_topic_enable and "MyTrace" not in config_system_topics(off)
+    on = broker_config_from_properties({"traceTopicEnable": "true", "msgTraceTopicName": "MyTrace"})
+    assert config_system_topics(on) == ("DefaultCluster", "broker-a", "DefaultCluster_REPLY_TOPIC", "MyTrace")
