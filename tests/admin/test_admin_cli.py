@@ -491,6 +491,7 @@ JSON_COMMANDS = [
     ["deleteExpiredCommitLog"],
     ["cleanUnusedTopic"],
     ["deleteTopic", "-c", "DefaultCluster", "-t", "J"],
+    ["clusterRT", "-a", "2", "--rounds", "1"],
 ]
 
 
