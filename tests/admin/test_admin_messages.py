@@ -225,6 +225,7 @@ def test_every_message_command_has_json(single: AdminServer) -> None:
         ["consumeMessage", "-t", "T"],
         ["checkMsgSendRT", "-t", "T", "-a", "2"],
         ["sendMsgStatus", "-b", "broker-a", "-c", "1"],
+        ["queryMsgTraceById", "-i", "k", "-t", "T"],
     ]
     for args in calls:
         json.loads(rmq(*args, "-n", n, "--json"))

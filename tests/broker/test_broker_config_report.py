@@ -39,6 +39,8 @@ def configured(store: Path, server: ServeProcess) -> dict[str, str]:
         "shortPollingTimeMills": "900",
         "registerNameServerPeriod": "20000",
         "regionId": "RegionConf",
+        "traceTopicEnable": "true",
+        "msgTraceTopicName": "TraceConf",
         "traceOn": "false",
         "maxMessageSize": "1048576",
         "rejectTransactionMessage": "true",
