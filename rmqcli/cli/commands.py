@@ -51,6 +51,20 @@ def find(name: str) -> str | None:
     return STORE.get(name) or OTHER.get(name) or GROUPS.get(name) or admin().get(name)
 
 
+# mqadmin's ``commandAlias()`` of 4.9.8's commands that have one.
+ALIASES = {"deleteAccessConfig": "deleteAclConfig", "QueryMsgTraceById": "queryMsgTraceById"}
+
+
+def canonical(name: str) -> str | None:
+    """The mqadmin command ``name`` stands for, as ``MQAdminStartup.findSubCommand`` finds it: its
+    name or alias, case ignored; None when it names none (store commands are matched exactly)."""
+    wanted = name.lower()
+    for known in (*admin(), *ALIASES):
+        if known.lower() == wanted:
+            return ALIASES.get(known, known)
+    return None
+
+
 def every() -> dict[str, str]:
     """Every command, in listing order: the store commands, mqadmin's, ``help``, ``pipeline``."""
     return {**STORE, **admin(), **OTHER, **GROUPS}

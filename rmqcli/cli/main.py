@@ -75,8 +75,11 @@ class RmqGroup(TyperGroup):
         return list(commands.every())
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and commands.find(cmd_name) is not None:
-            self.commands[cmd_name] = _build(cmd_name)
+        if cmd_name not in self.commands:
+            if commands.find(cmd_name) is not None:
+                self.commands[cmd_name] = _build(cmd_name)
+            elif (name := commands.canonical(cmd_name)) is not None:  # mqadmin's case and aliases
+                self.commands[cmd_name] = _build(name)
         return super().get_command(ctx, cmd_name)
 
     def summary(self, ctx: click.Context, name: str, limit: int) -> str | None:

@@ -137,6 +137,20 @@ def test_version_and_help(rmq_proc) -> None:
     assert proc.returncode == 0 and "dump-commitlog" in proc.stdout
 
 
+def test_admin_commands_are_found_by_alias_and_in_any_case(rmq_proc) -> None:
+    """As ``MQAdminStartup.findSubCommand``: name or ``commandAlias()``, case ignored; store
+    commands only by their exact name."""
+    for typed, shown in (
+        ("QueryMsgTraceById", "query a message trace"),
+        ("querymsgtracebyid", "query a message trace"),
+        ("deleteAccessConfig", "Delete Acl Config Account in broker"),
+        ("TOPICLIST", "Fetch all topic list from name server"),
+    ):
+        proc = rmq_proc(typed, "--help")
+        assert proc.returncode == 0 and shown in proc.stdout, (typed, proc.stderr)
+    assert rmq_proc("VERIFY", "--help").returncode == UsageError.exit_code
+
+
 def test_bad_flag_is_usage_error(rmq_proc) -> None:
     proc = rmq_proc("dump-commitlog", str(STORE), "--no-such-flag")
     assert proc.returncode == 2
@@ -252,8 +266,8 @@ def test_listings_read_admin_descriptions_without_building_the_commands() -> Non
 
 
 # the packages of mqadmin's SubCommand classes (rocketmq-tools 4.9.8, org.apache.rocketmq.tools.command)
-MQADMIN_PACKAGES = {"acl", "broker", "cluster", "connection", "consumer", "export", "message", "namesrv", "offset",
-                    "producer", "queue", "stats", "topic"}  # fmt: skip
+MQADMIN_PACKAGES = {"acl", "broker", "cluster", "connection", "consumer", "export", "message", "namesrv",
+                    "offset", "producer", "queue", "stats", "topic"}  # fmt: skip
 
 
 def test_admin_declarations_are_well_formed() -> None:
