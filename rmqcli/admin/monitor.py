@@ -13,10 +13,11 @@ list of the name server (206); for every ``%RETRY%G`` topic, group ``G``:
   ``analyzeProcessQueue``; only findings are reported (``[NOTIFY]``).
 
 Failures inside a group are skipped, as MonitorService swallows them. Between rounds the monitor is
-the push consumer ``__MONITOR_CONSUMER`` of ``OFFSET_MOVED_EVENT``: heartbeats (34) every 30 s,
-pulls from its committed offsets (14, 11, 15) every few seconds, and each event (the broker writes
-one when a pull asked for an offset outside the queue) is ``reportDeleteMsgsEvent``; it answers
-the broker's GET_CONSUMER_RUNNING_INFO for itself and unregisters (35) when it stops.
+the push consumer ``__MONITOR_CONSUMER`` of ``OFFSET_MOVED_EVENT`` (and of its retry topic, as
+every clustering push consumer): heartbeats (34) every 30 s, pulls from its committed offsets (14,
+11, 15) every few seconds, and each event (a 4.9.8 broker writes one when a pull asked for an
+offset outside the queue) is ``reportDeleteMsgsEvent``; it answers the broker's
+GET_CONSUMER_RUNNING_INFO for itself and unregisters (35) when it stops.
 
 Every report goes to ``listener`` as a ``Report`` carrying ``DefaultMonitorListener``'s text (what
 mqadmin writes to its client log only). Bounded: pulls of at most ``PULL_BATCH`` messages, at most
@@ -414,8 +415,8 @@ class EventConsumer:
         ]
 
     def _start_offset(self, mq: MessageQueue) -> int:
-        """``computePullFromWhere`` (CONSUME_FROM_LAST_OFFSET): the committed offset, else the
-        queue's max offset when the broker has none."""
+        """``computePullFromWhere`` (CONSUME_FROM_LAST_OFFSET): the committed offset, else 0 for
+        the retry topic and the queue's max offset for the others."""
         addr = self.puller.addr(mq)
         header = hd.QueryConsumerOffsetRequestHeader(
             consumer_group=MONITOR_CONSUMER, topic=mq.topic, queue_id=mq.queue_id
@@ -428,24 +429,35 @@ class EventConsumer:
         )
         if answer.code == ResponseCode.SUCCESS:
             return int(answer.ext_fields.get("offset", "0"))
-        return self.puller.max_offset(mq)
+        return 0 if mq.topic.startswith(RETRY_PREFIX) else self.puller.max_offset(mq)
 
     def _poll(self) -> None:
-        for mq in self.puller.queues(OFFSET_MOVED_EVENT):
-            key = mq_key(mq)
-            if key not in self.offsets:
-                self.offsets[key] = (mq, self._start_offset(mq))
-            offset = self.offsets[key][1]
-            for _ in range(MAX_BATCHES):  # each answer moves to its nextBeginOffset (moved, too)
-                pulled = self.puller.pull(mq, "*", offset, PULL_BATCH)
-                self.last_pull = _now()
-                for msg in pulled.messages:
-                    self._deliver(msg)
-                offset = pulled.next_begin_offset
-                if pulled.status != "FOUND":
-                    break
-            self.offsets[key] = (mq, offset)
-            self._commit(mq, offset)
+        """Both subscriptions, as the push consumer pulls them (its retry topic may not exist yet);
+        every queue's offset is committed, as ``persistAll`` does every 5 s."""
+        for topic in (OFFSET_MOVED_EVENT, RETRY_PREFIX + MONITOR_CONSUMER):
+            try:
+                queues = self.puller.queues(topic)
+            except RmqError:
+                self.puller.routes.pop(topic, None)
+                continue
+            for mq in queues:
+                self._poll_queue(mq)
+
+    def _poll_queue(self, mq: MessageQueue) -> None:
+        key = mq_key(mq)
+        if key not in self.offsets:
+            self.offsets[key] = (mq, self._start_offset(mq))
+        offset = self.offsets[key][1]
+        for _ in range(MAX_BATCHES):  # each answer moves to its nextBeginOffset (moved, too)
+            pulled = self.puller.pull(mq, "*", offset, PULL_BATCH)
+            self.last_pull = _now()
+            for msg in pulled.messages:
+                self._deliver(msg)
+            offset = pulled.next_begin_offset
+            if pulled.status != "FOUND":
+                break
+        self.offsets[key] = (mq, offset)
+        self._commit(mq, offset)
 
     def _deliver(self, msg: Any) -> None:
         from rmqcli.remoting import json_body as jb

@@ -1,6 +1,7 @@
 """``rmq startMonitoring`` (4.9.8's MonitorService): against ``rmq serve`` with a real C++ consumer
 that lags (its one consume thread held while messages arrive), and against the real 4.9.8 broker,
-which writes OFFSET_MOVED_EVENT messages (``rmq serve`` writes none)."""
+which writes OFFSET_MOVED_EVENT messages (``rmq serve`` writes none), where the kit's own
+``mqadmin startMonitoring`` logs the same ``[MONITOR]`` lines."""
 
 from __future__ import annotations
 
@@ -239,8 +240,8 @@ def test_monitor_options_are_checked() -> None:
 
 # --- the real 4.9.8 broker -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """The real NameServer and Broker; yields their addresses."""
+def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """The real NameServer and Broker; yields their addresses and a directory for more."""
     if not HAVE_JAVA:
         pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
     tmp = tmp_path_factory.mktemp("real-monitor")
@@ -259,7 +260,7 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     try:
         namesrv.wait_for("The Name Server boot success")
         broker.wait_for("boot success")
-        yield ns, f"127.0.0.1:{port}"
+        yield ns, f"127.0.0.1:{port}", tmp
     finally:
         broker.terminate()
         namesrv.terminate()
@@ -268,11 +269,11 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 
 
 @pytest.mark.java
-def test_monitor_reports_the_real_brokers_offset_moved_events(real_broker: tuple[str, str]) -> None:
+def test_monitor_reports_the_real_brokers_offset_moved_events(real_broker: tuple[str, str, Path]) -> None:
     from rmqcli.remoting import headers as hd
     from rmqcli.remoting.codes import RequestCode, ResponseCode
 
-    ns, broker = real_broker
+    ns, broker, _ = real_broker
     made = subprocess.run(
         [*RMQ, "updateTopic", "-b", broker, "-t", "MovedTopic", "-r", "1", "-w", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=30, env=rmq_env(None),
@@ -303,6 +304,26 @@ def test_monitor_reports_the_real_brokers_offset_moved_events(real_broker: tuple
         "queueId=0], "
         f"offsetRequest=1000, offsetNew=0], eventTimestamp={event['eventTimestamp']}]"
     )
+    ours = [r["text"] for r in reports(done.stdout) if r["kind"] != "roundSpent"]
+
+    # the kit's mqadmin startMonitoring writes the same lines to its client log, once the
+    # group's offset is back to 0 (its first round comes after 20 s; it never ends by itself)
+    with AdminSession([ns]) as session:
+        back = hd.UpdateConsumerOffsetRequestHeader(
+            consumer_group="__MONITOR_CONSUMER", topic="OFFSET_MOVED_EVENT", queue_id=0, commit_offset=0
+        )
+        session.call(broker, RequestCode.UPDATE_CONSUMER_OFFSET, back)
+    state = real_broker[2] / "mqadmin"
+    kit = Jvm([str(KIT / "bin" / "mqadmin"), "startMonitoring", "-n", ns], real_broker[2] / "mqadmin.out",
+              {**os.environ, "ORACLE_STATE_DIR": str(state)})  # fmt: skip
+    log = state / "logs" / "rocketmq_client.log"
+    try:
+        wait_for(lambda: log.exists() and "endRound" in log.read_text(), "the kit's first round", 45)
+    finally:
+        kit.stop()
+    theirs = [line.split(" - ", 1)[1] for line in log.read_text().splitlines() if " - [MONITOR] " in line]
+    assert theirs == ours, (theirs, ours)
+
     # the monitor committed what it consumed: a second run reports no event again
     again = monitor(ns, "--delay", "0", "--rounds", "1", "--json")
     assert again.returncode == 0, again.stderr
