@@ -212,6 +212,7 @@ class MonitorService:
         from rmqcli.remoting import json_body as jb
 
         begin = _now()
+        self.tools.routes.clear()  # fetched again each round
         self._report("beginRound", PREFIX + BANNER + "beginRound")
         try:
             response = self.session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
@@ -383,7 +384,7 @@ class EventConsumer:
     def _heartbeat(self) -> None:
         from rmqcli.remoting import json_body as jb
 
-        self.puller.routes.pop(OFFSET_MOVED_EVENT, None)
+        self.puller.routes.clear()  # routes are fetched again every heartbeat
         route = self.puller.route(OFFSET_MOVED_EVENT)
         self.addrs = [a for d in route.broker_datas for _, a in sorted(d.broker_addrs.items())]
         data = jb.HeartbeatData(

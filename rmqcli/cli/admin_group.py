@@ -269,15 +269,8 @@ start_monitoring = AdminCommand(
     "consumer",
     (
         opt("rounds", "--rounds", None, "Stop after N rounds (0: run until interrupted, as mqadmin)", int, 0),
-        opt(
-            "interval",
-            "--interval",
-            None,
-            "Seconds between rounds (MonitorConfig.roundInterval)",
-            float,
-            60.0,
-        ),
-        opt("delay", "--delay", None, "Seconds before the first round (MonitorService: 20)", float, 20.0),
+        opt("interval", "--interval", None, "Seconds between rounds (MonitorConfig.roundInterval)", int, 60),
+        opt("delay", "--delay", None, "Seconds before the first round (MonitorService: 20)", int, 20),
     ),
     call=_start_monitoring,
     text=lambda result, a: "",
