@@ -158,7 +158,7 @@ def analyze_process_queue(client_id: str, info: ConsumerRunningInfo, now: int) -
     consume for more than a minute; one ``%n``-ended line each."""
     if not _is_push(info):
         return ""
-    orderly = info.properties.get(PROP_CONSUME_ORDERLY, "").strip().lower() == "true"
+    orderly = (info.properties.get(PROP_CONSUME_ORDERLY) or "").lower() == "true"  # Boolean.parseBoolean
     out = []
     for mq in sorted(info.mq_table, key=mq_key):
         pq = info.mq_table[mq]
