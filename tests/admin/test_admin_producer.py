@@ -82,6 +82,27 @@ def test_producer_needs_a_reachable_broker() -> None:
     assert missing.returncode == 2 and "--broker" in one_line_error(missing.stderr)
 
 
+def test_producer_text_of_bodies_a_broker_may_write() -> None:
+    """An empty or null list is ``instances are empty``; a null or empty table prints nothing; the
+    groups come in ``HashMap`` order (``G_C`` before ``G_B`` here, whatever the wire order)."""
+    from rmqcli.admin.group.producers import ProducerTableInfo, ordered
+    from rmqcli.cli.admin_format_groups import producer
+    from rmqcli.remoting import json_body as jb
+
+    def text(body: bytes) -> str:
+        return producer(ordered(jb.decode(ProducerTableInfo, body)))
+
+    one = b'{"clientId":"c@1","language":"JAVA","lastUpdateTimestamp":5,"remoteIP":"/127.0.0.1:9",'
+    one += b'"version":409}'
+    assert text(b'{"data":{"G_B":null,"G_A":[' + one + b'],"G_C":[]}}') == (
+        "producer group (G_A) instance : clientId=c@1,remoteIP=/127.0.0.1:9, language=JAVA, version=409, "
+        "lastUpdateTimestamp=5\n"
+        "producer group (G_C) instances are empty\n"
+        "producer group (G_B) instances are empty\n"
+    )
+    assert text(b'{"data":null}') == text(b'{"data":{}}') == text(b"{}") == ""
+
+
 # --- the real 4.9.8 broker and a real Java producer ------------------------------------------------
 HOLD_PRODUCER = textwrap.dedent(
     """

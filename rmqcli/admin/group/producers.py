@@ -6,7 +6,7 @@ from __future__ import annotations
 from rmqcli.admin.session import AdminSession
 from rmqcli.remoting.json_body import bean, prop
 
-__all__ = ["ProducerInfo", "ProducerTableInfo", "all_producer_info", "producer_info_string"]
+__all__ = ["ProducerInfo", "ProducerTableInfo", "all_producer_info", "ordered", "producer_info_string"]
 
 
 @bean
@@ -36,13 +36,19 @@ def producer_info_string(p: ProducerInfo) -> str:
 
 
 def all_producer_info(session: AdminSession, broker_addr: str) -> ProducerTableInfo:
-    """``getAllProducerInfo``: 328 with an empty header to ``broker_addr``; groups in the order
-    mqadmin prints them (the ``HashMap`` fastjson decodes the body into)."""
-    from formats.javahash import hashmap_order
+    """``getAllProducerInfo``: 328 with an empty header to ``broker_addr``, groups ``ordered``."""
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
 
     response = session.call(broker_addr.strip(), RequestCode.GET_ALL_PRODUCER_INFO)
-    table = jb.decode_or_empty(ProducerTableInfo, response.body)
-    table.data = {group: table.data[group] or [] for group in hashmap_order(list(table.data))}
+    return ordered(jb.decode_or_empty(ProducerTableInfo, response.body))
+
+
+def ordered(table: ProducerTableInfo) -> ProducerTableInfo:
+    """The groups in the order mqadmin prints them: the ``HashMap`` fastjson decodes the body into
+    (wire order within a bucket); a null table or list is empty."""
+    from formats.javahash import hashmap_order
+
+    data = table.data or {}
+    table.data = {group: data[group] or [] for group in hashmap_order(list(data))}
     return table
