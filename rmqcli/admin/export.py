@@ -19,11 +19,11 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from formats.javahash import hashmap_order, string_hash
+from formats.javatext import java_double
 from formats.names import CLIENT_INNER_PRODUCER, DLQ_PREFIX, RETRY_PREFIX, TOOLS_CONSUMER, TRANS_CHECK_GROUP
 from rmqcli.admin.session import UNKNOWN_CLUSTER, AdminSession, master_addr
 from rmqcli.errors import BrokerError, NetworkError, NotFoundError, RmqError
@@ -123,21 +123,6 @@ def concurrent_map(pairs: dict[str, Any]) -> dict[str, Any]:
 
 class JavaSet(list):
     """A ``HashSet`` of strings: fastjson writes it on one line even in its pretty form."""
-
-
-def java_double(value: float) -> str:
-    """fastjson's text of a double: ``Double.toString`` (shortest digits; ``1.0E7``, ``5.0E-4``
-    outside [1e-3, 1e7)), ``null`` for NaN and the infinities."""
-    if math.isnan(value) or math.isinf(value):
-        return "null"
-    if value == 0:
-        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
-    if 1e-3 <= abs(value) < 1e7:
-        return repr(value)
-    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    power = len(text) - 1 + int(exponent)
-    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
 
 
 def fastjson_text(document: dict[str, Any]) -> str:

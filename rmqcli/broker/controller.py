@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Awaitable
 
 from formats.commitlog import SCHEDULE_TOPIC
+from formats.names import BENCHMARK_TOPIC
 from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.setup import BrokerAcl, open_acl
@@ -65,6 +66,7 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_SECONDS = 10.0
 SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager: fixed, whatever messageDelayLevel says
+BENCHMARK_TOPIC_QUEUE_NUM = 1024  # TopicConfigManager's BenchmarkTest
 REGISTER_TIMEOUT = 6.0
 
 
@@ -175,9 +177,11 @@ class BrokerController:
         wanted: list[tuple[str, int, int]] = [(SELF_TEST_TOPIC, 1, PERM_READ_WRITE)]
         if c.auto_create_topic_enable:
             wanted.append((DEFAULT_TOPIC, c.default_topic_queue_nums, PERM_READ_WRITE | PERM_INHERIT))
-        cluster_perm = PERM_READ_WRITE | (PERM_INHERIT if c.cluster_topic_enable else 0)
+        wanted.append((BENCHMARK_TOPIC, BENCHMARK_TOPIC_QUEUE_NUM, PERM_READ_WRITE))
+        # the cluster's and the broker's own topics: inherit only, read and write when enabled
+        cluster_perm = PERM_INHERIT | (PERM_READ_WRITE if c.cluster_topic_enable else 0)
         wanted.append((c.broker_cluster_name, 16, cluster_perm))
-        broker_perm = PERM_READ_WRITE | (PERM_INHERIT if c.broker_topic_enable else 0)
+        broker_perm = PERM_INHERIT | (PERM_READ_WRITE if c.broker_topic_enable else 0)
         wanted.append((c.broker_name, 1, broker_perm))
         wanted.append((OFFSET_MOVED_EVENT, 1, PERM_READ_WRITE))
         wanted.append((SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM, PERM_READ_WRITE))

@@ -54,6 +54,7 @@ class MessageStore:
         self.listeners: list[ArrivalListener] = []
         self.append_hooks: list[Callable[[], None]] = []  # told of new CommitLog bytes (the HA master)
         self.put_count = 0
+        self.put_bytes = 0  # record bytes stored (``StoreStatsService.getPutMessageSizeTotal``)
         self.get_count = 0
         self.boot_timestamp = int(time.time() * 1000)
         self.disk_full = False  # runningFlags' DISK_FULL: set and cleared by the clean-up rounds
@@ -70,6 +71,7 @@ class MessageStore:
         entries and the arrival listeners wait for ``catch_up`` (``ReputMessageService`` runs behind
         the CommitLog): the send processor answers first, the connection catches up right after."""
         result = self.writer.append(message, defer_dispatch=defer_dispatch)
+        self.put_bytes += result.size
         if defer_dispatch:
             self._put_deferred(result.topic, result.queue_id)
         else:
@@ -92,7 +94,7 @@ class MessageStore:
         """``put`` with deferred dispatch of a plain message whose properties string the caller
         serialised as the broker does (the send lane): ``(physical offset, queue offset)``."""
         writer = self.writer
-        physical, queue_offset, _, _ = writer.write_record(
+        physical, queue_offset, size, _ = writer.write_record(
             topic,
             queue_id,
             body,
@@ -106,6 +108,7 @@ class MessageStore:
             reconsume_times=reconsume_times,
             defer_dispatch=True,
         )
+        self.put_bytes += size
         self._put_deferred(topic, queue_id)
         return physical, queue_offset
 
@@ -132,12 +135,14 @@ class MessageStore:
         """``putMessage`` of a ``MessageExtBrokerInner`` the broker builds itself (send-back, delayed
         delivery, transactions): its properties string is stored as given."""
         result = self.writer.put_message(inner)
+        self.put_bytes += result.size
         self._appended(result.topic, result.queue_id, 1)
         return result
 
     def put_batch(self, batch: messages.BatchMessage) -> messages.BatchAppendResult:
         """``DefaultMessageStore.putMessages``: a classic batch, one record per element."""
         result = self.writer.append_batch(batch)
+        self.put_bytes += sum(record.size for record in result.records)
         self._appended(batch.topic, batch.queue_id, len(result.records))
         return result
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.offsetmoved import report_offset_moved
 from rmqcli.broker.refusal import FAQ, Refusal
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
 from rmqcli.remoting import headers as hd
@@ -181,6 +182,13 @@ def in_memory_bytes(slave: bool) -> int:
     return memory * (30 if slave else 40) // 100
 
 
+def answer(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, res: PullResult) -> RemotingCommand:
+    """The response to ``pull``; a PULL_OFFSET_MOVED leaves its OFFSET_MOVED_EVENT first."""
+    if res.code == RS.PULL_OFFSET_MOVED:
+        report_offset_moved(ctl, pull.header, res.next_begin_offset)
+    return respond(req, res, suggest_broker(ctl, pull, res))
+
+
 def respond(req: RemotingCommand, res: PullResult, suggest: int = 0) -> RemotingCommand:
     header = hd.PullMessageResponseHeader(
         suggest_which_broker_id=suggest,
@@ -208,9 +216,8 @@ async def hold(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, time
             break
         res = get_message(ctl, pull)
         if res.code != RS.PULL_NOT_FOUND:
-            return respond(req, res, suggest_broker(ctl, pull, res))
-    res = get_message(ctl, pull)
-    return respond(req, res, suggest_broker(ctl, pull, res))
+            return answer(ctl, req, pull, res)
+    return answer(ctl, req, pull, get_message(ctl, pull))
 
 
 def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
@@ -233,7 +240,7 @@ def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         )
         if timeout > 0:
             return hold(ctl, req, pull, timeout)
-    return respond(req, res, suggest_broker(ctl, pull, res))
+    return answer(ctl, req, pull, res)
 
 
 HANDLERS = {RC.PULL_MESSAGE: pull_message}

@@ -91,7 +91,7 @@ MQADMIN_ORDER = (
     "skipAccumulatedMessage updateOrderConf cleanExpiredCQ deleteExpiredCommitLog cleanUnusedTopic "
     "startMonitoring statsAll allocateMQ checkMsgSendRT clusterRT getNamesrvConfig updateNamesrvConfig "
     "getBrokerConfig getConsumerConfig queryCq sendMessage consumeMessage updateAclConfig deleteAclConfig "
-    "clusterAclConfigVersion updateGlobalWhiteAddr"
+    "clusterAclConfigVersion updateGlobalWhiteAddr exportMetadata exportConfigs exportMetrics"
 ).split()
 
 # The modules that declare the commands (``cli/admin_<family>.py``), in the parts ``rmq --help``

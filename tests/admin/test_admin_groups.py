@@ -337,10 +337,17 @@ def test_every_group_command_has_json(
         ["statsAll"],
         ["brokerConsumeStats", "-b", broker.addr],
         ["deleteSubGroup", "-c", "DefaultCluster", "-g", "G"],
+        ["producer", "-b", broker.addr],
     ]
     for args in calls:
         json.loads(rmq(*args, "-n", single.namesrv, "--json"))
-    assert {c[0] for c in calls} == {n for n, where in ADMIN.items() if where.startswith("admin_group:")}
+    # startMonitoring's --json is one document per report, a line each
+    rounds = rmq("startMonitoring", "-n", single.namesrv, "--delay", "0", "--rounds", "1", "--json")
+    reports = [json.loads(line) for line in rounds.splitlines()]
+    assert reports and all("kind" in r for r in reports)
+    streamed = {"startMonitoring"}
+    declared = {n for n, where in ADMIN.items() if where.startswith("admin_group:")}
+    assert {c[0] for c in calls} | streamed == declared
 
 
 def test_network_errors_and_subprocess(single: AdminServer) -> None:

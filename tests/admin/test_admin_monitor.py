@@ -1,7 +1,7 @@
 """``rmq startMonitoring`` (4.9.8's MonitorService): against ``rmq serve`` with a real C++ consumer
-that lags (its one consume thread held while messages arrive), and against the real 4.9.8 broker,
-which writes OFFSET_MOVED_EVENT messages (``rmq serve`` writes none), where the kit's own
-``mqadmin startMonitoring`` logs the same ``[MONITOR]`` lines."""
+that lags (its one consume thread held while messages arrive) and with the OFFSET_MOVED_EVENT a
+moved pull leaves, and against the real 4.9.8 broker, which writes the same events, where the kit's
+own ``mqadmin startMonitoring`` logs the same ``[MONITOR]`` lines."""
 
 from __future__ import annotations
 
@@ -192,6 +192,49 @@ def test_monitor_reports_a_lagging_cpp_consumer(served: Served, tmp_path: Path) 
         ]
     finally:
         holder.stop()
+
+
+def moved_pull(ns: str, broker: str, topic: str) -> None:
+    """A pull far past the end of an empty queue: PULL_OFFSET_MOVED, and an OffsetMovedEvent."""
+    from rmqcli.remoting import headers as hd
+    from rmqcli.remoting.codes import RequestCode, ResponseCode
+
+    with AdminSession([ns]) as session:
+        header = hd.PullMessageRequestHeader(
+            consumer_group="CG_MOVED", topic=topic, queue_id=0, queue_offset=1000, max_msg_nums=1,
+            sys_flag=hd.PULL_FLAG_SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=0, subscription="*",
+            sub_version=0, expression_type="TAG",
+        )  # fmt: skip
+        answer = session.call(broker, RequestCode.PULL_MESSAGE, header, ok=(ResponseCode.PULL_OFFSET_MOVED,))
+        assert answer.code == ResponseCode.PULL_OFFSET_MOVED
+
+
+def stored_events(ns: str) -> list[bytes]:
+    """The bodies in OFFSET_MOVED_EVENT's queue 0, read with a pull consumer."""
+    with AdminSession([ns]) as session:
+        queue = MessageQueue(topic="OFFSET_MOVED_EVENT", broker_name=BROKER, queue_id=0)
+        found = PullConsumer(session, "CG_EVENT_READER").pull(queue, "*", 0, 32)
+    return [m.body for m in found.messages]
+
+
+def test_a_moved_pull_on_rmq_serve_is_reported_as_a_delete_event(served: Served) -> None:
+    """``rmq serve`` writes 4.9.8's OffsetMovedEvent (tags and keys the group, fastjson body) and
+    the monitor reports it."""
+    s = served
+    s.rmq("updateTopic", "-c", CLUSTER, "-t", "MovedHere", "-r", "1", "-w", "1")
+    wait_for(lambda: route(s, "MovedHere"), "MovedHere in the route")
+    moved_pull(s.ns, s.broker, "MovedHere")
+    body = (
+        '{"consumerGroup":"CG_MOVED","messageQueue":{"brokerName":"' + BROKER + '","queueId":0,'
+        '"topic":"MovedHere"},"offsetNew":0,"offsetRequest":1000}'
+    )
+    assert body.encode() in stored_events(s.ns)
+    done = monitor(s.ns, "--delay", "0", "--rounds", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    events = [r for r in reports(done.stdout) if r["kind"] == "reportDeleteMsgsEvent"]
+    assert [(e["consumerGroup"], e["topic"], e["offsetRequest"], e["offsetNew"]) for e in events] == [
+        ("CG_MOVED", "MovedHere", 1000, 0)
+    ]
 
 
 def test_monitor_unreachable_name_server() -> None:

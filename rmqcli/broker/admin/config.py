@@ -17,6 +17,7 @@ broker also rewrites its configuration file (the ``-c`` file); ``rmq serve`` lea
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,9 @@ REPORTED_DEFAULTS = {
     "transientStorePoolEnable": "false",
     "serverWorkerThreads": "8",
     "serverChannelMaxIdleTimeSeconds": "120",
+    "filterServerNums": "0",  # these three are among the keys exportConfigs and exportMetrics read
+    "useTLS": "false",
+    "clientCallbackExecutorThreads": str(os.cpu_count() or 1),  # Runtime.availableProcessors()
 }
 STORE_ROOT_KEY = "storePathRootDir"
 # read once, at start: an update of these is refused

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from formats.javatext import java_double
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -37,6 +38,9 @@ def runtime_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         "msgGetTotalYesterdayMorning": "0",
         "msgGetTotalTodayMorning": "0",
         "msgGetTotalTodayNow": str(store.get_count),
+        "putMessageTimesTotal": str(store.put_count),
+        "putMessageSizeTotal": str(store.put_bytes),
+        "putMessageAverageSize": java_double(store.put_bytes / max(store.put_count, 1)),
         "sendThreadPoolQueueSize": "0",
         "sendThreadPoolQueueCapacity": "10000",
         "sendThreadPoolQueueHeadWaitTimeMills": "0",
