@@ -114,3 +114,6 @@ def test_every_configured_key_round_trips_through_get_broker_config(tmp_path: Pa
             "accessMessageInMemoryMaxRatio, fooBarKey, transientStorePoolEnable"
         )
         assert "is not the STORE argument" not in server.output()
+    # clusterTopicEnable and brokerTopicEnable off: their topics inherit only (TopicConfigManager)
+    topics = json.loads((store / "config" / "topics.json").read_text())["topicConfigTable"]
+    assert topics["ConfCluster"]["perm"] == 1 and topics["broker-conf"]["perm"] == 1

@@ -197,17 +197,31 @@ def test_offsets_of_an_unknown_queue_are_zero(server: ServeProcess) -> None:
 
 
 def test_system_topics_of_a_fresh_broker_are_registered(server: ServeProcess) -> None:
-    """``TopicConfigManager``'s constructor: SCHEDULE_TOPIC_XXXX (18 queues) and <cluster>_REPLY_TOPIC."""
+    """``TopicConfigManager``'s constructor: SCHEDULE_TOPIC_XXXX (18 queues), <cluster>_REPLY_TOPIC,
+    BenchmarkTest (1024), and the cluster's and broker's own topics (inherit, read, write)."""
 
-    async def go(client: RemotingClient) -> dict[str, int]:
+    async def go(client: RemotingClient) -> dict[str, tuple[int, int]]:
         nums = {}
-        for topic in (fmt.SCHEDULE_TOPIC, "DefaultCluster_REPLY_TOPIC"):
+        for topic in (
+            fmt.SCHEDULE_TOPIC,
+            "DefaultCluster_REPLY_TOPIC",
+            "BenchmarkTest",
+            "DefaultCluster",
+            "broker-a",
+        ):
             r = await invoke(client, server.namesrv, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
             assert r.code == RS.SUCCESS, topic
-            nums[topic] = fastjson.loads(r.body)["queueDatas"][0]["readQueueNums"]
+            queue = fastjson.loads(r.body)["queueDatas"][0]
+            nums[topic] = (queue["readQueueNums"], queue["perm"])
         return nums
 
-    assert run(go) == {fmt.SCHEDULE_TOPIC: 18, "DefaultCluster_REPLY_TOPIC": 1}
+    assert run(go) == {
+        fmt.SCHEDULE_TOPIC: (18, 6),
+        "DefaultCluster_REPLY_TOPIC": (1, 6),
+        "BenchmarkTest": (1024, 6),
+        "DefaultCluster": (16, 7),
+        "broker-a": (1, 7),
+    }
 
 
 TX_TOPIC = "TopicTx"
