@@ -298,6 +298,11 @@ def test_export_metrics(served: tuple[ServeProcess, Path]) -> None:
     assert all(isinstance(v, float) for v in doc["totalData"]["totalTps"].values())
     assert '"totalNormalInTps":' in path.read_text() and re.search(r'"transInTps":\d+\.\d', path.read_text())
     assert report["runtimeVersion"]["rocketmqVersion"] == "V4_9_7"  # the tool's own version (rmq: 407)
+    # the average record size of what was put, as StoreStatsService counts it; CPUs as the broker's
+    total, puts = int(kv["putMessageSizeTotal"]), int(kv["putMessageTimesTotal"])
+    assert puts > 0 and quota["messageAverageSize"] == kv["putMessageAverageSize"]
+    assert float(quota["messageAverageSize"]) == total / puts
+    assert report["runtimeEnv"] == {"cpuNum": str(os.cpu_count())}
     if HAVE_CLIENT:  # the C++ consumer of GroupC is online: its language and version
         (info,) = report["runtimeVersion"]["clientInfo"]
         assert re.fullmatch(r"CPP%V\d_\d_\d", info), info
