@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,19 @@ def _path(file_path: str | None, name: str) -> str:
     return f"{(file_path or DEFAULT_PATH).strip()}/{name}"
 
 
+def _masters(info: Any, cluster: str, names: Iterable[str]) -> Iterator[tuple[str, str, Any]]:
+    """``(broker name, master address, BrokerData)`` of each broker of ``names`` the cluster table
+    knows, in ``HashSet`` order; ``BrokerError`` for a group without a master (brokerId 0)."""
+    for name in hashmap_order(list(names)):
+        data = info.broker_addr_table.get(name)
+        if data is None:
+            continue
+        addr = data.broker_addrs.get(0)
+        if addr is None:
+            raise BrokerError(f"broker {name} of cluster {cluster} has no master (brokerId 0)")
+        yield name, addr, data
+
+
 # --- exportConfigs ---------------------------------------------------------------------------------
 def export_configs(session: AdminSession, cluster: str, file_path: str | None = None) -> Exported:
     """``exportConfigs``: 106, then GET_BROKER_CONFIG (26) to each master of ``cluster``; the 16
@@ -283,13 +297,7 @@ def export_configs(session: AdminSession, cluster: str, file_path: str | None = 
     info = session.cluster_info()
     names = info.cluster_addr_table.get(cluster)
     masters: dict[str, int] = {}  # master address -> number of slaves
-    for name in hashmap_order(list(names or [])):
-        data = info.broker_addr_table.get(name)
-        if data is None:
-            continue
-        addr = data.broker_addrs.get(0)
-        if addr is None:
-            raise BrokerError(f"broker {name} of cluster {cluster} has no master (brokerId 0)")
+    for _, addr, data in _masters(info, cluster, names or []):
         masters[addr] = sum(1 for bid, a in data.broker_addrs.items() if bid != 0 and a)
     configs: dict[str, Any] = {}
     for addr in hashmap_order(list(masters)):
@@ -526,13 +534,7 @@ def export_metrics(session: AdminSession, cluster: str, file_path: str | None = 
         ),
     }
     report: dict[str, Any] = {}
-    for name in hashmap_order(list(names)):
-        data = info.broker_addr_table.get(name)
-        if data is None:
-            continue
-        addr = data.broker_addrs.get(0)
-        if addr is None:
-            raise BrokerError(f"broker {name} of cluster {cluster} has no master (brokerId 0)")
+    for name, addr, _ in _masters(info, cluster, names):
         report[name] = _broker_metrics(session, addr, totals)
     total_data = hash_map(
         {"totalTps": hash_map(totals["totalTps"]), "totalOneDayNum": hash_map(totals["totalOneDayNum"])}

@@ -217,7 +217,7 @@ def test_rows_and_counts_against_the_real_broker(real: tuple[str, str]) -> None:
 def test_mqadmin_prints_the_same_header_and_rows(real: tuple[str, str], tmp_path: Path) -> None:
     """The kit's mqadmin clusterRT, stopped after its first row: same header, same row layout."""
     ns, _ = real
-    from tests.admin.test_admin_export import kit_env
+    from tests.support.oracle import kit_env
 
     before = max_offset(ns, "broker-a")
     log = tmp_path / "mqadmin.out"

@@ -25,10 +25,11 @@ import pytest
 
 from formats import fastjson
 from rmqcli.admin.export import chm_order, fastjson_text, java_double
+from rmqcli.store.write.config import subscription_group_config
 from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
 from tests.support.cli import invoke_rmq, one_line_error
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
-from tests.support.serve import ServeProcess, free_port, write_conf
+from tests.support.oracle import HAVE_JAVA, KIT, real_cluster
+from tests.support.serve import ServeProcess, write_conf
 
 UNKNOWN = "[error] Make sure the specified clusterName exists or the name server connected to is correct."
 SYSTEM_TOPICS = {"TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest"}
@@ -70,19 +71,8 @@ def topic(name: str, read: int, write: int, perm: int = 6) -> dict[str, Any]:
 
 
 def group(name: str, retry_queues: int = 1, **changes: Any) -> dict[str, Any]:
-    values = {
-        "brokerId": 0,
-        "consumeBroadcastEnable": True,
-        "consumeEnable": True,
-        "consumeFromMinEnable": True,
-        "groupName": name,
-        "notifyConsumerIdsChangedEnable": True,
-        "retryMaxTimes": 16,
-        "retryQueueNums": retry_queues,
-        "whichBrokerWhenConsumeSlowly": 1,
-    }
-    values.update(changes)
-    return values
+    """A 4.9.x ``SubscriptionGroupConfig`` with the broker's defaults, and ``changes``."""
+    return {**subscription_group_config(name), "retryQueueNums": retry_queues, **changes}
 
 
 def stage(ns: str, broker: str, tmp: Path) -> Driver | None:
@@ -347,37 +337,12 @@ def test_java_orders_and_numbers() -> None:
 
 
 # --- the real 4.9.8 broker and mqadmin ---------------------------------------------------------------
-def kit_env(state: Path) -> dict[str, str]:
-    """The environment of one JVM of the kit: its own ORACLE_STATE_DIR."""
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
-    env["ORACLE_STATE_DIR"] = str(state / f"state-{time.monotonic_ns()}")
-    return env
-
-
 @contextmanager
 def real_kit(tmp: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
     """The kit's NameServer and a Broker ``broker-a`` of ``DefaultCluster`` on free loopback ports;
     yields the two addresses and an environment for the kit's mqadmin."""
-    ns_port, port = free_port(), broker_port()
-    ns = f"127.0.0.1:{ns_port}"
-    conf = tmp / "broker.conf"
-    conf.write_text(
-        "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\nbrokerRole=ASYNC_MASTER\n"
-        f"flushDiskType=ASYNC_FLUSH\nlistenPort={port}\nhaListenPort={port + 1}\nnamesrvAddr={ns}\n"
-        f"brokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\nstorePathRootDir={tmp / 'store'}\n"
-        "mappedFileSizeCommitLog=16777216\ndiskMaxUsedSpaceRatio=95\n"
-    )
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp / "namesrv.out", kit_env(tmp))
-    broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / "broker.out", kit_env(tmp))
-    try:
-        namesrv.wait_for("The Name Server boot success")
-        broker.wait_for("boot success")
-        yield ns, f"127.0.0.1:{port}", kit_env(tmp)
-    finally:
-        broker.terminate()
-        namesrv.terminate()
-        broker.stop()
-        namesrv.stop()
+    with real_cluster(tmp) as real:
+        yield real.namesrv, real.broker, real.env()
 
 
 @pytest.fixture(scope="module")

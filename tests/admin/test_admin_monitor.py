@@ -26,8 +26,7 @@ from tests.admin.runner import closed_port
 from tests.support import ROOT
 from tests.support.broker_drivers import HAVE_CLIENT, run_driver
 from tests.support.cli import RMQ, one_line_error, rmq_env
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
-from tests.support.serve import free_port
+from tests.support.oracle import HAVE_JAVA, KIT, Jvm, real_cluster
 from tests.support.served import BROKER, CLUSTER, Served, route, wait_for
 
 # A C++ push consumer with one consume thread; while the block file exists the callback waits,
@@ -288,27 +287,8 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     if not HAVE_JAVA:
         pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
     tmp = tmp_path_factory.mktemp("real-monitor")
-    env = {**os.environ, "ORACLE_STATE_DIR": str(tmp / "state")}
-    ns_port, port = free_port(), broker_port()
-    ns = f"127.0.0.1:{ns_port}"
-    conf = tmp / "broker.conf"
-    conf.write_text(
-        "brokerClusterName=RealCluster\nbrokerName=real-a\nbrokerId=0\nbrokerRole=ASYNC_MASTER\n"
-        f"flushDiskType=ASYNC_FLUSH\nlistenPort={port}\nhaListenPort={port + 1}\nnamesrvAddr={ns}\n"
-        "brokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n"
-        f"storePathRootDir={tmp / 'store'}\nmappedFileSizeCommitLog=16777216\ndiskMaxUsedSpaceRatio=95\n"
-    )
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp / "namesrv.out", env)
-    broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / "broker.out", env)
-    try:
-        namesrv.wait_for("The Name Server boot success")
-        broker.wait_for("boot success")
-        yield ns, f"127.0.0.1:{port}", tmp
-    finally:
-        broker.terminate()
-        namesrv.terminate()
-        broker.stop()
-        namesrv.stop()
+    with real_cluster(tmp, "RealCluster", "real-a") as real:
+        yield real.namesrv, real.broker, tmp
 
 
 @pytest.mark.java

@@ -21,8 +21,7 @@ from rmqcli.remoting.codes import RequestCode
 from tests.admin.runner import closed_port, rmq, rmq_fail, run
 from tests.support.broker_drivers import HAVE_CLIENT, Driver
 from tests.support.cli import one_line_error
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
-from tests.support.serve import free_port
+from tests.support.oracle import HAVE_JAVA, KIT, real_cluster
 from tests.support.served import Served, wait_for
 
 LINE = re.compile(
@@ -56,7 +55,8 @@ def test_producer_lists_a_cpp_producer_of_rmq_serve(served: Served, tmp_path: Pa
                                      "group": "PG_CPP", "prefix": "p", "min": 10, "max": 20})  # fmt: skip
     try:
         load.wait_for(lambda events: any("id" in e for e in events), 30, "a send")
-        table = wait_for(lambda: producer_json(s, s.broker) or None, "PG_CPP registered", 20)
+        # the C++ client's first heartbeat to a broker may wait for its 30 s heartbeat period
+        table = wait_for(lambda: producer_json(s, s.broker) or None, "PG_CPP registered", 45)
         assert list(table) == ["PG_CPP"]
         (mine,) = table["PG_CPP"]
         (conn,) = s.json("producerConnection", "-g", "PG_CPP", "-t", "ProducerTopic")["connectionSet"]
@@ -159,31 +159,13 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     classes = tmp / "classes"
     classes.mkdir()
     (classes / "HoldProducer.java").write_text(HOLD_PRODUCER)
-    ns_port, port = free_port(), broker_port()
-    ns = f"127.0.0.1:{ns_port}"
-    conf = tmp / "broker.conf"
-    conf.write_text(
-        "brokerClusterName=RealCluster\nbrokerName=real-a\nbrokerId=0\nbrokerRole=ASYNC_MASTER\n"
-        f"flushDiskType=ASYNC_FLUSH\nlistenPort={port}\nhaListenPort={port + 1}\nnamesrvAddr={ns}\n"
-        "brokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n"
-        f"storePathRootDir={tmp / 'store'}\nmappedFileSizeCommitLog=16777216\ndiskMaxUsedSpaceRatio=95\n"
-    )
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp / "namesrv.out", env)
-    broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / "broker.out", env)
-    try:
-        javac = subprocess.run(
-            ["javac", "-cp", f"{KIT / 'lib'}/*", "-d", str(classes), str(classes / "HoldProducer.java")],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert javac.returncode == 0, javac.stderr
-        namesrv.wait_for("The Name Server boot success")
-        broker.wait_for("boot success")
-        yield ns, f"127.0.0.1:{port}", classes, env
-    finally:
-        broker.terminate()
-        namesrv.terminate()
-        broker.stop()
-        namesrv.stop()
+    javac = subprocess.run(
+        ["javac", "-cp", f"{KIT / 'lib'}/*", "-d", str(classes), str(classes / "HoldProducer.java")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert javac.returncode == 0, javac.stderr
+    with real_cluster(tmp, "RealCluster", "real-a", env=env) as real:
+        yield real.namesrv, real.broker, classes, env
 
 
 def _with_groups(body: bytes, *groups: str) -> bytes | None:

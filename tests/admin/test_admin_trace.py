@@ -5,7 +5,6 @@ mqadmin (skipped without Java 17, the kit or javac)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ from rmqcli.admin.trace import decode_body, decode_records, java_split, views
 from rmqcli.cli.admin_format_messages import query_msg_trace
 from tests.support.cli import invoke_rmq, one_line_error
 from tests.support.java import compile_programs, mqadmin, trace_round_trip
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
-from tests.support.serve import free_port, wait_until
+from tests.support.oracle import HAVE_JAVA, real_cluster
+from tests.support.serve import wait_until
 
 MSG_ID = "C0000202312E5FFD2B2781DF6D8A0000"
 # the bodies the real 4.9.8 client stored in RMQ_SYS_TRACE_TOPIC (research notes, 6a)
@@ -217,32 +216,12 @@ def test_text_pub_rows_then_sub_groups_in_hashmap_order() -> None:
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The real NameServer and Broker with ``traceTopicEnable=true``: the name server's address and
-    the state directory of the kit's launchers."""
+    a state directory for the kit's tools."""
     if not HAVE_JAVA:
         pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
     tmp = tmp_path_factory.mktemp("real-trace")
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
-    env["ORACLE_STATE_DIR"] = str(tmp / "state")
-    ns_port, port = free_port(), broker_port()
-    ns = f"127.0.0.1:{ns_port}"
-    conf = tmp / "broker.conf"
-    conf.write_text(
-        "brokerClusterName=RealTraceCluster\nbrokerName=real-trace\nbrokerId=0\nbrokerRole=ASYNC_MASTER\n"
-        f"flushDiskType=ASYNC_FLUSH\nlistenPort={port}\nhaListenPort={port + 1}\nnamesrvAddr={ns}\n"
-        f"brokerIP1=127.0.0.1\nstorePathRootDir={tmp / 'store'}\nmappedFileSizeCommitLog=16777216\n"
-        "diskMaxUsedSpaceRatio=95\ntraceTopicEnable=true\n"
-    )
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp / "namesrv.out", env)
-    broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / "broker.out", env)
-    try:
-        namesrv.wait_for("The Name Server boot success")
-        broker.wait_for("boot success")
-        yield ns, tmp / "state"
-    finally:
-        broker.terminate()
-        namesrv.terminate()
-        broker.stop()
-        namesrv.stop()
+    with real_cluster(tmp, "RealTraceCluster", "real-trace", traceTopicEnable="true") as real:
+        yield real.namesrv, tmp / "tools"
 
 
 def rmq(*args: str) -> tuple[int, str]:

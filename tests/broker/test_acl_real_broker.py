@@ -5,7 +5,6 @@ same frames alike, and the ACL admin commands work against the real broker."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -20,8 +19,7 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support.acl import PREFIX, exchange, is_refusal, keys, send_request, signed, start_serve
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
-from tests.support.serve import free_port
+from tests.support.oracle import HAVE_JAVA, KIT, kit_env, real_cluster
 
 # --- rmq against the real 4.9.8 broker with its stock plain_acl.yml -------------------------------
 STOCK_USER = Credentials("RocketMQ", "12345678")
@@ -51,35 +49,15 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory, rmq_proc) -> Iterator[
         pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
     tmp = tmp_path_factory.mktemp("real-acl")
     acl_file = stock_copy(tmp / "home")
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
-    env["ORACLE_STATE_DIR"] = str(tmp / "state")
-    env["JAVA_OPT_EXT"] = f"-Drocketmq.home.dir={tmp / 'home'}"  # after the launcher's: it wins
-    ns_port, port = free_port(), broker_port()
-    ns = f"127.0.0.1:{ns_port}"
-    conf = tmp / "broker.conf"
-    conf.write_text(
-        "brokerClusterName=RealAclCluster\nbrokerName=real-acl\nbrokerId=0\nbrokerRole=ASYNC_MASTER\n"
-        f"flushDiskType=ASYNC_FLUSH\nlistenPort={port}\nhaListenPort={port + 1}\nnamesrvAddr={ns}\n"
-        "brokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\nautoCreateTopicEnable=false\n"
-        f"storePathRootDir={tmp / 'store'}\nmappedFileSizeCommitLog=16777216\ndiskMaxUsedSpaceRatio=95\n"
-        "aclEnable=true\n"
-    )
-    # started together: the broker registers again every 30 s, and at once on each topic change
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp / "namesrv.out", env)
-    broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(conf)], tmp / "broker.out", env)
-    try:
-        namesrv.wait_for("The Name Server boot success")
-        broker.wait_for("boot success")
-        addr = f"127.0.0.1:{port}"
+    env = kit_env(tmp, JAVA_OPT_EXT=f"-Drocketmq.home.dir={tmp / 'home'}")  # after the launcher's: it wins
+    settings = {"autoCreateTopicEnable": "false", "aclEnable": "true"}
+    with real_cluster(tmp, "RealAclCluster", "real-acl", env=env, **settings) as real:
         for topic in ("topicB", "topicC"):
-            made = rmq_proc("updateTopic", "-b", addr, "-t", topic, "-r", "4", "-w", "4", *keys(STOCK_ADMIN))
+            made = rmq_proc(
+                "updateTopic", "-b", real.broker, "-t", topic, "-r", "4", "-w", "4", *keys(STOCK_ADMIN)
+            )
             assert made.returncode == 0, made.stdout + made.stderr
-        yield ns, addr, acl_file
-    finally:
-        broker.terminate()
-        namesrv.terminate()
-        broker.stop()
-        namesrv.stop()
+        yield real.namesrv, real.broker, acl_file
 
 
 def real_refusal(answer: RemotingCommand, message: str) -> bool:

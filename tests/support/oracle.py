@@ -3,12 +3,16 @@ run here (Java 17 and the kit), free broker ports, and its launchers as child pr
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import SHARED
@@ -78,3 +82,56 @@ class Jvm:
     def stop(self) -> None:
         self.terminate()
         self.wait()
+
+
+def kit_env(state: Path, **extra: str) -> dict[str, str]:
+    """The environment of one of the kit's JVMs: its own ``ORACLE_STATE_DIR`` under ``state``,
+    no inherited ``JAVA_OPT_EXT`` (``extra`` may set one)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
+    env["ORACLE_STATE_DIR"] = str(state / f"state-{time.monotonic_ns()}")
+    return {**env, **extra}
+
+
+@dataclass(frozen=True)
+class RealCluster:
+    namesrv: str
+    broker: str
+    home: Path  # the directory the JVMs and their stores live in
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """An environment for one more of the kit's tools (``mqadmin``, ``clienttest``)."""
+        return kit_env(self.home, **extra)
+
+
+@contextmanager
+def real_cluster(
+    home: Path, cluster: str = "DefaultCluster", broker: str = "broker-a", env: dict[str, str] | None = None,
+    **settings: str,
+) -> Iterator[RealCluster]:  # fmt: skip
+    """The kit's NameServer and one ASYNC_MASTER on free loopback ports, its store under ``home``
+    (16 MiB CommitLog files); ``settings`` are more ``broker.conf`` lines (``traceTopicEnable="true"``)."""
+    ns_port, port = free_port(), broker_port()
+    ns = f"127.0.0.1:{ns_port}"
+    conf = {
+        "brokerClusterName": cluster, "brokerName": broker, "brokerId": "0", "brokerRole": "ASYNC_MASTER",
+        "flushDiskType": "ASYNC_FLUSH", "listenPort": str(port), "haListenPort": str(port + 1),
+        "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
+        "storePathRootDir": str(home / "store"), "mappedFileSizeCommitLog": "16777216",
+        "diskMaxUsedSpaceRatio": "95", **settings,
+    }  # fmt: skip
+    (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    # started together: the broker registers again every 30 s, and at once on each topic change
+    namesrv = Jvm(
+        [str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", env or kit_env(home)
+    )
+    broker_jvm = Jvm([str(KIT / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out",
+                     env or kit_env(home))  # fmt: skip
+    try:
+        namesrv.wait_for("The Name Server boot success")
+        broker_jvm.wait_for("boot success")
+        yield RealCluster(ns, f"127.0.0.1:{port}", home)
+    finally:
+        broker_jvm.terminate()
+        namesrv.terminate()
+        broker_jvm.stop()
+        namesrv.stop()
