@@ -14,6 +14,7 @@ tail (FORMATS.md §1.10).
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,9 @@ _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
 _CRC_MASK = 0x7FFFFFFF
 _WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
+_WINDOW = 32 * 1024 * 1024  # bytes of a CommitLog file scanned at once (above the largest record)
+_PAGE = mmap.PAGESIZE
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
 
 @dataclass
@@ -169,12 +173,26 @@ class CommitLogVerifier:
         return self._table(infos)
 
     def _scan_file(self, info: FileInfo) -> None:
+        """Scan one file window by window (``_WINDOW`` bytes): the records wholly inside a window
+        are kept and the window's pages are released before the next one, so a file of any size
+        costs one window of batch columns and of mapped pages. Where a window holds no whole
+        record (the end of the data, a bad record, a record larger than a window) the scan goes
+        on over the rest of the file at once, as it always judges the end of the data."""
         mf = info.mapped
         buf = mf.map(whole=True)
         limit = len(buf)
         arr = np.frombuffer(buf, dtype=np.uint8)
-        pos = 0
+        view = memoryview(buf)
+        pos = released = 0
         while pos < limit:
+            end = pos + _WINDOW
+            if end < limit:
+                batch = headerscan.scan_records(view[:end], pos, mf.from_offset, self.hints, properties=True)
+                if batch.end > pos:  # what follows the window's last whole record is judged later
+                    self._keep(info, buf, batch)
+                    pos = batch.end
+                    released = _release(buf, released, pos)
+                    continue
             batch = headerscan.scan_records(buf, pos, mf.from_offset, self.hints, properties=True)
             if len(batch):
                 self._keep(info, buf, batch)
@@ -182,6 +200,8 @@ class CommitLogVerifier:
                 pos = self._report_bad(info, buf, batch.bad, limit)
             else:
                 pos = self._file_tail(info, arr, buf, batch.end, limit)
+            released = _release(buf, released, pos)
+        _release(buf, released, limit)
 
     def _keep(self, info: FileInfo, buf, batch: HeaderBatch) -> None:
         """Per-record checks on valid records (CRC, PHYSICALOFFSET, topic and properties) and their
@@ -434,6 +454,18 @@ class CommitLogVerifier:
             bytes=int(total.sum()) if len(total) else 0,
             crc_checked=self.crc_checked,
         )
+
+
+def _release(buf, start: int, end: int) -> int:
+    """Drop this process's pages of the mapped file between ``start`` and ``end`` (whole pages
+    only; returns where the next release starts). The file's bytes stay in the page cache and are
+    mapped again if read again: the pages of a file read once stop counting in the RSS."""
+    start -= start % _PAGE
+    end -= end % _PAGE
+    if end > start and isinstance(buf, mmap.mmap) and _DONTNEED is not None:
+        buf.madvise(_DONTNEED, start, end - start)
+        return end
+    return start
 
 
 def _zero_tail_within(buf, pos: int, total: int, limit: int) -> bool:
