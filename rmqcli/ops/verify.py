@@ -31,7 +31,7 @@ from rmqcli.errors import CorruptDataError
 from rmqcli.ops.verify_commitlog import CommitLogVerifier, FileInfo, RecordTable
 from rmqcli.ops.verify_common import ERROR, WARNING, Collector, KindCount, Problem, VerifyReport
 from rmqcli.ops.verify_index import check_index, open_files
-from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, hints, load_queues
+from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, load_queues, queue_hints
 from rmqcli.store import Store
 from rmqcli.store import configfiles as cfg
 from rmqcli.store.checkpoint import Checkpoint
@@ -74,11 +74,11 @@ def verify_store(
     _check_geometry(store, p, geometry)
     cq_size = settings.mapped_file_size_consume_queue
     if topic is None:
-        every = queues = load_queues(store, p, cq_size)
+        every = queues = load_queues(store, p, cq_size, held=False)
     else:
-        every = load_queues(store, Collector(root, 0), cq_size)
+        every = load_queues(store, Collector(root, 0), cq_size, held=False)
         queues = load_queues(store, p, cq_size, topic)
-    table = _scan_commitlog(store, p, settings, crc, hints(every), progress)
+    table = _scan_commitlog(store, p, settings, crc, queue_hints(every), progress)
     checkpoint = _check_checkpoint(store, p, table)
     abort = _check_run_state(store, p)
     redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)

@@ -14,7 +14,6 @@ tail (FORMATS.md §1.10).
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,9 +32,7 @@ _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
 _CRC_MASK = 0x7FFFFFFF
 _WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
-_WINDOW = 32 * 1024 * 1024  # bytes of a CommitLog file scanned at once (above the largest record)
-_PAGE = mmap.PAGESIZE
-_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+_WINDOW = 32 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
 
 
 @dataclass
@@ -81,6 +78,17 @@ class RecordTable:
         return np.where(self.position[i] == offsets, i, -1)
 
 
+# columns that fit 32 bits in the record (TOTALSIZE, QUEUEID, SYSFLAG: int32 fields; topic ids and
+# non-negative i32 key hashes); the rest stay int64
+_DTYPES = {
+    "total_size": np.int32,
+    "queue_id": np.int32,
+    "sys_flag": np.int32,
+    "topic_id": np.int32,
+    "key_hash": np.int32,
+}
+
+
 class _Parts:
     """Per-file column pieces, concatenated at the end."""
 
@@ -94,11 +102,13 @@ class _Parts:
 
     def add(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
-            self.cols.setdefault(k, []).append(v)
+            self.cols.setdefault(k, []).append(v.astype(_DTYPES.get(k, np.int64), copy=False))
 
-    def column(self, name: str, dtype=np.int64) -> np.ndarray:
-        parts = self.cols.get(name)
-        return np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype=dtype)
+    def column(self, name: str, dtype=None) -> np.ndarray:
+        """The pieces of column ``name`` joined (and let go: one column at a time is doubled)."""
+        dtype = dtype or _DTYPES.get(name, np.int64)
+        parts = self.cols.pop(name, None)
+        return np.concatenate(parts, dtype=dtype) if parts else np.empty(0, dtype=dtype)
 
 
 class CommitLogVerifier:
@@ -191,7 +201,7 @@ class CommitLogVerifier:
                 if batch.end > pos:  # what follows the window's last whole record is judged later
                     self._keep(info, buf, batch)
                     pos = batch.end
-                    released = _release(buf, released, pos)
+                    released = mf.release(released, pos)
                     continue
             batch = headerscan.scan_records(buf, pos, mf.from_offset, self.hints, properties=True)
             if len(batch):
@@ -200,8 +210,8 @@ class CommitLogVerifier:
                 pos = self._report_bad(info, buf, batch.bad, limit)
             else:
                 pos = self._file_tail(info, arr, buf, batch.end, limit)
-            released = _release(buf, released, pos)
-        _release(buf, released, limit)
+            released = mf.release(released, pos)
+        mf.release(released)
 
     def _keep(self, info: FileInfo, buf, batch: HeaderBatch) -> None:
         """Per-record checks on valid records (CRC, PHYSICALOFFSET, topic and properties) and their
@@ -447,25 +457,13 @@ class CommitLogVerifier:
             topic_id=parts.column("topic_id"),
             tags_code=parts.column("tags_code"),
             topics=topics,
-            key_record=parts.column("key_record"),
+            key_record=parts.column("key_record", np.int32 if parts.count < 2**31 else np.int64),
             key_hash=parts.column("key_hash"),
             files=infos,
             valid_end=valid_end,
             bytes=int(total.sum()) if len(total) else 0,
             crc_checked=self.crc_checked,
         )
-
-
-def _release(buf, start: int, end: int) -> int:
-    """Drop this process's pages of the mapped file between ``start`` and ``end`` (whole pages
-    only; returns where the next release starts). The file's bytes stay in the page cache and are
-    mapped again if read again: the pages of a file read once stop counting in the RSS."""
-    start -= start % _PAGE
-    end -= end % _PAGE
-    if end > start and isinstance(buf, mmap.mmap) and _DONTNEED is not None:
-        buf.madvise(_DONTNEED, start, end - start)
-        return end
-    return start
 
 
 def _zero_tail_within(buf, pos: int, total: int, limit: int) -> bool:

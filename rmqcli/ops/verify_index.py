@@ -153,10 +153,7 @@ def _check_file(
     raw_slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
     n = count - 1
     start = fmt.entry_position(1, f.hash_slot_num)
-    ent = np.frombuffer(buf, dtype=_ENTRY, count=n, offset=start)
-    key_hash = ent["key_hash"].astype(np.int64)
-    phy = ent["phy_offset"].astype(np.int64)
-    prev = ent["prev_index"].astype(np.int64)
+    key_hash, phy, prev, negative_time = _read_entries(f, buf, start, n)
     used_count = int(np.count_nonzero(raw_slots.view(np.uint32)))
     if used_count != f.header.hash_slot_count:
         p.warning(
@@ -167,7 +164,6 @@ def _check_file(
         )
     if not _chains_sound(raw_slots, used_count, key_hash, prev, f.hash_slot_num):
         _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
-    negative_time = np.flatnonzero(ent["time_diff"] < 0)
     if len(negative_time):
         p.warning(
             "index-time",
@@ -183,6 +179,33 @@ def _check_file(
     return n
 
 
+_ENTRIES_AT_ONCE = 1 << 20
+
+
+def _read_entries(
+    f: IndexFile, buf, start: int, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The ``n`` entries from ``start``: key hashes, CommitLog offsets, links (big-endian i4, i8,
+    i4 fields read into native arrays) and the rows with a negative timeDiff. Read a million at a
+    time, each run's mapped pages let go once copied: the entries are not held twice."""
+    key_hash = np.empty(n, dtype=np.int32)
+    phy = np.empty(n, dtype=np.int64)
+    prev = np.empty(n, dtype=np.int32)
+    negative: list[np.ndarray] = []
+    released = start
+    for lo in range(0, n, _ENTRIES_AT_ONCE):
+        hi = min(lo + _ENTRIES_AT_ONCE, n)
+        ent = np.frombuffer(buf, dtype=_ENTRY, count=hi - lo, offset=start + lo * _ENTRY.itemsize)
+        key_hash[lo:hi] = ent["key_hash"]
+        phy[lo:hi] = ent["phy_offset"]
+        prev[lo:hi] = ent["prev_index"]
+        negative.append(np.flatnonzero(ent["time_diff"] < 0) + lo)
+        del ent
+        released = f.mapped.release(released, start + hi * _ENTRY.itemsize)
+    f.mapped.release(released, start + n * _ENTRY.itemsize)
+    return key_hash, phy, prev, np.concatenate(negative) if negative else np.empty(0, dtype=np.int64)
+
+
 def _entry_at(i: int, slots_num: int) -> int:
     """Byte position of the entry in row ``i`` (entry number ``i + 1``)."""
     return fmt.entry_position(int(i) + 1, slots_num)
@@ -194,7 +217,6 @@ class _Keys:
 
     def __init__(self, table: RecordTable):
         self.table = table
-        self.code = (table.key_record << _KEY_BITS) | table.key_hash
         self._order: np.ndarray | None = None
 
     def run_of(self, phy: np.ndarray, key_hash: np.ndarray) -> int | None:
@@ -202,7 +224,7 @@ class _Keys:
         index file), or ``None``."""
         n = len(phy)
         t = self.table
-        if n == 0 or not len(self.code):
+        if n == 0 or not len(t.key_record):
             return None
         row = int(t.locate(phy[:1])[0])
         if row < 0:
@@ -212,19 +234,23 @@ class _Keys:
         if not len(match):
             return None
         k0 = int(lo + match[0])
-        if k0 + n > len(self.code):
+        if k0 + n > len(t.key_record):
             return None
         if not np.array_equal(t.key_hash[k0 : k0 + n], key_hash):
             return None
-        if not np.array_equal(t.position[t.key_record[k0 : k0 + n]], phy):
-            return None
+        for lo in range(0, n, _ENTRIES_AT_ONCE):  # the records' offsets gathered a run at a time
+            hi = min(lo + _ENTRIES_AT_ONCE, n)
+            if not np.array_equal(t.position[t.key_record[k0 + lo : k0 + hi]], phy[lo:hi]):
+                return None
         return k0
 
     def sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Key codes sorted, the key of each, and the first sorted position of each code's group."""
         if self._order is None:
-            self._order = np.argsort(self.code, kind="stable")
-            ordered = self.code[self._order]
+            t = self.table
+            code = (t.key_record.astype(np.int64) << _KEY_BITS) | t.key_hash  # (record, key hash)
+            self._order = np.argsort(code, kind="stable")
+            ordered = code[self._order]
             new = np.ones(len(ordered), dtype=bool)
             new[1:] = ordered[1:] != ordered[:-1]
             self._sorted = ordered
@@ -238,20 +264,30 @@ def _chains_sound(
     """Whether the slot table and links are exactly those ``putKey`` leaves: links go to an older
     entry of the same slot, each entry is linked once, and the slots hold just the chain heads."""
     n = len(prev)
-    number = np.arange(1, n + 1, dtype=np.int64)
-    if np.any((prev < 0) | (prev >= number)):
-        return False
     slot = fmt.slot_of(key_hash, slots_num)
-    linked = np.flatnonzero(prev > 0)
-    if np.any(slot[prev[linked] - 1] != slot[linked]):
-        return False
-    refs = np.bincount(prev[linked], minlength=n + 1)[1:]
-    if np.any(refs > 1):
-        return False
-    heads = np.flatnonzero(refs == 0)
-    if len(heads) != used_count:
-        return False
-    return bool(np.array_equal(raw_slots[slot[heads]].astype(np.int64), heads + 1))
+    seen = np.zeros(n + 1, dtype=bool)  # entries some other entry links to
+    links = 0
+    for lo in range(0, n, _ENTRIES_AT_ONCE):  # a run of entries at a time: no whole-file temporaries
+        hi = min(lo + _ENTRIES_AT_ONCE, n)
+        p = prev[lo:hi]
+        if int(p.min()) < 0 or np.any(p > np.arange(lo, hi, dtype=p.dtype)):
+            return False  # entry i + 1 links to 0 (none) or to an entry before it
+        linked = p > 0
+        targets = p[linked]
+        if np.any(slot[targets - 1] != slot[lo:hi][linked]):
+            return False
+        seen[targets] = True
+        links += len(targets)
+    if np.count_nonzero(seen) != links:
+        return False  # an entry linked from more than one place
+    heads_count = 0
+    for lo in range(0, n, _ENTRIES_AT_ONCE):
+        hi = min(lo + _ENTRIES_AT_ONCE, n)
+        heads = np.flatnonzero(~seen[1 + lo : 1 + hi]) + lo  # entries nothing links to: chain heads
+        heads_count += len(heads)
+        if not np.array_equal(raw_slots[slot[heads]].astype(np.int64), heads + 1):
+            return False
+    return heads_count == used_count
 
 
 class _FileProblems:

@@ -9,6 +9,7 @@ bulk; only the units (and records) that disagree are looked at one by one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -43,17 +44,50 @@ class QueueUnits:
     file_no: np.ndarray  # which of ``cq.files`` holds the unit
     max_offset: int  # next queue offset (maxOffsetInQueue)
     max_physic: int  # offset+size of the last valid unit (maxPhysicOffset), -1 if none
+    file_size: int = 0
+    loaded: bool = True
+
+    def release(self) -> None:
+        """Let the unit arrays go (``reload`` reads them again): a store's units need not all be
+        held at once."""
+        empty = np.empty(0, dtype=np.int64)
+        self.index = self.offset = self.size = self.tags = self.file_no = empty
+        self.loaded = False
+
+    def reload(self) -> None:
+        """Read the units again after ``release`` (their problems were reported the first time)."""
+        if self.loaded:
+            return
+        again = _load_queue(self.topic, self.queue_id, self.cq, Collector(Path("."), 0), self.file_size)
+        self.index, self.offset, self.size = again.index, again.offset, again.size
+        self.tags, self.file_no = again.tags, again.file_no
+        self.loaded = True
 
 
 def load_queues(
-    store, problems: Collector, file_size: int | None, topic: str | None = None
+    store, problems: Collector, file_size: int | None, topic: str | None = None, *, held: bool = True
 ) -> list[QueueUnits]:
-    """Read and check every consume-queue file; return the valid units of each queue."""
+    """Read and check every consume-queue file; return the valid units of each queue (with
+    ``held=False`` only their offsets, for ``queue_hints``; ``QueueUnits.reload`` reads the rest)."""
     result = []
     for t, q in store.queue_ids(topic):
         cq = store.consume_queue(t, q)
-        result.append(_load_queue(t, q, cq, problems, file_size or cq.queue.file_size))
+        units = _load_queue(t, q, cq, problems, file_size or cq.queue.file_size)
+        if not held:
+            offset = units.offset
+            units.release()
+            units.offset = offset
+        result.append(units)
     return result
+
+
+def queue_hints(queues: list[QueueUnits]) -> np.ndarray:
+    """``hints`` of the queues, whose units are then let go (``QueueUnits.release``): the checks
+    that join units with records read each queue's units again, one queue at a time."""
+    found = hints(queues)
+    for q in queues:
+        q.release()
+    return found
 
 
 def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size: int) -> QueueUnits:
@@ -64,6 +98,8 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
     max_offset = 0
     for n, mf in enumerate(cq.files):
         _check_file_place(mf, prev, file_size, p)
+        if prev is not None:
+            prev.release()  # its units were copied: its pages need not stay mapped
         prev = mf
         units, valid = _read_units(mf, p)
         if stopped:
@@ -97,12 +133,16 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
                 "the valid units end before the end of this file although later files follow: recovery "
                 "stops here and deletes the later files",
             )
+    if prev is not None:
+        prev.release()
     cols = [np.concatenate(c) if c else np.empty(0, dtype=np.int64) for c in zip(*parts, strict=True)] or [
         np.empty(0, dtype=np.int64)
     ] * 5
     offsets, sizes = cols[1], cols[2]
     max_physic = int(offsets[-1] + sizes[-1]) if len(offsets) else -1
-    return QueueUnits(topic, qid, cq, cols[0], offsets, sizes, cols[3], cols[4], max_offset, max_physic)
+    return QueueUnits(
+        topic, qid, cq, cols[0], offsets, sizes, cols[3], cols[4], max_offset, max_physic, file_size
+    )
 
 
 def _check_file_place(mf: MappedFile, prev: MappedFile | None, file_size: int, p: Collector) -> None:
@@ -194,28 +234,48 @@ def check_units(
     topic_ids = {t: i for i, t in enumerate(table.topics)}
     checked = 0
     for q in queues:
-        if not len(q.offset):
-            continue
-        live = np.flatnonzero(q.offset >= cl_min)  # units below the CommitLog minimum have expired
-        checked += len(q.offset)
-        if not len(live):
-            continue
-        off, size = q.offset[live], q.size[live]
-        past = off + size > table.valid_end
-        rec = table.locate(off)
-        bad_offset = (rec < 0) & ~past
-        if not len(table):  # no record at all (e.g. an empty CommitLog): every unit points at nothing
-            _report_units(p, q, table, live, rec, {"cq-past-end": past, "cq-bad-offset": bad_offset})
-            continue
-        r = np.maximum(rec, 0)
-        masks, dispatched = _judge_units(q, table, live, r, rec >= 0, topic_ids.get(q.topic, -1))
-        covered[r[dispatched]] = True
-        wrong_tags = masks["cq-tags-mismatch"]
-        if q.topic == SCHEDULE_TOPIC and not delay_levels_known and wrong_tags.any():
-            _unknown_levels(p, q, table, live, r, wrong_tags)
-            masks["cq-tags-mismatch"] = np.zeros_like(wrong_tags)
-        _report_units(p, q, table, live, r, {"cq-past-end": past, "cq-bad-offset": bad_offset, **masks})
+        held = q.loaded
+        q.reload()
+        try:
+            checked += _check_queue(q, table, p, cl_min, covered, topic_ids, delay_levels_known)
+        finally:
+            if not held:
+                q.release()
     return covered, checked
+
+
+def _check_queue(
+    q: QueueUnits,
+    table: RecordTable,
+    p: Collector,
+    cl_min: int,
+    covered: np.ndarray,
+    topic_ids: dict[str, int],
+    delay_levels_known: bool,
+) -> int:
+    """``check_units`` of one queue; marks the records its correct units cover in ``covered``;
+    returns its units."""
+    if not len(q.offset):
+        return 0
+    live = np.flatnonzero(q.offset >= cl_min)  # units below the CommitLog minimum have expired
+    if not len(live):
+        return len(q.offset)
+    off, size = q.offset[live], q.size[live]
+    past = off + size > table.valid_end
+    rec = table.locate(off)
+    bad_offset = (rec < 0) & ~past
+    if not len(table):  # no record at all (e.g. an empty CommitLog): every unit points at nothing
+        _report_units(p, q, table, live, rec, {"cq-past-end": past, "cq-bad-offset": bad_offset})
+        return len(q.offset)
+    r = np.maximum(rec, 0)
+    masks, dispatched = _judge_units(q, table, live, r, rec >= 0, topic_ids.get(q.topic, -1))
+    covered[r[dispatched]] = True
+    wrong_tags = masks["cq-tags-mismatch"]
+    if q.topic == SCHEDULE_TOPIC and not delay_levels_known and wrong_tags.any():
+        _unknown_levels(p, q, table, live, r, wrong_tags)
+        masks["cq-tags-mismatch"] = np.zeros_like(wrong_tags)
+    _report_units(p, q, table, live, r, {"cq-past-end": past, "cq-bad-offset": bad_offset, **masks})
+    return len(q.offset)
 
 
 def _judge_units(
@@ -329,7 +389,9 @@ def check_coverage(
     missing = _missing_records(table, covered, cl_min, topic)
     if not len(missing):
         return
-    key = table.topic_id[missing] * (1 << 32) + (table.queue_id[missing] & 0xFFFFFFFF)
+    key = table.topic_id[missing].astype(np.int64) * (1 << 32) + (
+        table.queue_id[missing].astype(np.int64) & 0xFFFFFFFF
+    )
     order = np.lexsort((table.queue_offset[missing], key))
     missing, key = missing[order], key[order]
     if configured is not None:

@@ -16,6 +16,8 @@ from pathlib import Path
 from rmqcli.errors import NotFoundError
 from rmqcli.store.naming import is_offset_name
 
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+
 
 @dataclass
 class MappedFile:
@@ -43,6 +45,24 @@ class MappedFile:
             if whole and hasattr(mmap, "MADV_WILLNEED"):
                 self._map.madvise(mmap.MADV_WILLNEED)
         return self._map
+
+    def release(self, start: int = 0, end: int | None = None) -> int:
+        """Drop this process's mapped pages between ``start`` and ``end`` (whole pages only; the
+        file's end by default) and return where the next release starts.
+
+        The bytes stay in the page cache and are mapped again on the next read (``MADV_DONTNEED``
+        of a read-only file mapping): a file read once stops counting in the process's RSS.
+        """
+        end = self.size if end is None else end
+        start -= start % mmap.PAGESIZE
+        if end < self.size:
+            end -= end % mmap.PAGESIZE
+        if self._map is None or _DONTNEED is None:
+            return end
+        if end <= start:
+            return start
+        self._map.madvise(_DONTNEED, start, end - start)
+        return end
 
     def read(self, position: int, length: int) -> bytes:
         return self.map()[position : position + length]

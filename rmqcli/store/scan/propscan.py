@@ -397,7 +397,7 @@ def index_keys(scan: Scan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     u_local = np.flatnonzero(uniq.present[rows])
     u_hash, u_units = java_hashes(scan.data, uniq.start[rows[u_local]], uniq.length[rows[u_local]])
     t_local, t_hash, t_units = _key_tokens(scan, rows)
-    if len(u_local) == n and len(t_local) == n and (n == 0 or int(t_local[-1]) == n - 1):
+    if len(u_local) == n and np.array_equal(t_local, np.arange(n)):
         # one UNIQ_KEY and one token per row: the keys alternate
         local = np.repeat(np.arange(n, dtype=np.int64), 2)
         key_hash = np.stack((u_hash, t_hash), axis=1).ravel()
