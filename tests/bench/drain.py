@@ -1,0 +1,230 @@
+"""Backlog drains with the C++ push consumer (PyPI ``rocketmq`` 0.4.4): ``rmq serve`` beside the real
+4.9.8 broker, in one run.
+
+Both brokers get the same backlog (``--count`` 1 KiB messages, sync sends, four queues); then
+``--drains`` drains run against each, alternating between the brokers (rmq, real, rmq, real, ...)
+so that both meet the same moments of a shared machine. A drain is the "drain" op of
+``tests.bench.broker``'s client script: a fresh PushConsumer group (from offset 0), two consume
+threads, first to last message. Printed per drain: the rate, the broker's CPU seconds, and from
+the client's own log (``<pid>_rocketmq-cpp.log.0``, its "cache msg size" lines) the most
+messages it held for one queue, and so whether its flow control paused the drain. Then the
+median and the slowest of each broker, and the issue's two ratios (rmq median >= 1.2x the real
+median, rmq slowest >= 1.0x the real slowest).
+
+Why a drain sometimes runs at a third of its rate, with either broker: the C++ client (1.2.x,
+``DefaultMQPushConsumer::pullMessageAsync``) stops pulling a queue for a fixed 1,000 ms once it
+holds more than 1,000 unconsumed messages of it (``m_maxMsgCacheSize``). Its pulls (four queues,
+one pull of 32 in flight each) can outrun its consumption (a Python callback under the GIL);
+when they outrun it by a quarter or more over a 5,000-message queue, every queue reaches the
+threshold near the same moment and the drain pauses ~1 s, whatever the broker.
+
+Needs Java 17 and ``../shared/rocketmq-4.9.8`` for the real broker; without them its rows say
+"skipped: no Java 17". Run as ``python -m tests.bench.drain``. Figures are printed, never
+asserted; they move with the load of the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.bench.broker import BODY, CLIENT, TOPIC, client, client_result, queued
+
+TARGET_MEDIAN = 1.2  # rmq's median drain rate over the real broker's
+TARGET_SLOWEST = 1.0  # rmq's slowest drain over the real broker's slowest
+FLOW_CONTROL = 1000  # messages of one queue the C++ client holds before it pauses that queue's pulls
+BATCH = 32  # messages the C++ push consumer asks for in a pull
+COMMITLOG_FILE = 16 * 1024 * 1024  # as ``real_cluster``'s broker.conf, for both brokers
+
+_CACHE_LINE = re.compile(r"\(info\):cache msg size:(\d+) of pullRequest:")
+
+
+@dataclass
+class Broker:
+    """One broker under test: its name server, its address, the process whose CPU is counted."""
+
+    name: str
+    namesrv: str
+    addr: str
+    pid: int | None
+    rates: list[float]
+
+    def drain(self, tmp: Path, index: int, count: int) -> str:
+        """One drain by a fresh group: its row."""
+        cpu = process_cpu(self.pid)
+        script = tmp / "client.py"
+        script.write_text(CLIENT)
+        group = f"CG_DRAIN_{self.name}_{index}"
+        cmd = {"op": "drain", "namesrv": self.namesrv, "topic": TOPIC, "group": group}
+        proc = subprocess.Popen(
+            [sys.executable, str(script), json.dumps({**cmd, "count": count})],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HOME": str(tmp)},
+            cwd=tmp,
+        )
+        result = client_result(proc)
+        cpu_s = process_cpu(self.pid) - cpu
+        if result["count"] < count:
+            return f"{result['count']} of {count} messages in 300 s"
+        rate = result["count"] / result["first_to_last"]
+        self.rates.append(rate)
+        peak = client_peak(tmp / "logs" / "rocketmq-cpp" / f"{proc.pid}_rocketmq-cpp.log.0")
+        paused = "yes" if peak > FLOW_CONTROL - BATCH else "no"
+        return (
+            f"{rate:9,.0f} msgs/s   broker CPU {cpu_s:5.2f} s   client: at most {peak:5d} messages "
+            f"of a queue held, 1 s flow-control pause: {paused}"
+        )
+
+
+def client_peak(log: Path) -> int:
+    """The most messages of one queue the C++ client held after consuming a batch (its "cache msg
+    size" lines; -1 without its log). It consumes the batches of 32 it pulls, and checks its cache
+    right after adding a batch, so a peak above ``FLOW_CONTROL - 32`` means the cache passed the
+    threshold once: that queue's pulls paused for 1 s."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return -1
+    return max((int(m[1]) for m in _CACHE_LINE.finditer(text)), default=0)
+
+
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of a process so far (Linux /proc); NaN when unknown."""
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pid_of(marker: str) -> int | None:
+    """The process whose command line names ``marker`` (the real broker's JVM and its broker.conf)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and "java" in cmdline:
+            return int(entry.name)
+    return None
+
+
+def fill(tmp: Path, namesrv: str, count: int) -> None:
+    """``count`` sync sends (one more, untimed, first) of 1 KiB bodies to ``TOPIC``."""
+    client(tmp, {"op": "sync", "namesrv": namesrv, "topic": TOPIC, "count": count, "body": BODY})
+
+
+@contextmanager
+def rmq_broker(tmp: Path) -> Iterator[Broker]:
+    from tests.support.serve import ServeProcess, write_conf
+
+    size = str(COMMITLOG_FILE)
+    conf = write_conf(tmp / "rmq.conf", flushDiskType="ASYNC_FLUSH", mappedFileSizeCommitLog=size)
+    server = ServeProcess(tmp / "rmq", conf).start()
+    try:
+        assert server.proc is not None
+        yield Broker("rmq", server.namesrv, server.broker, server.proc.pid, [])
+    finally:
+        server.stop()
+
+
+@contextmanager
+def real_broker(tmp: Path) -> Iterator[Broker | None]:
+    from tests.support.oracle import HAVE_JAVA, real_cluster
+
+    if not HAVE_JAVA:
+        yield None
+        return
+    home = tmp / "real"
+    home.mkdir()
+    with real_cluster(home) as cluster:
+        time.sleep(1.5)  # the kit's README: give the broker a moment after "boot success"
+        yield Broker("real", cluster.namesrv, cluster.broker, pid_of(str(home / "broker.conf")), [])
+
+
+def summary(broker: Broker) -> tuple[float, float]:
+    return statistics.median(broker.rates), min(broker.rates)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=20000, help="messages in the backlog (default 20000)")
+    parser.add_argument("--drains", type=int, default=5, help="drains per broker (default 5)")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-drain-"))
+    lines: list[str] = []
+    try:
+        with both(tmp) as (rmq, real):
+            brokers = [b for b in (rmq, real) if b is not None]
+            for broker in brokers:
+                fill(tmp, broker.namesrv, args.count)
+            backlog = {b.name: queued(b.addr, TOPIC) for b in brokers}
+            for i in range(args.drains):
+                for broker in brokers:
+                    row = broker.drain(tmp, i, backlog[broker.name])
+                    lines.append(f"  {broker.name:<5} drain {i + 1}: {row}")
+                    print(lines[-1], flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(args, rmq, real, lines, load_before)
+
+
+@contextmanager
+def both(tmp: Path) -> Iterator[tuple[Broker, Broker | None]]:
+    """Both brokers up at once, so that their drains can alternate."""
+    (tmp / "rmq-side").mkdir()
+    (tmp / "real-side").mkdir()
+    with rmq_broker(tmp / "rmq-side") as rmq, real_broker(tmp / "real-side") as real:
+        yield rmq, real
+
+
+def report(args: argparse.Namespace, rmq: Broker, real: Broker | None, lines: list[str], load: float) -> None:
+    print(
+        f"\ndrain of a {args.count:,}-message backlog ({BODY}-byte bodies, 4 queues), C++ push consumer "
+        f"rocketmq 0.4.4, {args.drains} drains per broker, alternating (figures move with the machine's load)"
+    )
+    print(f"  load average (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} CPUs")
+    print(f"  the client pauses a queue's pulls 1 s once it holds more than {FLOW_CONTROL:,} of its messages")
+    for line in lines:
+        print(line)
+    if real is None:
+        print("  real  4.9.8: skipped: no Java 17")
+    for broker in (rmq, real):
+        if broker is None or not broker.rates:
+            continue
+        median, slowest = summary(broker)
+        rates = ", ".join(f"{r:,.0f}" for r in broker.rates)
+        print(f"  {broker.name:<5} median {median:9,.0f} msgs/s, slowest {slowest:9,.0f} msgs/s   ({rates})")
+    if real is None or not real.rates or not rmq.rates:
+        print("  ratios: skipped: no Java 17" if real is None else "  ratios: no complete drains")
+        return
+    (rmq_median, rmq_slowest), (real_median, real_slowest) = summary(rmq), summary(real)
+    for what, ratio, target in (
+        ("median", rmq_median / real_median, TARGET_MEDIAN),
+        ("slowest", rmq_slowest / real_slowest, TARGET_SLOWEST),
+    ):
+        verdict = "met" if ratio >= target else "not met"
+        print(f"  rmq {what} / real {what}: {ratio:.2f}x (target >= {target:.1f}x: {verdict})")
+
+
+if __name__ == "__main__":
+    main()
