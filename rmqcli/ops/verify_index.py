@@ -7,7 +7,7 @@ record table on (record, key hash) in bulk.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -153,7 +153,9 @@ def _check_file(
     raw_slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
     n = count - 1
     start = fmt.entry_position(1, f.hash_slot_num)
-    key_hash, phy, prev, negative_time = _read_entries(f, buf, start, n)
+    entries = _Entries(f, buf, start, n)
+    key_hash = entries.column("key_hash", np.int32)  # joined with the slots at random: held whole
+    negative_time = entries.negative_times()
     used_count = int(np.count_nonzero(raw_slots.view(np.uint32)))
     if used_count != f.header.hash_slot_count:
         p.warning(
@@ -162,7 +164,8 @@ def _check_file(
             _HEADER_AT["hash_slot_count"],
             f"hashSlotCount {f.header.hash_slot_count} but {used_count} slots are in use",
         )
-    if not _chains_sound(raw_slots, used_count, key_hash, prev, f.hash_slot_num):
+    if not _chains_sound(raw_slots, used_count, key_hash, entries, f.hash_slot_num):
+        prev = entries.column("prev_index", np.int32)
         _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
     if len(negative_time):
         p.warning(
@@ -171,10 +174,11 @@ def _check_file(
             _entry_at(int(negative_time[0]), f.hash_slot_num),
             f"{len(negative_time)} entries have a negative timeDiff (lookups stop at them)",
         )
-    run = keys.run_of(phy, key_hash)
+    run = keys.run_of(entries, key_hash)
     if run is not None:
         found[run : run + n] = True  # every entry is the next key of the records, in order
     else:
+        phy = entries.column("phy_offset")
         _check_entries(p, path, table, keys, found, phy, key_hash, cl_min, f.hash_slot_num)
     return n
 
@@ -182,28 +186,37 @@ def _check_file(
 _ENTRIES_AT_ONCE = 1 << 20
 
 
-def _read_entries(
-    f: IndexFile, buf, start: int, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The ``n`` entries from ``start``: key hashes, CommitLog offsets, links (big-endian i4, i8,
-    i4 fields read into native arrays) and the rows with a negative timeDiff. Read a million at a
-    time, each run's mapped pages let go once copied: the entries are not held twice."""
-    key_hash = np.empty(n, dtype=np.int32)
-    phy = np.empty(n, dtype=np.int64)
-    prev = np.empty(n, dtype=np.int32)
-    negative: list[np.ndarray] = []
-    released = start
-    for lo in range(0, n, _ENTRIES_AT_ONCE):
-        hi = min(lo + _ENTRIES_AT_ONCE, n)
-        ent = np.frombuffer(buf, dtype=_ENTRY, count=hi - lo, offset=start + lo * _ENTRY.itemsize)
-        key_hash[lo:hi] = ent["key_hash"]
-        phy[lo:hi] = ent["phy_offset"]
-        prev[lo:hi] = ent["prev_index"]
-        negative.append(np.flatnonzero(ent["time_diff"] < 0) + lo)
+class _Entries:
+    """The ``n`` entries of an index file from ``start``, read field by field into native arrays (big
+    endian i4 and i8 in the file) a million at a time, each run's mapped pages let go once read: the
+    entries are never held twice, and a field only the slow paths need is not held at all."""
+
+    def __init__(self, f: IndexFile, buf, start: int, n: int):
+        self.f, self.buf, self.start, self.n = f, buf, start, n
+
+    def runs(self) -> Iterator[tuple[int, int]]:
+        for lo in range(0, self.n, _ENTRIES_AT_ONCE):
+            yield lo, min(lo + _ENTRIES_AT_ONCE, self.n)
+
+    def run(self, name: str, lo: int, hi: int, dtype=np.int64) -> np.ndarray:
+        """Field ``name`` of entries ``lo`` to ``hi`` (rows)."""
+        at = self.start + lo * _ENTRY.itemsize
+        ent = np.frombuffer(self.buf, dtype=_ENTRY, count=hi - lo, offset=at)
+        out = ent[name].astype(dtype)
         del ent
-        released = f.mapped.release(released, start + hi * _ENTRY.itemsize)
-    f.mapped.release(released, start + n * _ENTRY.itemsize)
-    return key_hash, phy, prev, np.concatenate(negative) if negative else np.empty(0, dtype=np.int64)
+        self.f.mapped.release(at, self.start + hi * _ENTRY.itemsize)
+        return out
+
+    def column(self, name: str, dtype=np.int64) -> np.ndarray:
+        out = np.empty(self.n, dtype=dtype)
+        for lo, hi in self.runs():
+            out[lo:hi] = self.run(name, lo, hi, dtype)
+        return out
+
+    def negative_times(self) -> np.ndarray:
+        """Rows whose timeDiff is negative."""
+        found = [np.flatnonzero(self.run("time_diff", lo, hi, np.int32) < 0) + lo for lo, hi in self.runs()]
+        return np.concatenate(found) if found else np.empty(0, dtype=np.int64)
 
 
 def _entry_at(i: int, slots_num: int) -> int:
@@ -219,14 +232,14 @@ class _Keys:
         self.table = table
         self._order: np.ndarray | None = None
 
-    def run_of(self, phy: np.ndarray, key_hash: np.ndarray) -> int | None:
+    def run_of(self, entries: _Entries, key_hash: np.ndarray) -> int | None:
         """Where the entries are exactly a run of consecutive keys (the way a broker fills an
         index file), or ``None``."""
-        n = len(phy)
+        n = entries.n
         t = self.table
         if n == 0 or not len(t.key_record):
             return None
-        row = int(t.locate(phy[:1])[0])
+        row = int(t.locate(entries.run("phy_offset", 0, 1))[0])
         if row < 0:
             return None
         lo, hi = np.searchsorted(t.key_record, [row, row + 1])
@@ -238,9 +251,10 @@ class _Keys:
             return None
         if not np.array_equal(t.key_hash[k0 : k0 + n], key_hash):
             return None
-        for lo in range(0, n, _ENTRIES_AT_ONCE):  # the records' offsets gathered a run at a time
-            hi = min(lo + _ENTRIES_AT_ONCE, n)
-            if not np.array_equal(t.position[t.key_record[k0 + lo : k0 + hi]], phy[lo:hi]):
+        for lo, hi in entries.runs():  # the records' offsets and the entries', a run at a time
+            if not np.array_equal(
+                t.position[t.key_record[k0 + lo : k0 + hi]], entries.run("phy_offset", lo, hi)
+            ):
                 return None
         return k0
 
@@ -259,17 +273,16 @@ class _Keys:
 
 
 def _chains_sound(
-    raw_slots: np.ndarray, used_count: int, key_hash: np.ndarray, prev: np.ndarray, slots_num: int
+    raw_slots: np.ndarray, used_count: int, key_hash: np.ndarray, entries: _Entries, slots_num: int
 ) -> bool:
     """Whether the slot table and links are exactly those ``putKey`` leaves: links go to an older
     entry of the same slot, each entry is linked once, and the slots hold just the chain heads."""
-    n = len(prev)
+    n = entries.n
     slot = fmt.slot_of(key_hash, slots_num)
     seen = np.zeros(n + 1, dtype=bool)  # entries some other entry links to
     links = 0
-    for lo in range(0, n, _ENTRIES_AT_ONCE):  # a run of entries at a time: no whole-file temporaries
-        hi = min(lo + _ENTRIES_AT_ONCE, n)
-        p = prev[lo:hi]
+    for lo, hi in entries.runs():  # a run of entries at a time: no whole-file temporaries
+        p = entries.run("prev_index", lo, hi, np.int32)
         if int(p.min()) < 0 or np.any(p > np.arange(lo, hi, dtype=p.dtype)):
             return False  # entry i + 1 links to 0 (none) or to an entry before it
         linked = p > 0
@@ -281,8 +294,7 @@ def _chains_sound(
     if np.count_nonzero(seen) != links:
         return False  # an entry linked from more than one place
     heads_count = 0
-    for lo in range(0, n, _ENTRIES_AT_ONCE):
-        hi = min(lo + _ENTRIES_AT_ONCE, n)
+    for lo, hi in entries.runs():
         heads = np.flatnonzero(~seen[1 + lo : 1 + hi]) + lo  # entries nothing links to: chain heads
         heads_count += len(heads)
         if not np.array_equal(raw_slots[slot[heads]].astype(np.int64), heads + 1):
@@ -424,26 +436,29 @@ def _coverage(
     unclean start deletes the index files written after the checkpoint, ``IndexService.load``, and
     re-indexes only from where its recovery starts): they are counted as not covered (a warning).
     """
+    # masks of the records, spread over their keys (``rec``): no per-key copy of a record column
     rec = table.key_record
-    sys_flag = table.sys_flag[rec]
-    indexed = (sys_flag & cl_fmt.TRANSACTION_MASK) != cl_fmt.TransactionType.ROLLBACK  # is_indexed
-    pos = table.position[rec]
-    indexed &= pos >= cl_min
+    pos = table.position
+    is_indexed = (table.sys_flag & cl_fmt.TRANSACTION_MASK) != cl_fmt.TransactionType.ROLLBACK
+    is_indexed &= pos >= cl_min
     if topic is not None:
         tid = table.topics.index(topic) if topic in table.topics else -1
-        indexed &= table.topic_id[rec] == tid
-    lost = indexed & ~found & (pos < reindex_from)  # a broker never indexes these again
+        is_indexed &= table.topic_id == tid
+    indexed = is_indexed[rec]
+    early = (pos < reindex_from)[rec]
+    lost = indexed & ~found & early  # a broker never indexes these again
     if not files:
         _uncovered(table, p, rec[lost], "no index file: the index does not cover {what}")
         return
     begin = max(files[0].header.begin_phy_offset, cl_min)
     end = max(f.header.end_phy_offset for f in files)
+    before, after = (pos < begin)[rec], (pos > end)[rec]
     where = f"before the first index file's beginPhyOffset {begin}"
-    _uncovered(table, p, rec[lost & (pos < begin)], "the index does not cover {what} " + where)
+    _uncovered(table, p, rec[lost & before], "the index does not cover {what} " + where)
     where = f"after the last index file's endPhyOffset {end} (a broker dispatches from {reindex_from} on)"
-    _uncovered(table, p, rec[lost & (pos > end)], "the index does not cover {what} " + where)
-    later = indexed & (pos > end) & (pos >= reindex_from)
-    want = indexed & (pos >= begin) & (pos <= end)
+    _uncovered(table, p, rec[lost & after], "the index does not cover {what} " + where)
+    later = indexed & after & ~early
+    want = indexed & ~before & ~after
     missing = np.flatnonzero(want & ~found)
     if later.any():
         late = np.sort(rec[later])
