@@ -29,7 +29,15 @@ from formats import fastjson
 from formats.derive import field_offsets
 from rmqcli.errors import CorruptDataError
 from rmqcli.ops.verify_commitlog import CommitLogVerifier, FileInfo, RecordTable
-from rmqcli.ops.verify_common import ERROR, WARNING, Collector, KindCount, Problem, VerifyReport
+from rmqcli.ops.verify_common import (
+    ERROR,
+    WARNING,
+    Collector,
+    KindCount,
+    Problem,
+    VerifyReport,
+    give_back_free_memory,
+)
 from rmqcli.ops.verify_index import check_index, open_files
 from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, load_queues, queue_hints
 from rmqcli.store import Store
@@ -96,6 +104,7 @@ def verify_store(
         topic=topic,
         configured=_configured_topics(store),
     )
+    give_back_free_memory()
     index_msg_timestamp = checkpoint.index_msg_timestamp if checkpoint else 0
     index_files, entries = _check_index_files(
         store, p, geometry, table, abort, index_msg_timestamp, topic, redispatch
@@ -193,6 +202,7 @@ def _check_index_files(
     finally:
         for f in index_files:
             f.close()
+        give_back_free_memory()
     return len(index_files), entries
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from isal.isal_zlib import crc32
 
 from formats import commitlog as fmt
-from rmqcli.ops.verify_common import Collector
+from rmqcli.ops.verify_common import Collector, give_back_free_memory
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import offset_to_name, topic_dir_problem
 from rmqcli.store.read.commitlog import RecordError, classify_tail, decode_record, first_nonzero, resync
@@ -108,7 +108,12 @@ class _Parts:
         """The pieces of column ``name`` joined (and let go: one column at a time is doubled)."""
         dtype = dtype or _DTYPES.get(name, np.int64)
         parts = self.cols.pop(name, None)
-        return np.concatenate(parts, dtype=dtype) if parts else np.empty(0, dtype=dtype)
+        if not parts:
+            return np.empty(0, dtype=dtype)
+        joined = np.concatenate(parts, dtype=dtype)
+        del parts
+        give_back_free_memory()  # the pieces' memory, before the next column is joined
+        return joined
 
 
 class CommitLogVerifier:
@@ -176,6 +181,7 @@ class CommitLogVerifier:
             info = FileInfo(mf)
             if mf.size:
                 self._scan_file(info)
+                give_back_free_memory()
             infos.append(info)
             if self.progress is not None:
                 self.progress(mf.from_offset + mf.size)

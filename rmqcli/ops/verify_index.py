@@ -16,7 +16,7 @@ from formats import commitlog as cl_fmt
 from formats import indexfile as fmt
 from formats.derive import field_offsets, flat_fields
 from rmqcli.ops.verify_commitlog import RecordTable
-from rmqcli.ops.verify_common import ERROR, WARNING, Collector
+from rmqcli.ops.verify_common import ERROR, WARNING, Collector, give_back_free_memory
 from rmqcli.store.naming import is_index_name
 from rmqcli.store.read.index import IndexFile
 
@@ -167,6 +167,8 @@ def _check_file(
     if not _chains_sound(raw_slots, used_count, key_hash, entries, f.hash_slot_num):
         prev = entries.column("prev_index", np.int32)
         _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
+        del prev
+    give_back_free_memory()  # the chain check's arrays
     if len(negative_time):
         p.warning(
             "index-time",

@@ -17,7 +17,7 @@ from formats import commitlog as fmt
 from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE, is_ext_address
 from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.ops.verify_commitlog import RecordTable
-from rmqcli.ops.verify_common import Collector
+from rmqcli.ops.verify_common import Collector, give_back_free_memory
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
 from rmqcli.store.read.consumequeue import ConsumeQueue
@@ -27,6 +27,7 @@ LMQ_PREFIX = "%LMQ%"
 KEPT_UNCONFIGURED = (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC)
 _UNIT = np.dtype(CQ_UNIT_DTYPE)
 _EXT_MAX = -(2**31) - 1
+_UNITS_BETWEEN_TRIMS = 1 << 19
 assert is_ext_address(_EXT_MAX)
 
 
@@ -87,6 +88,7 @@ def queue_hints(queues: list[QueueUnits]) -> np.ndarray:
     found = hints(queues)
     for q in queues:
         q.release()
+    give_back_free_memory()
     return found
 
 
@@ -232,7 +234,7 @@ def check_units(
     """
     covered = np.zeros(len(table), dtype=bool)
     topic_ids = {t: i for i, t in enumerate(table.topics)}
-    checked = 0
+    checked = trimmed = 0
     for q in queues:
         held = q.loaded
         q.reload()
@@ -241,6 +243,10 @@ def check_units(
         finally:
             if not held:
                 q.release()
+        if checked - trimmed > _UNITS_BETWEEN_TRIMS:  # the queues' arrays, let go
+            give_back_free_memory()
+            trimmed = checked
+    give_back_free_memory()
     return covered, checked
 
 
