@@ -237,6 +237,12 @@ def main() -> None:
     from tests.bench import lag as lag_bench
 
     lag_bench.main()
+    from tests.bench import drain as drain_bench
+
+    drain_bench.main([])
+    from tests.bench import memory as memory_bench
+
+    memory_bench.main([])
 
 
 if __name__ == "__main__":
