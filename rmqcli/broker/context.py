@@ -82,8 +82,9 @@ class BrokerContext(Protocol):
         """Write the topics, subscription groups, consumer and delay offsets now."""
         ...
 
-    async def register_all(self) -> None:
-        """REGISTER_BROKER to every name server now (``registerBrokerAll``)."""
+    async def register_all(self, only_topic: str | None = None) -> None:
+        """REGISTER_BROKER to every name server now (``registerBrokerAll``); with ``only_topic``,
+        that topic alone (``registerIncrementBrokerData``)."""
         ...
 
 

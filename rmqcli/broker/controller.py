@@ -344,8 +344,12 @@ class BrokerController:
             except TimeoutError:
                 pass
 
-    def _register_request(self) -> RemotingCommand:
+    def _register_request(self, only_topic: str | None = None) -> RemotingCommand:
         wrapper = self.topics.wrapper()
+        if only_topic is not None:  # registerIncrementBrokerData: the one topic, the table's version
+            wrapper.topic_config_table = {
+                name: c for name, c in wrapper.topic_config_table.items() if name == only_topic
+            }
         perm = self.config.broker_permission
         if not (is_writable(perm) and is_readable(perm)):
             # BrokerController.registerBrokerAll: a broker that is not read-write registers every
@@ -378,11 +382,14 @@ class BrokerController:
         )
         return RemotingCommand.request(RC.REGISTER_BROKER, header, body)
 
-    async def register_all(self) -> None:
-        """``BrokerOuterAPI.registerBrokerAll``: REGISTER_BROKER to every name server."""
+    async def register_all(self, only_topic: str | None = None) -> None:
+        """``BrokerOuterAPI.registerBrokerAll``: REGISTER_BROKER to every name server; with
+        ``only_topic`` that topic alone (``registerIncrementBrokerData``: a name server keeps the
+        broker's other topics, so a new topic costs one topic's registration, not the table's)."""
         for addr in self.namesrv_addrs:
             try:
-                response = await self.remoting.invoke(addr, self._register_request(), REGISTER_TIMEOUT)
+                request = self._register_request(only_topic)
+                response = await self.remoting.invoke(addr, request, REGISTER_TIMEOUT)
                 if response.code != ResponseCode.SUCCESS:
                     log.warning("register with %s: %s %s", addr, response.describe(), response.remark or "")
                     continue

@@ -216,6 +216,10 @@ class MessageStore:
         and delayOffset.json (each written beside and renamed into place, the old one kept as .bak)."""
         self.writer.config.write(self.writer.root / CONFIG_DIR)
 
+    def persist_topics(self) -> None:
+        """topics.json alone, after a topic's update (``TopicConfigManager.persist``)."""
+        self.writer.config.write_topics(self.writer.root / CONFIG_DIR)
+
     async def flush_loop(self) -> None:
         """ASYNC_FLUSH ``FlushRealTimeService`` plus the periodic full flush."""
         last_full = time.monotonic() - FULL_FLUSH_SECONDS + FIRST_FULL_FLUSH_SECONDS

@@ -53,14 +53,16 @@ def update_and_create_topic(ctl: BrokerContext, req: RemotingCommand, conn: Conn
         order=h.order,
         topic_sys_flag=h.topic_sys_flag or 0,
         topic_filter_type=h.topic_filter_type,
+        notify=False,  # persisted here, and registered alone below (no full re-registration)
     )
-    return _registered(ctl, req.response())
+    ctl.store.persist_topics()
+    return _registered(ctl, h.topic, req.response())
 
 
-async def _registered(ctl: BrokerContext, response: RemotingCommand) -> RemotingCommand:
+async def _registered(ctl: BrokerContext, topic: str, response: RemotingCommand) -> RemotingCommand:
     """``registerIncrementBrokerData``: the name servers know the topic before the answer goes, so a
     client that asks for its route right after is given it."""
-    await ctl.register_all()
+    await ctl.register_all(only_topic=topic)
     return response
 
 

@@ -90,10 +90,14 @@ class BrokerConfigState:
         self.consumer_offsets.setdefault(f"{topic}@{group}", {})[queue_id] = offset
 
     def write(self, config_dir: Path) -> None:
-        write_config(config_dir, TOPICS, self._topics_json())
+        self.write_topics(config_dir)
         write_config(config_dir, SUBSCRIPTIONS, self._groups_json())
         write_config(config_dir, OFFSETS, {"offsetTable": self.consumer_offsets})
         write_config(config_dir, DELAY, {"offsetTable": dict(sorted(self.delay_offsets.items()))})
+
+    def write_topics(self, config_dir: Path) -> None:
+        """topics.json alone (``TopicConfigManager.persist`` after ``updateTopicConfig``)."""
+        write_config(config_dir, TOPICS, self._topics_json())
 
     def _topics_json(self) -> dict[str, Any]:
         return {"dataVersion": self.topics_version.as_dict(), "topicConfigTable": self.topics}
