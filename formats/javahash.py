@@ -94,3 +94,39 @@ def objects_hash(*parts: int) -> int:
     for part in parts:
         h = (31 * h + part) & _MASK
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+def chm_order(keys: list[str], capacity: int = 16) -> list[str]:
+    """The iteration order of a ``java.util.concurrent.ConcurrentHashMap`` of ``capacity`` slots
+    into which the string ``keys`` were put in order: bins in index order, a bin in insertion order,
+    except that a resize (at 3/4 full) moves the nodes before a bin's last run to the head of their
+    new bin, reversed (``ConcurrentHashMap.transfer``). No removals, no tree bins (8+ in one bin)."""
+    n = capacity
+    table: list[list[tuple[str, int]]] = [[] for _ in range(n)]
+    size = 0
+    for key in keys:
+        h = string_hash(key) & 0xFFFFFFFF
+        h = (h ^ (h >> 16)) & 0x7FFFFFFF  # ConcurrentHashMap.spread
+        bin_ = table[h & (n - 1)]
+        if any(k == key for k, _ in bin_):
+            continue
+        bin_.append((key, h))
+        size += 1
+        while size >= n - (n >> 2):
+            grown: list[list[tuple[str, int]]] = [[] for _ in range(2 * n)]
+            for i, nodes in enumerate(table):
+                if not nodes:
+                    continue
+                run_bit, last = nodes[0][1] & n, 0
+                for j in range(1, len(nodes)):
+                    if nodes[j][1] & n != run_bit:
+                        run_bit, last = nodes[j][1] & n, j
+                low, high = (nodes[last:], []) if run_bit == 0 else ([], nodes[last:])
+                for node in nodes[:last]:
+                    if node[1] & n == 0:
+                        low = [node, *low]
+                    else:
+                        high = [node, *high]
+                grown[i], grown[i + n] = low, high
+            table, n = grown, 2 * n
+    return [k for nodes in table for k, _ in nodes]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 
 def java_double(value: float) -> str:
@@ -19,3 +19,19 @@ def java_double(value: float) -> str:
     text = "".join(map(str, digits))
     power = len(text) - 1 + int(exponent)
     return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+
+
+def java_fixed(value: float, places: int) -> str:
+    """``String.format("%.Nf", d)``: the shortest decimal digits of ``d`` rounded half up (0.125
+    gives ``0.13``), ``NaN``, ``-0.00`` for minus zero."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
+def java_round_half_up(value: float) -> str:
+    """``new BigDecimal(d).setScale(0, ROUND_HALF_UP)``: the exact binary value rounded (no minus zero)."""
+    rounded = Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    return "0" if rounded == 0 else str(rounded)

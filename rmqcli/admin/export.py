@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from formats.javahash import hashmap_order, string_hash
+from formats.javahash import chm_order, hashmap_order
 from formats.javatext import java_double
 from formats.names import CLIENT_INNER_PRODUCER, DLQ_PREFIX, RETRY_PREFIX, TOOLS_CONSUMER, TRANS_CHECK_GROUP
 from rmqcli.admin.session import UNKNOWN_CLUSTER, AdminSession, master_addr
@@ -76,42 +76,6 @@ SYS_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.isSysConsumerGroup
 
 
 # --- Java's map orders and fastjson's text ---------------------------------------------------------
-def chm_order(keys: list[str], capacity: int = 16) -> list[str]:
-    """The iteration order of a ``java.util.concurrent.ConcurrentHashMap`` of ``capacity`` slots
-    into which the string ``keys`` were put in order: bins in index order, a bin in insertion order,
-    except that a resize (at 3/4 full) moves the nodes before a bin's last run to the head of their
-    new bin, reversed (``ConcurrentHashMap.transfer``). No removals, no tree bins (8+ in one bin)."""
-    n = capacity
-    table: list[list[tuple[str, int]]] = [[] for _ in range(n)]
-    size = 0
-    for key in keys:
-        h = string_hash(key) & 0xFFFFFFFF
-        h = (h ^ (h >> 16)) & 0x7FFFFFFF  # ConcurrentHashMap.spread
-        bin_ = table[h & (n - 1)]
-        if any(k == key for k, _ in bin_):
-            continue
-        bin_.append((key, h))
-        size += 1
-        while size >= n - (n >> 2):
-            grown: list[list[tuple[str, int]]] = [[] for _ in range(2 * n)]
-            for i, nodes in enumerate(table):
-                if not nodes:
-                    continue
-                run_bit, last = nodes[0][1] & n, 0
-                for j in range(1, len(nodes)):
-                    if nodes[j][1] & n != run_bit:
-                        run_bit, last = nodes[j][1] & n, j
-                low, high = (nodes[last:], []) if run_bit == 0 else ([], nodes[last:])
-                for node in nodes[:last]:
-                    if node[1] & n == 0:
-                        low = [node, *low]
-                    else:
-                        high = [node, *high]
-                grown[i], grown[i + n] = low, high
-            table, n = grown, 2 * n
-    return [k for nodes in table for k, _ in nodes]
-
-
 def hash_map(pairs: dict[str, Any]) -> dict[str, Any]:
     """``pairs`` (put in this order) in the order a ``java.util.HashMap`` iterates them."""
     return {k: pairs[k] for k in hashmap_order(list(pairs))}

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from formats.javatext import java_fixed, java_round_half_up
+
 
 def bool_text(value: bool) -> str:
     """``String.valueOf(boolean)``: ``true`` or ``false``."""
@@ -383,27 +385,6 @@ CLUSTER_RT_HEADER = "{:<24}  {:<24}  {:<4}  {:<8}  {:<8}\n".format(
     "#failCount",
 )  # the header's widths (4, 8) are not the rows' (8, 16), as in mqadmin
 CLUSTER_RT_ROW = "{:<24}  {:<24}  {:<8}  {:<16}  {:<16}\n"
-
-
-def java_fixed(value: float, places: int) -> str:
-    """``String.format("%.Nf", d)``: the shortest decimal digits of ``d`` rounded half up (0.125
-    gives ``0.13``), ``NaN``, ``-0.00`` for minus zero."""
-    import math
-    from decimal import ROUND_HALF_UP, Decimal
-
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
-
-
-def java_round_half_up(value: float) -> str:
-    """``new BigDecimal(d).setScale(0, ROUND_HALF_UP)``: the exact binary value rounded (no minus zero)."""
-    from decimal import ROUND_HALF_UP, Decimal
-
-    rounded = Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP)
-    return "0" if rounded == 0 else str(rounded)
 
 
 def gmt8_stamp(millis: int) -> str:

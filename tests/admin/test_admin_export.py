@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 
 from formats import fastjson
-from rmqcli.admin.export import chm_order, fastjson_text, java_double
+from formats.javahash import chm_order
+from formats.javatext import java_double
+from rmqcli.admin.export import fastjson_text
 from rmqcli.store.write.config import subscription_group_config
 from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
 from tests.support.cli import invoke_rmq, one_line_error
