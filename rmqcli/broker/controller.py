@@ -108,7 +108,7 @@ class BrokerController:
             writer.commitlog,
             host=ha_host,
             dispatch=self.store.replicated,
-            sync=SlaveSynchronize(writer.config, self.persist, self.remoting.invoke, self.addr),
+            sync=SlaveSynchronize(writer.config, self.persist_soon, self.remoting.invoke, self.addr),
             sync_flush=config.sync_flush,
             flush_interval_ms=config.flush_interval_commit_log,
         )
@@ -197,13 +197,20 @@ class BrokerController:
             self.persist()
 
     def persist(self) -> None:
-        """Write topics.json, subscriptionGroup.json, consumerOffset.json, delayOffset.json now."""
+        """Write topics.json, subscriptionGroup.json, consumerOffset.json, delayOffset.json now
+        (an admin request is answered once they are on disk)."""
         self.offsets.changed = False
         self.schedule.changed = False
         self.store.persist_config()
 
+    def persist_soon(self) -> None:
+        """``persist`` off the event loop: the texts are taken now and written by a worker thread."""
+        self.offsets.changed = False
+        self.schedule.changed = False
+        self.store.persist_config_soon()
+
     def _topics_changed(self) -> None:
-        self.persist()
+        self.persist_soon()
         self._register_wanted.set()
 
     # --- background services ------------------------------------------------------------------
@@ -250,7 +257,7 @@ class BrokerController:
                 )
                 await asyncio.sleep(1.0)
                 continue
-            self.persist()
+            self.persist_soon()
             log.warning("pre-online: %d offsets and locks taken from %s", moved, ", ".join(members.values()))
             self._pre_online_members = members
             return
@@ -265,7 +272,7 @@ class BrokerController:
             await asyncio.sleep(2 * self.config.acting.sync_broker_member_group_period / 1000 + 0.5)
             try:
                 if await take_offsets(self.writer.config, members, self.remoting.invoke):
-                    self.persist()
+                    self.persist_soon()
             except RmqError as exc:
                 log.warning("pre-online: the acting slave's last offsets: %s", exc)
         self._special_services(True)
@@ -305,12 +312,13 @@ class BrokerController:
         await self.ha.start()
 
     async def _persist_loop(self) -> None:
-        """``ConsumerOffsetManager.persist`` every ``flushConsumerOffsetInterval`` ms (when changed)."""
+        """``ConsumerOffsetManager.persist`` every ``flushConsumerOffsetInterval`` ms (when changed),
+        written by a worker thread."""
         while True:
             await asyncio.sleep(max(self.config.flush_consumer_offset_interval, 100) / 1000)
             if self.offsets.changed or self.schedule.changed:
                 try:
-                    self.persist()
+                    self.persist_soon()
                 except (OSError, RmqError):
                     log.exception("persisting consumer offsets failed")
 
@@ -412,7 +420,8 @@ class BrokerController:
                 log.warning("unregister from name server %s failed: %s", addr, exc)
 
     async def shutdown(self) -> None:
-        """Stop the services, unregister, then flush and close the store (``abort`` removed)."""
+        """Stop the services, unregister, wait for the flushes and config writes under way, then
+        flush and close the store (``abort`` removed)."""
         tasks = self._tasks + self._special
         for task in tasks:
             task.cancel()
@@ -422,4 +431,5 @@ class BrokerController:
         await self.ha.close()
         await self.unregister_all()
         await self.remoting.close()
+        await self.store.settle()
         self.store.close()

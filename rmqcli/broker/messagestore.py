@@ -4,9 +4,11 @@ Appends go through the writer, which dispatches each record to its consume queue
 at once (the reput). Reads serve pulls and queries straight from the writer's mapped files:
 consume-queue units (20 bytes, B.8) and stored records, byte for byte. Flushing is
 ``FlushRealTimeService`` (ASYNC_FLUSH: every ``flushIntervalCommitLog`` ms when something was
-appended) or ``GroupCommitService`` (SYNC_FLUSH: a send is answered after the msync that covers it;
-every append made before the flush runs shares it). ``on_arrival`` listeners are told of every new
-consume-queue unit (``NotifyMessageArrivingListener``: wakes held pulls).
+appended) or ``GroupCommitService`` (SYNC_FLUSH: a send is answered after the flush that covers it;
+every append made before the flush starts shares it). The flushes and the config writes run in
+worker threads (``fdatasync``, which releases the GIL), never blocking the event loop.
+``on_arrival`` listeners are told of every new consume-queue unit
+(``NotifyMessageArrivingListener``: wakes held pulls).
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
+from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.read.commitlog import Record, RecordError, decode_record
 from rmqcli.store.read.index import IndexService
-from rmqcli.store.store import CONFIG_DIR, INDEX_DIR
+from rmqcli.store.store import CHECKPOINT_FILE, CONFIG_DIR, INDEX_DIR
 from rmqcli.store.timesearch import offset_by_time
 from rmqcli.store.write import messages  # the message and result types the store takes
+from rmqcli.store.write.configsync import ConfigWriter
 from rmqcli.store.write.cq import ConsumeQueueWriter
-from rmqcli.store.write.files import WritableFile, fsync_dir
+from rmqcli.store.write.files import WritableFile, datasync_path, fsync_dir
 from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -60,7 +66,13 @@ class MessageStore:
         self.disk_full = False  # runningFlags' DISK_FULL: set and cleared by the clean-up rounds
         self._dirty = False
         self._dirty_full = False
-        self._group_commit: asyncio.Future[None] | None = None
+        self._group_commit: asyncio.Future[None] | None = None  # the sends waiting for a flush
+        self._committer: asyncio.Task[None] | None = None  # the group commit's flushes, while wanted
+        self._commitlog_lock = asyncio.Lock()  # one CommitLog flush at a time
+        self._threads: set[asyncio.Future[None]] = set()  # flushes running in worker threads
+        self._queue_marks: dict[tuple[str, int], tuple[int, int]] = {}  # consume queue: (end, files) flushed
+        self._index_files = -1
+        self.config_writer = ConfigWriter(writer.root / CONFIG_DIR)
         self._flushed_offset = 0  # CommitLog offset the last flush covered
         self._flushed_files = -1
         self._arrivals: list[tuple[str, int]] = []  # deferred puts whose listeners wait for catch_up
@@ -169,41 +181,100 @@ class MessageStore:
                 log.exception("arrival listener failed")
 
     def flushed(self) -> asyncio.Future[None]:
-        """SYNC_FLUSH: a future done once everything appended so far is on disk (group commit)."""
+        """SYNC_FLUSH: a future done once everything appended so far is on disk (group commit: the
+        sends appended while a flush runs share the next one)."""
         if self._group_commit is None:
             loop = asyncio.get_running_loop()
             self._group_commit = loop.create_future()
-            loop.call_soon(self._do_group_commit)
+            if self._committer is None:
+                self._committer = loop.create_task(self._group_commits())
         return self._group_commit
 
-    def _do_group_commit(self) -> None:
-        future, self._group_commit = self._group_commit, None
+    async def _group_commits(self) -> None:
+        """``GroupCommitService``: one flush after another while sends wait for one. A send's future
+        is taken, under the CommitLog lock, in the same step as the flush's list of files, so the
+        flush that answers it started after its append."""
         try:
-            self.flush_commitlog()
-        except Exception as exc:  # a failed fsync answers FLUSH_DISK_TIMEOUT to the senders
-            log.exception("group commit failed")
-            if future is not None and not future.done():
-                future.set_exception(exc)
-            return
-        if future is not None and not future.done():
-            future.set_result(None)
+            while self._group_commit is not None:
+                async with self._commitlog_lock:
+                    future, self._group_commit = self._group_commit, None
+                    try:
+                        await self._sync_commitlog()
+                    except Exception as exc:  # a failed fsync answers FLUSH_DISK_TIMEOUT to the senders
+                        log.exception("group commit failed")
+                        if not future.done():
+                            future.set_exception(exc)
+                        continue
+                    if not future.done():
+                        future.set_result(None)
+        finally:
+            self._committer = None
 
     # --- flushing -----------------------------------------------------------------------------
-    def flush_commitlog(self) -> None:
-        """``MappedFileQueue.flush``: msync the files written since the last flush (normally just the
-        last one); the directory is synced only when a file was created since."""
+    # The flushes run in worker threads (``fdatasync`` of each file by path releases the GIL; an
+    # ``mmap.flush`` would hold it): what a flush covers is taken on the loop before it starts, and
+    # its bookkeeping (flushed offset, checkpoint) is written after it finished.
+    def _take_commitlog(self) -> tuple[Callable[[], None], int, int] | None:
+        """What ``MappedFileQueue.flush`` would sync now: the files written since the last flush
+        (normally just the last one), and the directory when a file was created or removed since;
+        with the CommitLog offset and file count it covers. None when nothing was appended."""
         if not self._dirty:
-            return
+            return None
         self._dirty = False
         queue = self.writer.commitlog
-        files = queue.files
+        files = list(queue.files)  # a snapshot: the loop may add files while the thread syncs
+        end = queue.max_offset
         start = bisect.bisect_right(files, self._flushed_offset, key=lambda f: f.from_offset) - 1
-        for f in files[max(start, 0) :]:
-            f.flush()
-        if len(files) != self._flushed_files:
-            fsync_dir(queue.directory)
-            self._flushed_files = len(files)
-        self._flushed_offset = queue.max_offset
+        paths = [f.path for f in files[max(start, 0) :]]
+        directory = queue.directory if len(files) != self._flushed_files else None
+
+        def sync() -> None:
+            for path in paths:
+                datasync_path(path)
+            if directory is not None:
+                fsync_dir(directory)
+
+        return sync, end, len(files)
+
+    async def _sync_commitlog(self) -> None:
+        """The CommitLog flush in a worker thread; the caller holds ``_commitlog_lock``. Everything
+        appended before the call is on disk when it returns."""
+        taken = self._take_commitlog()
+        if taken is None:
+            return
+        sync, end, count = taken
+        try:
+            await self._in_thread(sync)
+        except BaseException:
+            self._dirty = True  # flushed again next time
+            raise
+        self._flushed_offset = max(self._flushed_offset, end)
+        self._flushed_files = count
+
+    async def sync_commitlog(self) -> None:
+        """``FlushRealTimeService``'s flush (ASYNC_FLUSH), off the loop, one at a time."""
+        async with self._commitlog_lock:
+            await self._sync_commitlog()
+
+    async def _in_thread(self, work: Callable[[], None]) -> None:
+        """``work`` in a worker thread; ``settle`` waits for it even when the caller is cancelled."""
+        future = asyncio.ensure_future(asyncio.to_thread(work))
+        self._threads.add(future)
+        future.add_done_callback(self._threads.discard)
+        await asyncio.shield(future)
+
+    def flush_commitlog(self) -> None:
+        """The CommitLog flush on the calling thread."""
+        taken = self._take_commitlog()
+        if taken is not None:
+            sync, end, count = taken
+            try:
+                sync()
+            except BaseException:
+                self._dirty = True
+                raise
+            self._flushed_offset = max(self._flushed_offset, end)
+            self._flushed_files = count
 
     def flush_all(self) -> None:
         """CommitLog, consume queues, index, checkpoint and config files, with fsync."""
@@ -213,12 +284,18 @@ class MessageStore:
 
     def persist_config(self) -> None:
         """``ConfigManager.persist`` of topics.json, subscriptionGroup.json, consumerOffset.json
-        and delayOffset.json (each written beside and renamed into place, the old one kept as .bak)."""
-        self.writer.config.write(self.writer.root / CONFIG_DIR)
+        and delayOffset.json (each written beside and renamed into place, the old one kept as .bak),
+        here and now: an admin request is answered once its file is on disk, as 4.9.8 does."""
+        self.config_writer.write_now(self.writer.config.texts())
+
+    def persist_config_soon(self) -> None:
+        """``persist_config`` in a worker thread: the texts are taken now, the files written
+        behind (the periodic persist, topics created by sends, the slave's sync)."""
+        self.config_writer.write_later(self.writer.config.texts())
 
     def persist_topics(self) -> None:
-        """topics.json alone, after a topic's update (``TopicConfigManager.persist``)."""
-        self.writer.config.write_topics(self.writer.root / CONFIG_DIR)
+        """topics.json alone, after a topic's update (``TopicConfigManager.persist``), now."""
+        self.config_writer.write_now(self.writer.config.texts(topics_only=True))
 
     async def flush_loop(self) -> None:
         """ASYNC_FLUSH ``FlushRealTimeService`` plus the periodic full flush."""
@@ -227,23 +304,68 @@ class MessageStore:
             await asyncio.sleep(self.flush_interval)
             try:
                 if not self.sync_flush:
-                    self.flush_commitlog()
+                    await self.sync_commitlog()
                 if self._dirty_full and time.monotonic() - last_full >= FULL_FLUSH_SECONDS:
                     last_full = time.monotonic()
                     self._dirty_full = False
-                    self.flush_with_checkpoint()
+                    await self.flush_with_checkpoint()
             except Exception:
                 log.exception("flush failed")
 
-    def flush_with_checkpoint(self) -> None:
+    async def flush_with_checkpoint(self) -> None:
         """``FlushConsumeQueueService``'s thorough flush: CommitLog, consume queues and index to
-        disk, then the checkpoint, whose timestamps now vouch only for flushed data (so a crash
-        recovers from the file they name, not from the first)."""
+        disk in a worker thread, then the checkpoint, whose timestamps vouch only for flushed data
+        (so a crash recovers from the file they name, not from the first). The timestamps are taken
+        before the flushes start: what is appended meanwhile is left to the next checkpoint."""
         self.catch_up()
-        self.writer.dispatch_pending()
-        self.writer.commitlog.flush()
-        self.writer.dispatcher.flush()
-        self.writer.flush_checkpoint()
+        stamps = self.writer.checkpoint  # dispatches what waits, then reads the three times
+        async with self._commitlog_lock:
+            self._dirty = True  # even so: a slave's CommitLog is written by its HA appender
+            await self._sync_commitlog()
+        await self._in_thread(self._take_queues())
+        path = self.writer.root / CHECKPOINT_FILE
+        await self._in_thread(lambda: _write_checkpoint(path, stamps))
+
+    def _take_queues(self) -> Callable[[], None]:
+        """The consume-queue files written since the last full flush (each queue's directory too
+        when its files changed) and the index files, to sync in a worker thread."""
+        paths: list[Path] = []
+        directories: list[Path] = []
+        marks = self._queue_marks
+        for key, cq in self.writer.dispatcher.cqs.items():
+            files = cq.files.files
+            mark = (cq.files.max_offset, len(files))
+            seen = marks.get(key)
+            if seen == mark:
+                continue
+            marks[key] = mark
+            since = seen[0] if seen is not None else 0
+            start = bisect.bisect_right(files, since, key=lambda f: f.from_offset) - 1
+            paths.extend(f.path for f in files[max(start, 0) :])
+            if seen is None or seen[1] != len(files):
+                directories.append(cq.files.directory)
+        index = self.writer.index
+        paths.extend(f.path for f in index.files)
+        if len(index.files) != self._index_files:
+            self._index_files = len(index.files)
+            directories.append(index.directory)
+
+        def sync() -> None:
+            for path in paths:
+                datasync_path(path)
+            for directory in directories:
+                fsync_dir(directory)
+
+        return sync
+
+    async def settle(self) -> None:
+        """Wait for the flushes and config writes under way (shutdown, before ``close``)."""
+        while self._committer is not None or self._threads:
+            if self._committer is not None:
+                await asyncio.gather(asyncio.shield(self._committer), return_exceptions=True)
+            if self._threads:
+                await asyncio.gather(*self._threads, return_exceptions=True)
+        await self.config_writer.settle()
 
     # --- consume queues -----------------------------------------------------------------------
     def queue(self, topic: str, queue_id: int) -> ConsumeQueueWriter | None:
@@ -387,6 +509,16 @@ class MessageStore:
         """Flush everything, persist config and close the writer (removes ``abort``)."""
         self.catch_up()
         self.writer.close()
+
+
+def _write_checkpoint(path: Path, stamps: Checkpoint) -> None:
+    """The checkpoint file with ``stamps``, fsynced (``StoreCheckpoint.flush``)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, stamps.to_bytes(), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _file_at(files: list[WritableFile], offset: int) -> WritableFile | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from formats import fastjson
 from formats.names import PERM_READ_WRITE, SCHEDULE_TOPIC
 from rmqcli.store.configfiles import DELAY, OFFSETS, SUBSCRIPTIONS, TOPICS, load_config, write_config
 
@@ -98,6 +99,16 @@ class BrokerConfigState:
     def write_topics(self, config_dir: Path) -> None:
         """topics.json alone (``TopicConfigManager.persist`` after ``updateTopicConfig``)."""
         write_config(config_dir, TOPICS, self._topics_json())
+
+    def texts(self, *, topics_only: bool = False) -> dict[str, str]:
+        """The files' texts as ``write`` makes them (fastjson, pretty), by file name: taken at once,
+        written later (``rmqcli.store.write.configsync``)."""
+        tables: dict[str, dict[str, Any]] = {TOPICS: self._topics_json()}
+        if not topics_only:
+            tables[SUBSCRIPTIONS] = self._groups_json()
+            tables[OFFSETS] = {"offsetTable": self.consumer_offsets}
+            tables[DELAY] = {"offsetTable": dict(sorted(self.delay_offsets.items()))}
+        return {name: fastjson.dumps(data, pretty=True) for name, data in tables.items()}
 
     def _topics_json(self) -> dict[str, Any]:
         return {"dataVersion": self.topics_version.as_dict(), "topicConfigTable": self.topics}

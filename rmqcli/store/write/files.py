@@ -75,6 +75,8 @@ class WritableFile:
         return self._map[pos : pos + length]
 
     def flush(self) -> None:
+        """msync of the whole map, on the calling thread (it holds the GIL: a broker flushes its
+        files in a worker thread with ``datasync_path`` instead)."""
         self._map.flush()
 
     def close(self) -> None:
@@ -132,6 +134,21 @@ class WritableFileQueue:
     def close(self) -> None:
         for f in self.files:
             f.close()
+
+
+def datasync_path(path: Path) -> None:
+    """``fdatasync`` of the file at ``path`` through a descriptor of its own. On Linux it writes the
+    page-cache pages dirtied through a shared mapping of the file (no msync needed), and it releases
+    the GIL, which ``mmap.flush`` does not: a worker thread flushes while the event loop goes on.
+    A file removed meanwhile (the clean-up) needs no flush."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: Path, *, missing_ok: bool = True) -> None:
