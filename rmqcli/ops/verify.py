@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from formats import checkpoint as ckpt_fmt
 from formats import commitlog as fmt
 from formats import fastjson
@@ -37,6 +35,7 @@ from rmqcli.ops.verify_common import (
     Problem,
     VerifyReport,
     give_back_free_memory,
+    map_large_blocks,
 )
 from rmqcli.ops.verify_index import check_index, open_files
 from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, load_queues, queue_hints
@@ -73,6 +72,7 @@ def verify_store(
     checks to one topic (the CommitLog is always read whole); ``progress`` gets the physical
     offset reached; ``max_problems`` caps the listed problems (every one is still counted).
     """
+    map_large_blocks()
     root = store.root
     p = Collector(root, max_problems)
     geometry = store.geometry()
@@ -86,7 +86,7 @@ def verify_store(
     else:
         every = load_queues(store, Collector(root, 0), cq_size, held=False)
         queues = load_queues(store, p, cq_size, topic)
-    table = _scan_commitlog(store, p, settings, crc, queue_hints(every), progress)
+    table = _scan_commitlog(store, p, settings, crc, every, progress)
     checkpoint = _check_checkpoint(store, p, table)
     abort = _check_run_state(store, p)
     redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)
@@ -104,6 +104,7 @@ def verify_store(
         topic=topic,
         configured=_configured_topics(store),
     )
+    table.drop_queue_columns()
     give_back_free_memory()
     index_msg_timestamp = checkpoint.index_msg_timestamp if checkpoint else 0
     index_files, entries = _check_index_files(
@@ -131,18 +132,18 @@ def _scan_commitlog(
     p: Collector,
     settings: StoreSettings,
     crc: bool,
-    record_hints: np.ndarray | None,
+    queues: list[QueueUnits],
     progress: Callable[[int], None] | None,
 ) -> RecordTable:
-    """Read and check every CommitLog record (``verify_commitlog``); ``record_hints``: where the
-    consume queues say records start."""
+    """Read and check every CommitLog record (``verify_commitlog``); the ``queues`` say where
+    records start (``queue_hints``, held by the scan alone, which lets them go once done)."""
     return CommitLogVerifier(
         store.commitlog.files,
         settings.mapped_file_size_commitlog,
         p,
         crc=crc,
         delay_millis=fmt.parse_delay_levels(settings.message_delay_level),
-        hints=record_hints,
+        hints=queue_hints(queues),
         progress=progress,
         recheck_from=_recheck_from(store, settings.check_crc_on_recover),
     ).scan()
@@ -202,6 +203,7 @@ def _check_index_files(
     finally:
         for f in index_files:
             f.close()
+        table.keys.close()
         give_back_free_memory()
     return len(index_files), entries
 
@@ -320,7 +322,7 @@ def _check_checkpoint(store: Store, p: Collector, table: RecordTable) -> Checkpo
         p.error("checkpoint-size", path, 0, str(exc))
         return None
     now = int(time.time() * 1000)
-    last = int(table.store_timestamp.max()) if len(table) else None
+    last = table.max_store_timestamp
     for name in _CKPT_TIMES:
         value = getattr(ckpt, name)
         java = _JAVA_NAMES[name]

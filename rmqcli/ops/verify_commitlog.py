@@ -14,6 +14,9 @@ tail (FORMATS.md §1.10).
 
 from __future__ import annotations
 
+import os
+import tempfile
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -46,28 +49,110 @@ class FileInfo:
     first_store_timestamp: int | None = None
 
 
+class KeyColumns:
+    """The index keys of the records in record order (as ``buildIndex`` adds them): the record row
+    (int64) and the key hash (int32) of each, appended to two unlinked temporary files and read
+    back a run at a time (``records``, ``hashes``; whole where a check joins them at random), so
+    that they do not stay in memory beside the index files' own arrays."""
+
+    def __init__(self) -> None:
+        self._files = {
+            name: tempfile.TemporaryFile(prefix=f"rmq-verify-{name}-") for name in ("records", "hashes")
+        }
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def append(self, records: np.ndarray, hashes: np.ndarray) -> None:
+        self._files["records"].write(records.astype(np.int64, copy=False).tobytes())
+        self._files["hashes"].write(hashes.astype(np.int32, copy=False).tobytes())
+        self.n += len(records)
+
+    def finish(self) -> None:
+        for f in self._files.values():
+            f.flush()
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+
+    def _read(self, name: str, dtype, lo: int, hi: int | None) -> np.ndarray:
+        hi = self.n if hi is None else min(hi, self.n)
+        if hi <= lo:
+            return np.empty(0, dtype=dtype)
+        size = np.dtype(dtype).itemsize
+        data = os.pread(self._files[name].fileno(), (hi - lo) * size, lo * size)
+        return np.frombuffer(data, dtype=dtype)
+
+    def records(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Record row of keys ``lo`` to ``hi`` (all by default)."""
+        return self._read("records", np.int64, lo, hi)
+
+    def hashes(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Key hash of keys ``lo`` to ``hi`` (all by default)."""
+        return self._read("hashes", np.int32, lo, hi)
+
+    def first_of(self, row: int) -> int:
+        """The first key of record ``row`` or of a later record (``searchsorted`` on the records)."""
+        lo, hi = 0, self.n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(self.records(mid, mid + 1)[0]) < row:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def runs(self, step: int = 1 << 20):
+        """(lo, hi) of the keys, ``step`` at a time."""
+        for lo in range(0, self.n, step):
+            yield lo, min(lo + step, self.n)
+
+
 @dataclass
 class RecordTable:
-    """Every valid record of the CommitLog, as parallel arrays sorted by position."""
+    """Every valid record of the CommitLog, as parallel arrays sorted by position.
+
+    Only the columns the later checks join on, each in the narrowest integer type that holds its
+    values (``_Parts.column``): a queue id, a topic id or a size takes a byte or two where the
+    record has four or eight. ``sys_flag`` keeps only the transaction and inner-batch bits; the
+    store time of a record is read from its file when a message needs it (``store_timestamps``).
+    """
 
     position: np.ndarray
     total_size: np.ndarray
     queue_id: np.ndarray
     queue_offset: np.ndarray
-    sys_flag: np.ndarray
-    store_timestamp: np.ndarray
+    sys_flag: np.ndarray  # TRANSACTION_MASK and INNER_BATCH_FLAG bits only
     topic_id: np.ndarray
     tags_code: np.ndarray
     topics: list[str]
-    key_record: np.ndarray  # one row per index key: the record it belongs to
-    key_hash: np.ndarray
+    keys: KeyColumns  # one row per index key: the record it belongs to, its hash
     files: list[FileInfo] = field(default_factory=list)
     valid_end: int = 0  # global offset just past the last valid record (maxPhyOffset)
     bytes: int = 0
     crc_checked: int = 0
+    max_store_timestamp: int | None = None  # the latest STORETIMESTAMP of a valid record
 
     def __len__(self) -> int:
         return len(self.position)
+
+    def drop_queue_columns(self) -> None:
+        """Let go of the columns only the consume-queue checks join on (the index checks need
+        positions, flags, topics and keys)."""
+        empty = np.empty(0, dtype=np.int8)
+        self.total_size = self.queue_id = self.queue_offset = self.tags_code = empty
+
+    def store_timestamps(self, rows: np.ndarray) -> np.ndarray:
+        """STORETIMESTAMP of the records in ``rows``, read from their files (for a few rows)."""
+        out = np.zeros(len(rows), dtype=np.int64)
+        starts = [info.mapped.from_offset for info in self.files]
+        for i, pos in enumerate(self.position[rows].tolist()):
+            k = bisect_right(starts, pos) - 1
+            if k >= 0:
+                out[i] = _store_timestamp(self.files[k].mapped, pos - starts[k])
+        return out
 
     def locate(self, offsets: np.ndarray) -> np.ndarray:
         """Row of the record starting at each offset, or -1."""
@@ -78,22 +163,24 @@ class RecordTable:
         return np.where(self.position[i] == offsets, i, -1)
 
 
-# columns that fit 32 bits in the record (TOTALSIZE, QUEUEID, SYSFLAG: int32 fields; topic ids and
-# non-negative i32 key hashes); the rest stay int64
+# columns whose type is fixed (SYSFLAG's transaction and inner-batch bits, non-negative i32 key
+# hashes, positions); the others take the narrowest signed type that holds their values
 _DTYPES = {
-    "total_size": np.int32,
-    "queue_id": np.int32,
-    "sys_flag": np.int32,
-    "topic_id": np.int32,
-    "key_hash": np.int32,
+    "position": np.int64,
+    "sys_flag": np.uint8,
 }
+_SYS_FLAG_BITS = fmt.TRANSACTION_MASK | fmt.INNER_BATCH_FLAG
+assert _SYS_FLAG_BITS <= 0xFF
+_NARROW = (np.int8, np.int16, np.int32, np.int64)
 
 
 class _Parts:
-    """Per-file column pieces, concatenated at the end."""
+    """Per-window column pieces (each already as narrow as its values allow), concatenated at
+    the end into the narrowest type that holds every piece."""
 
     def __init__(self) -> None:
         self.cols: dict[str, list[np.ndarray]] = {}
+        self.bounds: dict[str, tuple[int, int]] = {}
         self.topic_ids: dict[str, int] = {}
         self.count = 0
 
@@ -102,11 +189,17 @@ class _Parts:
 
     def add(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
-            self.cols.setdefault(k, []).append(v.astype(_DTYPES.get(k, np.int64), copy=False))
+            dtype = _DTYPES.get(k)
+            if dtype is None and len(v):
+                lo, hi = int(v.min()), int(v.max())
+                was = self.bounds.get(k)
+                self.bounds[k] = (min(lo, was[0]), max(hi, was[1])) if was else (lo, hi)
+                dtype = _narrowest(lo, hi)
+            self.cols.setdefault(k, []).append(v.astype(dtype or np.int8, copy=False))
 
     def column(self, name: str, dtype=None) -> np.ndarray:
         """The pieces of column ``name`` joined (and let go: one column at a time is doubled)."""
-        dtype = dtype or _DTYPES.get(name, np.int64)
+        dtype = dtype or _DTYPES.get(name) or _narrowest(*self.bounds.get(name, (0, 0)))
         parts = self.cols.pop(name, None)
         if not parts:
             return np.empty(0, dtype=dtype)
@@ -114,6 +207,23 @@ class _Parts:
         del parts
         give_back_free_memory()  # the pieces' memory, before the next column is joined
         return joined
+
+
+def _narrowest(lo: int, hi: int) -> type:
+    """The narrowest signed integer type that holds ``lo`` to ``hi``."""
+    for dtype in _NARROW:
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return dtype
+    return np.int64
+
+
+def _store_timestamp(mf: MappedFile, pos: int) -> int:
+    """STORETIMESTAMP of the (valid) record at ``pos`` of ``mf``."""
+    buf = mf.map()
+    sys_flag = fmt.PREFIX_STRUCT.unpack_from(buf, pos)[7]
+    at = pos + fmt.PREFIX_SIZE + fmt.host_length(sys_flag, fmt.BORNHOST_V6_FLAG)
+    return fmt.STORE_TIMESTAMP_STRUCT.unpack_from(buf, at)[0]
 
 
 class CommitLogVerifier:
@@ -140,7 +250,9 @@ class CommitLogVerifier:
         self.progress = progress
         self.recheck_from = recheck_from  # where recovery starts re-checking CRCs (None: never)
         self.parts = _Parts()
+        self.keys = KeyColumns()
         self.crc_checked = 0
+        self.max_store_timestamp: int | None = None
 
     # --- files ------------------------------------------------------------------------------
     def check_files(self) -> None:
@@ -252,17 +364,18 @@ class CommitLogVerifier:
             total_size=batch.total_size,
             queue_id=batch.queue_id,
             queue_offset=batch.queue_offset,
-            sys_flag=batch.sys_flag,
-            store_timestamp=batch.store_timestamp,
+            sys_flag=batch.sys_flag & _SYS_FLAG_BITS,
             topic_id=local_ids[batch.topic_index],
             tags_code=tags,
-            key_record=key_rec + offset,
-            key_hash=key_hash,
         )
+        self.keys.append(key_rec + offset, key_hash)
         self.parts.count += n
         info.records += n
         if info.first_store_timestamp is None:
             info.first_store_timestamp = int(batch.store_timestamp[0])
+        latest = int(batch.store_timestamp.max())
+        if self.max_store_timestamp is None or latest > self.max_store_timestamp:
+            self.max_store_timestamp = latest
 
     def _unsafe_topics(self, mf: MappedFile, batch: HeaderBatch, file_pos: np.ndarray) -> None:
         """Records a broker would dispatch to a queue whose directory its topic cannot name
@@ -442,6 +555,8 @@ class CommitLogVerifier:
                 )
 
     def _table(self, infos: list[FileInfo]) -> RecordTable:
+        self.hints = None  # the scan is done: its hints need not be held beside the table
+        self.keys.finish()
         parts = self.parts
         position = parts.column("position")
         total = parts.column("total_size")
@@ -459,16 +574,15 @@ class CommitLogVerifier:
             queue_id=parts.column("queue_id"),
             queue_offset=parts.column("queue_offset"),
             sys_flag=parts.column("sys_flag"),
-            store_timestamp=parts.column("store_timestamp"),
             topic_id=parts.column("topic_id"),
             tags_code=parts.column("tags_code"),
             topics=topics,
-            key_record=parts.column("key_record", np.int32 if parts.count < 2**31 else np.int64),
-            key_hash=parts.column("key_hash"),
+            keys=self.keys,
             files=infos,
             valid_end=valid_end,
             bytes=int(total.sum()) if len(total) else 0,
             crc_checked=self.crc_checked,
+            max_store_timestamp=self.max_store_timestamp,
         )
 
 

@@ -118,3 +118,22 @@ def give_back_free_memory() -> None:
 
 
 _TRIM = None
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+_MMAP_FROM = 1 << 20
+
+
+def map_large_blocks() -> None:
+    """Have glibc give every block of 1 MiB or more its own mapping, unmapped when freed.
+
+    By default glibc raises its mmap threshold (up to 32 MiB) each time such a block is freed, so
+    the arrays of later checks come from its heap and stay in the RSS once freed, until trimmed;
+    a fixed threshold returns them to the system at once. Nothing where there is no glibc.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM)

@@ -87,7 +87,7 @@ def check_index(
     end, or after an unclean shutdown where its recovery starts), indexing what follows.
     """
     keys = _Keys(table)
-    found = np.zeros(len(table.key_record), dtype=bool)  # keys seen in some index file
+    found = np.zeros(len(table.keys), dtype=bool)  # keys seen in some index file
     checked = 0
     for f in files:
         count = _check_header(f, p, abort, index_msg_timestamp)
@@ -239,23 +239,25 @@ class _Keys:
         index file), or ``None``."""
         n = entries.n
         t = self.table
-        if n == 0 or not len(t.key_record):
+        keys = t.keys
+        if n == 0 or not len(keys):
             return None
         row = int(t.locate(entries.run("phy_offset", 0, 1))[0])
         if row < 0:
             return None
-        lo, hi = np.searchsorted(t.key_record, [row, row + 1])
-        match = np.flatnonzero(t.key_hash[lo:hi] == key_hash[0])
+        lo, hi = keys.first_of(row), keys.first_of(row + 1)
+        match = np.flatnonzero(keys.hashes(lo, hi) == key_hash[0])
         if not len(match):
             return None
         k0 = int(lo + match[0])
-        if k0 + n > len(t.key_record):
+        if k0 + n > len(keys):
             return None
-        if not np.array_equal(t.key_hash[k0 : k0 + n], key_hash):
-            return None
-        for lo, hi in entries.runs():  # the records' offsets and the entries', a run at a time
+        for lo, hi in entries.runs():  # the keys' hashes and the entries', a run at a time
+            if not np.array_equal(keys.hashes(k0 + lo, k0 + hi), key_hash[lo:hi]):
+                return None
+        for lo, hi in entries.runs():  # the records' offsets and the entries'
             if not np.array_equal(
-                t.position[t.key_record[k0 + lo : k0 + hi]], entries.run("phy_offset", lo, hi)
+                t.position[keys.records(k0 + lo, k0 + hi)], entries.run("phy_offset", lo, hi)
             ):
                 return None
         return k0
@@ -264,7 +266,7 @@ class _Keys:
         """Key codes sorted, the key of each, and the first sorted position of each code's group."""
         if self._order is None:
             t = self.table
-            code = (t.key_record.astype(np.int64) << _KEY_BITS) | t.key_hash  # (record, key hash)
+            code = (t.keys.records() << _KEY_BITS) | t.keys.hashes()  # (record, key hash)
             self._order = np.argsort(code, kind="stable")
             ordered = code[self._order]
             new = np.ones(len(ordered), dtype=bool)
@@ -280,7 +282,6 @@ def _chains_sound(
     """Whether the slot table and links are exactly those ``putKey`` leaves: links go to an older
     entry of the same slot, each entry is linked once, and the slots hold just the chain heads."""
     n = entries.n
-    slot = fmt.slot_of(key_hash, slots_num)
     seen = np.zeros(n + 1, dtype=bool)  # entries some other entry links to
     links = 0
     for lo, hi in entries.runs():  # a run of entries at a time: no whole-file temporaries
@@ -289,7 +290,9 @@ def _chains_sound(
             return False  # entry i + 1 links to 0 (none) or to an entry before it
         linked = p > 0
         targets = p[linked]
-        if np.any(slot[targets - 1] != slot[lo:hi][linked]):
+        if np.any(
+            fmt.slot_of(key_hash[targets - 1], slots_num) != fmt.slot_of(key_hash[lo:hi][linked], slots_num)
+        ):
             return False
         seen[targets] = True
         links += len(targets)
@@ -299,7 +302,7 @@ def _chains_sound(
     for lo, hi in entries.runs():
         heads = np.flatnonzero(~seen[1 + lo : 1 + hi]) + lo  # entries nothing links to: chain heads
         heads_count += len(heads)
-        if not np.array_equal(raw_slots[slot[heads]].astype(np.int64), heads + 1):
+        if not np.array_equal(raw_slots[fmt.slot_of(key_hash[heads], slots_num)].astype(np.int64), heads + 1):
             return False
     return heads_count == used_count
 
@@ -438,32 +441,37 @@ def _coverage(
     unclean start deletes the index files written after the checkpoint, ``IndexService.load``, and
     re-indexes only from where its recovery starts): they are counted as not covered (a warning).
     """
-    # masks of the records, spread over their keys (``rec``): no per-key copy of a record column
-    rec = table.key_record
+    # masks of the records, spread over their keys a run of keys at a time
     pos = table.position
     is_indexed = (table.sys_flag & cl_fmt.TRANSACTION_MASK) != cl_fmt.TransactionType.ROLLBACK
     is_indexed &= pos >= cl_min
     if topic is not None:
         tid = table.topics.index(topic) if topic in table.topics else -1
         is_indexed &= table.topic_id == tid
-    indexed = is_indexed[rec]
-    early = (pos < reindex_from)[rec]
-    lost = indexed & ~found & early  # a broker never indexes these again
+    early = pos < reindex_from
     if not files:
-        _uncovered(table, p, rec[lost], "no index file: the index does not cover {what}")
+        lost = _key_rows(table, lambda rec, found: is_indexed[rec] & ~found & early[rec], found)
+        _uncovered(table, p, lost, "no index file: the index does not cover {what}")
         return
     begin = max(files[0].header.begin_phy_offset, cl_min)
     end = max(f.header.end_phy_offset for f in files)
-    before, after = (pos < begin)[rec], (pos > end)[rec]
+    before, after = pos < begin, pos > end
+    lost_before, lost_after, later, missing = _key_rows(
+        table,
+        lambda rec, found: (
+            is_indexed[rec] & ~found & early[rec] & before[rec],
+            is_indexed[rec] & ~found & early[rec] & after[rec],
+            is_indexed[rec] & after[rec] & ~early[rec],
+            is_indexed[rec] & ~before[rec] & ~after[rec] & ~found,
+        ),
+        found,
+    )
     where = f"before the first index file's beginPhyOffset {begin}"
-    _uncovered(table, p, rec[lost & before], "the index does not cover {what} " + where)
+    _uncovered(table, p, lost_before, "the index does not cover {what} " + where)
     where = f"after the last index file's endPhyOffset {end} (a broker dispatches from {reindex_from} on)"
-    _uncovered(table, p, rec[lost & after], "the index does not cover {what} " + where)
-    later = indexed & after & ~early
-    want = indexed & ~before & ~after
-    missing = np.flatnonzero(want & ~found)
-    if later.any():
-        late = np.sort(rec[later])
+    _uncovered(table, p, lost_after, "the index does not cover {what} " + where)
+    if len(later):
+        late = np.sort(later)
         first = int(late[0])
         n = int(np.count_nonzero(np.diff(late))) + 1
         path, at = _record_place(table, first)
@@ -475,7 +483,24 @@ def _coverage(
             f"file's endPhyOffset {end}: not indexed yet (the broker indexes them when it dispatches them)",
         )
     if len(missing):
-        _missing_keys(table, p, rec[missing], abort)
+        _missing_keys(table, p, missing, abort)
+
+
+def _key_rows(table: RecordTable, select: Callable, found: np.ndarray):
+    """The record of each key that ``select(records, found)`` picks, a run of keys at a time; with
+    a tuple of masks, one array per mask (in key order, as masks over all keys would give)."""
+    picked: list[list[np.ndarray]] = []
+    single = False
+    for lo, hi in list(table.keys.runs()) or [(0, 0)]:
+        rec = table.keys.records(lo, hi)
+        masks = select(rec, found[lo:hi])
+        single = not isinstance(masks, tuple)
+        masks = (masks,) if single else masks
+        picked = picked or [[] for _ in masks]
+        for got, mask in zip(picked, masks, strict=True):
+            got.append(rec[mask])
+    joined = [np.concatenate(got) for got in picked]
+    return joined[0] if single else tuple(joined)
 
 
 def _missing_keys(table: RecordTable, p: Collector, key_records: np.ndarray, abort: bool) -> None:

@@ -250,6 +250,18 @@ def check_units(
     return covered, checked
 
 
+_UNITS_AT_ONCE = 1 << 18  # units of a queue joined with their records at once
+_UNIT_KINDS = (
+    "cq-past-end",
+    "cq-bad-offset",
+    "cq-size-mismatch",
+    "cq-wrong-queue",
+    "cq-offset-mismatch",
+    "cq-tags-mismatch",
+    "cq-not-dispatchable",
+)
+
+
 def _check_queue(
     q: QueueUnits,
     table: RecordTable,
@@ -259,29 +271,53 @@ def _check_queue(
     topic_ids: dict[str, int],
     delay_levels_known: bool,
 ) -> int:
-    """``check_units`` of one queue; marks the records its correct units cover in ``covered``;
-    returns its units."""
-    if not len(q.offset):
-        return 0
-    live = np.flatnonzero(q.offset >= cl_min)  # units below the CommitLog minimum have expired
+    """``check_units`` of one queue, ``_UNITS_AT_ONCE`` units at a time; marks the records its
+    correct units cover in ``covered``; returns its units."""
+    n = len(q.offset)
+    tid = topic_ids.get(q.topic, -1)
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for lo in range(0, n, _UNITS_AT_ONCE):
+        for kind, rows in _check_run(q, table, lo, min(lo + _UNITS_AT_ONCE, n), cl_min, covered, tid):
+            found.setdefault(kind, []).append(rows)
+    bad = {
+        kind: (np.concatenate([u for u, _ in found[kind]]), np.concatenate([r for _, r in found[kind]]))
+        for kind in _UNIT_KINDS
+        if kind in found
+    }
+    wrong_tags = bad.get("cq-tags-mismatch")
+    if q.topic == SCHEDULE_TOPIC and not delay_levels_known and wrong_tags is not None:
+        _unknown_levels(p, q, table, *wrong_tags)
+        del bad["cq-tags-mismatch"]
+    _report_units(p, q, table, bad)
+    return n
+
+
+def _check_run(
+    q: QueueUnits, table: RecordTable, lo: int, hi: int, cl_min: int, covered: np.ndarray, tid: int
+) -> list[tuple[str, tuple[np.ndarray, np.ndarray]]]:
+    """Units ``lo`` to ``hi`` of ``q`` joined with their records: the bad ones by kind (their unit
+    rows and record rows, -1 where none), in ``_UNIT_KINDS`` order."""
+    live = np.flatnonzero(q.offset[lo:hi] >= cl_min) + lo  # units below the CommitLog minimum expired
     if not len(live):
-        return len(q.offset)
+        return []
     off, size = q.offset[live], q.size[live]
     past = off + size > table.valid_end
     rec = table.locate(off)
+    del off, size
     bad_offset = (rec < 0) & ~past
-    if not len(table):  # no record at all (e.g. an empty CommitLog): every unit points at nothing
-        _report_units(p, q, table, live, rec, {"cq-past-end": past, "cq-bad-offset": bad_offset})
-        return len(q.offset)
-    r = np.maximum(rec, 0)
-    masks, dispatched = _judge_units(q, table, live, r, rec >= 0, topic_ids.get(q.topic, -1))
-    covered[r[dispatched]] = True
-    wrong_tags = masks["cq-tags-mismatch"]
-    if q.topic == SCHEDULE_TOPIC and not delay_levels_known and wrong_tags.any():
-        _unknown_levels(p, q, table, live, r, wrong_tags)
-        masks["cq-tags-mismatch"] = np.zeros_like(wrong_tags)
-    _report_units(p, q, table, live, r, {"cq-past-end": past, "cq-bad-offset": bad_offset, **masks})
-    return len(q.offset)
+    masks = {"cq-past-end": past, "cq-bad-offset": bad_offset}
+    if len(table):  # else no record at all (e.g. an empty CommitLog): every unit points at nothing
+        found = rec >= 0
+        rec = np.maximum(rec, 0)
+        judged, dispatched = _judge_units(q, table, live, rec, found, tid)
+        covered[rec[dispatched]] = True
+        masks.update(judged)
+    out = []
+    for kind, mask in masks.items():
+        rows = np.flatnonzero(mask)
+        if len(rows):
+            out.append((kind, (live[rows], rec[rows])))
+    return out
 
 
 def _judge_units(
@@ -314,22 +350,22 @@ def _judge_units(
 
 
 def _unknown_levels(
-    p: Collector, q: QueueUnits, table: RecordTable, live: np.ndarray, rec: np.ndarray, wrong: np.ndarray
+    p: Collector, q: QueueUnits, table: RecordTable, units: np.ndarray, recs: np.ndarray
 ) -> None:
-    """One warning for the delayed units whose delivery time the default delay levels do not give."""
-    rows = np.flatnonzero(wrong)
-    delays = np.unique(q.tags[live[rows]] - table.store_timestamp[rec[rows]])
+    """One warning for the delayed units (rows ``units``, their records ``recs``) whose delivery
+    time the default delay levels do not give."""
+    delays = np.unique(q.tags[units] - table.store_timestamps(recs))
     level = q.queue_id + 1
     default = fmt.DEFAULT_DELAY_MILLIS
     expected = f"{default[level - 1]} ms" if 0 < level <= len(default) else "none (no such default level)"
     shown = ", ".join(f"{int(d)} ms" for d in delays[:3]) + (", ..." if len(delays) > 3 else "")
-    j = int(live[rows[0]])
+    j = int(units[0])
     mf = q.cq.files[int(q.file_no[j])]
     p.warning(
         "cq-delay-levels",
         mf.path,
         int(q.index[j]) * CQ_UNIT_SIZE - mf.from_offset,
-        f"{len(rows)} unit(s) of delay level {level} have a tagsCode (delivery time) of store time + "
+        f"{len(units)} unit(s) of delay level {level} have a tagsCode (delivery time) of store time + "
         f"{shown}, the default messageDelayLevel gives {expected}: the broker was configured with other "
         "delay levels, unknown without --config; pass its broker.conf to check them",
     )
@@ -356,19 +392,14 @@ def _unit_message(kind: str, q: QueueUnits, j: int, table: RecordTable, r: int) 
 
 
 def _report_units(
-    p: Collector,
-    q: QueueUnits,
-    table: RecordTable,
-    live: np.ndarray,
-    rec: np.ndarray,
-    masks: dict[str, np.ndarray],
+    p: Collector, q: QueueUnits, table: RecordTable, bad: dict[str, tuple[np.ndarray, np.ndarray]]
 ) -> None:
-    for kind, mask in masks.items():
-        for i in np.flatnonzero(mask).tolist():
-            j = int(live[i])
+    """The bad units by kind: (unit rows, record rows)."""
+    for kind, (units, recs) in bad.items():
+        for j, r in zip(units.tolist(), recs.tolist(), strict=True):
             mf = q.cq.files[int(q.file_no[j])]
             at = int(q.index[j]) * CQ_UNIT_SIZE - mf.from_offset
-            p.error(kind, mf.path, at, _unit_message(kind, q, j, table, int(rec[i])))
+            p.error(kind, mf.path, at, _unit_message(kind, q, j, table, r))
 
 
 def check_coverage(
