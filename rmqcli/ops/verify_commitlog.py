@@ -35,7 +35,7 @@ _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
 _CRC_MASK = 0x7FFFFFFF
 _WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
-_WINDOW = 32 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
+_WINDOW = 16 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
 
 
 @dataclass

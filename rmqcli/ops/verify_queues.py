@@ -93,7 +93,7 @@ def queue_hints(queues: list[QueueUnits]) -> np.ndarray:
 
 
 def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size: int) -> QueueUnits:
-    parts: list[tuple[np.ndarray, ...]] = []
+    parts: list[list[np.ndarray]] = []
     prev = None
     seen_real = False
     stopped = False
@@ -116,15 +116,15 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
         first = mf.from_offset // CQ_UNIT_SIZE
         idx = np.arange(first, first + valid, dtype=np.int64)
         offset = units["commitlog_offset"][:valid].astype(np.int64)
-        size = units["size"][:valid].astype(np.int64)
+        size = units["size"][:valid].astype(np.int32)
         filler = (offset == 0) & (size == FILLER_SIZE)
         _check_fillers(mf, filler, seen_real, p)
         if valid:
             seen_real = seen_real or not filler.all()
         keep = ~filler
         tags = units["tags_code"][:valid][keep].astype(np.int64)
-        owner = np.full(int(keep.sum()), n, dtype=np.int64)
-        parts.append((idx[keep], offset[keep], size[keep], tags, owner))
+        owner = np.full(int(keep.sum()), n, dtype=np.int32)
+        parts.append([idx[keep], offset[keep], size[keep], tags, owner])
         max_offset = first + valid
         if valid * CQ_UNIT_SIZE < mf.size and n < len(cq.files) - 1:
             stopped = True
@@ -137,14 +137,25 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
             )
     if prev is not None:
         prev.release()
-    cols = [np.concatenate(c) if c else np.empty(0, dtype=np.int64) for c in zip(*parts, strict=True)] or [
-        np.empty(0, dtype=np.int64)
-    ] * 5
+    cols = [_join(parts, c, dtype) for c, dtype in enumerate(_COLUMN_TYPES)]
     offsets, sizes = cols[1], cols[2]
     max_physic = int(offsets[-1] + sizes[-1]) if len(offsets) else -1
     return QueueUnits(
         topic, qid, cq, cols[0], offsets, sizes, cols[3], cols[4], max_offset, max_physic, file_size
     )
+
+
+# index, offset, size (an int32 in the unit), tagsCode, file number
+_COLUMN_TYPES = (np.int64, np.int64, np.int32, np.int64, np.int32)
+
+
+def _join(parts: list[list[np.ndarray]], c: int, dtype) -> np.ndarray:
+    """Column ``c`` of the per-file ``parts`` joined; the parts' pieces are let go as they are
+    joined, so that a queue's units are not held twice."""
+    pieces = [part[c] for part in parts]
+    for part in parts:
+        part[c] = pieces[0][:0]
+    return np.concatenate(pieces, dtype=dtype) if pieces else np.empty(0, dtype=dtype)
 
 
 def _check_file_place(mf: MappedFile, prev: MappedFile | None, file_size: int, p: Collector) -> None:
