@@ -30,6 +30,7 @@ given are read off the store's files; the plan notes a default assumed for want 
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from pathlib import Path
 
 from formats import commitlog as fmt
 from rmqcli.errors import CorruptDataError
-from rmqcli.ops import unsafe_topics
+from rmqcli.ops import recover_bulk, unsafe_topics
 from rmqcli.ops.rebuild import IndexScan, rebuild_namer, repair_settings, scan_index, size_notes
 from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
@@ -45,10 +46,14 @@ from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.mapped import MappedFile
+from rmqcli.store.naming import is_index_name
 from rmqcli.store.read.commitlog import Record, RecordError, classify_tail, decode_record
+from rmqcli.store.scan.fastdispatch import FastDispatcher
 from rmqcli.store.sparse import same_tree
 from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 from rmqcli.store.write.dispatch import Dispatcher, UnsafeTopic, note_unsafe
+
+log = logging.getLogger(__name__)
 
 STAGING_NAME = "recover"
 NORMAL_START_FROM_LAST = 3  # recoverNormally starts at the third-last file
@@ -248,23 +253,35 @@ def _salvage(
 
 
 def stage_recover(
-    store: Store, *, mode: str | None = None, check_crc: bool | None = None, salvage: bool = False
+    store: Store,
+    *,
+    mode: str | None = None,
+    check_crc: bool | None = None,
+    salvage: bool = False,
+    bulk: bool = True,
 ) -> RecoverResult:
     """Work out the recovered store in ``STORE/.rmq-staging/recover`` and plan the change.
 
     ``salvage``: replace bad records by tombstones instead of ending the CommitLog at the first
     one (``rmqcli.ops.salvage``); the queues with units pointing at them are re-dispatched from there.
+    ``bulk``: walk and dispatch whole windows of records at once (``rmqcli.ops.recover_bulk``) where
+    that gives the same result; ``False``: record by record throughout.
     """
     abnormal = store.abort_exists if mode is None else mode == "abnormal"
     scan = scan_index(store)
     try:
-        return _stage_recover(store, scan, abnormal, check_crc, salvage)
+        if bulk and not salvage:
+            try:
+                return _stage_recover(store, scan, abnormal, check_crc, salvage, bulk=True)
+            except recover_bulk.Irregular as exc:
+                log.info("recovery goes record by record: %s", exc)
+        return _stage_recover(store, scan, abnormal, check_crc, salvage, bulk=False)
     finally:
         scan.close()
 
 
 def _stage_recover(
-    store: Store, scan: IndexScan, abnormal: bool, check_crc: bool | None, salvage: bool
+    store: Store, scan: IndexScan, abnormal: bool, check_crc: bool | None, salvage: bool, *, bulk: bool
 ) -> RecoverResult:
     settings = repair_settings(store, scan)
     check = settings.check_crc_on_recover if check_crc is None else check_crc
@@ -285,57 +302,127 @@ def _stage_recover(
     if store.consumequeue_dir.is_dir():
         shutil.copytree(store.consumequeue_dir, staged / CONSUMEQUEUE_DIR)
     reindex_from = _stage_index(store, scan, staged, abnormal, cp, min(fills, default=None), notes)
-    dispatcher = Dispatcher(staged, settings, rebuild_namer)
+    if bulk and (fills or reindex_from is not None or not FastDispatcher.supports(settings)):
+        raise recover_bulk.Irregular("salvaged records or a damaged index file")
+    dispatcher = Dispatcher(staged, settings, rebuild_namer, index=not bulk)
     dispatcher.load()
-    loaded_index_ts = dispatcher.index.completed_end_timestamp
-    max_cq = dispatcher.max_physic_offset
-    for fill in sorted(fills.values(), key=lambda f: f.position):
-        _cut_queues(dispatcher, fill.position, fill.queues)
+    fast = _resumed_index(staged, settings) if bulk else None
+    try:
+        loaded_index_ts = fast.completed_end_timestamp if fast else dispatcher.index.completed_end_timestamp
+        max_cq = dispatcher.max_physic_offset
+        for fill in sorted(fills.values(), key=lambda f: f.position):
+            _cut_queues(dispatcher, fill.position, fill.queues)
 
-    # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below)
-    count = [0]
+        # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below)
+        in_walk = abnormal and not fills and reindex_from is None  # else the reput below dispatches, in order
+        if fast is not None:
+            stop, count = _walk_in_bulk(store, start, check, dispatcher, fast, in_walk)
+        else:
+            stop, count = _walk_each(store, start, check, dispatcher, in_walk, salvager, fills)
+        previous_end = store.commitlog.max_offset()
+        end = stop.end
+        _plan_commitlog(store, end, actions, notes, stop)
 
-    def dispatch(rec: Record) -> None:
-        dispatcher.dispatch_record(rec)
-        count[0] += 1
-
-    def note(rec: Record) -> None:  # a walk that does not dispatch still notes unsafe topics
-        if fmt.is_dispatched_to_queue(rec.sys_flag):
-            note_unsafe(dispatcher.unsafe, rec.topic, rec.physical_offset, [rec.queue_id])
-
-    in_walk = abnormal and not fills and reindex_from is None  # else the reput below dispatches, in order
-    stop = walk(store, start, check, dispatch if in_walk else note, salvager, fills)
-    previous_end = store.commitlog.max_offset()
-    end = stop.end
-    _plan_commitlog(store, end, actions, notes, stop)
-
-    # 5. consume-queue units past the end; 6. reput
-    if max_cq >= end:
-        _cut_queues(dispatcher, end)
-    reput_from = max(dispatcher.max_physic_offset, store.commitlog.min_offset, 0)
-    if not in_walk and (fills or reindex_from is not None):
-        walked_from = store.commitlog.files[start].from_offset if abnormal else None
-        reput_from = _first_lacking(reput_from, walked_from, fills, reindex_from)
-    for rec in reput_records(store, reput_from, end, fills, notes):
-        if rec.physical_offset >= reput_from:
-            dispatch(rec)
-    dispatcher.flush()
-    checkpoint = _recovered_checkpoint(cp, dispatcher, loaded_index_ts)
-    dispatcher.close()
+        # 5. consume-queue units past the end; 6. reput
+        if max_cq >= end:
+            _cut_queues(dispatcher, end)
+        reput_from = max(dispatcher.max_physic_offset, store.commitlog.min_offset, 0)
+        if not in_walk and (fills or reindex_from is not None):
+            walked_from = store.commitlog.files[start].from_offset if abnormal else None
+            reput_from = _first_lacking(reput_from, walked_from, fills, reindex_from)
+        if fast is not None:
+            count += _reput_in_bulk(store, start, reput_from, end, dispatcher, fast)
+        else:
+            for rec in reput_records(store, reput_from, end, fills, notes):
+                if rec.physical_offset >= reput_from:
+                    dispatcher.dispatch_record(rec)
+                    count += 1
+        dispatcher.flush()
+    finally:
+        dispatcher.close()
+        if fast is not None:
+            fast.close()
+    index_ts = fast.completed_end_timestamp if fast else dispatcher.index.completed_end_timestamp
+    checkpoint = _recovered_checkpoint(cp, dispatcher.logics_msg_timestamp, index_ts, loaded_index_ts)
 
     plan = Plan("recover", store.root, [], notes, outside_roots(store.root, store.commitlog_dirs))
     result = RecoverResult(plan, "abnormal" if abnormal else "normal", staged, end, previous_end)
-    result.dispatched = count[0]
+    result.dispatched = count
     result.checkpoint = checkpoint
     result.actions = actions
     result.fills = sorted(fills.values(), key=lambda f: f.position)
     result.unsafe = dict(dispatcher.unsafe)
+    if fast is not None:
+        result.unsafe.update(fast.unsafe)
     notes += [_salvage_note(store, fill, start) for fill in result.fills]
     _plan_staged(store, result)
     swapped = {step.path for step in plan.steps if step.action == "replace-dir"}
     notes += size_notes(store, settings, CONSUMEQUEUE_DIR in swapped, INDEX_DIR in swapped, scan)
     unsafe_topics.report(plan, store, result.unsafe)
     return result
+
+
+def _walk_each(
+    store: Store,
+    start: int,
+    check: bool,
+    dispatcher: Dispatcher,
+    in_walk: bool,
+    salvager: Salvager | None,
+    fills: dict[int, Fill],
+) -> tuple[WalkEnd, int]:
+    """The walk record by record: each record dispatched (``in_walk``) or its unsafe topic noted."""
+    count = 0
+
+    def dispatch(rec: Record) -> None:
+        nonlocal count
+        dispatcher.dispatch_record(rec)
+        count += 1
+
+    def note(rec: Record) -> None:  # a walk that does not dispatch still notes unsafe topics
+        if fmt.is_dispatched_to_queue(rec.sys_flag):
+            note_unsafe(dispatcher.unsafe, rec.topic, rec.physical_offset, [rec.queue_id])
+
+    stop = walk(store, start, check, dispatch if in_walk else note, salvager, fills)
+    return stop, count
+
+
+def _resumed_index(staged: Path, settings) -> FastDispatcher:
+    """The index dispatch of the bulk path, going on from the index files the recovery keeps."""
+    fast = FastDispatcher(staged, settings, rebuild_namer, consume_queues=False)
+    kept = sorted(p for p in (staged / INDEX_DIR).iterdir() if is_index_name(p.name))
+    fast.resume_index(kept)
+    return fast
+
+
+def _walk_in_bulk(
+    store: Store, start: int, check: bool, dispatcher: Dispatcher, fast: FastDispatcher, in_walk: bool
+) -> tuple[WalkEnd, int]:
+    """``_walk_each`` in bulk (``rmqcli.ops.recover_bulk``)."""
+    sink = recover_bulk.BulkDispatch(dispatcher, fast) if in_walk else None
+
+    def note(batch, n: int) -> None:
+        for i in recover_bulk.unsafe_rows(batch, n).tolist():
+            note_unsafe(dispatcher.unsafe, batch.topics[batch.topic_index[i]], int(batch.position[i]),
+                        [int(batch.queue_id[i])])  # fmt: skip
+
+    hints = store.record_offsets()
+    stop = recover_bulk.walk(store, start, check, _check, sink, note, hints)
+    return WalkEnd(stop.end, stop.reason), sink.count if sink is not None else 0
+
+
+def _reput_in_bulk(
+    store: Store, start: int, reput_from: int, end: int, dispatcher: Dispatcher, fast: FastDispatcher
+) -> int:
+    """The reput in bulk over records the walk checked (it started in file ``start``)."""
+    if reput_from >= end:
+        return 0
+    files = store.commitlog.files
+    if not files or reput_from < files[start].from_offset:
+        raise recover_bulk.Irregular("the reput starts before the records the walk checked")
+    sink = recover_bulk.BulkDispatch(dispatcher, fast)
+    recover_bulk.reput(store, reput_from, end, sink)
+    return sink.count
 
 
 def _first_lacking(
@@ -374,12 +461,11 @@ def _cut_queues(dispatcher: Dispatcher, end: int, keys: Iterable[tuple[str, int]
             path.unlink()
 
 
-def _recovered_checkpoint(cp: Checkpoint, dispatcher: Dispatcher, loaded_index_ts: int) -> Checkpoint:
+def _recovered_checkpoint(cp: Checkpoint, logics_ts: int, index_ts: int, loaded_index_ts: int) -> Checkpoint:
     """The checkpoint after the dispatch: logics and index timestamps follow what was dispatched."""
-    index_ts = dispatcher.index.completed_end_timestamp
     return Checkpoint(
         cp.physic_msg_timestamp,
-        dispatcher.logics_msg_timestamp or cp.logics_msg_timestamp,
+        logics_ts or cp.logics_msg_timestamp,
         index_ts if index_ts != loaded_index_ts else cp.index_msg_timestamp,
         cp.master_flushed_offset,
         cp.confirm_phy_offset,

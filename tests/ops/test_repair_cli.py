@@ -107,12 +107,12 @@ STAGING_FAILS = r"""
 import sys
 from rmqcli.cli.main import run
 from rmqcli.errors import CorruptDataError
-from rmqcli.ops import recover
+from rmqcli.ops import recover, recover_bulk
 
 def walk(*args, **kwargs):
     raise CorruptDataError("staging failed half-way")
 
-recover.walk = walk
+recover.walk = recover_bulk.walk = walk
 run(["recover", sys.argv[1], *sys.argv[2:]])
 """
 

@@ -284,6 +284,26 @@ class FastDispatcher:
         """Geometries the bulk path handles (anything else stays with the per-record writers)."""
         return settings.max_index_num >= 2 and settings.max_hash_slot_num >= 1
 
+    def resume_index(self, paths: list[Path]) -> None:
+        """Go on from the index files already under ``root/index`` (``paths``, oldest first), as
+        ``IndexService.load`` then ``getAndCreateLastIndexFile`` do: entries go on into the last
+        file, or into a new one seeded from it when it is full. Each file must have this geometry."""
+        if not self.build_index or not paths:
+            return
+        for path in paths:
+            with open(path, "rb") as handle:
+                header = ifmt.HEADER_STRUCT.unpack(handle.read(ifmt.HEADER_SIZE))
+            if header[5] >= self.settings.max_index_num:  # IndexFile.isWriteFull
+                self.completed_end_timestamp = header[1]
+        last = paths[-1]
+        fd = os.open(last, os.O_RDWR)
+        slots = np.fromfile(last, dtype=_SLOT_INT, count=self.hash_slot_num, offset=ifmt.HEADER_SIZE)
+        begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = header
+        self._index = _IndexFile(
+            last, fd, slots.copy(), begin_ts, end_ts, begin_phy, end_phy, slot_count, max(index_count - 1, 0)
+        )
+        self.index_files = [p.name for p in paths]
+
     # --- one batch -----------------------------------------------------------------------------
     def dispatch(self, scan: propscan.Scan, rows: np.ndarray | None = None) -> int:
         """Dispatch ``rows`` of ``scan`` (increasing; all by default) in order; returns how many."""
