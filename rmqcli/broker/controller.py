@@ -89,7 +89,8 @@ class BrokerController:
             writer, sync_flush=config.sync_flush, flush_interval_ms=config.flush_interval_commit_log
         )
         self.topics = TopicConfigManager(writer, self._topics_changed)
-        self.groups = SubscriptionGroupManager(writer, config.auto_create_subscription_group, self.persist)
+        auto_group = config.auto_create_subscription_group  # a group created by a client: written behind
+        self.groups = SubscriptionGroupManager(writer, auto_group, self.persist_soon)
         self.offsets = ConsumerOffsetManager(writer)
         self.clients = ClientManager(self._notify_ids_changed)
         self.locks = LockManager()

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import concurrent.futures
 import logging
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +69,13 @@ class MessageStore:
         self._dirty = False
         self._dirty_full = False
         self._group_commit: asyncio.Future[None] | None = None  # the sends waiting for a flush
-        self._committer: asyncio.Task[None] | None = None  # the group commit's flushes, while wanted
-        self._commitlog_lock = asyncio.Lock()  # one CommitLog flush at a time
-        self._threads: set[asyncio.Future[None]] = set()  # flushes running in worker threads
-        self._queue_marks: dict[tuple[str, int], tuple[int, int]] = {}  # consume queue: (end, files) flushed
+        self._committing = False  # a CommitLog flush runs, or is about to start
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None  # the flush threads
+        self._threads: set[concurrent.futures.Future[None]] = set()  # flushes running in them
+        # each consume queue's (end, file count) at the last full flush
+        self._queue_marks: weakref.WeakKeyDictionary[ConsumeQueueWriter, tuple[int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._index_files = -1
         self.config_writer = ConfigWriter(writer.root / CONFIG_DIR)
         self._flushed_offset = 0  # CommitLog offset the last flush covered
@@ -181,39 +186,62 @@ class MessageStore:
                 log.exception("arrival listener failed")
 
     def flushed(self) -> asyncio.Future[None]:
-        """SYNC_FLUSH: a future done once everything appended so far is on disk (group commit: the
-        sends appended while a flush runs share the next one)."""
+        """A future done once everything appended so far is on disk: the result of a CommitLog flush
+        that starts after this call (``GroupCommitService``: the sends of one loop iteration share
+        a flush, those appended while it runs share the next). SYNC_FLUSH sends wait for it; the
+        periodic flushes use it too, so that one CommitLog flush runs at a time."""
         if self._group_commit is None:
             loop = asyncio.get_running_loop()
             self._group_commit = loop.create_future()
-            if self._committer is None:
-                self._committer = loop.create_task(self._group_commits())
+            if not self._committing:
+                self._committing = True
+                loop.call_soon(self._start_commit)
         return self._group_commit
-
-    async def _group_commits(self) -> None:
-        """``GroupCommitService``: one flush after another while sends wait for one. A send's future
-        is taken, under the CommitLog lock, in the same step as the flush's list of files, so the
-        flush that answers it started after its append."""
-        try:
-            while self._group_commit is not None:
-                async with self._commitlog_lock:
-                    future, self._group_commit = self._group_commit, None
-                    try:
-                        await self._sync_commitlog()
-                    except Exception as exc:  # a failed fsync answers FLUSH_DISK_TIMEOUT to the senders
-                        log.exception("group commit failed")
-                        if not future.done():
-                            future.set_exception(exc)
-                        continue
-                    if not future.done():
-                        future.set_result(None)
-        finally:
-            self._committer = None
 
     # --- flushing -----------------------------------------------------------------------------
     # The flushes run in worker threads (``fdatasync`` of each file by path releases the GIL; an
     # ``mmap.flush`` would hold it): what a flush covers is taken on the loop before it starts, and
-    # its bookkeeping (flushed offset, checkpoint) is written after it finished.
+    # its bookkeeping (flushed offset, checkpoint) is written after it finished. The CommitLog's
+    # flushes form one chain of callbacks (no task, no lock: each costs a thread's round trip and
+    # no more loop iterations than needed).
+    def _start_commit(self) -> None:
+        """Take the waiting future and the CommitLog's dirty files in one step, and flush them in a
+        worker thread; done at once when nothing was appended since the last flush finished."""
+        future, self._group_commit = self._group_commit, None
+        if future is None:
+            self._committing = False
+            return
+        taken = self._take_commitlog()
+        if taken is None:
+            if not future.done():
+                future.set_result(None)
+            self._start_commit()  # nothing waits now: ends the chain
+            return
+        sync, end, count = taken
+        loop = asyncio.get_running_loop()
+        work = self._submit(sync)
+
+        def finished(done: concurrent.futures.Future[None]) -> None:  # in the worker thread
+            loop.call_soon_threadsafe(self._commit_done, done, future, end, count)
+
+        work.add_done_callback(finished)
+
+    def _commit_done(
+        self, work: concurrent.futures.Future[None], future: asyncio.Future[None], end: int, count: int
+    ) -> None:
+        error = work.exception()
+        if error is None:
+            self._flushed_offset = max(self._flushed_offset, end)
+            self._flushed_files = count
+            if not future.done():
+                future.set_result(None)
+        else:  # a failed fsync answers FLUSH_DISK_TIMEOUT to the senders; flushed again next time
+            self._dirty = True
+            log.error("flush of the CommitLog failed: %s", error)
+            if not future.done():
+                future.set_exception(error)
+        self._start_commit()  # the sends appended meanwhile, if any
+
     def _take_commitlog(self) -> tuple[Callable[[], None], int, int] | None:
         """What ``MappedFileQueue.flush`` would sync now: the files written since the last flush
         (normally just the last one), and the directory when a file was created or removed since;
@@ -236,32 +264,23 @@ class MessageStore:
 
         return sync, end, len(files)
 
-    async def _sync_commitlog(self) -> None:
-        """The CommitLog flush in a worker thread; the caller holds ``_commitlog_lock``. Everything
-        appended before the call is on disk when it returns."""
-        taken = self._take_commitlog()
-        if taken is None:
-            return
-        sync, end, count = taken
-        try:
-            await self._in_thread(sync)
-        except BaseException:
-            self._dirty = True  # flushed again next time
-            raise
-        self._flushed_offset = max(self._flushed_offset, end)
-        self._flushed_files = count
-
     async def sync_commitlog(self) -> None:
-        """``FlushRealTimeService``'s flush (ASYNC_FLUSH), off the loop, one at a time."""
-        async with self._commitlog_lock:
-            await self._sync_commitlog()
+        """``FlushRealTimeService``'s flush (ASYNC_FLUSH), off the loop: what was appended before
+        the call is on disk when it returns."""
+        await asyncio.shield(self.flushed())
+
+    def _submit(self, work: Callable[[], None]) -> concurrent.futures.Future[None]:
+        """``work`` in one of the store's flush threads; ``settle`` waits for it."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="flush")
+        done = self._executor.submit(work)
+        self._threads.add(done)
+        done.add_done_callback(self._threads.discard)
+        return done
 
     async def _in_thread(self, work: Callable[[], None]) -> None:
-        """``work`` in a worker thread; ``settle`` waits for it even when the caller is cancelled."""
-        future = asyncio.ensure_future(asyncio.to_thread(work))
-        self._threads.add(future)
-        future.add_done_callback(self._threads.discard)
-        await asyncio.shield(future)
+        """``work`` in a flush thread; ``settle`` waits for it even when the caller is cancelled."""
+        await asyncio.shield(asyncio.wrap_future(self._submit(work)))
 
     def flush_commitlog(self) -> None:
         """The CommitLog flush on the calling thread."""
@@ -319,9 +338,8 @@ class MessageStore:
         before the flushes start: what is appended meanwhile is left to the next checkpoint."""
         self.catch_up()
         stamps = self.writer.checkpoint  # dispatches what waits, then reads the three times
-        async with self._commitlog_lock:
-            self._dirty = True  # even so: a slave's CommitLog is written by its HA appender
-            await self._sync_commitlog()
+        self._dirty = True  # even so: a slave's CommitLog is written by its HA appender
+        await self.sync_commitlog()
         await self._in_thread(self._take_queues())
         path = self.writer.root / CHECKPOINT_FILE
         await self._in_thread(lambda: _write_checkpoint(path, stamps))
@@ -332,13 +350,13 @@ class MessageStore:
         paths: list[Path] = []
         directories: list[Path] = []
         marks = self._queue_marks
-        for key, cq in self.writer.dispatcher.cqs.items():
+        for cq in self.writer.dispatcher.cqs.values():
             files = cq.files.files
             mark = (cq.files.max_offset, len(files))
-            seen = marks.get(key)
+            seen = marks.get(cq)
             if seen == mark:
                 continue
-            marks[key] = mark
+            marks[cq] = mark
             since = seen[0] if seen is not None else 0
             start = bisect.bisect_right(files, since, key=lambda f: f.from_offset) - 1
             paths.extend(f.path for f in files[max(start, 0) :])
@@ -360,11 +378,12 @@ class MessageStore:
 
     async def settle(self) -> None:
         """Wait for the flushes and config writes under way (shutdown, before ``close``)."""
-        while self._committer is not None or self._threads:
-            if self._committer is not None:
-                await asyncio.gather(asyncio.shield(self._committer), return_exceptions=True)
-            if self._threads:
-                await asyncio.gather(*self._threads, return_exceptions=True)
+        while self._committing or self._threads:
+            running = list(self._threads)
+            if running:
+                await asyncio.gather(*(asyncio.wrap_future(f) for f in running), return_exceptions=True)
+            else:
+                await asyncio.sleep(0)  # the chain's next step is scheduled
         await self.config_writer.settle()
 
     # --- consume queues -----------------------------------------------------------------------
@@ -506,7 +525,11 @@ class MessageStore:
         return files[-1].end_timestamp, files[-1].end_phy_offset
 
     def close(self) -> None:
-        """Flush everything, persist config and close the writer (removes ``abort``)."""
+        """Flush everything, persist config and close the writer (removes ``abort``), once the
+        flush threads are done (``settle`` first, on the loop)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
         self.catch_up()
         self.writer.close()
 

@@ -14,6 +14,13 @@ The ASYNC_FLUSH sync-send row and the ceiling are each the fastest of three runs
 is printed beside it): on this shared host the same code moves by a quarter from one minute to the
 next, and the target is about what the broker can do, not about the slowest minute.
 
+Then the real 4.9.8 broker beside ``rmq serve`` (issue 20, item 6): for ASYNC_FLUSH and SYNC_FLUSH,
+both brokers up at once (same ``flushDiskType``, same 1 GiB CommitLog files), sync sends from one
+client thread alternating rmq, real, rmq, real, ... (the same message count for both), the fastest
+of the same number of runs each; the ratio rmq / real against its target (ASYNC_FLUSH >= 1.3x,
+SYNC_FLUSH >= 1.0x). Without Java 17 or the kit (``../shared/rocketmq-4.9.8``) these rows say
+"skipped: no Java 17".
+
 Run as ``python -m tests.bench.broker``; ``make bench`` calls it at the end. Figures are printed,
 never asserted; on a shared machine they move with the load of the other processes.
 """
@@ -34,6 +41,7 @@ from pathlib import Path
 
 TARGET_SYNC_SEND = 3_000  # msgs/s, a real 4.9.8 broker on a 2-core machine with the same client
 TARGET_DRAIN = 30_000  # msgs/s
+TARGET_VS_REAL = {"ASYNC_FLUSH": 1.3, "SYNC_FLUSH": 1.0}  # rmq sync send / the real broker's (item 6)
 SYNC_RUNS = 3  # the sync-send and ceiling rows: the fastest of this many runs (the host's speed moves)
 BODY = 1024
 TOPIC = "BenchTopic"
@@ -173,11 +181,7 @@ def serve(tmp: Path, name: str, flush: str, command: list[str] | None = None):  
 
 def server_cpu(server) -> float:  # type: ignore[no-untyped-def]
     """CPU seconds (user + system) the ``rmq serve`` process has used so far (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_cpu(server.proc.pid)
 
 
 def sync_row(tmp: Path, server, name: str, count: int, runs: int = 1) -> tuple[str, float, int, float]:  # type: ignore[no-untyped-def]
@@ -196,10 +200,80 @@ def sync_row(tmp: Path, server, name: str, count: int, runs: int = 1) -> tuple[s
     return name, seconds, count, cpu_s
 
 
+def sync_seconds(tmp: Path, namesrv: str, topic: str, count: int, pid: int | None) -> tuple[float, float]:
+    """``count`` sync sends from one client thread to ``topic``: (seconds, broker CPU seconds)."""
+    cpu = process_cpu(pid)
+    cmd = {"op": "sync", "namesrv": namesrv, "topic": topic, "count": count, "body": BODY}
+    seconds = client(tmp, cmd)["seconds"]
+    return seconds, process_cpu(pid) - cpu
+
+
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far (Linux /proc); NaN when unknown."""
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def versus_real(tmp: Path, flush: str, count: int, runs: int) -> list[str]:
+    """rmq serve beside the real 4.9.8 broker, both with ``flush``: the printed lines."""
+    from tests.bench.drain import pid_of
+    from tests.support.oracle import HAVE_JAVA, real_cluster
+
+    target = TARGET_VS_REAL[flush]
+    head = f"  sync send, one thread, {flush}, {count:,} messages, best of {runs} alternating runs"
+    if not HAVE_JAVA:
+        return [
+            head,
+            "    real 4.9.8: skipped: no Java 17",
+            f"    rmq / real: skipped: no Java 17 (target {target}x)",
+        ]
+    home = tmp / f"real-{flush}"
+    home.mkdir()
+    size = str(1 << 30)
+    server = serve(tmp, f"rmq-{flush}", flush)
+    try:
+        with real_cluster(home, flushDiskType=flush, mappedFileSizeCommitLog=size) as cluster:
+            time.sleep(1.5)  # the kit's README: give the broker a moment after "boot success"
+            real_pid = pid_of(str(home / "broker.conf"))
+            sides = {"rmq": (server.namesrv, server.proc.pid), "real": (cluster.namesrv, real_pid)}
+            results: dict[str, list[tuple[float, float]]] = {"rmq": [], "real": []}
+            for run in range(runs):
+                for name, (namesrv, pid) in sides.items():
+                    results[name].append(sync_seconds(tmp, namesrv, f"{TOPIC}Vs{run}", count, pid))
+    finally:
+        server.stop()
+    lines = [head]
+    best = {}
+    for name, measured in results.items():
+        seconds, cpu_s = min(measured)
+        best[name] = count / seconds
+        rates = ", ".join(f"{count / s:,.0f}" for s, _ in measured)
+        label = "rmq serve" if name == "rmq" else "real 4.9.8"
+        cpu = f"broker CPU {cpu_s / count * 1e6:5.0f} us/msg"
+        lines.append(f"    {label:<11} {best[name]:9,.0f} msgs/s   {cpu}   ({rates})")
+    ratio = best["rmq"] / best["real"]
+    verdict = "met" if ratio >= target else "missed"
+    lines.append(f"    rmq / real: {ratio:.2f}x (target {target}x: {verdict})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument(
+        "--only-real",
+        action="store_true",
+        help="only the rows beside the real 4.9.8 broker",
+    )
     args = parser.parse_args(argv)
+    if args.only_real:
+        real_main(args.count)
+        return
     n = args.count
     load_before = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-broker-"))
@@ -294,6 +368,24 @@ def main(argv: list[str] | None = None) -> None:
         f"{sync_rate / ceiling_rate:.2f}x of the rate of sends answered without being stored)"
     )
     print(f"  drain: target {TARGET_DRAIN:,} msgs/s ({drain_rate / TARGET_DRAIN:.2f}x of target)")
+    real_main(n)
+
+
+def real_main(n: int) -> None:
+    """The rows beside the real 4.9.8 broker: ASYNC_FLUSH with ``n`` sends a run, SYNC_FLUSH with a
+    quarter of them (as the SYNC_FLUSH row above)."""
+    load_before = os.getloadavg()[0]
+    tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-real-"))
+    lines: list[str] = []
+    try:
+        lines += versus_real(tmp, "ASYNC_FLUSH", n, SYNC_RUNS)
+        lines += versus_real(tmp, "SYNC_FLUSH", max(n // 4, 1000), SYNC_RUNS)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\nrmq serve beside the real 4.9.8 broker, {BODY}-byte bodies, C++ client rocketmq 0.4.4")
+    print(f"  load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
+    for line in lines:
+        print(line)
 
 
 if __name__ == "__main__":
