@@ -262,17 +262,58 @@ def versus_real(tmp: Path, flush: str, count: int, runs: int) -> list[str]:
     return lines
 
 
+def loop_stall(root: Path, megabytes: int = 256) -> tuple[float, float]:
+    """The longest gap a probe coroutine sees on the event loop while ``MessageStore`` flushes
+    ``megabytes`` of appended 1 KiB messages (CommitLog, consume queues, index, checkpoint) and
+    writes the config files: (longest gap in ms, seconds the flush took)."""
+    from rmqcli.broker.messagestore import MessageStore
+    from rmqcli.store.write.messages import Message
+    from rmqcli.store.write.writer import StoreWriter
+
+    async def go() -> tuple[float, float]:
+        store = MessageStore(StoreWriter(root))
+        body = b"x" * BODY
+        for i in range(megabytes * 1024):
+            store.put(Message(TOPIC, i % 4, body, {"KEYS": f"k{i}", "UNIQ_KEY": f"{i:032X}"}))
+        longest = 0.0
+        done = False
+
+        async def probe() -> None:
+            nonlocal longest
+            last = time.perf_counter()
+            while not done:
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                longest = max(longest, now - last)
+                last = now
+
+        prober = asyncio.ensure_future(probe())
+        await asyncio.sleep(0.01)
+        started = time.perf_counter()
+        store.persist_config_soon()
+        await store.sync_commitlog()
+        await store.flush_with_checkpoint()
+        await store.settle()
+        seconds = time.perf_counter() - started
+        done = True
+        await prober
+        store.close()
+        return longest * 1000, seconds
+
+    return asyncio.run(go())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
-    parser.add_argument(
-        "--only-real",
-        action="store_true",
-        help="only the rows beside the real 4.9.8 broker",
-    )
+    parser.add_argument("--only-real", action="store_true", help="only the rows beside the real 4.9.8 broker")
+    parser.add_argument("--only-stall", action="store_true", help="only the event loop's longest stall")
     args = parser.parse_args(argv)
     if args.only_real:
         real_main(args.count)
+        return
+    if args.only_stall:
+        print_stall()
         return
     n = args.count
     load_before = os.getloadavg()[0]
@@ -368,7 +409,20 @@ def main(argv: list[str] | None = None) -> None:
         f"{sync_rate / ceiling_rate:.2f}x of the rate of sends answered without being stored)"
     )
     print(f"  drain: target {TARGET_DRAIN:,} msgs/s ({drain_rate / TARGET_DRAIN:.2f}x of target)")
+    print_stall()
     real_main(n)
+
+
+def print_stall() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-stall-"))
+    try:
+        longest, seconds = loop_stall(tmp / "store")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(
+        f"  event loop: longest stall {longest:.1f} ms during a {seconds * 1000:.0f} ms flush of 256 MiB "
+        "appended (CommitLog, consume queues, index, checkpoint, config files; in worker threads)"
+    )
 
 
 def real_main(n: int) -> None:
