@@ -37,7 +37,7 @@ from rmqcli.store.naming import index_file_name, is_index_name, topic_dir, topic
 from rmqcli.store.read.index import IndexFile
 from rmqcli.store.scan.fastdispatch import FastDispatcher, dispatch_commitlog
 from rmqcli.store.settings import DEFAULT_COMMITLOG_FILE_SIZE, StoreSettings
-from rmqcli.store.sparse import same_tree
+from rmqcli.store.sparse import copy_sparse, same_tree
 from rmqcli.store.store import CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 from rmqcli.store.write.dispatch import Dispatcher, UnsafeTopic
 
@@ -386,13 +386,13 @@ def _seed_from_existing(store: Store, result: RebuildResult, dispatcher: Dispatc
         source = topic_dir(store.root, topic) if topic else store.consumequeue_dir
         target = topic_dir(staged, topic) if topic else staged / CONSUMEQUEUE_DIR
         if source.is_dir():
-            shutil.copytree(source, target)
+            shutil.copytree(source, target, copy_function=copy_sparse)
     if result.scope.index and store.index_dir.is_dir():
         (staged / INDEX_DIR).mkdir(parents=True, exist_ok=True)
         kept_end = store.commitlog.min_offset  # where the index files kept so far end
         for _, f, _ in result.index_scan.entries:
             if f is not None and f.header.end_phy_offset < from_offset:
-                shutil.copy2(f.path, staged / INDEX_DIR / f.name)
+                copy_sparse(f.path, staged / INDEX_DIR / f.name)
                 kept_end = f.header.end_phy_offset
                 continue
             # this file and every later one are re-indexed; a damaged one from where the last kept ends

@@ -47,9 +47,9 @@ from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import is_index_name
-from rmqcli.store.read.commitlog import Record, RecordError, classify_tail, decode_record
+from rmqcli.store.read.commitlog import Record, RecordError, classify_tail, decode_record, first_nonzero
 from rmqcli.store.scan.fastdispatch import FastDispatcher
-from rmqcli.store.sparse import same_tree
+from rmqcli.store.sparse import copy_sparse, same_tree
 from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
 from rmqcli.store.write.dispatch import Dispatcher, UnsafeTopic, note_unsafe
 
@@ -300,7 +300,7 @@ def _stage_recover(
 
     # 2. index files (IndexService.load) and 3. consume queues, in a staged copy
     if store.consumequeue_dir.is_dir():
-        shutil.copytree(store.consumequeue_dir, staged / CONSUMEQUEUE_DIR)
+        shutil.copytree(store.consumequeue_dir, staged / CONSUMEQUEUE_DIR, copy_function=copy_sparse)
     reindex_from = _stage_index(store, scan, staged, abnormal, cp, min(fills, default=None), notes)
     if bulk and (fills or reindex_from is not None or not FastDispatcher.supports(settings)):
         raise recover_bulk.Irregular("salvaged records or a damaged index file")
@@ -535,7 +535,7 @@ def _stage_index(
                 "it after an abnormal exit and re-indexes its records"
             )
         else:
-            shutil.copy2(f.path, staged / INDEX_DIR / f.name)
+            copy_sparse(f.path, staged / INDEX_DIR / f.name)
             kept_end = f.header.end_phy_offset
     return reindex_from
 
@@ -555,7 +555,7 @@ def _plan_commitlog(store: Store, end: int, actions: list, notes: list[str], sto
         elif end < mf.from_offset + mf.size:
             pos = end - mf.from_offset
             buf = mf.map()
-            if any(buf[pos:]):
+            if first_nonzero(buf, pos, len(buf), mf.path) is not None:
                 actions.append(("truncate", path, pos))
                 notes.append(
                     f"the CommitLog ends at offset {end} ({stop.reason}); the {len(buf) - pos} bytes "

@@ -80,3 +80,35 @@ def same_tree(a: Path, b: Path) -> bool:
     files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()} if a.is_dir() else set()
     files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file()} if b.is_dir() else set()
     return files_a == files_b and all(same_content(a / rel, b / rel) for rel in sorted(files_a))
+
+
+def copy_sparse(src: str | Path, dst: str | Path) -> Path:
+    """``shutil.copy2`` that copies only the ranges of ``src`` that may hold data (``data_extents``):
+    ``dst`` gets the same size and bytes, with holes where ``src`` has them, and ``src``'s times
+    and mode. A 420 MB index file holding 50 MB of entries costs 50 MB of reads and writes."""
+    import shutil
+
+    src, dst = Path(src), Path(dst)
+    if dst.is_dir():
+        dst = dst / src.name
+    fin = os.open(src, os.O_RDONLY)
+    try:
+        size = os.fstat(fin).st_size
+        fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for start, end in data_extents(fin, size):
+                pos = start
+                while pos < end:
+                    data = os.pread(fin, min(CHUNK, end - pos), pos)
+                    if not data:
+                        break
+                    if data.count(0) != len(data):  # a run of zeros inside an extent stays a hole
+                        os.pwrite(fout, data, pos)
+                    pos += len(data)
+            os.ftruncate(fout, size)
+        finally:
+            os.close(fout)
+    finally:
+        os.close(fin)
+    shutil.copystat(src, dst)
+    return dst

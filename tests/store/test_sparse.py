@@ -73,3 +73,25 @@ def test_tree_compares_names_and_bytes(tmp_path: Path) -> None:
     _sparse(tmp_path / "b" / "q" / "0" / "00000000000000000600", {}, 600)
     assert not same_tree(tmp_path / "a", tmp_path / "b")
     assert not same_tree(tmp_path / "a", tmp_path / "missing")
+
+
+def test_copy_sparse_copies_the_bytes_and_keeps_the_holes(tmp_path: Path) -> None:
+    from rmqcli.store.sparse import copy_sparse
+
+    writes = {0: b"head", 40 << 20: os.urandom(5000), SIZE - 3: b"end"}
+    src = _sparse(tmp_path / "a", writes)
+    dst = copy_sparse(src, tmp_path / "b")
+    assert dst.read_bytes() == src.read_bytes()
+    assert os.stat(dst).st_mtime == os.stat(src).st_mtime
+    if os.stat(src).st_blocks * 512 < SIZE // 2:  # the file system keeps holes
+        assert os.stat(dst).st_blocks * 512 < SIZE // 2
+
+
+def test_copy_sparse_of_a_file_without_holes(tmp_path: Path) -> None:
+    from rmqcli.store.sparse import copy_sparse
+
+    src = tmp_path / "a"
+    src.write_bytes(os.urandom(3 << 20) + bytes(1 << 20) + b"tail")
+    (tmp_path / "dir").mkdir()
+    dst = copy_sparse(src, tmp_path / "dir")
+    assert dst == tmp_path / "dir" / "a" and dst.read_bytes() == src.read_bytes()

@@ -6,7 +6,13 @@ import logging
 import math
 from pathlib import Path
 
-from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT, FILLER_UNIT, is_filler_unit, is_valid_unit
+from formats.consumequeue import (
+    CQ_UNIT_DTYPE,
+    CQ_UNIT_SIZE,
+    CQ_UNIT_STRUCT,
+    FILLER_UNIT,
+    is_filler_unit,
+)
 from rmqcli.store.read.consumequeue import RECOVER_FROM_LAST, valid_units_in
 from rmqcli.store.write.files import WritableFileQueue
 
@@ -75,26 +81,29 @@ class ConsumeQueueWriter:
         ``phy_offset``. Whole files whose first unit is dirty are closed and returned for the caller
         to delete; the tail of the last kept file is zeroed (the broker leaves stale bytes there).
         """
+        import numpy as np
+
         self.max_physic_offset = phy_offset
         removed: list[Path] = []
         size = self.files.file_size
         while self.files.files:
             mf = self.files.files[-1]
             data = mf.read(0, size)
-            pos = 0
-            for i, (offset, length, _) in enumerate(CQ_UNIT_STRUCT.iter_unpack(data)):
-                if i == 0 and offset >= phy_offset:
-                    break
-                if i > 0 and not (is_valid_unit(offset, length) and offset < phy_offset):
-                    break
-                pos += CQ_UNIT_SIZE
-                self.max_physic_offset = offset + length
-            if pos == 0:
+            units = np.frombuffer(data, dtype=np.dtype(CQ_UNIT_DTYPE), count=len(data) // CQ_UNIT_SIZE)
+            offset = units["commitlog_offset"].astype(np.int64)
+            length = units["size"].astype(np.int64)
+            kept = (offset >= 0) & (length > 0) & (offset < phy_offset)  # is_valid_unit, before the cut
+            if len(units):
+                kept[0] = offset[0] < phy_offset  # the first unit is read as it is
+            count = len(units) if kept.all() else int(np.argmin(kept))
+            if count == 0:
                 mf.close()
                 removed.append(mf.path)
                 self.files.files.pop()
                 continue
-            if pos < size:
+            self.max_physic_offset = int(offset[count - 1] + length[count - 1])
+            pos = count * CQ_UNIT_SIZE
+            if pos < size and np.frombuffer(data, dtype=np.uint8)[pos:].any():  # stale units: zeroed
                 mf.write_at(pos, bytes(size - pos))
             mf.wrote = pos
             break
