@@ -35,7 +35,7 @@ _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
 _CRC_MASK = 0x7FFFFFFF
 _WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
-_WINDOW = 16 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
+_WINDOW = 8 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
 
 
 @dataclass
@@ -104,7 +104,7 @@ class KeyColumns:
                 hi = mid
         return lo
 
-    def runs(self, step: int = 1 << 20):
+    def runs(self, step: int = 1 << 18):
         """(lo, hi) of the keys, ``step`` at a time."""
         for lo in range(0, self.n, step):
             yield lo, min(lo + step, self.n)

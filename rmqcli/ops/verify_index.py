@@ -168,6 +168,7 @@ def _check_file(
         prev = entries.column("prev_index", np.int32)
         _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
         del prev
+    f.mapped.release(fmt.HEADER_SIZE, start)  # the slot table's pages: read again only where needed
     give_back_free_memory()  # the chain check's arrays
     if len(negative_time):
         p.warning(
@@ -185,7 +186,7 @@ def _check_file(
     return n
 
 
-_ENTRIES_AT_ONCE = 1 << 20
+_ENTRIES_AT_ONCE = 1 << 18
 
 
 class _Entries:

@@ -93,17 +93,20 @@ def queue_hints(queues: list[QueueUnits]) -> np.ndarray:
 
 
 def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size: int) -> QueueUnits:
-    parts: list[list[np.ndarray]] = []
+    parts: list[list[np.ndarray | None]] = []
     prev = None
     seen_real = False
     stopped = False
-    max_offset = 0
+    max_offset = prev_valid = 0
     for n, mf in enumerate(cq.files):
         _check_file_place(mf, prev, file_size, p)
         if prev is not None:
             prev.release()  # its units were copied: its pages need not stay mapped
         prev = mf
+        if n and prev_valid > _UNITS_BETWEEN_TRIMS // 4:
+            give_back_free_memory()  # the previous file's temporaries
         units, valid = _read_units(mf, p)
+        prev_valid = valid
         if stopped:
             if valid:
                 p.error(
@@ -149,13 +152,17 @@ def _load_queue(topic: str, qid: int, cq: ConsumeQueue, p: Collector, file_size:
 _COLUMN_TYPES = (np.int64, np.int64, np.int32, np.int64, np.int32)
 
 
-def _join(parts: list[list[np.ndarray]], c: int, dtype) -> np.ndarray:
+def _join(parts: list[list[np.ndarray | None]], c: int, dtype) -> np.ndarray:
     """Column ``c`` of the per-file ``parts`` joined; the parts' pieces are let go as they are
     joined, so that a queue's units are not held twice."""
     pieces = [part[c] for part in parts]
     for part in parts:
-        part[c] = pieces[0][:0]
-    return np.concatenate(pieces, dtype=dtype) if pieces else np.empty(0, dtype=dtype)
+        part[c] = None
+    joined = np.concatenate(pieces, dtype=dtype) if pieces else np.empty(0, dtype=dtype)
+    del pieces
+    if len(joined) > _UNITS_BETWEEN_TRIMS // 4:
+        give_back_free_memory()  # the pieces: the heap's free memory serves the next column
+    return joined
 
 
 def _check_file_place(mf: MappedFile, prev: MappedFile | None, file_size: int, p: Collector) -> None:
