@@ -191,6 +191,7 @@ class Recovered:
     mode: str
     steps: int
     backup: Path | None
+    index_from: int | None = None  # the index is rebuilt from here behind the CommitLog (indexbehind)
 
 
 def recover_store(root: Path, config: BrokerConfig) -> Recovered:
@@ -207,14 +208,14 @@ def recover_store(root: Path, config: BrokerConfig) -> Recovered:
         store.close()
         return Recovered("new", 0, None)  # a new store: nothing to recover
     try:
-        result = ops.stage_recover(store)
+        result = ops.stage_recover(store, index_later=True)
     finally:
         store.close()
     if result.plan.empty:
         ops.discard(result)
-        return Recovered(result.mode, 0, None)
+        return Recovered(result.mode, 0, None, result.index_from)
     backup = ops.apply_recover(root, result, ["serve", str(root)])
-    return Recovered(result.mode, len(result.plan.steps), backup)
+    return Recovered(result.mode, len(result.plan.steps), backup, result.index_from)
 
 
 def effective_config(opts: ServeOptions) -> BrokerConfig:
@@ -291,7 +292,15 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         settings,
         store_host=Host.parse(f"{config.broker_ip1}:{config.listen_port}"),
         cluster=config.broker_cluster_name,
+        index_behind=recovered.index_from is not None,
     )
+    index_task = None
+    if recovered.index_from is not None and writer.index_behind:
+        from rmqcli.broker import indexbehind
+
+        index_task = asyncio.get_running_loop().create_task(
+            indexbehind.catch_up(writer, recovered.index_from)
+        )
     servers: list[Server] = []
     controller: BrokerController | None = None
     namesrv: NameServer | None = None
@@ -340,6 +349,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        if index_task is not None:
+            await asyncio.wait({index_task})  # the index is whole before the store closes
         if controller is not None:
             for server in servers:
                 if server.name == "broker":

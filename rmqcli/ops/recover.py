@@ -79,6 +79,7 @@ class RecoverResult:
     actions: list[tuple[str, str, int]] = field(default_factory=list)  # (action, plan path, size)
     fills: list[Fill] = field(default_factory=list)  # --salvage: regions replaced by tombstones
     unsafe: dict[str, UnsafeTopic] = field(default_factory=dict)  # topics whose records got no queue
+    index_from: int | None = None  # ``index_later``: where the index must go on (None: it is whole)
 
     def to_dict(self) -> dict:
         return {
@@ -259,6 +260,7 @@ def stage_recover(
     check_crc: bool | None = None,
     salvage: bool = False,
     bulk: bool = True,
+    index_later: bool = False,
 ) -> RecoverResult:
     """Work out the recovered store in ``STORE/.rmq-staging/recover`` and plan the change.
 
@@ -266,13 +268,18 @@ def stage_recover(
     one (``rmqcli.ops.salvage``); the queues with units pointing at them are re-dispatched from there.
     ``bulk``: walk and dispatch whole windows of records at once (``rmqcli.ops.recover_bulk``) where
     that gives the same result; ``False``: record by record throughout.
+    ``index_later`` (with ``bulk``): recover the CommitLog and the consume queues only; the index
+    files the recovery keeps are staged, and ``index_from`` says where indexing must go on (``rmq
+    serve`` builds the rest behind the CommitLog, as ``ReputMessageService`` does). Where the bulk
+    path cannot be taken the index is recovered too and ``index_from`` is None.
     """
     abnormal = store.abort_exists if mode is None else mode == "abnormal"
     scan = scan_index(store)
     try:
         if bulk and not salvage:
             try:
-                return _stage_recover(store, scan, abnormal, check_crc, salvage, bulk=True)
+                later = index_later
+                return _stage_recover(store, scan, abnormal, check_crc, salvage, bulk=True, index_later=later)
             except recover_bulk.Irregular as exc:
                 log.info("recovery goes record by record: %s", exc)
         return _stage_recover(store, scan, abnormal, check_crc, salvage, bulk=False)
@@ -281,7 +288,14 @@ def stage_recover(
 
 
 def _stage_recover(
-    store: Store, scan: IndexScan, abnormal: bool, check_crc: bool | None, salvage: bool, *, bulk: bool
+    store: Store,
+    scan: IndexScan,
+    abnormal: bool,
+    check_crc: bool | None,
+    salvage: bool,
+    *,
+    bulk: bool,
+    index_later: bool = False,
 ) -> RecoverResult:
     settings = repair_settings(store, scan)
     check = settings.check_crc_on_recover if check_crc is None else check_crc
@@ -306,7 +320,7 @@ def _stage_recover(
         raise recover_bulk.Irregular("salvaged records or a damaged index file")
     dispatcher = Dispatcher(staged, settings, rebuild_namer, index=not bulk)
     dispatcher.load()
-    fast = _resumed_index(staged, settings) if bulk else None
+    fast = _resumed_index(staged, settings) if bulk and not index_later else None
     try:
         loaded_index_ts = fast.completed_end_timestamp if fast else dispatcher.index.completed_end_timestamp
         max_cq = dispatcher.max_physic_offset
@@ -315,7 +329,7 @@ def _stage_recover(
 
         # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below)
         in_walk = abnormal and not fills and reindex_from is None  # else the reput below dispatches, in order
-        if fast is not None:
+        if bulk:
             stop, count = _walk_in_bulk(store, start, check, dispatcher, fast, in_walk)
         else:
             stop, count = _walk_each(store, start, check, dispatcher, in_walk, salvager, fills)
@@ -330,7 +344,7 @@ def _stage_recover(
         if not in_walk and (fills or reindex_from is not None):
             walked_from = store.commitlog.files[start].from_offset if abnormal else None
             reput_from = _first_lacking(reput_from, walked_from, fills, reindex_from)
-        if fast is not None:
+        if bulk:
             count += _reput_in_bulk(store, start, reput_from, end, dispatcher, fast)
         else:
             for rec in reput_records(store, reput_from, end, fills, notes):
@@ -349,6 +363,9 @@ def _stage_recover(
     result = RecoverResult(plan, "abnormal" if abnormal else "normal", staged, end, previous_end)
     result.dispatched = count
     result.checkpoint = checkpoint
+    if bulk and index_later and settings.message_index_enable:
+        walked = store.commitlog.files[start].from_offset if in_walk and store.commitlog.files else end
+        result.index_from = min(walked, reput_from) if min(walked, reput_from) < end else None
     result.actions = actions
     result.fills = sorted(fills.values(), key=lambda f: f.position)
     result.unsafe = dict(dispatcher.unsafe)
@@ -396,7 +413,7 @@ def _resumed_index(staged: Path, settings) -> FastDispatcher:
 
 
 def _walk_in_bulk(
-    store: Store, start: int, check: bool, dispatcher: Dispatcher, fast: FastDispatcher, in_walk: bool
+    store: Store, start: int, check: bool, dispatcher: Dispatcher, fast: FastDispatcher | None, in_walk: bool
 ) -> tuple[WalkEnd, int]:
     """``_walk_each`` in bulk (``rmqcli.ops.recover_bulk``)."""
     sink = recover_bulk.BulkDispatch(dispatcher, fast) if in_walk else None
@@ -412,7 +429,7 @@ def _walk_in_bulk(
 
 
 def _reput_in_bulk(
-    store: Store, start: int, reput_from: int, end: int, dispatcher: Dispatcher, fast: FastDispatcher
+    store: Store, start: int, reput_from: int, end: int, dispatcher: Dispatcher, fast: FastDispatcher | None
 ) -> int:
     """The reput in bulk over records the walk checked (it started in file ``start``)."""
     if reput_from >= end:

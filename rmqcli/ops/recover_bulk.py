@@ -57,10 +57,11 @@ class BulkEnd:
 @dataclass
 class BulkDispatch:
     """The dispatch of whole batches: consume queues through ``queues`` (a loaded ``Dispatcher``
-    without index), the index through ``index`` (a ``FastDispatcher`` without queues)."""
+    without index), the index through ``index`` (a ``FastDispatcher`` without queues); either may
+    be None (not built here)."""
 
-    queues: Dispatcher
-    index: FastDispatcher
+    queues: Dispatcher | None
+    index: FastDispatcher | None
     count: int = 0  # records dispatched
 
     def rows(self, mf: MappedFile, buf, batch: HeaderBatch, n: int) -> None:
@@ -68,14 +69,15 @@ class BulkDispatch:
         if n <= 0:
             return
         self.count += n
-        file_pos = batch.position[:n] - mf.from_offset
-        for i in self._lacking(batch, n).tolist():
-            rec = decode_record(buf, int(file_pos[i]), len(buf), str(mf.path), mf.from_offset)
-            self.queues.dispatch_record(rec)
-        queued = self._queued(batch, n)
-        if len(queued):  # the Dispatcher's checkpoint time follows every queued record, written or not
-            self.queues.logics_msg_timestamp = int(batch.store_timestamp[queued[-1]])
-        if self.index.build_index:
+        if self.queues is not None:
+            file_pos = batch.position[:n] - mf.from_offset
+            for i in self._lacking(batch, n).tolist():
+                rec = decode_record(buf, int(file_pos[i]), len(buf), str(mf.path), mf.from_offset)
+                self.queues.dispatch_record(rec)
+            queued = self._queued(batch, n)
+            if len(queued):  # the Dispatcher's checkpoint time follows every queued record, written or not
+                self.queues.logics_msg_timestamp = int(batch.store_timestamp[queued[-1]])
+        if self.index is not None and self.index.build_index:
             names = propscan.dispatch_names(batch.topics)
             assert batch.tails is not None and batch.physical_offset is not None
             scan = propscan.Scan(
@@ -92,6 +94,8 @@ class BulkDispatch:
     def _lacking(self, batch: HeaderBatch, n: int) -> np.ndarray:
         """The queued records whose queue does not reach them yet (or whose topic names no queue:
         the ``Dispatcher`` counts those), in order."""
+        queues = self.queues
+        assert queues is not None
         rows = queued_rows(batch, n)
         if not len(rows):
             return rows
@@ -101,7 +105,7 @@ class BulkDispatch:
         for i, k in enumerate(uniq.tolist()):
             queue_id = k & _MASK32
             queue_id -= (queue_id & 0x80000000) << 1  # back to a signed int32
-            cq = self.queues.cqs.get((batch.topics[k >> 32], queue_id))
+            cq = queues.cqs.get((batch.topics[k >> 32], queue_id))
             reach[i] = cq.max_physic_offset if cq is not None else -1
         ends = batch.position[rows] + batch.total_size[rows]
         return rows[ends > reach[inverse.ravel()]]
@@ -257,3 +261,9 @@ def reput(store: Store, start: int, end: int, sink: BulkDispatch, hints: np.ndar
                 raise Irregular(f"{mf.name} at {pos}: the reput meets a record the walk did not check")
         finally:
             mf.release(released)
+
+
+def index_backlog(store: Store, start: int, end: int, fast: FastDispatcher) -> None:
+    """Index the records from ``start`` (a record start) up to ``end`` into ``fast`` (resumed on
+    the store's index files), behind a recovery that checked them (``rmq serve`` after a crash)."""
+    reput(store, start, end, BulkDispatch(None, fast))

@@ -138,7 +138,14 @@ class Dispatcher:
             for tdir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
                 for qdir in sorted(p for p in tdir.iterdir() if p.is_dir() and p.name.isdigit()):
                     self.queue(tdir.name, int(qdir.name)).recover()
-        self.index.load()
+        if self.build_index:  # a dispatcher that builds no index leaves its files alone
+            self.index.load()
+
+    def start_index(self) -> None:
+        """Build the index from now on (``index`` was off): open the index files as they are now."""
+        if not self.build_index and self.settings.message_index_enable:
+            self.build_index = True
+            self.index.load()
 
     @property
     def max_physic_offset(self) -> int:
@@ -164,15 +171,25 @@ class Dispatcher:
                 cq.put(req.physical_offset, req.size, tags, req.queue_offset)
                 self.logics_msg_timestamp = req.store_timestamp
         if self.build_index and tran in INDEXED_TRANSACTION_TYPES:
-            self.index.build_index(
-                topic,
-                req.physical_offset,
-                req.store_timestamp,
-                req.sys_flag,
-                props.get(fmt.PROPERTY_UNIQ_KEY) or None,
-                props.get(fmt.PROPERTY_KEYS),
-            )
+            self._index(req, props)
         return queued
+
+    def _index(self, req: DispatchRequest, props: dict[str, str]) -> None:
+        self.index.build_index(
+            req.topic,
+            req.physical_offset,
+            req.store_timestamp,
+            req.sys_flag,
+            props.get(fmt.PROPERTY_UNIQ_KEY) or None,
+            props.get(fmt.PROPERTY_KEYS),
+        )
+
+    def index_record(self, rec: Record) -> None:
+        """``CommitLogDispatcherBuildIndex`` alone, for a record whose queue unit is written."""
+        req = DispatchRequest.of(rec)
+        if self.build_index and req.sys_flag & fmt.TRANSACTION_MASK in INDEXED_TRANSACTION_TYPES:
+            if self.topic is None or req.topic == self.topic:
+                self._index(req, req.property_map())
 
     def dispatch_record(self, rec: Record) -> bool:
         return self.dispatch(DispatchRequest.of(rec))

@@ -85,6 +85,7 @@ class StoreWriter:
         index_namer: IndexNamer | None = None,
         store_host: Host = DEFAULT_STORE_HOST,
         cluster: str | None = DEFAULT_CLUSTER,
+        index_behind: bool = False,
     ):
         self.root = Path(root)
         self.settings = settings or StoreSettings()
@@ -97,9 +98,9 @@ class StoreWriter:
         cl_size = self.settings.mapped_file_size_commitlog
         self.commitlog = WritableFileQueue(self.root / COMMITLOG_DIR, cl_size)
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self.dispatcher = Dispatcher(
-            self.root, self.settings, index_namer or (lambda _ts: index_file_name(self.clock()))
-        )
+        self.index_namer = index_namer or (lambda _ts: index_file_name(self.clock()))
+        # index_behind: another worker builds the index of the records there are (index_caught_up)
+        self.dispatcher = Dispatcher(self.root, self.settings, self.index_namer, index=not index_behind)
         self.index = self.dispatcher.index
         self.config = BrokerConfigState.load(self.root / CONFIG_DIR)
         self._topic_bytes: dict[str, bytes] = {}
@@ -147,6 +148,29 @@ class StoreWriter:
         if fmt.is_dispatched_to_queue(rec.sys_flag):
             key = (rec.topic, rec.queue_id)
             self.queue_offsets[key] = max(self.queue_offsets.get(key, 0), rec.queue_offset + 1)
+
+    @property
+    def index_behind(self) -> bool:
+        """The index is built by another worker, up to the records there were (``index_caught_up``)."""
+        return not self.dispatcher.build_index and self.settings.message_index_enable
+
+    def index_caught_up(self, built_until: int) -> None:
+        """The index files hold the entries of the records before ``built_until`` (built behind the
+        CommitLog, as ``ReputMessageService`` catches up after a recovery): open them, index the
+        records appended since, and index every record as it is appended from now on."""
+        if not self.index_behind:
+            return
+        self.dispatch_pending()
+        self.dispatcher.start_index()
+        if built_until >= self.max_offset:
+            return
+        reader = CommitLog(MappedFileQueue.open(self.commitlog.directory, self.commitlog.file_size))
+        try:
+            for rec in reader.records(built_until):
+                if rec.physical_offset >= built_until:
+                    self.dispatcher.index_record(rec)
+        finally:
+            reader.close()
 
     def dispatch_replicated(self, rec) -> None:
         """A record an HA slave received in its master's bytes (already in ``commitlog``): its
