@@ -86,7 +86,8 @@ def serve(
 
     At start the store is checked like a broker does it: a store whose lock a live process holds
     is refused, the start-up recovery of `rmq recover` runs and is applied (abnormal when `abort`
-    exists; removed bytes are backed up), then the store is opened for writing. Producers send,
+    exists; removed bytes are backed up), then the store is opened for writing. Index files the
+    recovery drops are rebuilt behind the CommitLog while it serves. Producers send,
     consumers pull (with long polling) and commit offsets to config/consumerOffset.json. Messages a
     consumer sends back go to %RETRY%<group> with growing delays, then to %DLQ%<group>; delayed
     messages wait in SCHEDULE_TOPIC_XXXX until due (progress in config/delayOffset.json);

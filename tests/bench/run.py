@@ -240,6 +240,9 @@ def main() -> None:
     from tests.bench import drain as drain_bench
 
     drain_bench.main([])
+    from tests.bench import recovery as recovery_bench
+
+    recovery_bench.main([])
     from tests.bench import memory as memory_bench
 
     memory_bench.main([])
