@@ -36,6 +36,7 @@ _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
 _CRC_MASK = 0x7FFFFFFF
 _WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
 _WINDOW = 8 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
+_KEYS_AT_ONCE = 1 << 18  # index keys read back from their files at once
 
 
 @dataclass
@@ -104,10 +105,10 @@ class KeyColumns:
                 hi = mid
         return lo
 
-    def runs(self, step: int = 1 << 18):
-        """(lo, hi) of the keys, ``step`` at a time."""
-        for lo in range(0, self.n, step):
-            yield lo, min(lo + step, self.n)
+    def runs(self):
+        """(lo, hi) of the keys, ``_KEYS_AT_ONCE`` at a time."""
+        for lo in range(0, self.n, _KEYS_AT_ONCE):
+            yield lo, min(lo + _KEYS_AT_ONCE, self.n)
 
 
 @dataclass
@@ -117,7 +118,9 @@ class RecordTable:
     Only the columns the later checks join on, each in the narrowest integer type that holds its
     values (``_Parts.column``): a queue id, a topic id or a size takes a byte or two where the
     record has four or eight. ``sys_flag`` keeps only the transaction and inner-batch bits; the
-    store time of a record is read from its file when a message needs it (``store_timestamps``).
+    store time of a record is read from its file when a message needs it (``store_timestamps``);
+    the index keys wait in temporary files (``KeyColumns``). About 21 bytes a record in all where
+    the whole columns took 64 (issue 20: verify of a 4 GiB store under 200 MB).
     """
 
     position: np.ndarray

@@ -1,5 +1,6 @@
-"""``rmq verify`` reads CommitLog files a window at a time, index entries a run at a time, and lets
-consume-queue units go between checks (what keeps its memory bounded, issue 20). With windows and
+"""``rmq verify`` reads CommitLog files a window at a time, index entries and the records' index keys
+a run at a time, joins consume-queue units with their records a run at a time and lets them go
+between checks (what keeps its memory bounded, issue 20). With windows and
 runs far smaller than the stores' files and records, every fault of ``test_verify`` is found where
 it was, and every report is the one the whole-file reading gives."""
 
@@ -15,19 +16,24 @@ import pytest
 from formats import commitlog as fmt
 from formats import indexfile
 from formats.consumequeue import CQ_UNIT_SIZE
-from rmqcli.ops import verify_commitlog, verify_index
+from rmqcli.ops import verify_commitlog, verify_index, verify_queues
 from rmqcli.store.read.index import IndexFile
 from tests.ops.test_verify import *  # noqa: F403 - every case of test_verify, again with tiny windows
 from tests.ops.test_verify import _patch, _records, _verify
 
 WINDOW = 1000  # bytes: many windows per file, and records larger than a window
 ENTRIES = 3
+KEYS = 5  # index keys read back at once
+UNITS = 4  # consume-queue units joined with their records at once
 
 
 @pytest.fixture(autouse=True)
 def tiny_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify_commitlog, "_WINDOW", WINDOW)
     monkeypatch.setattr(verify_index, "_ENTRIES_AT_ONCE", ENTRIES)
+    monkeypatch.setattr(verify_commitlog, "_KEYS_AT_ONCE", KEYS)
+    monkeypatch.setattr(verify_queues, "_UNITS_AT_ONCE", UNITS)
+    monkeypatch.setattr(verify_queues, "_UNITS_BETWEEN_TRIMS", UNITS)
 
 
 def _middle(store: Path, fraction: float = 0.5) -> tuple[Path, int, int, int]:
