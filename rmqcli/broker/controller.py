@@ -211,6 +211,10 @@ class BrokerController:
         self.store.persist_config_soon()
 
     def _topics_changed(self) -> None:
+        """A topic created, deleted or changed: topics.json now (``TopicConfigManager.persist``, in
+        the request, as 4.9.8: an admin request is answered once it is on disk), the other files
+        behind, then a registration."""
+        self.store.persist_topics()
         self.persist_soon()
         self._register_wanted.set()
 

@@ -282,19 +282,6 @@ class MessageStore:
         """``work`` in a flush thread; ``settle`` waits for it even when the caller is cancelled."""
         await asyncio.shield(asyncio.wrap_future(self._submit(work)))
 
-    def flush_commitlog(self) -> None:
-        """The CommitLog flush on the calling thread."""
-        taken = self._take_commitlog()
-        if taken is not None:
-            sync, end, count = taken
-            try:
-                sync()
-            except BaseException:
-                self._dirty = True
-                raise
-            self._flushed_offset = max(self._flushed_offset, end)
-            self._flushed_files = count
-
     def flush_all(self) -> None:
         """CommitLog, consume queues, index, checkpoint and config files, with fsync."""
         self.catch_up()
