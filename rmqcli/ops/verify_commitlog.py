@@ -10,14 +10,23 @@ and the tags codes and index keys come from ``propscan``'s vectorised property l
 hashes. Only where the bulk checks find a bad record is it decoded alone (``decode_record``) for
 an exact message; the scan then resyncs and goes on. Files must end in a BLANK record or a zero
 tail (FORMATS.md §1.10).
+
+The files are independent until their ends are compared, so a store of several files is scanned
+by forked worker processes, a file each at a time (``_scan_alone``); the parent takes their
+results in file order (``_absorb``) and ends with what one process scanning them in turn would
+have built and reported, problem for problem.
 """
 
 from __future__ import annotations
 
+import copy
+import multiprocessing
 import os
+import signal
 import tempfile
 from bisect import bisect_right
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +46,13 @@ _CRC_MASK = 0x7FFFFFFF
 _WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
 _WINDOW = 8 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
 _KEYS_AT_ONCE = 1 << 18  # index keys read back from their files at once
+
+# the files are scanned by worker processes when there are at least this many with data, holding at
+# least this many bytes, and more than one worker (WORKERS: None for the CPUs this process may use;
+# 1 scans in this process alone)
+PARALLEL_MIN_FILES = 2
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+WORKERS: int | None = None
 
 
 @dataclass
@@ -66,8 +82,8 @@ class KeyColumns:
         return self.n
 
     def append(self, records: np.ndarray, hashes: np.ndarray) -> None:
-        self._files["records"].write(records.astype(np.int64, copy=False).tobytes())
-        self._files["hashes"].write(hashes.astype(np.int32, copy=False).tobytes())
+        self._files["records"].write(np.ascontiguousarray(records, dtype=np.int64).data)
+        self._files["hashes"].write(np.ascontiguousarray(hashes, dtype=np.int32).data)
         self.n += len(records)
 
     def finish(self) -> None:
@@ -291,17 +307,107 @@ class CommitLogVerifier:
     # --- records ----------------------------------------------------------------------------
     def scan(self) -> RecordTable:
         self.check_files()
-        infos = []
-        for mf in self.files:
-            info = FileInfo(mf)
-            if mf.size:
-                self._scan_file(info)
-                give_back_free_memory()
-            infos.append(info)
-            if self.progress is not None:
-                self.progress(mf.from_offset + mf.size)
+        infos = [FileInfo(mf) for mf in self.files]
+        workers = self._workers()
+        if workers > 1:
+            self._scan_parallel(infos, workers)
+        else:
+            for info in infos:
+                if info.mapped.size:
+                    self._scan_file(info)
+                    give_back_free_memory()
+                self._advance(info)
         self._check_file_ends(infos)
         return self._table(infos)
+
+    def _advance(self, info: FileInfo) -> None:
+        if self.progress is not None:
+            self.progress(info.mapped.from_offset + info.mapped.size)
+
+    def _workers(self) -> int:
+        """How many worker processes scan the files (1: this process alone)."""
+        sizes = [mf.size for mf in self.files if mf.size]
+        if len(sizes) < max(PARALLEL_MIN_FILES, 2) or sum(sizes) < PARALLEL_MIN_BYTES:
+            return 1
+        if WORKERS is not None:
+            cpus = WORKERS
+        elif hasattr(os, "sched_getaffinity"):
+            cpus = len(os.sched_getaffinity(0))
+        else:
+            cpus = os.cpu_count() or 1
+        if cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return 1
+        return min(cpus, len(sizes))
+
+    def _scan_parallel(self, infos: list[FileInfo], workers: int) -> None:
+        """Scan the files with data in ``workers`` forked processes and take their results in file
+        order (the progress advancing as each is taken)."""
+        global _ACTIVE
+        _ACTIVE = self  # the forked workers find the verifier here (nothing is pickled to them)
+        pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
+        )
+        try:
+            with_data = [i for i, info in enumerate(infos) if info.mapped.size]
+            results = pool.map(_scan_in_worker, with_data)
+            for info in infos:
+                if info.mapped.size:
+                    self._absorb(info, next(results))
+                self._advance(info)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            _ACTIVE = None
+
+    def _scan_alone(self, index: int) -> _FileResult:
+        """In a worker: scan file ``index`` with fresh state of its own (problems, columns, keys)."""
+        alone = copy.copy(self)
+        alone.p = Collector(self.p.root, self.p.limit)
+        alone.parts = _Parts()
+        alone.keys = _KeyList()
+        alone.crc_checked = 0
+        alone.max_store_timestamp = None
+        alone.progress = None
+        info = FileInfo(self.files[index])
+        alone._scan_file(info)
+        key_rec, key_hash = alone.keys.joined()
+        result = _FileResult(
+            data_end=info.data_end,
+            tail=info.tail,
+            records=info.records,
+            first_store_timestamp=info.first_store_timestamp,
+            problems=alone.p,
+            cols=alone.parts.cols,
+            topics=list(alone.parts.topic_ids),
+            count=alone.parts.count,
+            key_rec=key_rec,
+            key_hash=key_hash,
+            crc_checked=alone.crc_checked,
+            max_store_timestamp=alone.max_store_timestamp,
+        )
+        info.mapped.close()
+        give_back_free_memory()
+        return result
+
+    def _absorb(self, info: FileInfo, result: _FileResult) -> None:
+        """Take a worker's result for ``info`` as if this process had scanned the file next: its
+        problems after the earlier files', its topics numbered on, its rows and keys appended."""
+        info.data_end = result.data_end
+        info.tail = result.tail
+        info.records = result.records
+        info.first_store_timestamp = result.first_store_timestamp
+        self.p.absorb(result.problems)
+        parts = self.parts
+        ids = np.array([parts.topic_id(t) for t in result.topics], dtype=np.int64)
+        for name, pieces in result.cols.items():
+            for piece in pieces:
+                parts.add(**{name: ids[piece] if name == "topic_id" else piece})
+        result.key_rec += parts.count  # the worker's rows, counted on from the earlier files'
+        self.keys.append(result.key_rec, result.key_hash)
+        parts.count += result.count
+        self.crc_checked += result.crc_checked
+        latest = result.max_store_timestamp
+        if latest is not None and (self.max_store_timestamp is None or latest > self.max_store_timestamp):
+            self.max_store_timestamp = latest
 
     def _scan_file(self, info: FileInfo) -> None:
         """Scan one file window by window (``_WINDOW`` bytes): the records wholly inside a window
@@ -587,6 +693,57 @@ class CommitLogVerifier:
             crc_checked=self.crc_checked,
             max_store_timestamp=self.max_store_timestamp,
         )
+
+
+@dataclass
+class _FileResult:
+    """What a worker's scan of one file found (``CommitLogVerifier._scan_alone``): the file's
+    ``FileInfo`` fields, its problems in order, its column pieces with topic ids numbered in
+    ``topics``, its index keys with rows counted from the file's first record."""
+
+    data_end: int
+    tail: str
+    records: int
+    first_store_timestamp: int | None
+    problems: Collector
+    cols: dict[str, list[np.ndarray]]
+    topics: list[str]
+    count: int
+    key_rec: np.ndarray
+    key_hash: np.ndarray
+    crc_checked: int
+    max_store_timestamp: int | None
+
+
+class _KeyList:
+    """A worker's index keys (``KeyColumns.append``), kept in memory until sent back."""
+
+    def __init__(self) -> None:
+        self.records: list[np.ndarray] = []
+        self.hashes: list[np.ndarray] = []
+
+    def append(self, records: np.ndarray, hashes: np.ndarray) -> None:
+        self.records.append(records.astype(np.int64, copy=False))
+        self.hashes.append(hashes.astype(np.int32, copy=False))
+
+    def joined(self) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            np.concatenate(self.records) if self.records else np.empty(0, dtype=np.int64),
+            np.concatenate(self.hashes) if self.hashes else np.empty(0, dtype=np.int32),
+        )
+
+
+_ACTIVE: CommitLogVerifier | None = None  # the verifier whose files the workers scan
+
+
+def _worker_init() -> None:
+    """A worker leaves Ctrl-C to the parent (which stops the pool)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _scan_in_worker(index: int) -> _FileResult:
+    assert _ACTIVE is not None
+    return _ACTIVE._scan_alone(index)
 
 
 def _zero_tail_within(buf, pos: int, total: int, limit: int) -> bool:

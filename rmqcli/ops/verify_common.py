@@ -83,6 +83,19 @@ class Collector:
     def warning(self, kind: str, file: Path | str, offset: int | None, message: str) -> None:
         self.add(kind, WARNING, file, offset, message)
 
+    def absorb(self, other: Collector) -> None:
+        """Take what ``other`` collected (with the same limit) as if each of its problems had been
+        added here, in its order, after everything added so far: the same problems listed, omitted
+        and counted."""
+        for problem in other.problems:
+            if self.limit is not None and len(self.problems) >= self.limit:
+                self.omitted += 1
+            else:
+                self.problems.append(problem)
+        self.omitted += other.omitted
+        for key, n in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + n
+
     def fill(self, report: VerifyReport) -> VerifyReport:
         order = {ERROR: 0, WARNING: 1}
         report.problems = sorted(
