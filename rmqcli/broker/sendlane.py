@@ -13,13 +13,15 @@ that path. It takes only the regular case:
 - a valid topic that exists, is writable and is not a retry, DLQ or forbidden topic, a queue id
   below its queue count, a body and properties within the limits, a SINGLE_TAG topic;
 - no batch, no ``TRAN_MSG`` or ``DELAY`` property, no transaction bits in ``sysFlag``;
-- a writable broker under ASYNC_FLUSH whose disk is not marked full; on a SYNC_MASTER, fewer than
-  ``MAX_INFLIGHT`` answers of the connection pending and, under SlaveActingMaster's quorum write,
-  enough replicas in sync.
+- a writable broker whose disk is not marked full; on a SYNC_MASTER, fewer than ``MAX_INFLIGHT``
+  answers of the connection pending and, under SlaveActingMaster's quorum write, enough replicas
+  in sync; under SYNC_FLUSH, not a SYNC_MASTER and fewer than ``MAX_INFLIGHT`` answers pending.
 
 On a SYNC_MASTER a send that waits for its slave (``send.waits_for_slave``) is answered when
 ``Replication.when_replicated`` calls back: the answer is written from that callback (PUT_OK), or
-made by ``send.stored_response`` with the outcome's code, as the general path makes it.
+made by ``send.stored_response`` with the outcome's code, as the general path makes it. Under
+SYNC_FLUSH a send is answered when the group commit that covers it is done (``flushed``), or with
+FLUSH_DISK_TIMEOUT after ``syncFlushTimeout`` or a failed flush, as ``send._after_store`` answers.
 
 Everything else, every refusal included, goes the general way, so each check, error and remark
 keeps one source. The tests compare the two paths byte for byte.
@@ -40,6 +42,7 @@ from formats import commitlog as cfmt
 from formats import remoting as fmt
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, HEADER_LENGTH_MASK, SerializeType
 from rmqcli.broker.connection import MAX_INFLIGHT
+from rmqcli.broker.ha.config import SYNC_MASTER
 from rmqcli.broker.ha.member import Replicated
 from rmqcli.broker.send import (
     MAX_PROPERTIES_LENGTH,
@@ -219,7 +222,7 @@ class SendLane:
         ctl = self.ctl
         config = ctl.config
         if (
-            config.sync_flush
+            (config.sync_flush and config.broker_role == SYNC_MASTER)
             or not ctl.defer_dispatch
             or not is_writable(config.broker_permission)
             or ctl.store.disk_full
@@ -251,7 +254,8 @@ class SendLane:
         if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props:
             return None
         wait = request_flag != FLAG_ONEWAY and waits_for_slave(ctl, props)
-        if wait and len(conn.tasks) >= MAX_INFLIGHT:
+        flush = request_flag != FLAG_ONEWAY and config.sync_flush
+        if (wait or flush) and len(conn.tasks) >= MAX_INFLIGHT:
             return None
         needed = None
         if ctl.ha.quorum_write and waits_for_slave(ctl, props):
@@ -282,6 +286,9 @@ class SendLane:
         header = answer_format.format(msg_id, queue_id, queue_offset, opaque).encode("utf-8")
         n = len(header)
         answer = fmt.FRAME_PREFIX_STRUCT.pack(fmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
+        if flush:
+            self._after_flush(conn, answer, (opaque, msg_id, queue_id, queue_offset))
+            return b""  # answered once flushed
         if not wait:
             return answer
         later = conn.answer_later()
@@ -294,6 +301,31 @@ class SendLane:
             needed,
         )
         return b""  # answered by the callback
+
+    def _after_flush(self, conn: Connection, answer: bytes, stored: tuple[int, str, int, int]) -> None:
+        """SYNC_FLUSH: write ``answer`` once the CommitLog is flushed past the send, or the general
+        path's FLUSH_DISK_TIMEOUT after ``syncFlushTimeout`` or a failed flush."""
+        later = conn.answer_later()
+        assert later is not None  # checked before the store
+        flushed = self.ctl.store.flushed()
+        loop = flushed.get_loop()
+
+        def timed_out() -> None:
+            response = stored_response(self.ctl, stored[0], SerializeType.JSON, *stored[1:])
+            response.code = RS.FLUSH_DISK_TIMEOUT
+            response.remark = "flush disk timeout"
+            later.write(encode(response))
+
+        timer = loop.call_later(self.ctl.config.sync_flush_timeout / 1000, timed_out)
+
+        def done(future) -> None:  # type: ignore[no-untyped-def]
+            timer.cancel()
+            if future.cancelled() or future.exception() is not None:
+                timed_out()
+            else:
+                later.write(answer)
+
+        flushed.add_done_callback(done)
 
     def _replicated(
         self, later: LaterAnswer, outcome: Replicated, answer: bytes, stored: tuple[int, str, int, int]

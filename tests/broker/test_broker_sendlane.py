@@ -156,6 +156,7 @@ async def _serve(
     role: str = "ASYNC_MASTER",
     peer: str = "none",
     acting: ActingConfig | None = None,
+    flush: str = "ASYNC_FLUSH",
 ) -> tuple[list[bytes], int]:
     """The answers of one broker to ``frames`` (a oneway frame has none), and the lane's count; a
     SYNC_MASTER has ``peer`` on its HA port (see ``_slave_peer``)."""
@@ -164,7 +165,10 @@ async def _serve(
         root, STORE, clock=lambda: CLOCK_MS, store_host=Host.parse("127.0.0.1:10911"), cluster="C1"
     )
     config = BrokerConfig(
-        broker_role=role, ha=HAConfig(ha_listen_port=0, slave_timeout=300), acting=acting or ActingConfig()
+        broker_role=role,
+        ha=HAConfig(ha_listen_port=0, slave_timeout=300),
+        acting=acting or ActingConfig(),
+        flush_disk_type=flush,
     )
     ctl = BrokerController(config, writer, [], ha_host="127.0.0.1")
     await ctl.ha.start()
@@ -219,11 +223,12 @@ def both(
     role: str = "ASYNC_MASTER",
     peer: str = "none",
     acting: ActingConfig | None = None,
+    flush: str = "ASYNC_FLUSH",
 ) -> tuple[list[bytes], int]:
     """Run ``frames`` through both brokers; assert the same answers and stores; return the lane's
     answers and how many it took."""
-    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, True, role, peer, acting))
-    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, False, role, peer, acting))
+    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, True, role, peer, acting, flush))
+    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, False, role, peer, acting, flush))
     assert lane_answers == general_answers
     lane_tree, general_tree = _tree(tmp_path / "lane"), _tree(tmp_path / "general")
     assert lane_tree.keys() == general_tree.keys()
@@ -246,6 +251,21 @@ def test_regular_sends_take_the_lane_and_match_the_general_path(tmp_path: Path) 
     answers, taken = both(tmp_path, frames)
     assert taken == len(frames)
     assert len(answers) == len(frames) - 1  # the oneway send has no answer
+    assert all(answer[8:].startswith(b'{"code":0,') for answer in answers)
+
+
+def test_sync_flush_sends_take_the_lane_once_flushed_and_match_the_general_path(tmp_path: Path) -> None:
+    """SYNC_FLUSH: each regular send is answered after the group commit covering it, by the lane."""
+    body = b"y" * 900
+    frames = [
+        frame(send_header(opaque=1), body),
+        frame(send_header(opaque=2, rpc_flag=2), body),  # oneway: stored, no answer, no wait
+        frame(send_header(code=310, opaque=3, queueId="1"), body),
+        *[frame(send_header(opaque=10 + i, queueId=i % 4), body) for i in range(8)],  # rolls a file
+    ]
+    answers, taken = both(tmp_path, frames, flush="SYNC_FLUSH")
+    assert taken == len(frames)
+    assert len(answers) == len(frames) - 1
     assert all(answer[8:].startswith(b'{"code":0,') for answer in answers)
 
 
