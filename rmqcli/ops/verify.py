@@ -26,7 +26,7 @@ from formats import commitlog as fmt
 from formats import fastjson
 from formats.derive import field_offsets
 from rmqcli.errors import CorruptDataError
-from rmqcli.ops.verify_commitlog import CommitLogVerifier, FileInfo, RecordTable
+from rmqcli.ops.verify_commitlog import CommitLogVerifier
 from rmqcli.ops.verify_common import (
     ERROR,
     WARNING,
@@ -39,6 +39,7 @@ from rmqcli.ops.verify_common import (
 )
 from rmqcli.ops.verify_index import check_index, open_files
 from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, load_queues, queue_hints
+from rmqcli.ops.verify_table import FileInfo, RecordTable
 from rmqcli.store import Store
 from rmqcli.store import configfiles as cfg
 from rmqcli.store.checkpoint import Checkpoint

@@ -12,9 +12,10 @@ import pytest
 
 from fixtures.generate import generate
 from formats import commitlog as fmt
-from rmqcli.ops import verify_commitlog
-from rmqcli.ops.verify_commitlog import CommitLogVerifier, RecordTable, _narrowest
+from rmqcli.ops import verify_table
+from rmqcli.ops.verify_commitlog import CommitLogVerifier
 from rmqcli.ops.verify_common import Collector
+from rmqcli.ops.verify_table import RecordTable, narrowest
 from rmqcli.store import Store
 from tests.support.realfixtures import REAL_ROOT
 
@@ -55,7 +56,7 @@ def _scan(path: Path) -> tuple[Store, RecordTable]:
     ],
 )
 def test_narrowest_type_holds_the_bounds(lo: int, hi: int, dtype) -> None:
-    assert _narrowest(lo, hi) is dtype
+    assert narrowest(lo, hi) is dtype
 
 
 def test_the_columns_hold_every_record_exactly(store_dir: Path) -> None:
@@ -84,7 +85,7 @@ def test_the_columns_hold_every_record_exactly(store_dir: Path) -> None:
 def test_the_keys_read_back_in_runs_are_the_records_keys(
     store_dir: Path, keys_at_once: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(verify_commitlog, "_KEYS_AT_ONCE", keys_at_once)
+    monkeypatch.setattr(verify_table, "_KEYS_AT_ONCE", keys_at_once)
     store, table = _scan(store_dir)
     try:
         keys = table.keys

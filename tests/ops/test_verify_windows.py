@@ -16,7 +16,7 @@ import pytest
 from formats import commitlog as fmt
 from formats import indexfile
 from formats.consumequeue import CQ_UNIT_SIZE
-from rmqcli.ops import verify_commitlog, verify_index, verify_queues
+from rmqcli.ops import verify_commitlog, verify_index, verify_queues, verify_table
 from rmqcli.store.read.index import IndexFile
 from tests.ops.test_verify import *  # noqa: F403 - every case of test_verify, again with tiny windows
 from tests.ops.test_verify import _patch, _records, _verify
@@ -31,7 +31,7 @@ UNITS = 4  # consume-queue units joined with their records at once
 def tiny_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify_commitlog, "_WINDOW", WINDOW)
     monkeypatch.setattr(verify_index, "_ENTRIES_AT_ONCE", ENTRIES)
-    monkeypatch.setattr(verify_commitlog, "_KEYS_AT_ONCE", KEYS)
+    monkeypatch.setattr(verify_table, "_KEYS_AT_ONCE", KEYS)
     monkeypatch.setattr(verify_queues, "_UNITS_AT_ONCE", UNITS)
     monkeypatch.setattr(verify_queues, "_UNITS_BETWEEN_TRIMS", UNITS)
 
