@@ -138,9 +138,18 @@ def recover_seconds(store: Path) -> float:
 
 
 def verify_seconds(store: Path) -> float:
+    """``rmq verify --json`` of the crashed copy (its findings are the crash's: the exit code is not
+    checked, the report is)."""
+    import json
+
     started = time.perf_counter()
-    subprocess.run([str(BIN / "rmq"), "verify", str(store), "--json"], stdout=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - started
+    command = [str(BIN / "rmq"), "verify", str(store), "--json"]
+    proc = subprocess.run(command, capture_output=True, check=False)
+    seconds = time.perf_counter() - started
+    report = json.loads(proc.stdout)  # a verify that failed to run has no report
+    if not report["summary"]["records"]:
+        raise RuntimeError(f"rmq verify read no records: {proc.stderr.decode()[-500:]}")
+    return seconds
 
 
 def verdict(ok: bool) -> str:
