@@ -106,14 +106,24 @@ def write_config(config_dir: Path, name: str, data: dict[str, Any]) -> Path:
     """
     config_dir.mkdir(parents=True, exist_ok=True)
     path = config_dir / name
-    text = fastjson.dumps(data, pretty=True)
-    tmp = path.with_name(path.name + ".tmp")
-    _write_synced(tmp, text.encode("utf-8"))
-    if path.exists():
-        _write_synced(path.with_name(path.name + ".bak"), path.read_bytes())
-    os.replace(tmp, path)
+    replace_durably(path, fastjson.dumps(data, pretty=True).encode("utf-8"))
     fsync_dir(config_dir, missing_ok=False)
     return path
+
+
+def replace_durably(path: Path, data: bytes) -> None:
+    """``path`` replaced by ``data`` as ``ConfigManager.persist`` does: written beside and fsynced,
+    the previous content kept as ``.bak`` (fsynced), then renamed into place. The caller fsyncs
+    the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    _write_synced(tmp, data)
+    try:
+        old = path.read_bytes()
+    except FileNotFoundError:
+        old = None
+    if old is not None:
+        _write_synced(path.with_name(path.name + ".bak"), old)
+    os.replace(tmp, path)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.bench.broker import BODY, CLIENT, TOPIC, client, client_result, queued
+from tests.bench.broker import BODY, CLIENT, TOPIC, client, client_result, process_cpu, queued
 
 TARGET_MEDIAN = 1.2  # rmq's median drain rate over the real broker's
 TARGET_SLOWEST = 1.0  # rmq's slowest drain over the real broker's slowest
@@ -100,17 +100,6 @@ def client_peak(log: Path) -> int:
     except OSError:
         return -1
     return max((int(m[1]) for m in _CACHE_LINE.finditer(text)), default=0)
-
-
-def process_cpu(pid: int | None) -> float:
-    """CPU seconds (user + system) of a process so far (Linux /proc); NaN when unknown."""
-    if pid is None:
-        return float("nan")
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pid_of(marker: str) -> int | None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
 import threading
 from pathlib import Path
 
+from rmqcli.store.configfiles import replace_durably
 from rmqcli.store.write.files import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -78,31 +78,6 @@ class ConfigWriter:
                 return
             self.config_dir.mkdir(parents=True, exist_ok=True)
             for name, (number, text) in fresh.items():
-                _replace(self.config_dir / name, text.encode("utf-8"))
+                replace_durably(self.config_dir / name, text.encode("utf-8"))
                 self._written[name] = number
             fsync_dir(self.config_dir, missing_ok=False)
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """``path`` replaced by ``data``: written beside and fsynced, the old content kept as ``.bak``
-    (fsynced), then renamed into place (the directory is synced by the caller)."""
-    tmp = path.with_name(path.name + ".tmp")
-    _write_synced(tmp, data)
-    try:
-        old = path.read_bytes()
-    except FileNotFoundError:
-        old = None
-    if old is not None:
-        _write_synced(path.with_name(path.name + ".bak"), old)
-    os.replace(tmp, path)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
