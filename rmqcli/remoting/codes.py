@@ -116,6 +116,12 @@ class RequestCode(enum.IntEnum):
     NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x
     EXCHANGE_BROKER_HA_INFO = 906  # 5.x
     GET_BROKER_HA_STATUS = 907  # 5.x (HARuntimeInfo); rmq brokers answer it too
+    POP_MESSAGE = 200050  # 5.x POP consumption (rmqcli.broker.pop)
+    ACK_MESSAGE = 200051  # 5.x
+    PEEK_MESSAGE = 200052  # 5.x
+    CHANGE_MESSAGE_INVISIBLETIME = 200053  # 5.x
+    NOTIFICATION = 200054  # 5.x
+    POLLING_INFO = 200055  # 5.x
     # rmq's own, no RocketMQ code: a returning master takes its acting slave's queue locks
     # (SlaveActingMaster pre-online); a Java broker answers REQUEST_CODE_NOT_SUPPORTED
     RMQ_GET_QUEUE_LOCKS = 31001  # fits the ROCKETMQ header's int16 code; no RocketMQ code uses 3xxxx

@@ -323,6 +323,98 @@ class PullMessageResponseHeader(CommandHeader):
     forbidden_type: int | None = opt("int")  # 5.x
 
 
+
+# --- POP consumption (5.x: POP_MESSAGE .. POLLING_INFO, 200050-200055; rmqcli.broker.pop) --------------------
+# Every POP-family request extends TopicQueueRequestHeader (5.1.1): ``bname``, ``lo``, ``ns``,
+# ``nsd``, ``oway`` may come too and are ignored.
+
+
+@header
+class PopMessageRequestHeader(CommandHeader):
+    consumer_group: str = req()
+    topic: str = req()
+    queue_id: int = req("int")  # -1: every read queue
+    max_msg_nums: int = req("int")
+    invisible_time: int = req("long")
+    poll_time: int = req("long")
+    born_time: int = req("long")
+    init_mode: int = req("int")  # ConsumeInitMode: 0 MIN, 1 MAX
+    exp_type: str | None = opt()
+    exp: str | None = opt()
+    order: bool | None = opt("bool", default=False)
+    attempt_id: str | None = opt()
+
+
+@header
+class PopMessageResponseHeader(CommandHeader):
+    pop_time: int = req("long")
+    invisible_time: int = req("long")
+    revive_qid: int = req("int")
+    rest_num: int = req("long")
+    start_offset_info: str | None = opt()
+    msg_offset_info: str | None = opt()
+    order_count_info: str | None = opt()
+
+
+@header
+class AckMessageRequestHeader(CommandHeader):
+    consumer_group: str = req()
+    topic: str = req()
+    queue_id: int = req("int")
+    extra_info: str = req()
+    offset: int = req("long")
+
+
+@header
+class ChangeInvisibleTimeRequestHeader(CommandHeader):
+    consumer_group: str = req()
+    topic: str = req()
+    queue_id: int = req("int")
+    extra_info: str = req()
+    offset: int = req("long")
+    invisible_time: int = req("long")
+
+
+@header
+class ChangeInvisibleTimeResponseHeader(CommandHeader):
+    pop_time: int = req("long")
+    invisible_time: int = req("long")
+    revive_qid: int = req("int")
+
+
+@header
+class PeekMessageRequestHeader(CommandHeader):
+    topic: str = req()
+    queue_id: int = req("int")
+    max_msg_nums: int = req("int")
+    consumer_group: str = req()
+
+
+@header
+class NotificationRequestHeader(CommandHeader):
+    consumer_group: str = req()
+    topic: str = req()
+    queue_id: int = req("int")
+    poll_time: int = req("long")
+    born_time: int = req("long")
+
+
+@header
+class NotificationResponseHeader(CommandHeader):
+    has_msg: bool = opt("bool", default=False)
+
+
+@header
+class PollingInfoRequestHeader(CommandHeader):
+    consumer_group: str = req()
+    topic: str = req()
+    queue_id: int = req("int")
+
+
+@header
+class PollingInfoResponseHeader(CommandHeader):
+    polling_num: int = opt("int", default=0)
+
 @header
 class QueryMessageRequestHeader(CommandHeader):
     """Ext key ``_UNIQUE_KEY_QUERY="true"`` marks a unique-key query (A.5, B.3)."""
