@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.names import BENCHMARK_TOPIC
-from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
+from rmqcli.broker import admin, consumer, pop, pull, query, send, sendback, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.acting.escape import EscapeBridge
@@ -123,7 +123,7 @@ class BrokerController:
         self.transactions = transaction.TransactionCheckService(self)
         self.escape = EscapeBridge(self, self.remoting, namesrv_addrs)
         self.schedule.escape = self.transactions.escape = self.escape
-        for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers):
+        for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers, pop):
             self.handlers.update(module.HANDLERS)
         self._register_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -231,6 +231,7 @@ class BrokerController:
             self._register_loop(),
             self._acl_watch(),
             self.retention.run(),
+            pop.run(self),  # the revive service (PopReviveService)
         ]
         if self.membership is not None:
             services.append(self.membership.run())

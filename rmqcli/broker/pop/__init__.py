@@ -1,0 +1,58 @@
+"""POP consumption in the broker, as RocketMQ 5.1.1 stores and answers it (research notes
+issue21 §2, §3, §2b, §7): POP_MESSAGE 200050, ACK_MESSAGE 200051, PEEK_MESSAGE 200052,
+CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054, POLLING_INFO 200055 over remoting
+(``HANDLERS``), checkpoints and acks in the revive topic ``rmq_sys_REVIVE_LOG_<cluster>``
+(8 queues, perm 6, created at start), the revive service that puts un-acked messages into
+``%RETRY%<group>_<topic>`` after their invisible time, and orderly POP (``consumerOrderInfo.json``).
+Consumer offsets are the 4.x table: a group can move between PULL and POP.
+
+Modules: ``constants`` (names, extra info), ``config`` (broker.conf keys), ``checkpoint``
+(ck / ack JSON), ``revivelog`` (the one put of ck and ack: where a timer slots in), ``read``
+(queue reads with offsets), ``pop``, ``ack`` (ack and change invisible time), ``peek``,
+``notify`` (notification, polling info), ``order`` (order info), ``polling`` (long polling),
+``revive`` (revive service), ``service`` (the per-broker state), ``handlers`` (remoting).
+
+In-process API (what the gRPC layer calls; ``ctl`` is the ``BrokerContext``, every call runs on
+the broker's event loop; a refused request raises ``pop.PopError`` with ``code`` and ``remark``,
+the remoting response code and remark 5.1.1 gives):
+
+* ``await pop.pop_message(ctl, pop.PopRequest(group, topic, queue_id, max_msg_nums,
+  invisible_time, poll_time=0, born_time=0, init_mode=0, exp_type=None, exp=None, order=False,
+  attempt_id=None)) -> pop.PopResult``: ``code`` SUCCESS with ``records`` (stored records, bytes as
+  PULL returns them; ``offsets`` = ``(retry, queue id, queue offset)`` of each) or
+  POLLING_TIMEOUT / POLLING_FULL; ``pop_time``, ``invisible_time``, ``revive_qid``, ``rest_num``,
+  ``start_offset_info``, ``msg_offset_info``, ``order_count_info``. The handle of a message is
+  ``constants.build_extra_info(startOffset, pop_time, invisible_time, revive_qid, real topic,
+  brokerName, queue id, queue offset)`` (retried ones carry it as ``POP_CK``). ``pop_once`` is the
+  same without waiting.
+* ``ack.ack_message(ctl, ack.AckRequest(group, topic, queue_id, extra_info, offset)) -> None``
+  (``topic`` the real one: ``ExtraInfo.real_topic``).
+* ``ack.change_invisible_time(ctl, ack.ChangeInvisibleRequest(group, topic, queue_id, extra_info,
+  offset, invisible_time)) -> ack.ChangeInvisibleResult(pop_time, invisible_time, revive_qid)``:
+  the new handle is the old one with these three fields.
+* ``peek.peek_message(ctl, group, topic, queue_id, max_msg_nums) -> peek.PeekResult``;
+  ``await notify.notification(ctl, group, topic, queue_id, poll_time, born_time) -> bool``;
+  ``notify.polling_num(ctl, group, topic, queue_id) -> int``.
+* ``service.pop_service(ctl)``: the state (``order``, ``polling``, ``revive``); ``run(ctl)`` is
+  the revive service's coroutine (the controller starts it with its other services).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from rmqcli.broker.pop.handlers import HANDLERS
+
+if TYPE_CHECKING:
+    from rmqcli.broker.context import BrokerContext
+
+__all__ = ["HANDLERS", "run"]
+
+
+def run(ctl: BrokerContext) -> Coroutine[Any, Any, None]:
+    """The revive service (and the order info's persistence) until cancelled; also creates the
+    revive topic, at start, as 5.1.1 does."""
+    from rmqcli.broker.pop.service import pop_service
+
+    return pop_service(ctl).revive.run()

@@ -1,0 +1,47 @@
+"""The broker.conf keys of POP (RocketMQ 5.1.1 ``BrokerConfig``; research notes issue21 §2).
+
+Read from the file as given (``BrokerConfig.given``), so that ``rmqcli.broker.config`` needs no
+field per key: ``reviveQueueNum`` (8), ``reviveInterval`` (1000 ms), ``popPollingSize`` (1024
+requests held per ``topic@group@queueId``), ``maxPopPollingSize`` (100000 held in all). Values are
+clamped to sane ranges (a bad number keeps the default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rmqcli.broker.config import BrokerConfig
+
+MAX_REVIVE_QUEUES = 64
+
+
+@dataclass(frozen=True)
+class PopConfig:
+    revive_queue_num: int = 8
+    revive_interval_ms: int = 1000
+    pop_polling_size: int = 1024
+    max_pop_polling_size: int = 100000
+    max_poll_ms: int = 120_000  # rmq's own: no request is held longer, whatever its pollTime says
+    max_invisible_ms: int = 259_200_000  # timerMaxDelaySec (3 days): a ck's deliver time must fit
+
+
+def _int(given: dict[str, str], key: str, default: int, low: int, high: int) -> int:
+    raw = given.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        return default
+    return min(max(value, low), high)
+
+
+def pop_config(config: BrokerConfig) -> PopConfig:
+    given = dict(config.given)
+    return PopConfig(
+        revive_queue_num=_int(given, "reviveQueueNum", 8, 1, MAX_REVIVE_QUEUES),
+        revive_interval_ms=_int(given, "reviveInterval", 1000, 100, 60_000),
+        pop_polling_size=_int(given, "popPollingSize", 1024, 0, 1_000_000),
+        max_pop_polling_size=_int(given, "maxPopPollingSize", 100000, 0, 10_000_000),
+        max_invisible_ms=_int(given, "timerMaxDelaySec", 259_200, 1, 10 * 365 * 86400) * 1000,
+    )

@@ -1,0 +1,61 @@
+"""The POP state of one broker: settings, order info, long polling, the ck counter, the revive
+service; created on first use (``pop_service``) and kept beside the broker, not in it."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import TYPE_CHECKING
+
+from rmqcli.broker.pop import constants as k
+from rmqcli.broker.pop.config import PopConfig, pop_config
+from rmqcli.broker.pop.order import OrderInfoManager
+from rmqcli.broker.pop.polling import PopLongPolling
+from rmqcli.store.store import CONFIG_DIR
+
+if TYPE_CHECKING:
+    from rmqcli.broker.context import BrokerContext
+    from rmqcli.broker.pop.revive import ReviveService
+
+
+class PopService:
+    def __init__(self, ctl: BrokerContext):
+        self.ctl = ctl
+        self.config: PopConfig = pop_config(ctl.config)
+        self.order = OrderInfoManager(ctl.writer.root / CONFIG_DIR, ctl.store.config_writer)
+        self.order.load()
+        self.polling = PopLongPolling(self.config.pop_polling_size, self.config.max_pop_polling_size)
+        ctl.store.listeners.append(self.polling.arrived)
+        self._ck_numbers = itertools.count()
+        self.revive_topic = k.revive_topic(ctl.config.broker_cluster_name)
+        self._revive: ReviveService | None = None
+        self.ensure_revive_topic()
+
+    def ensure_revive_topic(self) -> None:
+        """The revive topic, created at start as 5.1.1's ``TopicConfigManager`` does (8 queues, perm 6)."""
+        if self.ctl.topics.get(self.revive_topic) is None and not self.ctl.config.is_slave:
+            n = self.config.revive_queue_num
+            self.ctl.topics.put(self.revive_topic, n, n, k.REVIVE_PERM)
+
+    def next_revive_qid(self) -> int:
+        """Round robin over the revive queues (``ckMessageNumber % reviveQueueNum``)."""
+        return next(self._ck_numbers) % self.config.revive_queue_num
+
+    @property
+    def revive(self) -> ReviveService:
+        if self._revive is None:
+            from rmqcli.broker.pop.revive import ReviveService
+
+            self._revive = ReviveService(self.ctl, self)
+        return self._revive
+
+
+_services: weakref.WeakKeyDictionary[object, PopService] = weakref.WeakKeyDictionary()
+
+
+def pop_service(ctl: BrokerContext) -> PopService:
+    """The broker's POP state, made on first use."""
+    service = _services.get(ctl)
+    if service is None:
+        service = _services[ctl] = PopService(ctl)
+    return service

@@ -1,0 +1,149 @@
+"""POP-family requests with rmq's own remoting client, for the POP tests (research notes issue21
+§3): one connection per call, the answers' headers and stored records decoded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from formats.records import Record, decode_record
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.client import RemotingClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+
+
+def call(
+    addr: str, code: int, header: Any = None, body: bytes = b"", timeout: float = 20.0
+) -> RemotingCommand:
+    async def go() -> RemotingCommand:
+        async with RemotingClient() as client:
+            return await client.invoke(
+                addr, RemotingCommand.request(code, header, body, version=453), timeout
+            )
+
+    return asyncio.run(go())
+
+
+def calls(addr: str, requests: list[tuple[int, Any]], timeout: float = 20.0) -> list[RemotingCommand]:
+    """Several requests at once on one client (held POPs)."""
+
+    async def go() -> list[RemotingCommand]:
+        async with RemotingClient() as client:
+            return list(
+                await asyncio.gather(
+                    *(
+                        client.invoke(addr, RemotingCommand.request(c, h, version=453), timeout)
+                        for c, h in requests
+                    )
+                )
+            )
+
+    return asyncio.run(go())
+
+
+def send(
+    addr: str, topic: str, body: bytes, tags: str = "T", queue_id: int = 0, key: str = ""
+) -> RemotingCommand:
+    props = f"TAGS\x01{tags}\x02" if tags else ""
+    if key:
+        props += f"KEYS\x01{key}\x02"
+    props += f"UNIQ_KEY\x01U{time.time_ns()}\x02"
+    header = hd.SendMessageRequestHeaderV2(
+        a="PG", b=topic, c="TBW102", d=4, e=queue_id, f=0, g=int(time.time() * 1000), h=0, i=props
+    )
+    return call(addr, RC.SEND_MESSAGE_V2, header, body)
+
+
+def create_topic(addr: str, topic: str, queues: int) -> RemotingCommand:
+    header = hd.CreateTopicRequestHeader(
+        topic=topic, default_topic="TBW102", read_queue_nums=queues, write_queue_nums=queues, perm=6,
+        topic_filter_type="SINGLE_TAG",
+    )  # fmt: skip
+    return call(addr, RC.UPDATE_AND_CREATE_TOPIC, header)
+
+
+def pop_header(group: str, topic: str, *, queue_id: int = -1, num: int = 32, invisible: int = 3000,
+               poll: int = 0, init_mode: int = 0, order: bool = False, exp: str | None = None,
+               attempt: str | None = None) -> hd.PopMessageRequestHeader:  # fmt: skip
+    return hd.PopMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=queue_id, max_msg_nums=num, invisible_time=invisible,
+        poll_time=poll, born_time=int(time.time() * 1000), init_mode=init_mode,
+        exp_type="TAG" if exp else None, exp=exp, order=order, attempt_id=attempt,
+    )  # fmt: skip
+
+
+def pop(addr: str, group: str, topic: str, **kw: Any) -> RemotingCommand:
+    return call(addr, RC.POP_MESSAGE, pop_header(group, topic, **kw))
+
+
+def records(body: bytes) -> list[Record]:
+    out, pos = [], 0
+    while pos < len(body):
+        rec = decode_record(body, pos, len(body))
+        out.append(rec)
+        pos += rec.total_size
+    return out
+
+
+@dataclass
+class Popped:
+    """One popped message and its handle (``MQClientAPIImpl.processPopResponse``)."""
+
+    rec: Record
+    extra: str
+    real_topic: str
+
+    @property
+    def body(self) -> bytes:
+        return self.rec.body()
+
+
+def popped(resp: RemotingCommand, topic: str, group: str, broker: str = "broker-a") -> list[Popped]:
+    """The messages of a POP answer with the extra info a 5.1.1 client builds for each."""
+    ext = resp.ext_fields
+    starts = {}
+    for part in filter(None, ext.get("startOffsetInfo", "").split(";")):
+        kind, qid, start = part.split(" ")
+        starts[f"{kind}@{qid}"] = int(start)
+    out = []
+    for rec in records(resp.body):
+        if "POP_CK" in rec.properties:
+            extra = rec.properties["POP_CK"]
+            real = f"%RETRY%{group}_{topic}"
+        else:
+            start = starts[f"0@{rec.queue_id}"]
+            fields = (ext["popTime"], ext["invisibleTime"], ext["reviveQid"], 0, broker, rec.queue_id)
+            extra = " ".join(str(x) for x in (start, *fields, rec.queue_offset))
+            real = topic
+        out.append(Popped(rec, extra, real))
+    return out
+
+
+def ack(addr: str, group: str, p: Popped) -> RemotingCommand:
+    header = hd.AckMessageRequestHeader(
+        consumer_group=group, topic=p.real_topic, queue_id=p.rec.queue_id, extra_info=p.extra,
+        offset=p.rec.queue_offset,
+    )  # fmt: skip
+    return call(addr, RC.ACK_MESSAGE, header)
+
+
+def change(addr: str, group: str, p: Popped, invisible: int) -> RemotingCommand:
+    header = hd.ChangeInvisibleTimeRequestHeader(
+        consumer_group=group, topic=p.real_topic, queue_id=p.rec.queue_id, extra_info=p.extra,
+        offset=p.rec.queue_offset, invisible_time=invisible,
+    )  # fmt: skip
+    return call(addr, RC.CHANGE_MESSAGE_INVISIBLETIME, header)
+
+
+def pop_until(addr: str, group: str, topic: str, want: int, timeout: float = 15.0, **kw: Any) -> list[Popped]:
+    """POP (long polling 1 s) until ``want`` messages came, or ``timeout``."""
+    got: list[Popped] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        resp = pop(addr, group, topic, poll=1000, **kw)
+        if resp.code == 0:
+            got += popped(resp, topic, group)
+    return got
