@@ -23,6 +23,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rmqcli.broker.acl.setup import guard_namesrv, open_acl
 from rmqcli.broker.config import BrokerConfig
@@ -30,9 +31,12 @@ from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, S
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.namesrv import NameServer, default_config
 from rmqcli.broker.retention import drill_usage
-from rmqcli.errors import NetworkError, UsageError
+from rmqcli.errors import NetworkError, RmqError, UsageError
 from rmqcli.store.retention import disk_used_ratio
 from rmqcli.store.write.messages import Host
+
+if TYPE_CHECKING:
+    from rmqcli.broker.grpc.server import GrpcEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +65,10 @@ class ServeOptions:
     max_connections: int = MAX_CONNECTIONS
     namesrv_config: dict[str, str] | None = None  # NameServer keys of the --config file (namesrv.SETTINGS)
     disk_usage_file: Path | None = None  # --disk-usage-from: the clean-up's usage figure, for drills
+    grpc_port: int = 0  # the gRPC endpoint (rmqcli.broker.grpc); 0: none (the command's default is 8081)
+    grpc_listen: str = "127.0.0.1"
+    grpc_cert: Path | None = None  # with grpc_key: TLS
+    grpc_key: Path | None = None
 
 
 PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
@@ -258,6 +266,17 @@ async def start_ha(controller: BrokerController, host: str) -> None:
         raise NetworkError(f"HA: cannot listen on {where}: {reason}") from None
 
 
+async def start_grpc(controller: BrokerController, opts: ServeOptions) -> GrpcEndpoint:
+    """The gRPC endpoint of the 5.x clients (``rmqcli.broker.grpc``; grpc is imported only here)."""
+    try:
+        from rmqcli.broker.grpc.server import GrpcOptions, start
+    except ImportError as exc:  # grpcio missing
+        raise RmqError(f"gRPC: {exc} (pip install grpcio grpcio-tools, or --grpc-port 0)") from None
+
+    options = GrpcOptions(opts.grpc_port, opts.grpc_listen, opts.grpc_cert, opts.grpc_key)
+    return await start(controller, options)
+
+
 def ha_description(controller: BrokerController) -> str:
     ha = controller.ha
     if ha.is_slave:
@@ -303,6 +322,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         )
     servers: list[Server] = []
     controller: BrokerController | None = None
+    grpc_endpoint: GrpcEndpoint | None = None
     namesrv: NameServer | None = None
     ns_task: asyncio.Task[None] | None = None
     stop = asyncio.Event()
@@ -334,6 +354,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         servers.append(broker_server)
         await listen(broker_server, opts.listen, config.listen_port)
         await start_ha(controller, opts.listen)
+        if opts.grpc_port:
+            grpc_endpoint = await start_grpc(controller, opts)
         controller.start()
         parts = []
         if opts.run_namesrv:
@@ -343,6 +365,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             f"on {opts.listen}:{config.listen_port}, address {controller.addr}, {config.flush_disk_type}, "
             f"{config.broker_role} (HA {ha_description(controller)})"
         )
+        if grpc_endpoint is not None:
+            parts.append(grpc_endpoint.describe())
         announce("rmq serve: " + "; ".join(parts) + f"; store {opts.store}")
         started = True
         await stop.wait()
@@ -351,6 +375,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             loop.remove_signal_handler(sig)
         if index_task is not None:
             await asyncio.wait({index_task})  # the index is whole before the store closes
+        if grpc_endpoint is not None:
+            await grpc_endpoint.stop()  # before the store closes under its sends
         if controller is not None:
             for server in servers:
                 if server.name == "broker":

@@ -61,6 +61,27 @@ def serve(
             "(default: rmqMaxConnections of broker.conf, rmq's own key, else 10000).",
         ),
     ] = None,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option(
+            "--grpc-port",
+            help="Port of the gRPC endpoint of RocketMQ 5.x clients, as the 5.x proxy's grpcServerPort "
+            "(default 8081; 0: none).",
+        ),
+    ] = None,
+    grpc_listen: Annotated[
+        str, typer.Option("--grpc-listen", help="Address the gRPC endpoint listens on.")
+    ] = "127.0.0.1",
+    grpc_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--grpc-cert", help="PEM certificate (chain): the gRPC endpoint speaks TLS.", dir_okay=False
+        ),
+    ] = None,
+    grpc_key: Annotated[
+        Path | None,
+        typer.Option("--grpc-key", help="PEM private key of --grpc-cert.", dir_okay=False),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log connections and warnings.")] = False,
     acl: Annotated[
         Path | None,
@@ -105,6 +126,13 @@ def serve(
     files older than fileReservedTime hours go at the deleteWhen hours, or at once when the disk is
     fuller than diskMaxUsedSpaceRatio; consume-queue and index files below the new minimum follow.
     Above diskSpaceWarningLevelRatio (90%) sends are refused until space returns.
+
+    RocketMQ 5.x clients (Java, Go, C++, Python, Node.js... of apache/rocketmq-clients) talk gRPC:
+    the endpoint on --grpc-port (8081, loopback unless --grpc-listen; TLS with --grpc-cert and
+    --grpc-key) is the 5.x proxy in local mode over the same store. It answers route queries,
+    settings, heartbeats, sends (normal, FIFO message groups, transactional with EndTransaction)
+    and client termination; receiving (POP) is not there yet. Without it: --grpc-port 0.
+    With aclEnable=true it stays off (its requests are not checked against the ACL yet).
     """
     import asyncio
     import logging
@@ -131,6 +159,10 @@ def serve(
         raise UsageError(f"{store}: expected a store directory, not a file")
     if not 0 < namesrv_port < 65536:
         raise UsageError(f"--namesrv-port: bad port {namesrv_port}")
+    from rmqcli.broker.grpc.options import DEFAULT_PORT, check_options
+
+    grpc = DEFAULT_PORT if grpc_port is None else grpc_port
+    check_options(grpc, grpc_cert, grpc_key)
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="rmq serve: %(levelname)s %(name)s: %(message)s",
@@ -162,6 +194,13 @@ def serve(
     exposed = exposure_warning(listen, acl_enabled(broker_config, props))
     if exposed:
         typer.echo(exposed, err=True)
+    if grpc and acl_enabled(broker_config, props):
+        typer.echo(
+            "rmq serve: warning: the gRPC endpoint is off: aclEnable=true and gRPC requests are not "
+            "checked against the ACL yet",
+            err=True,
+        )
+        grpc = 0
     addrs = tuple(a.strip() for a in (namesrv or "").split(";") if a.strip())
     if no_namesrv and not addrs and not broker_config.namesrv_addr:
         typer.echo(
@@ -178,6 +217,10 @@ def serve(
         max_connections=connection_cap,
         namesrv_config=namesrv_config(props),
         disk_usage_file=disk_usage_from,
+        grpc_port=grpc,
+        grpc_listen=grpc_listen,
+        grpc_cert=grpc_cert,
+        grpc_key=grpc_key,
     )
 
     def announce(line: str) -> None:

@@ -1,0 +1,144 @@
+"""Heartbeat, Telemetry and NotifyClientTermination (the 5.1 proxy's ``ClientActivity``).
+
+Telemetry is the client's long-lived stream. Each ``settings`` command it sends is checked (a
+publishing client's topics as ``GrpcValidator.validateTopic``, a subscribing client's group as
+``validateConsumerGroup``; settings with neither: the stream ends with INVALID_ARGUMENT "there is no
+publishing or subscription data in settings"), kept by client id and answered with ``{status OK,
+settings}`` merged by ``settings.SettingsStore``. A refused command ends the stream with
+INVALID_ARGUMENT for a 4xxxx code and INTERNAL otherwise (``processTelemetryException``). The
+client's ``thread_stack_trace`` and ``verify_message_result`` answer server commands rmq does not
+send yet; they are read and dropped. The stream stays registered by client id while it is open, for
+commands the server will send (transaction check-back).
+
+Heartbeat needs the client's settings (else UNRECOGNIZED_CLIENT_TYPE "cannot find client settings
+for this client"); a consumer's group must be legal. NotifyClientTermination forgets the settings
+(a client without any is answered OK: the 5.1 proxy fails on a null there).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from rmqcli.broker.grpc import convert
+from rmqcli.broker.grpc import status as st
+from rmqcli.broker.grpc.context import CallContext
+from rmqcli.broker.grpc.route import check_group
+from rmqcli.broker.grpc.settings import SettingsStore
+
+log = logging.getLogger(__name__)
+
+PRODUCER, PUSH_CONSUMER, SIMPLE_CONSUMER = 1, 2, 3  # ClientType
+CONSUMERS = (PUSH_CONSUMER, SIMPLE_CONSUMER)
+MAX_STREAMS = 10_000
+
+
+class Clients:
+    """The gRPC clients: their settings and open Telemetry streams, by client id."""
+
+    def __init__(self, stubs: Any, settings: SettingsStore):
+        self.s = stubs
+        self.settings = settings
+        self.streams: dict[str, Any] = {}  # client id -> the servicer context of its Telemetry
+        self._heard: set[str] = set()  # clients whose first heartbeat was logged
+
+    def type_name(self, client_type: int) -> str:
+        try:
+            return str(self.s.definition.ClientType.Name(client_type))
+        except ValueError:
+            return str(client_type)
+
+    # --- Telemetry ------------------------------------------------------------------------------
+    def settings_command(self, ctx: CallContext, command: Any) -> Any:
+        """``processAndWriteClientSettings``: the answer to one ``settings`` command."""
+        settings = command.settings
+        which = settings.WhichOneof("pub_sub")
+        if which == "publishing":
+            for topic in settings.publishing.topics:
+                convert.check_topic(topic.name)
+        elif which == "subscription":
+            check_group(settings.subscription.group.name)
+        else:
+            raise st.GrpcStatusError(
+                st.BAD_REQUEST, "there is no publishing or subscription data in settings"
+            )
+        first = self.settings.raw(ctx.client_id) is None
+        self.settings.update(ctx.client_id, settings)
+        if first:
+            if which == "publishing":
+                what = "publishing " + ", ".join(t.name for t in settings.publishing.topics)
+            else:
+                what = f"group {settings.subscription.group.name}"
+            log.info(
+                "gRPC client %s (%s, %s %s) from %s: %s",
+                ctx.client_id,
+                self.type_name(settings.client_type),
+                ctx.language,
+                ctx.client_version,
+                ctx.remote_address,
+                what,
+            )
+        return self.s.service.TelemetryCommand(
+            status=st.make(self.s.definition, st.OK), settings=self.settings.get(ctx.client_id)
+        )
+
+    async def telemetry(self, ctx: CallContext, commands: AsyncIterator[Any], context: Any) -> None:
+        """Read the client's commands until it half-closes, answering each ``settings``."""
+        import grpc
+
+        client_id = ctx.require_client_id()
+        if len(self.streams) < MAX_STREAMS or client_id in self.streams:
+            self.streams[client_id] = context
+        try:
+            async for command in commands:
+                if command.WhichOneof("command") != "settings":
+                    continue  # thread_stack_trace / verify_message_result: nothing asked for them
+                try:
+                    reply = self.settings_command(ctx, command)
+                except st.GrpcStatusError as exc:
+                    code = grpc.StatusCode.INVALID_ARGUMENT
+                    if not st.BAD_REQUEST <= exc.code < 50000:
+                        code = grpc.StatusCode.INTERNAL
+                    await context.abort(code, f"process client telemetryCommand failed. {exc.message}")
+                    return
+                await context.write(reply)
+        finally:
+            if self.streams.get(client_id) is context:
+                del self.streams[client_id]
+
+    # --- unary calls ----------------------------------------------------------------------------
+    def heartbeat(self, ctx: CallContext, request: Any) -> Any:
+        d, s = self.s.definition, self.s.service
+        settings = self.settings.get(ctx.require_client_id())
+        if settings is None:
+            return s.HeartbeatResponse(
+                status=st.make(d, st.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
+            )
+        if settings.client_type in CONSUMERS:
+            check_group(request.group.name)
+        elif settings.client_type != PRODUCER:
+            name = self.type_name(settings.client_type)
+            return s.HeartbeatResponse(status=st.make(d, st.UNRECOGNIZED_CLIENT_TYPE, name))
+        if ctx.client_id not in self._heard:
+            if len(self._heard) >= MAX_STREAMS:
+                self._heard.clear()
+            self._heard.add(ctx.client_id)
+            log.info(
+                "gRPC client %s: first heartbeat (%s)", ctx.client_id, self.type_name(settings.client_type)
+            )
+        return s.HeartbeatResponse(status=st.make(d, st.OK))
+
+    def notify_termination(self, ctx: CallContext, request: Any) -> Any:
+        d, s = self.s.definition, self.s.service
+        settings = self.settings.remove(ctx.require_client_id())
+        self._heard.discard(ctx.client_id)
+        if settings is not None:
+            if settings.client_type in CONSUMERS:
+                check_group(request.group.name)
+            elif settings.client_type != PRODUCER:
+                name = self.type_name(settings.client_type)
+                return s.NotifyClientTerminationResponse(status=st.make(d, st.UNRECOGNIZED_CLIENT_TYPE, name))
+        kind = self.type_name(settings.client_type) if settings is not None else "no settings"
+        log.info("gRPC client %s terminated (%s)", ctx.client_id, kind)
+        return s.NotifyClientTerminationResponse(status=st.make(d, st.OK))

@@ -1,0 +1,198 @@
+"""SendMessage (the 5.1 proxy's ``SendMessageActivity`` + ``ProducerProcessor`` over
+``LocalMessageService``): a gRPC message goes through the broker's own send processor in-process.
+
+As the proxy in local mode does, each message becomes a SEND_MESSAGE (10) request (producer group =
+the topic, default topic TBW102 with 4 queues, the properties of ``convert``) handed to
+``rmqcli.broker.send`` with a stand-in for the connection (the caller's address), so every check,
+the transaction half-message path, SYNC_FLUSH and SYNC_MASTER waits are the remoting send's. The
+queue is chosen here, not by the client: a message group hashes to a write queue (Guava's
+``consistentHash`` of Java's ``String.hashCode``), other messages take the write queues in turn. A
+topic with a ``message.type`` attribute takes only messages of that type.
+
+Answer per message: SUCCESS -> OK with the queue offset, ``message_id`` = the client's id
+(``UNIQ_KEY``) and, for a transactional message, ``transaction_id`` = that id too (5.1's
+``SendMessageProcessor``); FLUSH_DISK_TIMEOUT -> MASTER_PERSISTENCE_TIMEOUT, FLUSH_SLAVE_TIMEOUT ->
+SLAVE_PERSISTENCE_TIMEOUT, SLAVE_NOT_AVAILABLE -> HA_NOT_AVAILABLE; any other broker refusal ->
+INTERNAL_SERVER_ERROR with the broker's remark (``LocalMessageService``: a ProxyException).
+
+rmq stores the messages of a request with more than one message one by one (an entry each; the
+proxy sends them as one batch with one entry): the 5.x clients send one message per request.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from formats import commitlog as cfmt
+from rmqcli.broker import send
+from rmqcli.broker.grpc import convert
+from rmqcli.broker.grpc import status as st
+from rmqcli.broker.grpc.context import CallContext
+from rmqcli.broker.state import is_writable
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+
+if TYPE_CHECKING:
+    from rmqcli.broker.connection import Connection
+    from rmqcli.broker.context import BrokerContext
+
+DEFAULT_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
+MAX_TRANSACTIONS = 100_000  # transaction data kept for EndTransaction (oldest forgotten first)
+ENTRY_CODES = {
+    RS.FLUSH_DISK_TIMEOUT: st.MASTER_PERSISTENCE_TIMEOUT,
+    RS.FLUSH_SLAVE_TIMEOUT: st.SLAVE_PERSISTENCE_TIMEOUT,
+    RS.SLAVE_NOT_AVAILABLE: st.HA_NOT_AVAILABLE,
+}
+SEND_STATUS = {
+    RS.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    RS.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+    RS.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+}
+
+
+class CallChannel:
+    """What the send processor reads of its connection, for a gRPC call (the proxy's
+    ``SimpleChannel``): the caller's address."""
+
+    def __init__(self, ctx: CallContext):
+        self.peer = (ctx.remote_host or "0.0.0.0", ctx.remote_port)
+        self.attributes: dict[str, Any] = {}
+        self.address = ctx.remote_address
+
+
+def java_string_hash(text: str) -> int:
+    """``String.hashCode`` (over UTF-16 code units), a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def consistent_hash(value: int, buckets: int) -> int:
+    """Guava's ``Hashing.consistentHash(long, int)`` (its linear congruential generator)."""
+    state = value & 0xFFFFFFFFFFFFFFFF
+    candidate = 0
+    while True:
+        state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
+        shifted = state >> 33
+        shifted = shifted - (1 << 31) if shifted & 0x80000000 else shifted  # (int) cast
+        nxt = int((candidate + 1) / ((shifted + 1) / 2.0**31))
+        if 0 <= nxt < buckets:
+            candidate = nxt
+        else:
+            return candidate
+
+
+@dataclass(frozen=True)
+class TransactionData:
+    """What EndTransaction needs of a half message (the proxy's ``TransactionData``)."""
+
+    commit_log_offset: int
+    queue_offset: int
+
+
+class Producer:
+    """SendMessage for one broker."""
+
+    def __init__(self, stubs: Any, ctl: BrokerContext):
+        self.s = stubs
+        self.ctl = ctl
+        self._turns: dict[str, itertools.count[int]] = {}
+        self.transactions: OrderedDict[tuple[str, str], TransactionData] = OrderedDict()
+
+    def select_queue(self, topic: str, config: dict, group: str) -> int:
+        writes = config["writeQueueNums"] if is_writable(config["perm"]) else 0
+        if writes <= 0:
+            raise st.GrpcStatusError(st.FORBIDDEN, "no writable queue")
+        if group:
+            return consistent_hash(java_string_hash(group), writes)
+        turn = self._turns.get(topic)
+        if turn is None:
+            if len(self._turns) >= 100_000:
+                self._turns.clear()
+            turn = self._turns[topic] = itertools.count()
+        return next(turn) % writes
+
+    def request(self, out: convert.Outgoing, queue_id: int) -> RemotingCommand:
+        header = hd.SendMessageRequestHeader(
+            producer_group=out.topic,
+            topic=out.topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=4,
+            queue_id=queue_id,
+            sys_flag=out.sys_flag,
+            born_timestamp=out.born_timestamp,
+            flag=0,
+            properties=cfmt.encode_properties_as_broker(out.properties).decode("utf-8"),
+            reconsume_times=0,
+        )
+        return RemotingCommand.request(RC.SEND_MESSAGE, header, out.body)
+
+    async def send_message(self, ctx: CallContext, request: Any) -> Any:
+        d, s = self.s.definition, self.s.service
+        if not request.messages:
+            raise st.GrpcStatusError(st.MESSAGE_CORRUPTED, "no message to send")
+        topic = request.messages[0].topic
+        convert.check_topic(topic.name)
+        outs = []
+        for message in request.messages:
+            if message.topic != topic:
+                raise st.GrpcStatusError(st.MESSAGE_CORRUPTED, "topic in message is not same")
+            outs.append(convert.outgoing(message, ctx))
+        config = self.ctl.topics.get(topic.name)
+        convert.check_type(topic.name, config, outs[0].properties)
+        if config is None:
+            raise st.GrpcStatusError(st.TOPIC_NOT_FOUND, f"topic[{topic.name}] not exist")
+        entries = []
+        for out, message in zip(outs, request.messages, strict=True):
+            queue_id = self.select_queue(topic.name, config, message.system_properties.message_group)
+            entries.append(await self.store(ctx, out, queue_id))
+        codes = {entry.status.code for entry in entries}
+        code = codes.pop() if len(codes) == 1 else st.MULTIPLE_RESULTS
+        return s.SendMessageResponse(status=st.make(d, code), entries=entries)
+
+    async def store(self, ctx: CallContext, out: convert.Outgoing, queue_id: int) -> Any:
+        d, s = self.s.definition, self.s.service
+        request = self.request(out, queue_id)
+        reply = send.send(self.ctl, request, cast("Connection", CallChannel(ctx)))
+        if self.ctl.defer_dispatch:
+            self.ctl.store.catch_up()  # the reput the connection runs after each read
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if reply is None:
+            raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, "the broker gave no answer")
+        if reply.code in ENTRY_CODES:
+            text = f"send message failed, sendStatus={SEND_STATUS[reply.code]}"
+            return s.SendResultEntry(status=st.make(d, ENTRY_CODES[reply.code], text))
+        if reply.code != RS.SUCCESS:
+            raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, reply.remark or str(reply.code))
+        header = reply.header(hd.SendMessageResponseHeader)
+        message_id = out.properties[convert.UNIQ_KEY]
+        transaction_id = ""
+        if out.properties.get(convert.TRAN_MSG) == "true":
+            transaction_id = message_id
+            self.remember(out.topic, transaction_id, header.msg_id, header.queue_offset)
+        return s.SendResultEntry(
+            status=st.make(d, st.OK),
+            offset=header.queue_offset,
+            message_id=message_id,
+            transaction_id=transaction_id,
+        )
+
+    def remember(self, topic: str, transaction_id: str, offset_msg_id: str, queue_offset: int) -> None:
+        """``fillTransactionData``: the half message's commit log offset (the last 16 hex digits of
+        the offset message id) and queue offset, for EndTransaction."""
+        try:
+            commit_log_offset = int(offset_msg_id[-16:], 16)
+        except ValueError:
+            return
+        self.transactions[(topic, transaction_id)] = TransactionData(commit_log_offset, queue_offset)
+        while len(self.transactions) > MAX_TRANSACTIONS:
+            self.transactions.popitem(last=False)

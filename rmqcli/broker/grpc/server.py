@@ -1,0 +1,236 @@
+"""The gRPC endpoint of ``rmq serve``: ``apache.rocketmq.v2.MessagingService`` on grpc.aio, in the
+broker's event loop (the 5.x proxy in "local" mode: proxy and broker in one process, calls go to
+the broker's processors directly).
+
+Served: QueryRoute, QueryAssignment, SendMessage, EndTransaction, Heartbeat, Telemetry (settings),
+NotifyClientTermination. ReceiveMessage, AckMessage, ChangeInvisibleDuration and
+ForwardMessageToDeadLetterQueue need POP consumption in the broker, which rmq does not have yet:
+they are answered NOT_IMPLEMENTED (50100), what the 5.1 proxy answers when its broker says
+REQUEST_CODE_NOT_SUPPORTED (``ResponseBuilder``), with the request code the broker lacks
+(ReceiveMessage as the proxy's stream: that status, then ``delivery_timestamp``, then the end).
+
+Every call needs ``x-mq-client-id`` (CLIENT_ID_REQUIRED); failures are answered in the response's
+``status``, never as gRPC errors (except a refused Telemetry command, as the proxy). A request may
+be at most ``MAX_MESSAGE_BYTES``. The listener does not share its port (grpc's SO_REUSEPORT is off),
+so a port in use is an error, as for the remoting listeners; with a certificate and key it speaks
+TLS only.
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rmqcli.broker.grpc import client as clients
+from rmqcli.broker.grpc import context as cc
+from rmqcli.broker.grpc import route
+from rmqcli.broker.grpc import status as st
+from rmqcli.broker.grpc import transaction as tx
+from rmqcli.broker.grpc.options import GrpcOptions
+from rmqcli.broker.grpc.producer import Producer
+from rmqcli.broker.grpc.settings import SettingsStore
+from rmqcli.broker.grpc.stubs import Stubs, load
+from rmqcli.errors import NetworkError, UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.broker.context import BrokerContext
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a request (a 4 MiB body and its properties fit many times)
+STOP_GRACE_SECONDS = 1.0
+POP_CODES = {  # RequestCode of the POP family the broker lacks
+    "ReceiveMessage": 200050,
+    "AckMessage": 200051,
+    "ChangeInvisibleDuration": 200053,
+    "ForwardMessageToDeadLetterQueue": 200051,  # forwards, then acks
+}
+
+
+def credentials(options: GrpcOptions) -> Any:
+    import grpc
+
+    assert options.cert is not None and options.key is not None
+    try:
+        chain, key = options.cert.read_bytes(), options.key.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
+    for path, data, marker in ((options.cert, chain, b"CERTIFICATE"), (options.key, key, b"PRIVATE KEY")):
+        if b"-----BEGIN " not in data or marker not in data:
+            raise UsageError(f"{path}: not a PEM file with a {marker.decode().lower()}")
+    return grpc.ssl_server_credentials([(key, chain)])
+
+
+def bind_problem(host: str, port: int) -> str:
+    """Why grpc could not bind ``host:port``: tried again with a plain socket for the errno."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return str(exc.strerror or exc).lower()
+    for family, kind, proto, _, address in infos:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(address)
+        except OSError as exc:
+            return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    return os.strerror(errno.EADDRNOTAVAIL).lower()
+
+
+def endpoint_host(options: GrpcOptions, broker_ip: str) -> str:
+    """The host advertised in routes: the listen address, the broker's address for a wildcard."""
+    return broker_ip if options.host in ("", "0.0.0.0", "::", "*") else options.host
+
+
+def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any:
+    """A ``MessagingServiceServicer`` over the broker ``ctl``."""
+    d = s.definition
+    svc = s.service
+    producer = Producer(s, ctl)
+    settings = SettingsStore(d, lambda group: ctl.writer.config.groups.get(group))
+    known = clients.Clients(s, settings)
+
+    async def unary(name: str, response: type, context: Any, work: Callable[[cc.CallContext], Any]) -> Any:
+        try:
+            ctx = cc.from_call(context.invocation_metadata(), context.peer())
+            ctx.require_client_id()
+            result = work(ctx)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except Exception as exc:  # answered in the status, as the proxy's writeResponse
+            return response(status=st.of_exception(d, exc, name))
+
+    def not_implemented(name: str) -> Any:
+        return st.make(d, st.NOT_IMPLEMENTED, f" request type {POP_CODES[name]} not supported")
+
+    class Servicer(s.service_grpc.MessagingServiceServicer):  # type: ignore[name-defined,misc]
+        async def QueryRoute(self, request: Any, context: Any) -> Any:
+            return await unary(
+                "QueryRoute", svc.QueryRouteResponse, context,
+                lambda ctx: route.query_route(s, ctl, endpoint, request),
+            )  # fmt: skip
+
+        async def QueryAssignment(self, request: Any, context: Any) -> Any:
+            return await unary(
+                "QueryAssignment", svc.QueryAssignmentResponse, context,
+                lambda ctx: route.query_assignment(s, ctl, endpoint, request),
+            )  # fmt: skip
+
+        async def SendMessage(self, request: Any, context: Any) -> Any:
+            return await unary(
+                "SendMessage", svc.SendMessageResponse, context,
+                lambda ctx: producer.send_message(ctx, request),
+            )  # fmt: skip
+
+        async def EndTransaction(self, request: Any, context: Any) -> Any:
+            return await unary(
+                "EndTransaction", svc.EndTransactionResponse, context,
+                lambda ctx: tx.end_transaction(s, producer, ctx, request),
+            )  # fmt: skip
+
+        async def Heartbeat(self, request: Any, context: Any) -> Any:
+            return await unary(
+                "Heartbeat", svc.HeartbeatResponse, context, lambda ctx: known.heartbeat(ctx, request)
+            )
+
+        async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+            return await unary(
+                "NotifyClientTermination", svc.NotifyClientTerminationResponse, context,
+                lambda ctx: known.notify_termination(ctx, request),
+            )  # fmt: skip
+
+        async def Telemetry(self, request_iterator: Any, context: Any) -> None:
+            import grpc
+
+            ctx = cc.from_call(context.invocation_metadata(), context.peer())
+            if not ctx.client_id.strip():
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client id cannot be empty")
+                return
+            await known.telemetry(ctx, request_iterator, context)
+
+        async def ReceiveMessage(self, request: Any, context: Any) -> Any:
+            ctx = cc.from_call(context.invocation_metadata(), context.peer())
+            if not ctx.client_id.strip():
+                status = st.make(d, st.CLIENT_ID_REQUIRED, "client id cannot be empty")
+            else:
+                status = not_implemented("ReceiveMessage")
+            yield svc.ReceiveMessageResponse(status=status)
+            now = svc.ReceiveMessageResponse()
+            now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+            yield now
+
+        async def AckMessage(self, request: Any, context: Any) -> Any:
+            return await unary(
+                "AckMessage", svc.AckMessageResponse, context,
+                lambda ctx: svc.AckMessageResponse(status=not_implemented("AckMessage")),
+            )  # fmt: skip
+
+        async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+            name = "ChangeInvisibleDuration"
+            return await unary(
+                name, svc.ChangeInvisibleDurationResponse, context,
+                lambda ctx: svc.ChangeInvisibleDurationResponse(status=not_implemented(name)),
+            )  # fmt: skip
+
+        async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+            name = "ForwardMessageToDeadLetterQueue"
+            return await unary(
+                name, svc.ForwardMessageToDeadLetterQueueResponse, context,
+                lambda ctx: svc.ForwardMessageToDeadLetterQueueResponse(status=not_implemented(name)),
+            )  # fmt: skip
+
+    return Servicer()
+
+
+class GrpcEndpoint:
+    """The running gRPC server; ``stop()`` ends it (open streams get ``STOP_GRACE_SECONDS``)."""
+
+    def __init__(self, server: Any, options: GrpcOptions, port: int):
+        self.server = server
+        self.options = options
+        self.port = port
+
+    def describe(self) -> str:
+        host = self.options.host
+        where = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+        return f"gRPC{' (TLS)' if self.options.tls else ''} on {where}"
+
+    async def stop(self) -> None:
+        await self.server.stop(STOP_GRACE_SECONDS)
+
+
+async def start(ctl: BrokerContext, options: GrpcOptions) -> GrpcEndpoint:
+    """Generate/load the stubs, bind and start; a port that cannot be bound is a ``NetworkError``
+    naming it (exit 5), a bad certificate or key a ``UsageError``."""
+    import grpc
+
+    s = load()
+    creds = credentials(options) if options.tls else None
+    server = grpc.aio.server(
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ]
+    )
+    host = options.host
+    address = f"[{host}]:{options.port}" if ":" in host else f"{host}:{options.port}"
+    endpoint = route.Endpoint(endpoint_host(options, ctl.config.broker_ip1), options.port)
+    s.service_grpc.add_MessagingServiceServicer_to_server(make_servicer(s, ctl, endpoint), server)
+    try:
+        port = (
+            server.add_secure_port(address, creds) if creds is not None else server.add_insecure_port(address)
+        )
+    except RuntimeError:
+        port = 0
+    if not port:
+        reason = bind_problem(host, options.port)
+        raise NetworkError(f"gRPC: cannot listen on {address}: {reason}")
+    await server.start()
+    return GrpcEndpoint(server, options, port)
