@@ -103,7 +103,7 @@ def serve_first_send(store: Path, tmp: Path) -> float:
     conf = write_conf(tmp / "serve.conf", mappedFileSizeCommitLog=str(FILE), haListenPort=str(free_port()))
     ns_port, port = free_port(), free_port_pair()
     cmd = [str(BIN / "rmq"), "serve", str(store), "--namesrv-port", str(ns_port), "--port", str(port)]
-    cmd += ["--config", str(conf)]
+    cmd += ["--grpc-port", "0", "--config", str(conf)]
     log = open(tmp / "serve.log", "w")  # noqa: SIM115 - the child's output
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -38,7 +38,9 @@ def free_port_pair() -> int:
 
 
 class ServeProcess:
-    """``rmq serve STORE`` on free loopback ports; ``stop()`` sends SIGTERM and waits."""
+    """``rmq serve STORE`` on free loopback ports; ``stop()`` sends SIGTERM and waits. Its gRPC
+    endpoint is off (``--grpc-port 0``: many servers run at once and 8081 is one port) unless
+    ``grpc`` asks for it, on a free port (``grpc_port``)."""
 
     def __init__(
         self,
@@ -46,6 +48,7 @@ class ServeProcess:
         conf: Path | None = None,
         extra: list[str] | None = None,
         command: list[str] | None = None,
+        grpc: bool = False,
     ):
         self.store = store
         self.conf = conf
@@ -55,6 +58,9 @@ class ServeProcess:
         self.port = free_port_pair()  # a master also listens on port + 1 (HA)
         while self.namesrv_port in (self.port, self.port + 1):
             self.port = free_port_pair()
+        self.grpc_port = 0
+        while grpc and self.grpc_port in (0, self.namesrv_port, self.port, self.port + 1):
+            self.grpc_port = free_port()
         self.proc: subprocess.Popen[str] | None = None
         self.log = store.parent / f"serve-{self.port}.log"
 
@@ -66,6 +72,11 @@ class ServeProcess:
     def broker(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def grpc(self) -> str:
+        """The gRPC endpoint (5.x clients' access point)."""
+        return f"127.0.0.1:{self.grpc_port}"
+
     def start(self, timeout: float = 15.0) -> ServeProcess:
         args = [
             *self.command,
@@ -75,6 +86,8 @@ class ServeProcess:
             str(self.namesrv_port),
             "--port",
             str(self.port),
+            "--grpc-port",
+            str(self.grpc_port),
         ]
         if self.conf is not None:
             args += ["--config", str(self.conf)]
