@@ -3,7 +3,8 @@ tests/broker/test_grpc_client5.py, run by the interpreter of ``.venv-rmq5`` (its
 ``rocketmq`` is not the C++ client's of the main virtual environment).
 
 Argument: a JSON object ``{"endpoint", "topic", "messages": [{"body", "tag", "key", "properties",
-"group"}], "missing": topic or null, "tls": bool}``. Prints one JSON object: the send receipts
+"group"}], "missing": topic or null, "tls": bool, "linger": seconds before the
+shutdown}``. Prints one JSON object: the send receipts
 (``message_id``, ``offset``), the error text of a send to the missing topic, and ``"done": true``
 after the producer's shutdown (its NotifyClientTermination).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 
 def main() -> None:
@@ -46,6 +48,7 @@ def main() -> None:
                 result["missing_error"] = None
             except Exception as exc:  # the client's error for a topic the server does not have
                 result["missing_error"] = f"{type(exc).__name__}: {exc}"
+        time.sleep(float(spec.get("linger", 0)))  # the first heartbeat comes about 1 s after start
     finally:
         producer.shutdown()
     result["done"] = True
