@@ -267,7 +267,11 @@ async def start_ha(controller: BrokerController, host: str) -> None:
 
 
 async def start_grpc(controller: BrokerController, opts: ServeOptions) -> GrpcEndpoint:
-    """The gRPC endpoint of the 5.x clients (``rmqcli.broker.grpc``; grpc is imported only here)."""
+    """The gRPC endpoint of the 5.x clients (``rmqcli.broker.grpc``; grpc is imported only here).
+    grpc's own log lines (its C core writes to stderr) only with ``--verbose``: a port in use is
+    said once, in rmq's line."""
+    if not logging.getLogger().isEnabledFor(logging.INFO):
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         from rmqcli.broker.grpc.server import GrpcOptions, start
     except ImportError as exc:  # grpcio missing

@@ -1,0 +1,198 @@
+"""``rmq serve``'s gRPC endpoint over a real socket, called with grpcio and the stubs rmq generates
+(the calls a 5.x client makes, and the ones it should not): statuses as the 5.1 proxy answers them,
+routes, FIFO queue choice, a transactional send committed with EndTransaction, the RPCs that wait
+for POP (NOT_IMPLEMENTED), and the command line (port in use, TLS options, ``--grpc-port 0``)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from rmqcli.broker.grpc.producer import consistent_hash, java_string_hash
+from rmqcli.broker.grpc.stubs import load
+from tests.support.cli import one_line_error, rmq_json, run_rmq
+from tests.support.serve import ServeProcess, free_port, write_conf
+
+S = load()
+D, SV = S.definition, S.service
+TOPIC = "TopicGS"
+META = [("x-mq-client-id", "test@1@0@x"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2")]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    tmp = tmp_path_factory.mktemp("grpcs")
+    serve = ServeProcess(tmp / "store", write_conf(tmp / "broker.conf"), grpc=True).start()
+    try:
+        run_rmq("updateTopic", "-n", serve.namesrv, "-c", "DefaultCluster", "-t", TOPIC, check=True)
+        yield serve
+    finally:
+        serve.stop()
+
+
+@pytest.fixture(scope="module")
+def stub(server: ServeProcess) -> Iterator[object]:
+    with grpc.insecure_channel(server.grpc) as channel:
+        yield S.service_grpc.MessagingServiceStub(channel)
+
+
+def message(body: bytes, message_id: str, **system: object) -> object:
+    m = D.Message(body=body)
+    m.topic.name = TOPIC
+    m.system_properties.message_id = message_id
+    m.system_properties.message_type = D.NORMAL
+    m.system_properties.born_timestamp.FromMilliseconds(int(time.time() * 1000))
+    for name, value in system.items():
+        setattr(m.system_properties, name, value)
+    return m
+
+
+def stored(server: ServeProcess, topic: str, message_id: str) -> dict:
+    [found] = rmq_json("queryMsgByUniqueKey", "-n", server.namesrv, "-t", topic, "-i", message_id, "--json")
+    return found["message"]
+
+
+def test_every_call_needs_a_client_id(stub) -> None:
+    request = SV.QueryRouteRequest(topic=D.Resource(name=TOPIC))
+    assert stub.QueryRoute(request).status.code == D.CLIENT_ID_REQUIRED
+
+
+def test_routes_name_the_grpc_endpoint(server: ServeProcess, stub) -> None:
+    answer = stub.QueryRoute(SV.QueryRouteRequest(topic=D.Resource(name=TOPIC)), metadata=META)
+    assert answer.status.code == D.OK
+    assert [q.id for q in answer.message_queues] == list(range(8))
+    for queue in answer.message_queues:
+        assert queue.permission == D.READ_WRITE and list(queue.accept_message_types) == [D.NORMAL]
+        assert (queue.broker.name, queue.broker.id) == ("broker-a", 0)
+        [address] = queue.broker.endpoints.addresses
+        assert (address.host, address.port, queue.broker.endpoints.scheme) == (
+            "127.0.0.1",
+            server.grpc_port,
+            D.IPv4,
+        )
+    missing = stub.QueryRoute(SV.QueryRouteRequest(topic=D.Resource(name="NoSuchTopicGS")), metadata=META)
+    assert missing.status.code == D.TOPIC_NOT_FOUND and not missing.message_queues
+    system = stub.QueryRoute(
+        SV.QueryRouteRequest(topic=D.Resource(name="SCHEDULE_TOPIC_XXXX")), metadata=META
+    )
+    assert system.status.code == D.ILLEGAL_TOPIC
+    assignment = stub.QueryAssignment(
+        SV.QueryAssignmentRequest(topic=D.Resource(name=TOPIC), group=D.Resource(name="GID_GS")),
+        metadata=META,
+    )
+    assert assignment.status.code == D.OK and [a.message_queue.id for a in assignment.assignments] == [-1]
+
+
+def test_refused_sends(stub) -> None:
+    bad = message(b"x", "01AA")
+    bad.user_properties["TAGS"] = "mine"
+    answer = stub.SendMessage(SV.SendMessageRequest(messages=[bad]), metadata=META)
+    assert (answer.status.code, answer.status.message) == (
+        D.ILLEGAL_MESSAGE_PROPERTY_KEY,
+        "property is used by system: TAGS",
+    )
+    answer = stub.SendMessage(SV.SendMessageRequest(), metadata=META)
+    assert answer.status.code == D.MESSAGE_CORRUPTED
+    missing = message(b"x", "01AB")
+    missing.topic.name = "NoSuchTopicGS"
+    assert (
+        stub.SendMessage(SV.SendMessageRequest(messages=[missing]), metadata=META).status.code
+        == D.TOPIC_NOT_FOUND
+    )
+
+
+def test_a_message_group_picks_its_queue_as_the_proxy(server: ServeProcess, stub) -> None:
+    for group in ("order-1", "group-A", "g"):
+        message_id = f"01FIFO{java_string_hash(group) & 0xFFFF:04X}"
+        sent = message(b"fifo", message_id, message_group=group)
+        answer = stub.SendMessage(SV.SendMessageRequest(messages=[sent]), metadata=META)
+        assert answer.status.code == D.OK and answer.entries[0].message_id == message_id
+        found = stored(server, TOPIC, message_id)
+        assert found["queueId"] == consistent_hash(java_string_hash(group), 8)
+        assert found["properties"]["__SHARDINGKEY"] == group
+
+
+def test_a_transaction_is_committed_with_end_transaction(server: ServeProcess, stub) -> None:
+    message_id = "01C0FFEE0000000000000000000000TX01"
+    half = message(b"tx-body", message_id, message_type=D.TRANSACTION)
+    answer = stub.SendMessage(SV.SendMessageRequest(messages=[half]), metadata=META)
+    [entry] = answer.entries
+    assert answer.status.code == D.OK and entry.transaction_id == message_id
+    assert run_rmq("queryMsgByUniqueKey", "-n", server.namesrv, "-t", TOPIC, "-i", message_id).returncode != 0
+    end = SV.EndTransactionRequest(
+        topic=D.Resource(name=TOPIC), message_id=message_id, transaction_id=message_id,
+        resolution=D.COMMIT, source=D.SOURCE_CLIENT,
+    )  # fmt: skip
+    assert stub.EndTransaction(end, metadata=META).status.code == D.OK
+    committed = stored(server, TOPIC, message_id)
+    assert committed["body"] == "tx-body" and committed["properties"]["PGROUP"] == TOPIC
+    again = stub.EndTransaction(end, metadata=META)  # its transaction data is used up
+    assert (again.status.code, again.status.message) == (
+        D.INTERNAL_SERVER_ERROR,
+        "cannot found transaction data",
+    )
+    blank = SV.EndTransactionRequest(topic=D.Resource(name=TOPIC), message_id=message_id, resolution=D.COMMIT)
+    assert stub.EndTransaction(blank, metadata=META).status.code == D.INVALID_TRANSACTION_ID
+
+
+def test_client_calls(stub) -> None:
+    meta = [("x-mq-client-id", "fresh@2@0@y")]
+    heartbeat = stub.Heartbeat(SV.HeartbeatRequest(client_type=D.PRODUCER), metadata=meta)
+    assert heartbeat.status.code == D.UNRECOGNIZED_CLIENT_TYPE
+    settings = D.Settings(client_type=D.PRODUCER)
+    settings.publishing.topics.add(name=TOPIC)
+    replies = stub.Telemetry(iter([SV.TelemetryCommand(settings=settings)]), metadata=meta)
+    [reply] = list(replies)
+    assert reply.status.code == D.OK and reply.settings.publishing.max_body_size == 4 * 1024 * 1024
+    assert stub.Heartbeat(SV.HeartbeatRequest(client_type=D.PRODUCER), metadata=meta).status.code == D.OK
+    done = stub.NotifyClientTermination(SV.NotifyClientTerminationRequest(), metadata=meta)
+    assert done.status.code == D.OK
+    assert stub.Heartbeat(SV.HeartbeatRequest(client_type=D.PRODUCER), metadata=meta).status.code == (
+        D.UNRECOGNIZED_CLIENT_TYPE
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stub.Telemetry(iter([SV.TelemetryCommand(settings=D.Settings())]), metadata=meta))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "no publishing or subscription" in caught.value.details()
+
+
+def test_pop_calls_are_not_implemented_yet(stub) -> None:
+    request = SV.ReceiveMessageRequest(group=D.Resource(name="GID_GS"))
+    first, last = list(stub.ReceiveMessage(request, metadata=META))
+    assert first.status.code == D.NOT_IMPLEMENTED and "200050" in first.status.message
+    assert last.HasField("delivery_timestamp")
+    ack = stub.AckMessage(SV.AckMessageRequest(group=D.Resource(name="GID_GS")), metadata=META)
+    assert ack.status.code == D.NOT_IMPLEMENTED
+    change = stub.ChangeInvisibleDuration(SV.ChangeInvisibleDurationRequest(), metadata=META)
+    assert change.status.code == D.NOT_IMPLEMENTED
+
+
+def test_grpc_port_in_use_is_one_line_and_exit_5(tmp_path: Path, rmq_proc) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--namesrv-port", str(free_port()), "--port", str(free_port()), "--grpc-port", str(port)]
+        proc = rmq_proc("serve", str(tmp_path / "store"), *args, timeout=60)
+    assert proc.returncode == 5, (proc.stdout, proc.stderr)
+    assert one_line_error(proc.stderr) == (
+        f"rmq: error: gRPC: cannot listen on 127.0.0.1:{port}: address already in use\n"
+    )
+
+
+def test_tls_options_go_together(tmp_path: Path, rmq_proc) -> None:
+    cert = tmp_path / "cert.pem"
+    cert.write_text("not a certificate")
+    proc = rmq_proc("serve", str(tmp_path / "store"), "--grpc-cert", str(cert), timeout=60)
+    assert proc.returncode == 2
+    assert "--grpc-cert and --grpc-key go together" in one_line_error(proc.stderr)
+
+
+def test_grpc_port_0_serves_no_grpc(tmp_path: Path) -> None:
+    with ServeProcess(tmp_path / "store") as s:
+        assert "gRPC" not in s.output()
