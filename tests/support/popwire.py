@@ -147,3 +147,35 @@ def pop_until(addr: str, group: str, topic: str, want: int, timeout: float = 15.
         if resp.code == 0:
             got += popped(resp, topic, group)
     return got
+
+
+def pull_all(addr: str, topic: str, queue_id: int, group: str = "G_PEEK_REVIVE") -> list[Record]:
+    """Every stored record of one queue (PULL with a subscription, no offset committed)."""
+    out: list[Record] = []
+    offset = 0
+    while True:
+        header = hd.PullMessageRequestHeader(
+            consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
+            sys_flag=hd.PULL_FLAG_SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=0, subscription="*",
+            sub_version=0, expression_type="TAG",
+        )  # fmt: skip
+        resp = call(addr, RC.PULL_MESSAGE, header)
+        if resp.code != 0:
+            return out
+        out += records(resp.body)
+        offset = int(resp.ext_fields["nextBeginOffset"])
+
+
+def topic_config(addr: str, topic: str) -> dict | None:
+    import json
+
+    resp = call(addr, RC.GET_ALL_TOPIC_CONFIG)
+    return json.loads(resp.body)["topicConfigTable"].get(topic)
+
+
+def query_offset(addr: str, group: str, topic: str, queue_id: int) -> int:
+    header = hd.QueryConsumerOffsetRequestHeader(
+        consumer_group=group, topic=topic, queue_id=queue_id, set_zero_if_not_found=False
+    )
+    resp = call(addr, RC.QUERY_CONSUMER_OFFSET, header)
+    return int(resp.ext_fields["offset"]) if resp.code == 0 else -1
