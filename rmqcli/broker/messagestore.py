@@ -107,16 +107,19 @@ class MessageStore:
         born_timestamp: int,
         born_host: messages.Host,
         reconsume_times: int,
+        stored_map: dict[str, str] | None = None,
     ) -> tuple[int, int]:
         """``put`` with deferred dispatch of a plain message whose properties string the caller
-        serialised as the broker does (the send lane): ``(physical offset, queue offset)``."""
+        serialised as the broker does (the send lane): ``(physical offset, queue offset)``.
+        ``stored_map``, when given, is what ``properties`` decodes to: the reput takes it instead
+        of decoding the string again."""
         writer = self.writer
         physical, queue_offset, size, _ = writer.write_record(
             topic,
             queue_id,
             body,
             properties,
-            properties,
+            properties if stored_map is None else stored_map,
             flag=flag,
             sys_flag=sys_flag,
             born_timestamp=born_timestamp,

@@ -265,7 +265,9 @@ class SendLane:
         answer_format = self._answer_format(config.region_id, config.trace_on)
         if answer_format is None:
             return None
-        _, stored_text = broker_properties(props, ctl.writer.cluster)
+        stored_map, stored_text = broker_properties(props, ctl.writer.cluster)
+        if cfmt.PROPERTY_WAIT in stored_map:  # kept in the map, not stored: the reput never sees it
+            stored_map = {k: v for k, v in stored_map.items() if k != cfmt.PROPERTY_WAIT}
         try:
             physical, queue_offset = ctl.store.put_serialized(
                 topic,
@@ -277,6 +279,7 @@ class SendLane:
                 born_timestamp=born_timestamp,
                 born_host=connection_born_host(conn),
                 reconsume_times=reconsume_times,
+                stored_map=stored_map,
             )
         except (UsageError, OSError):  # refused before anything is written: the general path answers it
             return None
