@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
 BORN_TIME = "bornTime"
+# the remark of ``RemotingCommand.createResponseCommand(Class)``, kept by the 5.1.1 processors
+# that later only set the code (change invisible time, notification, polling info)
+NOT_SET = "not set any response code"
 
 
 def _born_time(req: RemotingCommand) -> None:
@@ -88,7 +91,7 @@ def change_invisible(ctl: BrokerContext, req: RemotingCommand, conn: Connection)
     header = hd.ChangeInvisibleTimeResponseHeader(
         pop_time=res.pop_time, invisible_time=res.invisible_time, revive_qid=res.revive_qid
     )
-    return req.response(header=header)
+    return req.response(remark=NOT_SET, header=header)
 
 
 def peek(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
@@ -112,7 +115,7 @@ async def _notification(ctl: BrokerContext, req: RemotingCommand, h: hd.Notifica
         has = await notify.notification(ctl, h.consumer_group, h.topic, h.queue_id, h.poll_time, h.born_time)
     except PopError as exc:
         return exc.answer(req)
-    return req.response(header=hd.NotificationResponseHeader(has_msg=has))
+    return req.response(remark=NOT_SET, header=hd.NotificationResponseHeader(has_msg=has))
 
 
 def polling_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
@@ -121,7 +124,7 @@ def polling_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         num = notify.polling_num(ctl, h.consumer_group, h.topic, h.queue_id)
     except PopError as exc:
         return exc.answer(req)
-    return req.response(header=hd.PollingInfoResponseHeader(polling_num=num))
+    return req.response(remark=NOT_SET, header=hd.PollingInfoResponseHeader(polling_num=num))
 
 
 HANDLERS = {

@@ -1,0 +1,127 @@
+"""POP in ``rmq serve`` beside the real RocketMQ 5.1.1 broker (``../shared/rocketmq-5.1.1``): the same
+requests to both, the same answer codes, remarks and header fields, and the same ck / ack messages
+in the revive topic (body keys, values but times, properties but the timer's own), then the same
+redelivery from ``%RETRY%<group>_<topic>`` (research notes issue21 §7).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from tests.support import popwire as w
+from tests.support.oracle5 import HAVE_KIT5, real_cluster5
+from tests.support.serve import ServeProcess, write_conf
+
+pytestmark = [
+    pytest.mark.java,
+    pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1"),
+]
+
+REVIVE = "rmq_sys_REVIVE_LOG_DefaultCluster"
+TIMER_ONLY = {
+    "REAL_TOPIC",
+    "REAL_QID",
+    "TIMER_OUT_MS",
+    "TIMER_ENQUEUE_MS",
+    "TIMER_DEQUEUE_MS",
+    "TIMER_ROLL_TIMES",
+}
+TIMES = {"pt", "reviveTime"}
+
+
+def answer(resp: Any) -> tuple[int, str | None, list[str]]:
+    return resp.code, resp.remark, sorted(resp.ext_fields)
+
+
+def scenario(a: str) -> dict[str, Any]:
+    """The same requests to one broker; what each answered."""
+    seen: dict[str, Any] = {}
+    assert w.create_topic(a, "TopicP", 1).code == RS.SUCCESS
+    for i in range(3):
+        assert w.send(a, "TopicP", f"body{i}".encode()).code == RS.SUCCESS
+    resp = w.pop(a, "GP", "TopicP", invisible=3000)
+    seen["pop"] = answer(resp)
+    h = resp.ext_fields
+    seen["pop.fields"] = (h["invisibleTime"], h["restNum"], h["startOffsetInfo"], h["msgOffsetInfo"])
+    msgs = w.popped(resp, "TopicP", "GP")
+    seen["pop.messages"] = [(m.body, m.rec.reconsume_times, "POP_CK" in m.rec.properties) for m in msgs]
+    seen["ack"] = answer(w.ack(a, "GP", msgs[1]))
+    seen["ack.again"] = answer(w.ack(a, "GP", msgs[1]))
+    again = w.pop(a, "GP", "TopicP", invisible=3000)
+    seen["pop.again"] = answer(again)
+    seen["pop.again.fields"] = (again.ext_fields["startOffsetInfo"], again.ext_fields["msgOffsetInfo"])
+    change = w.change(a, "GP", msgs[2], 1000)
+    seen["change"] = answer(change)
+    seen["change.fields"] = (
+        change.ext_fields["invisibleTime"],
+        change.ext_fields["reviveQid"] == h["reviveQid"],
+    )
+    info = {"consumerGroup": "GP", "topic": "TopicP", "queueId": 0}
+    seen["polling_info"] = (
+        *answer(w.call(a, RC.POLLING_INFO, info)),
+        w.call(a, RC.POLLING_INFO, info).ext_fields,
+    )
+    peek = w.call(a, RC.PEEK_MESSAGE, {**info, "maxMsgNums": 4})
+    seen["peek"] = (peek.code, peek.remark, peek.ext_fields.get("restNum"))
+    note = {**info, "queueId": -1, "pollTime": 100, "bornTime": int(time.time() * 1000)}
+    seen["notification"] = (*answer(w.call(a, RC.NOTIFICATION, note)),)
+    base = {"consumerGroup": "GP", "topic": "TopicP", "queueId": 0, "extraInfo": msgs[0].extra, "offset": 0}
+    seen["ack.no_topic"] = w.call(a, RC.ACK_MESSAGE, {**base, "topic": "NoSuchTopic"}).code
+    seen["ack.bad_queue"] = w.call(a, RC.ACK_MESSAGE, {**base, "queueId": 5}).code
+    seen["ack.bad_offset"] = w.call(a, RC.ACK_MESSAGE, {**base, "offset": 99}).code
+    seen["pop.33"] = w.pop(a, "GP", "TopicP", num=33).code
+    seen["pop.no_topic"] = w.pop(a, "GP", "NoSuchTopic").code
+    seen["pop.bad_queue"] = w.pop(a, "GP", "TopicP", queue_id=7).code
+    back = w.pop_until(a, "GP", "TopicP", 2, timeout=30, invisible=3000)
+    seen["revived"] = sorted(
+        (
+            m.body,
+            m.rec.topic,
+            m.rec.reconsume_times,
+            m.extra.split(" ")[4],
+            "1ST_POP_TIME" in m.rec.properties,
+        )
+        for m in back
+    )
+    retry = w.topic_config(a, "%RETRY%GP_TopicP")
+    seen["retry.topic"] = retry and (retry["readQueueNums"], retry["writeQueueNums"], retry["perm"])
+    for m in back:
+        assert w.ack(a, "GP", m).code == RS.SUCCESS
+    seen["revive"] = revive_messages(a, int(h["popTime"]))
+    return seen
+
+
+def revive_messages(a: str, pop_time: int) -> list[tuple[str, list[str], dict[str, Any], list[str], str]]:
+    """The group's ck and ack messages of the first pop: tag, body keys in order, body values but
+    times, property keys but the timer's, UNIQ_KEY with the pop time taken out."""
+    out = []
+    for qid in range(8):
+        for rec in w.pull_all(a, REVIVE, qid):
+            body = json.loads(rec.body())
+            if body.get("c") != "GP" or body.get("pt") != pop_time:
+                continue
+            values = {k: v for k, v in body.items() if k not in TIMES}
+            props = sorted(set(rec.properties) - TIMER_ONLY)
+            uniq = rec.properties["UNIQ_KEY"].replace(str(pop_time), "<pt>")
+            out.append((rec.tags or "", list(body), values, props, uniq))
+    return sorted(out, key=lambda x: (x[0], x[4]))
+
+
+def test_pop_answers_and_revive_messages_match_the_real_broker(tmp_path: Path) -> None:
+    (tmp_path / "rmq").mkdir()
+    with ServeProcess(tmp_path / "rmq" / "store", write_conf(tmp_path / "broker.conf")) as server:
+        ours = scenario(server.broker)
+    home = tmp_path / "real"
+    home.mkdir()
+    with real_cluster5(home) as real:
+        theirs = scenario(real.broker)
+    assert ours["revive"], "no ck found in rmq's revive topic"
+    differ = {key: (ours.get(key), theirs[key]) for key in theirs if ours.get(key) != theirs[key]}
+    assert differ == {}

@@ -1,0 +1,54 @@
+"""The real Apache RocketMQ 5.1.1 of ``../shared/rocketmq-5.1.1`` (README there): a NameServer and
+one ASYNC_MASTER on free loopback ports, for the tests that compare rmq's 5.x features (POP) with
+it. Skipped like the 4.9.8 tests: without Java 17 or the kit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.support import SHARED
+from tests.support.oracle import HAVE_JAVA, Jvm, RealCluster, broker_port, kit_env
+from tests.support.serve import free_port
+
+KIT5 = SHARED / "rocketmq-5.1.1"
+HAVE_KIT5 = HAVE_JAVA and (KIT5 / "bin" / "broker").is_file()
+
+
+def kit5_env(home: Path) -> dict[str, str]:
+    env = kit_env(home)
+    env["ORACLE5_STATE_DIR"] = str(home / f"state5-{time.monotonic_ns()}")
+    return env
+
+
+@contextmanager
+def real_cluster5(
+    home: Path, cluster: str = "DefaultCluster", broker: str = "broker-a", **settings: str
+) -> Iterator[RealCluster]:
+    """The 5.1.1 NameServer and broker; ``settings`` are more ``broker.conf`` lines."""
+    ns_port, port = free_port(), broker_port()
+    ns = f"127.0.0.1:{ns_port}"
+    conf = {
+        "brokerClusterName": cluster, "brokerName": broker, "brokerId": "0", "brokerRole": "ASYNC_MASTER",
+        "flushDiskType": "ASYNC_FLUSH", "listenPort": str(port), "haListenPort": str(port + 1),
+        "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
+        "storePathRootDir": str(home / "store"), "mappedFileSizeCommitLog": "16777216",
+        "diskMaxUsedSpaceRatio": "95", "autoCreateTopicEnable": "true", **settings,
+    }  # fmt: skip
+    (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    env = kit5_env(home)
+    namesrv = Jvm([str(KIT5 / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", env)
+    broker_jvm = Jvm(
+        [str(KIT5 / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out", env
+    )
+    try:
+        namesrv.wait_for("The Name Server boot success")
+        broker_jvm.wait_for("boot success")
+        yield RealCluster(ns, f"127.0.0.1:{port}", home)
+    finally:
+        broker_jvm.proc.kill()  # its store is thrown away: no 15 s shutdown
+        namesrv.proc.kill()
+        broker_jvm.wait()
+        namesrv.wait()
