@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from isal.isal_zlib import crc32
 
 from formats import commitlog as fmt
 from rmqcli.store import Store
@@ -31,13 +30,13 @@ from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import topic_dir_problem
 from rmqcli.store.read.commitlog import classify_tail, decode_record
 from rmqcli.store.scan import headerscan, propscan
+from rmqcli.store.scan.bodycrc import check_body_crcs
 from rmqcli.store.scan.fastdispatch import FastDispatcher
 from rmqcli.store.scan.headerscan import HeaderBatch
 from rmqcli.store.write.dispatch import Dispatcher
 from rmqcli.store.write.messages import QUEUED_TRANSACTION_TYPES
 
 WINDOW = 32 * 1024 * 1024  # bytes of a CommitLog file scanned at once
-_CRC_MASK = 0x7FFFFFFF
 _MASK32 = 0xFFFFFFFF
 _QUEUED = sorted(QUEUED_TRANSACTION_TYPES)
 
@@ -130,27 +129,6 @@ def unsafe_rows(batch: HeaderBatch, n: int) -> np.ndarray:
     return rows[np.isin(batch.topic_index[rows], unsafe)]
 
 
-def _first_bad_crc(buf, batch: HeaderBatch, n: int) -> int:
-    """The first of the ``n`` records whose non-empty body fails its BODYCRC (``n``: none)."""
-    assert batch.body_length is not None and batch.body_start is not None and batch.body_crc is not None
-    has_body = np.flatnonzero(batch.body_length[:n] > 0)
-    if not len(has_body):
-        return n
-    start = batch.body_start[has_body]
-    stop = start + batch.body_length[has_body]
-    view = memoryview(buf)
-    try:  # map() keeps the loop in C, as verify's CRC check
-        got = np.fromiter(
-            map(crc32, map(view.__getitem__, map(slice, start.tolist(), stop.tolist()))),
-            dtype=np.int64,
-            count=len(start),
-        )
-    finally:
-        view.release()
-    bad = np.flatnonzero((got & _CRC_MASK) != batch.body_crc[has_body])
-    return int(has_body[bad[0]]) if len(bad) else n
-
-
 def _cut(buf, batch: HeaderBatch, check_crc: bool) -> int:
     """How many of ``batch``'s records the walk accepts: up to the first non-UTF-8 topic (which
     ``decode_record`` rejects) or the first bad CRC."""
@@ -158,7 +136,7 @@ def _cut(buf, batch: HeaderBatch, check_crc: bool) -> int:
     if batch.bad_topics:
         bad = np.flatnonzero(np.isin(batch.topic_index, batch.bad_topics))
         n = int(bad[0]) if len(bad) else n
-    return _first_bad_crc(buf, batch, n) if check_crc else n
+    return check_body_crcs(buf, batch, n).first_bad(n) if check_crc else n
 
 
 def walk(

@@ -3,7 +3,7 @@
 Per file, the records are read by the shared bulk scan (``headerscan.scan_records``, with the
 consume queues' offsets as hints): every fixed field and every topic and properties block is
 read and checked at once with numpy (magic, size bounds, field lengths, recomputed length);
-PHYSICALOFFSET is compared in bulk, body CRCs are computed over memoryview slices in one tight
+PHYSICALOFFSET is compared in bulk, body CRCs are computed (``bodycrc``) over memoryview slices in one tight
 loop (only for ``bodyLen > 0``, as recovery does with ``checkCRCOnRecover``) with ISA-L's
 ``crc32`` (the CRC-32 of ``java.util.zip.CRC32`` and ``zlib.crc32``, about 4x faster on 1 KiB bodies),
 and the tags codes and index keys come from ``propscan``'s vectorised property lookup and Java
@@ -28,7 +28,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from isal.isal_zlib import crc32
 
 from formats import commitlog as fmt
 from rmqcli.ops.verify_common import Collector, give_back_free_memory
@@ -37,11 +36,11 @@ from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import offset_to_name, topic_dir_problem
 from rmqcli.store.read.commitlog import RecordError, classify_tail, decode_record, first_nonzero, resync
 from rmqcli.store.scan import headerscan, propscan
+from rmqcli.store.scan.bodycrc import check_body_crcs
 from rmqcli.store.scan.headerscan import HeaderBatch
 
 _MIN_RECORD = fmt.calc_msg_length(0, 0, 0, 0)
 _BLANK_BYTES = fmt.END_FILE_MIN_BLANK_LENGTH
-_CRC_MASK = 0x7FFFFFFF
 _WANTED = (fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS, fmt.PROPERTY_UNIQ_KEY)
 _WINDOW = 8 * 1024 * 1024  # bytes of a CommitLog file scanned at once (a larger record: the rest at once)
 
@@ -315,24 +314,10 @@ class CommitLogVerifier:
 
     def _crc(self, mf: MappedFile, buf, batch: HeaderBatch, file_pos: np.ndarray) -> None:
         """``UtilAll.crc32`` of every non-empty body against BODYCRC (``checkCRCOnRecover``)."""
-        has_body = np.flatnonzero(batch.body_length > 0)
-        if not len(has_body):
-            return
-        bs = batch.body_start[has_body]
-        be = bs + batch.body_length[has_body]
-        view = memoryview(buf)
-        try:  # map() keeps the loop in C: slice objects, memoryview slices, crc32 calls
-            got = np.fromiter(
-                map(crc32, map(view.__getitem__, map(slice, bs.tolist(), be.tolist()))),
-                dtype=np.int64,
-                count=len(bs),
-            )
-        finally:
-            view.release()
-        stored = batch.body_crc[has_body]
-        self.crc_checked += len(bs)
-        for i in np.flatnonzero((got & _CRC_MASK) != stored).tolist():
-            at = int(file_pos[has_body[i]])
+        crcs = check_body_crcs(buf, batch)
+        self.crc_checked += len(crcs.rows)
+        for i in crcs.bad.tolist():
+            at = int(file_pos[crcs.rows[i]])
             if self.recheck_from is not None and mf.from_offset + at >= self.recheck_from:
                 fate = "recovery (checkCRCOnRecover) stops here and truncates the CommitLog"
             else:
@@ -345,7 +330,7 @@ class CommitLogVerifier:
                 "crc-mismatch",
                 mf.path,
                 at,
-                f"body CRC {int(got[i]) & _CRC_MASK} != stored BODYCRC {int(stored[i])}: {fate}",
+                f"body CRC {int(crcs.computed[i])} != stored BODYCRC {int(crcs.stored[i])}: {fate}",
             )
 
     def _properties(
