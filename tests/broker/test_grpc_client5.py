@@ -3,7 +3,8 @@
 run as a child process (``grpc5_client.py``): its producer starts (QueryRoute, Telemetry settings,
 Heartbeat), sends with tag, key and properties, fails on a topic the broker does not have, and says
 goodbye (NotifyClientTermination); TLS with a self-signed certificate (openssl). What it stored is
-read back with ``rmq queryMsgByUniqueKey`` and consumed by the 4.x C++ client."""
+read back with ``rmq queryMsgByUniqueKey`` and consumed by the 4.x C++ client. And one send of the
+5.x Node.js client (npm ``rocketmq-client-nodejs``, in tests/js; ``js`` marker)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import JS, ROOT
 from tests.support.broker_drivers import HAVE_CLIENT, Driver
 from tests.support.cli import rmq_json, run_rmq
 from tests.support.serve import ServeProcess, wait_until, write_conf
@@ -33,7 +34,7 @@ def _have_client5() -> bool:
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _have_client5(), reason="no .venv-rmq5 with rocketmq-python-client")
+needs_client5 = pytest.mark.skipif(not _have_client5(), reason="no .venv-rmq5 with rocketmq-python-client")
 
 
 def client5(spec: dict, env: dict[str, str] | None = None, home: Path | None = None) -> dict:
@@ -59,6 +60,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         serve.stop()
 
 
+@needs_client5
 def test_sends_of_the_5x_python_client_are_stored_as_the_proxy_stores_them(
     server: ServeProcess, tmp_path: Path
 ) -> None:
@@ -93,6 +95,7 @@ def test_sends_of_the_5x_python_client_are_stored_as_the_proxy_stores_them(
     assert "terminated (PRODUCER)" in log
 
 
+@needs_client5
 @pytest.mark.skipif(not HAVE_CLIENT, reason="no rocketmq 0.4.4 C++ client")
 def test_a_4x_client_consumes_what_the_5x_client_sent(server: ServeProcess, tmp_path: Path) -> None:
     topic = "TopicG5Cpp"
@@ -126,6 +129,7 @@ def _self_signed(tmp: Path) -> tuple[Path, Path] | None:
     return (cert, key) if proc.returncode == 0 else None
 
 
+@needs_client5
 def test_tls_with_a_self_signed_certificate(tmp_path: Path) -> None:
     pair = _self_signed(tmp_path)
     if pair is None:
@@ -150,3 +154,22 @@ def test_tls_with_a_self_signed_certificate(tmp_path: Path) -> None:
         )
         assert found["message"]["body"] == "secret"
         assert "terminated (PRODUCER)" in s.output()
+
+
+@pytest.mark.js
+@pytest.mark.skipif(
+    not (JS / "node_modules" / "rocketmq-client-nodejs" / "package.json").is_file(),
+    reason="no rocketmq-client-nodejs in tests/js (npm ci --prefix tests/js)",
+)
+def test_a_send_of_the_5x_nodejs_client(server: ServeProcess, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        ["node", str(JS / "grpc5_send.js"), server.grpc, TOPIC],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-2000:]  # its logger may complain at shutdown
+    message_id = json.loads(lines[0][len("RESULT ") :])["messageId"]
+    [found] = rmq_json("queryMsgByUniqueKey", "-n", server.namesrv, "-t", TOPIC, "-i", message_id, "--json")
+    stored = found["message"]
+    assert (stored["body"], stored["tags"], stored["keys"]) == ("hello from node", "TagNode", "kn1 kn2")
+    assert stored["properties"]["from"] == "node" and stored["properties"]["PGROUP"] == TOPIC
