@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.errors import CorruptDataError
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path
@@ -30,6 +29,7 @@ from rmqcli.store import retention as rules
 from rmqcli.store.configfiles import OFFSETS, load_config, parse_consumer_offsets
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import CONSUMEQUEUE_DIR
+from rmqcli.store.read.index import read_header
 from rmqcli.store.store import CONFIG_DIR
 
 STAGING_NAME = "clean"  # nothing is staged; the name the repair skeleton removes
@@ -215,8 +215,7 @@ def _plan_index(store: Store, result: CleanResult, verb: str, action: str) -> No
     names = sorted(p.name for p in directory.iterdir() if p.name.isdigit()) if directory.is_dir() else []
     ends = []
     for name in names:
-        with open(directory / name, "rb") as f:
-            ends.append(ifmt.HEADER_STRUCT.unpack(f.read(ifmt.HEADER_STRUCT.size))[3])
+        ends.append(read_header(directory / name).end_phy_offset)
     for name in names[: rules.expired_index_files(ends, low)]:
         path = directory / name
         step = PlanStep(

@@ -29,6 +29,15 @@ class IndexHeader:
     index_count: int
 
 
+def read_header(path: Path) -> IndexHeader:
+    """The header of the index file at ``path``, read without mapping the file."""
+    with open(path, "rb") as handle:
+        data = handle.read(fmt.HEADER_SIZE)
+    if len(data) < fmt.HEADER_SIZE:
+        raise CorruptDataError(f"index file is {len(data)} bytes, shorter than its header", str(path))
+    return IndexHeader(*fmt.HEADER_STRUCT.unpack(data))
+
+
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
     index_no: int

@@ -37,6 +37,7 @@ from formats.derive import field_offsets, flat_fields
 from rmqcli.errors import CorruptDataError
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name
 from rmqcli.store.read.commitlog import CommitLog
+from rmqcli.store.read.index import read_header
 from rmqcli.store.scan import propscan
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import INDEX_DIR
@@ -291,16 +292,22 @@ class FastDispatcher:
         if not self.build_index or not paths:
             return
         for path in paths:
-            with open(path, "rb") as handle:
-                header = ifmt.HEADER_STRUCT.unpack(handle.read(ifmt.HEADER_SIZE))
-            if header[5] >= self.settings.max_index_num:  # IndexFile.isWriteFull
-                self.completed_end_timestamp = header[1]
+            header = read_header(path)
+            if header.index_count >= self.settings.max_index_num:  # IndexFile.isWriteFull
+                self.completed_end_timestamp = header.end_timestamp
         last = paths[-1]
         fd = os.open(last, os.O_RDWR)
         slots = np.fromfile(last, dtype=_SLOT_INT, count=self.hash_slot_num, offset=ifmt.HEADER_SIZE)
-        begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = header
         self._index = _IndexFile(
-            last, fd, slots.copy(), begin_ts, end_ts, begin_phy, end_phy, slot_count, max(index_count - 1, 0)
+            last,
+            fd,
+            slots.copy(),
+            header.begin_timestamp,
+            header.end_timestamp,
+            header.begin_phy_offset,
+            header.end_phy_offset,
+            header.hash_slot_count,
+            max(header.index_count - 1, 0),
         )
         self.index_files = [p.name for p in paths]
 
