@@ -145,6 +145,7 @@ def serve(
         ServeOptions,
         acl_enabled,
         exposure_warning,
+        is_loopback,
         new_event_loop,
         root_dir_warning,
         serve_limits,
@@ -201,6 +202,12 @@ def serve(
             err=True,
         )
         grpc = 0
+    if grpc and not is_loopback(grpc_listen):
+        typer.echo(
+            f"rmq serve: warning: gRPC listening on {grpc_listen or '*'}: anyone who can connect may "
+            "send messages",
+            err=True,
+        )
     addrs = tuple(a.strip() for a in (namesrv or "").split(";") if a.strip())
     if no_namesrv and not addrs and not broker_config.namesrv_addr:
         typer.echo(

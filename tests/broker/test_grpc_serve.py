@@ -5,6 +5,7 @@ for POP (NOT_IMPLEMENTED), and the command line (port in use, TLS options, ``--g
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -196,3 +197,34 @@ def test_tls_options_go_together(tmp_path: Path, rmq_proc) -> None:
 def test_grpc_port_0_serves_no_grpc(tmp_path: Path) -> None:
     with ServeProcess(tmp_path / "store") as s:
         assert "gRPC" not in s.output()
+
+
+def test_a_topic_with_a_message_type_takes_only_that_type(tmp_path: Path) -> None:
+    """A 5.x topic's ``message.type`` attribute (topics.json ``attributes``, as a 5.x broker writes
+    it): advertised in the route and checked at send, as the 5.1 proxy does."""
+    config = tmp_path / "store" / "config"
+    config.mkdir(parents=True)
+    fifo = {
+        "topicName": "TopicFifo", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+        "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
+        "attributes": {"message.type": "FIFO"},
+    }  # fmt: skip
+    tables = {"dataVersion": {"counter": 1, "timestamp": 0}, "topicConfigTable": {"TopicFifo": fifo}}
+    (config / "topics.json").write_text(json.dumps(tables))
+    with ServeProcess(tmp_path / "store", write_conf(tmp_path / "broker.conf"), grpc=True) as s:
+        with grpc.insecure_channel(s.grpc) as channel:
+            fifo_stub = S.service_grpc.MessagingServiceStub(channel)
+            route = fifo_stub.QueryRoute(
+                SV.QueryRouteRequest(topic=D.Resource(name="TopicFifo")), metadata=META
+            )
+            assert {tuple(q.accept_message_types) for q in route.message_queues} == {(D.FIFO,)}
+            plain = message(b"plain", "01TYPE0001")
+            plain.topic.name = "TopicFifo"
+            answer = fifo_stub.SendMessage(SV.SendMessageRequest(messages=[plain]), metadata=META)
+            assert answer.status.code == D.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+            assert answer.status.message.endswith("topic type is FIFO, message type is NORMAL")
+            grouped = message(b"grouped", "01TYPE0002", message_group="g1")
+            grouped.topic.name = "TopicFifo"
+            answer = fifo_stub.SendMessage(SV.SendMessageRequest(messages=[grouped]), metadata=META)
+            assert answer.status.code == D.OK
+        assert stored(s, "TopicFifo", "01TYPE0002")["queueId"] == consistent_hash(java_string_hash("g1"), 4)
