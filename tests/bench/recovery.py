@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from tests.support import ROOT
+from tests.support.stores import zero_checkpoint_timestamps
 
 SOURCE = ROOT / "bench-data" / "ha-store-1024"
 FILE = 128 * 1024 * 1024
@@ -64,8 +65,7 @@ def crashed_copy(dest: Path, zero_checkpoint: bool) -> Path:
         (dest / name).unlink(missing_ok=True)
     (dest / "abort").touch()
     if zero_checkpoint:
-        with open(dest / "checkpoint", "r+b") as f:
-            f.write(bytes(24))  # physic, logics and index timestamps: recovery checks every file
+        zero_checkpoint_timestamps(dest)  # recovery checks every file
     return dest
 
 

@@ -17,7 +17,7 @@ from tests.support import ROOT
 from tests.support.broker_drivers import run_driver
 from tests.support.cli import RMQ
 from tests.support.serve import ServeProcess, write_conf
-from tests.support.stores import index_contents
+from tests.support.stores import index_contents, zero_checkpoint_timestamps
 
 pytestmark = pytest.mark.cpp
 
@@ -67,8 +67,7 @@ def test_the_index_is_rebuilt_behind_the_commitlog_after_a_crash(tmp_path: Path)
     files_before = len(list((store / "index").iterdir()))
     assert files_before > 1  # the rebuild goes on across files
     (store / "abort").touch()
-    with open(store / "checkpoint", "r+b") as f:
-        f.write(bytes(24))  # every index file is newer than the checkpoint: all of them are rebuilt
+    zero_checkpoint_timestamps(store)  # every index file is newer than the checkpoint: all are rebuilt
 
     server = ServeProcess(store, conf).start()
     try:

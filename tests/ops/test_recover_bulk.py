@@ -14,7 +14,7 @@ from rmqcli.ops.recover import NORMAL_START_FROM_LAST, discard, stage_recover
 from rmqcli.store import Store
 from rmqcli.store.sparse import same_tree
 from tests.support.realfixtures import REAL_ROOT
-from tests.support.stores import writable_copy
+from tests.support.stores import writable_copy, zero_checkpoint_timestamps
 
 SMALL_CONF = (
     "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=600\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
@@ -60,8 +60,7 @@ def commitlog_files(root: Path) -> list[Path]:
 def crash(root: Path, zero_checkpoint: bool = True) -> None:
     (root / "abort").touch()
     if zero_checkpoint:
-        with open(root / "checkpoint", "r+b") as f:
-            f.write(bytes(24))
+        zero_checkpoint_timestamps(root)
 
 
 @pytest.mark.parametrize("seed", range(8))

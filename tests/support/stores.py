@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from formats import checkpoint as checkpoint_format
 from formats import indexfile
 from rmqcli.store import Store
 from rmqcli.store.settings import StoreSettings
@@ -56,6 +57,19 @@ def writable_copy(source: Path, target: Path) -> Path:
     for path in [target, *target.rglob("*")]:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
     return target
+
+
+def zero_checkpoint_timestamps(root: Path) -> None:
+    """Zero the checkpoint's physic, logics and index timestamps (FORMATS.md §4), as a checkpoint
+    never flushed: a recovery then checks every CommitLog file and rebuilds every index file."""
+    stamps = checkpoint_format.CheckpointFields.subcons[:3]
+    assert [sub.name for sub in stamps] == [
+        "physic_msg_timestamp",
+        "logics_msg_timestamp",
+        "index_msg_timestamp",
+    ]
+    with open(root / "checkpoint", "r+b") as f:
+        f.write(bytes(sum(sub.sizeof() for sub in stamps)))
 
 
 def tear_last_record(root: Path) -> Path:
