@@ -37,7 +37,6 @@ from rmqcli.store.write.dispatch import Dispatcher
 from rmqcli.store.write.messages import QUEUED_TRANSACTION_TYPES
 
 WINDOW = 32 * 1024 * 1024  # bytes of a CommitLog file scanned at once
-_MASK32 = 0xFFFFFFFF
 _QUEUED = sorted(QUEUED_TRANSACTION_TYPES)
 
 
@@ -98,13 +97,11 @@ class BulkDispatch:
         rows = queued_rows(batch, n)
         if not len(rows):
             return rows
-        key = (batch.topic_index[rows].astype(np.int64) << 32) | (batch.queue_id[rows] & _MASK32)
-        uniq, inverse = np.unique(key, return_inverse=True)
+        pairs = np.stack([batch.topic_index[rows], batch.queue_id[rows]], axis=1).astype(np.int64)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)  # (topic index, queue id) rows
         reach = np.empty(len(uniq), dtype=np.int64)
-        for i, k in enumerate(uniq.tolist()):
-            queue_id = k & _MASK32
-            queue_id -= (queue_id & 0x80000000) << 1  # back to a signed int32
-            cq = queues.cqs.get((batch.topics[k >> 32], queue_id))
+        for i, (topic_index, queue_id) in enumerate(uniq.tolist()):
+            cq = queues.cqs.get((batch.topics[topic_index], queue_id))
             reach[i] = cq.max_physic_offset if cq is not None else -1
         ends = batch.position[rows] + batch.total_size[rows]
         return rows[ends > reach[inverse.ravel()]]
