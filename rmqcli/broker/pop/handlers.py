@@ -7,7 +7,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.pop import notify
+from rmqcli.broker.pop import assignment, notify
 from rmqcli.broker.pop.ack import AckRequest, ChangeInvisibleRequest, ack_message, change_invisible_time
 from rmqcli.broker.pop.peek import peek_message
 from rmqcli.broker.pop.pop import PopError, PopRequest, PopResult, now_ms, pop_message
@@ -128,6 +128,7 @@ def polling_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
 
 
 HANDLERS = {
+    **assignment.HANDLERS,
     RC.POP_MESSAGE: pop,
     RC.ACK_MESSAGE: ack,
     RC.PEEK_MESSAGE: peek,
