@@ -4,7 +4,8 @@ tests/broker/test_grpc_client5.py, run by the interpreter of ``.venv-rmq5`` (its
 
 Argument: a JSON object ``{"endpoint", "topic", "messages": [{"body", "tag", "key", "properties",
 "group"}], "missing": topic or null, "tls": bool, "linger": seconds before the
-shutdown}``. Prints one JSON object: the send receipts
+shutdown, "orphan": body of a transactional message sent and left open}``; the checker commits
+what the server asks about. Prints one JSON object: the send receipts
 (``message_id``, ``offset``), the error text of a send to the missing topic, and ``"done": true``
 after the producer's shutdown (its NotifyClientTermination).
 """
@@ -18,13 +19,27 @@ import time
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+    from rocketmq import ClientConfiguration, Credentials, Message, Producer, TransactionChecker
+    from rocketmq import TransactionResolution as Resolution
+
+    checked: list[str] = []
+
+    class Checker(TransactionChecker):  # the server's check-back of an open transaction: commit
+        def check(self, message: Message) -> int:
+            checked.append(message.message_id)
+            return Resolution.COMMIT
 
     config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=10)
-    producer = Producer(config, (spec["topic"],), tls_enable=bool(spec.get("tls")))
+    producer = Producer(config, (spec["topic"],), checker=Checker(), tls_enable=bool(spec.get("tls")))
     producer.startup()
-    result: dict = {"sent": []}
+    result: dict = {"sent": [], "checked": checked}
     try:
+        if spec.get("orphan"):  # a half message left open: neither committed nor rolled back
+            message = Message()
+            message.topic = spec["topic"]
+            message.body = spec["orphan"].encode()
+            receipt = producer.send(message, producer.begin_transaction())
+            result["sent"].append({"message_id": receipt.message_id, "offset": receipt.offset})
         for item in spec["messages"]:
             message = Message()
             message.topic = spec["topic"]

@@ -173,3 +173,27 @@ def test_a_send_of_the_5x_nodejs_client(server: ServeProcess, tmp_path: Path) ->
     stored = found["message"]
     assert (stored["body"], stored["tags"], stored["keys"]) == ("hello from node", "TagNode", "kn1 kn2")
     assert stored["properties"]["from"] == "node" and stored["properties"]["PGROUP"] == TOPIC
+
+
+@needs_client5
+def test_an_orphaned_transaction_is_checked_over_telemetry(tmp_path: Path) -> None:
+    """A half message the 5.x producer leaves open: the broker's transaction check reaches the
+    producer on its Telemetry stream (recover_orphaned_transaction_command), its checker commits
+    (EndTransaction, source SERVER_CHECK), and the message is stored in its topic."""
+    config = tmp_path / "store" / "config"
+    config.mkdir(parents=True)
+    topic = {"topicName": "TopicTx5", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+             "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
+             "attributes": {"message.type": "TRANSACTION"}}  # fmt: skip
+    tables = {"dataVersion": {"counter": 1, "timestamp": 0}, "topicConfigTable": {"TopicTx5": topic}}
+    (config / "topics.json").write_text(json.dumps(tables))
+    conf = write_conf(tmp_path / "broker.conf", transactionTimeOut="500", transactionCheckInterval="500")
+    with ServeProcess(tmp_path / "store", conf, extra=["-v"], grpc=True) as s:
+        spec = {"endpoint": s.grpc, "topic": "TopicTx5", "messages": [], "orphan": "left open", "linger": 4}
+        result = client5(spec, home=tmp_path)
+        [sent] = result["sent"]
+        assert result["checked"] == [sent["message_id"]]
+        stored = rmq_json(
+            "queryMsgByUniqueKey", "-n", s.namesrv, "-t", "TopicTx5", "-i", sent["message_id"], "--json"
+        )
+        assert [m["message"]["body"] for m in stored] == ["left open"]

@@ -7,8 +7,8 @@ publishing or subscription data in settings"), kept by client id and answered wi
 settings}`` merged by ``settings.SettingsStore``. A refused command ends the stream with
 INVALID_ARGUMENT for a 4xxxx code and INTERNAL otherwise (``processTelemetryException``). The
 client's ``thread_stack_trace`` and ``verify_message_result`` answer server commands rmq does not
-send yet; they are read and dropped. The stream stays registered by client id while it is open, for
-commands the server will send (transaction check-back).
+send yet; they are read and dropped. While its stream is open a producer is in the broker's client
+table (``channels``), so the transaction check can reach it.
 
 Heartbeat needs the client's settings (else UNRECOGNIZED_CLIENT_TYPE "cannot find client settings
 for this client"); a consumer's group must be legal. NotifyClientTermination forgets the settings
@@ -19,29 +19,56 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rmqcli.broker.grpc import convert
 from rmqcli.broker.grpc import status as st
+from rmqcli.broker.grpc.channels import GrpcClientChannel
 from rmqcli.broker.grpc.context import CallContext
 from rmqcli.broker.grpc.route import check_group
 from rmqcli.broker.grpc.settings import SettingsStore
+from rmqcli.broker.state import ClientChannel
+
+if TYPE_CHECKING:
+    from rmqcli.broker.connection import Connection
+    from rmqcli.broker.context import BrokerContext
+    from rmqcli.broker.grpc.producer import Producer
 
 log = logging.getLogger(__name__)
 
 PRODUCER, PUSH_CONSUMER, SIMPLE_CONSUMER = 1, 2, 3  # ClientType
 CONSUMERS = (PUSH_CONSUMER, SIMPLE_CONSUMER)
 MAX_STREAMS = 10_000
+CLIENT_VERSION = 435  # MQVersion.CURRENT_VERSION of 5.1.1 (V5_1_1): what the proxy registers
 
 
 class Clients:
     """The gRPC clients: their settings and open Telemetry streams, by client id."""
 
-    def __init__(self, stubs: Any, settings: SettingsStore):
+    def __init__(self, stubs: Any, settings: SettingsStore, ctl: BrokerContext, producer: Producer):
         self.s = stubs
         self.settings = settings
-        self.streams: dict[str, Any] = {}  # client id -> the servicer context of its Telemetry
+        self.ctl = ctl
+        self.producer = producer
+        self.streams: dict[str, GrpcClientChannel] = {}  # client id -> its Telemetry stream
         self._heard: set[str] = set()  # clients whose first heartbeat was logged
+
+    # --- the broker's client table --------------------------------------------------------------
+    def register_producer(self, ctx: CallContext, settings: Any) -> None:
+        """``registerProducer`` for each published topic (group = topic), on this client's stream."""
+        channel = self.streams.get(ctx.client_id)
+        if channel is None or channel.closed:
+            return
+        for topic in settings.publishing.topics:
+            members = self.ctl.clients.producers.setdefault(topic.name, {})
+            members[ctx.client_id] = ClientChannel(
+                ctx.client_id, cast("Connection", channel), ctx.language or "OTHER", CLIENT_VERSION
+            )
+
+    def unregister(self, client_id: str) -> None:
+        channel = self.streams.get(client_id)
+        if channel is not None:
+            self.ctl.clients.drop(lambda ch: ch.connection is channel)
 
     def type_name(self, client_type: int) -> str:
         try:
@@ -65,6 +92,8 @@ class Clients:
             )
         first = self.settings.raw(ctx.client_id) is None
         self.settings.update(ctx.client_id, settings)
+        if which == "publishing":
+            self.register_producer(ctx, settings)
         if first:
             if which == "publishing":
                 what = "publishing " + ", ".join(t.name for t in settings.publishing.topics)
@@ -88,8 +117,10 @@ class Clients:
         import grpc
 
         client_id = ctx.require_client_id()
+        channel = GrpcClientChannel(self.s, ctx, context, self.producer)
         if len(self.streams) < MAX_STREAMS or client_id in self.streams:
-            self.streams[client_id] = context
+            self.unregister(client_id)  # a stream opened again: the old one is done
+            self.streams[client_id] = channel
         try:
             async for command in commands:
                 if command.WhichOneof("command") != "settings":
@@ -104,7 +135,9 @@ class Clients:
                     return
                 await context.write(reply)
         finally:
-            if self.streams.get(client_id) is context:
+            channel.close()
+            if self.streams.get(client_id) is channel:
+                self.unregister(client_id)
                 del self.streams[client_id]
 
     # --- unary calls ----------------------------------------------------------------------------
@@ -120,6 +153,8 @@ class Clients:
         elif settings.client_type != PRODUCER:
             name = self.type_name(settings.client_type)
             return s.HeartbeatResponse(status=st.make(d, st.UNRECOGNIZED_CLIENT_TYPE, name))
+        else:
+            self.register_producer(ctx, settings)  # again: the client table expires silent clients
         if ctx.client_id not in self._heard:
             if len(self._heard) >= MAX_STREAMS:
                 self._heard.clear()
@@ -133,6 +168,7 @@ class Clients:
         d, s = self.s.definition, self.s.service
         settings = self.settings.remove(ctx.require_client_id())
         self._heard.discard(ctx.client_id)
+        self.unregister(ctx.client_id)
         if settings is not None:
             if settings.client_type in CONSUMERS:
                 check_group(request.group.name)

@@ -277,3 +277,43 @@ def check_type(topic: str, config: dict | None, props: dict[str, str]) -> None:
             f"TopicMessageType validate failed, topic type is {TYPE_NAMES[expected]}, "
             f"message type is {TYPE_NAMES[actual]}",
         )
+
+
+def message_of_record(d: Any, record: Any, topic: str | None = None) -> Any:
+    """A stored message as the proxy hands it to a client (``GrpcConverter.buildMessage``): the
+    non-system properties as user properties; tag, keys, message id (``UNIQ_KEY``, else the offset
+    id), the body's MD5 (upper-case hex) and encoding, the type its properties make, born and store
+    time and host, delivery time, message group, queue, offset and delivery attempt
+    (``reconsumeTimes`` + 1). ``record`` is a ``formats.records.Record``."""
+    import hashlib
+
+    props = record.properties
+    body = record.stored_body
+    message = d.Message(topic=d.Resource(name=topic or record.topic), body=body)
+    for key, value in props.items():
+        if key not in SYSTEM_KEYS:
+            message.user_properties[key] = value
+    sp = message.system_properties
+    if props.get(TAGS):
+        sp.tag = props[TAGS]
+    sp.keys.extend(k for k in props.get(KEYS, "").split(" ") if k)
+    sp.message_id = props.get(UNIQ_KEY) or record.msg_id
+    sp.body_digest.type = d.MD5
+    sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
+    sp.body_encoding = GZIP if record.sys_flag & cfmt.COMPRESSED_FLAG else 1  # IDENTITY
+    sp.message_type = message_type_of(props)
+    sp.born_timestamp.FromMilliseconds(record.born_timestamp)
+    sp.born_host = props.get(BORN_HOST) or record.born_host
+    sp.store_timestamp.FromMilliseconds(record.store_timestamp)
+    sp.store_host = record.store_host
+    deliver = props.get(TIMER_DELIVER_MS, "")
+    if deliver.isdigit():
+        sp.delivery_timestamp.FromMilliseconds(int(deliver))
+    if props.get(SHARDING_KEY):
+        sp.message_group = props[SHARDING_KEY]
+    sp.queue_id = record.queue_id
+    sp.queue_offset = record.queue_offset
+    sp.delivery_attempt = record.reconsume_times + 1
+    if props.get(TRACE_CONTEXT):
+        sp.trace_context = props[TRACE_CONTEXT]
+    return message

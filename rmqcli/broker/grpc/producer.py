@@ -193,6 +193,12 @@ class Producer:
             commit_log_offset = int(offset_msg_id[-16:], 16)
         except ValueError:
             return
+        self.remember_check(topic, transaction_id, commit_log_offset, queue_offset)
+
+    def remember_check(
+        self, topic: str, transaction_id: str, commit_log_offset: int, queue_offset: int
+    ) -> None:
+        """The offsets of a half message (at send, or renewed by a transaction check)."""
         self.transactions[(topic, transaction_id)] = TransactionData(commit_log_offset, queue_offset)
         while len(self.transactions) > MAX_TRANSACTIONS:
             self.transactions.popitem(last=False)

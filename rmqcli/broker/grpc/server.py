@@ -93,7 +93,7 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
     svc = s.service
     producer = Producer(s, ctl)
     settings = SettingsStore(d, lambda group: ctl.writer.config.groups.get(group))
-    known = clients.Clients(s, settings)
+    known = clients.Clients(s, settings, ctl, producer)
 
     async def unary(name: str, response: type, context: Any, work: Callable[[cc.CallContext], Any]) -> Any:
         try:
