@@ -110,9 +110,9 @@ class RequestCode(enum.IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351  # 5.x
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
     QUERY_ASSIGNMENT = 400  # 5.x: the broker allocates queues (rmqcli.broker.pop.assignment)
     SET_MESSAGE_REQUEST_MODE = 401  # 5.x: PULL or POP per topic and group
-    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
     GET_BROKER_MEMBER_GROUP = 901  # 5.x (SlaveActingMaster)
     BROKER_HEARTBEAT = 904  # 5.x (SlaveActingMaster's lightweight heartbeat)
     NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x
