@@ -5,7 +5,8 @@ Errors are not gRPC errors: every response carries ``status {code, message}``. A
 (remoting response code) maps as ``ResponseBuilder.RESPONSE_CODE_MAPPING`` (SUCCESS -> OK,
 SYSTEM_BUSY -> TOO_MANY_REQUESTS, REQUEST_CODE_NOT_SUPPORTED -> NOT_IMPLEMENTED,
 SUBSCRIPTION_GROUP_NOT_EXIST -> CONSUMER_GROUP_NOT_FOUND, anything else INTERNAL_SERVER_ERROR);
-an unexpected exception is INTERNAL_SERVER_ERROR with a one-line description.
+an unexpected exception is INTERNAL_SERVER_ERROR with a one-line description (logged with its
+traceback, at most 10 a minute).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rmqcli.broker.connection import LogLimiter
 from rmqcli.remoting.codes import ResponseCode as RS
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,9 @@ REMOTING_CODES = {
 }
 
 
+_failures = LogLimiter(10, "about failed gRPC calls")  # a client cannot flood the log
+
+
 class GrpcStatusError(Exception):
     """A request answered with ``code`` and ``message`` (``GrpcProxyException``)."""
 
@@ -85,7 +90,9 @@ def of_exception(definition: Any, exc: BaseException, what: str) -> Any:
     INTERNAL_SERVER_ERROR (logged once with its traceback, answered in one line)."""
     if isinstance(exc, GrpcStatusError):
         return make(definition, exc.code, exc.message)
-    log.error("gRPC %s failed", what, exc_info=exc)
+    suffix = _failures.admit()
+    if suffix is not None:
+        log.error("gRPC %s failed%s", what, suffix, exc_info=exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return make(
         definition, INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {text}" if text else type(exc).__name__
