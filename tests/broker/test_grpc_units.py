@@ -5,6 +5,11 @@ guava.jar of the 4.9.8 kit)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from rmqcli.broker.grpc import context as cc
@@ -12,7 +17,8 @@ from rmqcli.broker.grpc import convert
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.producer import consistent_hash, java_string_hash
 from rmqcli.broker.grpc.settings import SettingsStore
-from rmqcli.broker.grpc.stubs import load
+from rmqcli.broker.grpc.stubs import load, stub_dir
+from tests.support import ROOT
 
 S = load()
 D = S.definition
@@ -179,3 +185,19 @@ def test_message_group_queue_is_guavas(group: str) -> None:
     code, buckets = GUAVA[group]
     assert java_string_hash(group) == code
     assert [consistent_hash(code, n) for n in (1, 4, 8, 16)] == buckets
+
+
+def test_processes_starting_together_generate_the_stubs_once(tmp_path: Path) -> None:
+    """Three first starts at once on an empty cache: each imports whole stubs, one directory stays
+    (the others' copies are dropped), named after grpcio-tools' version and the protos' digest."""
+    code = "from rmqcli.broker.grpc.stubs import load; print(load().service.__file__)"
+    env = {**os.environ, "RMQ_GRPC_STUBS_DIR": str(tmp_path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    [only] = list(tmp_path.iterdir())
+    assert only.name == stub_dir(tmp_path).name and only.name.startswith("grpc-stubs-")
+    assert set(outs) == {str(only / "apache/rocketmq/v2/service_pb2.py")}

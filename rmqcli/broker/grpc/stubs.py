@@ -120,7 +120,8 @@ def load() -> Stubs:
         try:
             generate(directory)
         except OSError:  # an unwritable cache: a private temporary copy
-            directory = stub_dir(Path(tempfile.gettempdir()) / f"rmqcli-{os.getuid()}")
+            user = getattr(os, "getuid", lambda: 0)()
+            directory = stub_dir(Path(tempfile.gettempdir()) / f"rmqcli-{user}")
             if not _ready(directory):
                 generate(directory)
     if str(directory) not in sys.path:
