@@ -139,7 +139,8 @@ def check_read(ctl: BrokerContext, group: str, topic: str, queue_id: int, what: 
 def check(ctl: BrokerContext, svc: PopService, req: PopRequest) -> tuple[dict, set[int] | None]:
     """``processRequest``'s refusals; the topic's config and the tags codes to match."""
     ip = ctl.config.broker_ip1
-    if now_ms() - req.born_time - req.poll_time > TOO_MUCH_MS:
+    born = req.born_time if req.born_time > 0 else now_ms()
+    if now_ms() - born - req.poll_time > TOO_MUCH_MS:
         raise PopError(RS.POLLING_TIMEOUT, f"the broker[{ip}] pop message is timeout too much")
     if not is_readable(ctl.config.broker_permission):
         raise PopError(RS.NO_PERMISSION, f"the broker[{ip}] pop message is forbidden")

@@ -99,9 +99,8 @@ class ReviveService:
         revived = 0
         if self.ctl.store.disk_full:  # nothing can be put: the cks wait
             return 0
-        for key, ck in sorted(q.pending.items(), key=lambda item: item[1].revive_offset):
-            if ck.revive_time > now:
-                continue
+        due = [(key, ck) for key, ck in q.pending.items() if ck.revive_time <= now]
+        for key, ck in sorted(due, key=lambda item: item[1].revive_offset):
             revived += self._revive_ck(ck)
             del q.pending[key]
         first_pending = min((ck.revive_offset for ck in q.pending.values()), default=q.next_offset)
