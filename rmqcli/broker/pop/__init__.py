@@ -10,7 +10,9 @@ Modules: ``constants`` (names, extra info), ``config`` (broker.conf keys), ``che
 (ck / ack JSON), ``revivelog`` (the one put of ck and ack: where a timer slots in), ``read``
 (queue reads with offsets), ``pop``, ``ack`` (ack and change invisible time), ``peek``,
 ``notify`` (notification, polling info), ``order`` (order info), ``polling`` (long polling),
-``revive`` (revive service), ``service`` (the per-broker state), ``handlers`` (remoting).
+``revive`` (revive service), ``service`` (the per-broker state), ``handlers`` (remoting),
+``assignment`` (QUERY_ASSIGNMENT 400 / SET_MESSAGE_REQUEST_MODE 401: a 5.x push consumer with
+``clientRebalance=false`` is told to POP).
 
 In-process API (what the gRPC layer calls; ``ctl`` is the ``BrokerContext``, every call runs on
 the broker's event loop; a refused request raises ``pop.PopError`` with ``code`` and ``remark``,

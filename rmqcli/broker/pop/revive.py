@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 SCAN_BATCH = 4096  # revive-queue messages read per queue and round
 MAX_PENDING = 1_000_000  # cks held per revive queue; past it the scan waits for some to be due
+MAX_REVIVED = 2048  # messages put again per queue and round (the loop is not held longer)
 
 
 @dataclass
@@ -101,6 +102,8 @@ class ReviveService:
             return 0
         due = [(key, ck) for key, ck in q.pending.items() if ck.revive_time <= now]
         for key, ck in sorted(due, key=lambda item: item[1].revive_offset):
+            if revived >= MAX_REVIVED:
+                break  # the rest next round
             revived += self._revive_ck(ck)
             del q.pending[key]
         first_pending = min((ck.revive_offset for ck in q.pending.values()), default=q.next_offset)
