@@ -320,19 +320,16 @@ def _stage_recover(
         raise recover_bulk.Irregular("salvaged records or a damaged index file")
     dispatcher = Dispatcher(staged, settings, rebuild_namer, index=not bulk)
     dispatcher.load()
-    fast = _resumed_index(staged, settings) if bulk and not index_later else None
+    way = _InBulk(staged, settings, index_later) if bulk else _RecordByRecord(salvager, fills, notes)
     try:
-        loaded_index_ts = fast.completed_end_timestamp if fast else dispatcher.index.completed_end_timestamp
+        loaded_index_ts = way.index_timestamp(dispatcher)
         max_cq = dispatcher.max_physic_offset
         for fill in sorted(fills.values(), key=lambda f: f.position):
             _cut_queues(dispatcher, fill.position, fill.queues)
 
         # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below)
         in_walk = abnormal and not fills and reindex_from is None  # else the reput below dispatches, in order
-        if bulk:
-            stop, count = _walk_in_bulk(store, start, check, dispatcher, fast, in_walk)
-        else:
-            stop, count = _walk_each(store, start, check, dispatcher, in_walk, salvager, fills)
+        stop, count = way.walk(store, start, check, dispatcher, in_walk)
         previous_end = store.commitlog.max_offset()
         end = stop.end
         _plan_commitlog(store, end, actions, notes, stop)
@@ -344,39 +341,92 @@ def _stage_recover(
         if not in_walk and (fills or reindex_from is not None):
             walked_from = store.commitlog.files[start].from_offset if abnormal else None
             reput_from = _first_lacking(reput_from, walked_from, fills, reindex_from)
-        if bulk:
-            count += _reput_in_bulk(store, start, reput_from, end, dispatcher, fast)
-        else:
-            for rec in reput_records(store, reput_from, end, fills, notes):
-                if rec.physical_offset >= reput_from:
-                    dispatcher.dispatch_record(rec)
-                    count += 1
+        count += way.reput(store, start, reput_from, end, dispatcher)
         dispatcher.flush()
     finally:
         dispatcher.close()
-        if fast is not None:
-            fast.close()
-    index_ts = fast.completed_end_timestamp if fast else dispatcher.index.completed_end_timestamp
+        way.close()
+    index_ts = way.index_timestamp(dispatcher)
     checkpoint = _recovered_checkpoint(cp, dispatcher.logics_msg_timestamp, index_ts, loaded_index_ts)
 
     plan = Plan("recover", store.root, [], notes, outside_roots(store.root, store.commitlog_dirs))
     result = RecoverResult(plan, "abnormal" if abnormal else "normal", staged, end, previous_end)
     result.dispatched = count
     result.checkpoint = checkpoint
-    if bulk and index_later and settings.message_index_enable:
+    if way.indexes_later and settings.message_index_enable:
         walked = store.commitlog.files[start].from_offset if in_walk and store.commitlog.files else end
         result.index_from = min(walked, reput_from) if min(walked, reput_from) < end else None
     result.actions = actions
     result.fills = sorted(fills.values(), key=lambda f: f.position)
-    result.unsafe = dict(dispatcher.unsafe)
-    if fast is not None:
-        result.unsafe.update(fast.unsafe)
+    result.unsafe = {**dispatcher.unsafe, **way.unsafe()}
     notes += [_salvage_note(store, fill, start) for fill in result.fills]
     _plan_staged(store, result)
     swapped = {step.path for step in plan.steps if step.action == "replace-dir"}
     notes += size_notes(store, settings, CONSUMEQUEUE_DIR in swapped, INDEX_DIR in swapped, scan)
     unsafe_topics.report(plan, store, result.unsafe)
     return result
+
+
+class _RecordByRecord:
+    """The walk and the reput one record at a time (salvaged records, a damaged index file, or
+    whatever the bulk path declines); the ``Dispatcher`` writes queues and index."""
+
+    indexes_later = False
+
+    def __init__(self, salvager: Salvager | None, fills: dict[int, Fill], notes: list[str]):
+        self.salvager, self.fills, self.notes = salvager, fills, notes
+
+    def walk(
+        self, store: Store, start: int, check: bool, dispatcher: Dispatcher, in_walk: bool
+    ) -> tuple[WalkEnd, int]:
+        return _walk_each(store, start, check, dispatcher, in_walk, self.salvager, self.fills)
+
+    def reput(self, store: Store, start: int, reput_from: int, end: int, dispatcher: Dispatcher) -> int:
+        count = 0
+        for rec in reput_records(store, reput_from, end, self.fills, self.notes):
+            if rec.physical_offset >= reput_from:
+                dispatcher.dispatch_record(rec)
+                count += 1
+        return count
+
+    def index_timestamp(self, dispatcher: Dispatcher) -> int:
+        """The end timestamp of the last full index file (the checkpoint's ``indexMsgTimestamp``)."""
+        return dispatcher.index.completed_end_timestamp
+
+    def unsafe(self) -> dict[str, UnsafeTopic]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class _InBulk:
+    """The walk and the reput a window of records at a time (``rmqcli.ops.recover_bulk``): queue
+    units through the ``Dispatcher``, index keys through a ``FastDispatcher`` resumed on the index
+    files kept, or left for ``rmq serve`` to build behind (``indexes_later``)."""
+
+    def __init__(self, staged: Path, settings, indexes_later: bool):  # type: ignore[no-untyped-def]
+        self.indexes_later = indexes_later
+        self.fast = None if indexes_later else _resumed_index(staged, settings)
+
+    def walk(
+        self, store: Store, start: int, check: bool, dispatcher: Dispatcher, in_walk: bool
+    ) -> tuple[WalkEnd, int]:
+        return _walk_in_bulk(store, start, check, dispatcher, self.fast, in_walk)
+
+    def reput(self, store: Store, start: int, reput_from: int, end: int, dispatcher: Dispatcher) -> int:
+        return _reput_in_bulk(store, start, reput_from, end, dispatcher, self.fast)
+
+    def index_timestamp(self, dispatcher: Dispatcher) -> int:
+        """The end timestamp of the last full index file (the checkpoint's ``indexMsgTimestamp``)."""
+        return self.fast.completed_end_timestamp if self.fast else dispatcher.index.completed_end_timestamp
+
+    def unsafe(self) -> dict[str, UnsafeTopic]:
+        return dict(self.fast.unsafe) if self.fast else {}
+
+    def close(self) -> None:
+        if self.fast is not None:
+            self.fast.close()
 
 
 def _walk_each(
