@@ -79,6 +79,7 @@ def scenario(a: str) -> dict[str, Any]:
     seen["pop.33"] = w.pop(a, "GP", "TopicP", num=33).code
     seen["pop.no_topic"] = w.pop(a, "GP", "NoSuchTopic").code
     seen["pop.bad_queue"] = w.pop(a, "GP", "TopicP", queue_id=7).code
+    orderly(a, seen)
     back = w.pop_until(a, "GP", "TopicP", 2, timeout=30, invisible=3000)
     seen["revived"] = sorted(
         (
@@ -96,6 +97,29 @@ def scenario(a: str) -> dict[str, Any]:
         assert w.ack(a, "GP", m).code == RS.SUCCESS
     seen["revive"] = revive_messages(a, int(h["popTime"]))
     return seen
+
+
+def orderly(a: str, seen: dict[str, Any]) -> None:
+    """Orderly POP: no ck, the queue blocked until its batch is acked, then the next offset."""
+    assert w.create_topic(a, "TopicO", 1).code == RS.SUCCESS
+    for i in range(3):
+        assert w.send(a, "TopicO", f"o{i}".encode()).code == RS.SUCCESS
+    first = w.pop(a, "GO", "TopicO", invisible=30000, order=True)
+    h = first.ext_fields
+    seen["order.pop"] = (*answer(first), h["reviveQid"], h["orderCountInfo"], h["msgOffsetInfo"])
+    blocked = w.pop(a, "GO", "TopicO", invisible=30000, order=True)
+    seen["order.blocked"] = (*answer(blocked), blocked.ext_fields["restNum"])
+    msgs = w.popped(first, "TopicO", "GO")
+    seen["order.ack02"] = [answer(w.ack(a, "GO", msgs[i])) for i in (0, 2)]
+    still = w.pop(a, "GO", "TopicO", invisible=30000, order=True)
+    seen["order.still"] = (*answer(still), still.ext_fields["restNum"])
+    seen["order.ack1"] = answer(w.ack(a, "GO", msgs[1]))
+    seen["order.offset"] = w.query_offset(a, "GO", "TopicO", 0)
+    assert w.send(a, "TopicO", b"o3").code == RS.SUCCESS
+    nxt = w.pop(a, "GO", "TopicO", invisible=30000, order=True)
+    seen["order.next"] = (*answer(nxt), nxt.ext_fields["msgOffsetInfo"], nxt.ext_fields["orderCountInfo"])
+    change = w.change(a, "GO", w.popped(nxt, "TopicO", "GO")[0], 1000)
+    seen["order.change"] = (*answer(change), change.ext_fields["reviveQid"])
 
 
 def revive_messages(a: str, pop_time: int) -> list[tuple[str, list[str], dict[str, Any], list[str], str]]:
