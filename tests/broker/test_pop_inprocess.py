@@ -1,0 +1,119 @@
+"""The in-process POP API (what the gRPC layer calls; ``rmqcli.broker.pop`` docstring) on a
+``BrokerController`` in this process, without sockets: pop, ack, change invisible time, revive
+rounds at a chosen time, a restarted revive service, a held pop woken by a put, and a malformed
+ck in the revive topic."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from formats.records import decode_record
+from rmqcli.broker.controller import BrokerController
+from rmqcli.broker.pop import ack as pop_ack
+from rmqcli.broker.pop import constants as k
+from rmqcli.broker.pop import pop as pop_mod
+from rmqcli.broker.pop.revive import ReviveService
+from rmqcli.broker.pop.service import pop_service
+from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.store.write.messages import Message
+from tests.support.controller import broker_controller
+
+TOPIC, GROUP = "TopicIn", "GIn"
+REVIVE = "rmq_sys_REVIVE_LOG_DefaultCluster"
+
+
+@pytest.fixture
+def ctl(tmp_path: Path) -> Iterator[BrokerController]:
+    clock = [int(time.time() * 1000) - 60_000]  # stored a minute ago
+    with broker_controller(tmp_path / "store", clock) as controller:
+        controller.topics.put(TOPIC, 1, 1, 6)
+        for i in range(3):
+            controller.store.put(Message(TOPIC, 0, f"m{i}".encode(), {"TAGS": "T", "UNIQ_KEY": f"U{i}"}))
+        yield controller
+
+
+def handle(res: pop_mod.PopResult, index: int, broker: str = "broker-a") -> tuple[str, str, int]:
+    """(extra info, real topic, queue offset) of the ``index``-th message, as a client builds it."""
+    rec = decode_record(res.records[index], 0, len(res.records[index]))
+    if k.PROPERTY_POP_CK in rec.properties:
+        return rec.properties[k.PROPERTY_POP_CK], k.pop_retry_topic(TOPIC, GROUP), rec.queue_offset
+    start = int(res.start_offset_info.split(" ")[2])
+    extra = k.build_extra_info(
+        start, res.pop_time, res.invisible_time, res.revive_qid, TOPIC, broker, 0, rec.queue_offset
+    )
+    return extra, TOPIC, rec.queue_offset
+
+
+def request(**kw: object) -> pop_mod.PopRequest:
+    return pop_mod.PopRequest(**{"group": GROUP, "topic": TOPIC, "queue_id": -1, "max_msg_nums": 32,
+                                 "invisible_time": 5000, **kw})  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_pop_ack_and_revive_in_process(ctl: BrokerController) -> None:
+    res = pop_mod.pop_once(ctl, request())
+    assert res.code == RS.SUCCESS and len(res.records) == 3
+    assert res.offsets == [(False, 0, 0), (False, 0, 1), (False, 0, 2)]
+    extra, topic, offset = handle(res, 0)
+    pop_ack.ack_message(ctl, pop_ack.AckRequest(GROUP, topic, 0, extra, offset))
+    svc = pop_service(ctl)
+    assert svc.revive.round(now=res.pop_time + 4000) == 0  # not due yet
+    assert svc.revive.round(now=res.pop_time + 5001) == 2
+    again = pop_mod.pop_once(ctl, request())
+    assert [decode_record(r, 0, len(r)).body() for r in again.records] == [b"m1", b"m2"]
+    assert all(retry for retry, _, _ in again.offsets)
+    rec = decode_record(again.records[0], 0, len(again.records[0]))
+    assert rec.topic == TOPIC and rec.reconsume_times == 1
+    # change invisible time: a new ck for the message, due at the new time
+    extra, topic, offset = handle(again, 0)
+    changed = pop_ack.change_invisible_time(
+        ctl, pop_ack.ChangeInvisibleRequest(GROUP, topic, 0, extra, offset, invisible_time=100)
+    )
+    assert changed.invisible_time == 100 and changed.revive_qid == again.revive_qid
+    extra2, topic2, offset2 = handle(again, 1)
+    pop_ack.ack_message(ctl, pop_ack.AckRequest(GROUP, topic2, 0, extra2, offset2))
+    assert svc.revive.round(now=changed.pop_time + 101) == 1  # the changed one only
+    assert svc.revive.round(now=again.pop_time + 5001) == 0  # the old ck: acked by the change
+    # a fresh revive service (a restart) starts from the committed offsets: nothing twice
+    fresh = ReviveService(ctl, svc)
+    assert fresh.round(now=again.pop_time + 60_000) == 0
+
+
+def test_refusals_are_pop_errors(ctl: BrokerController) -> None:
+    with pytest.raises(pop_mod.PopError) as err:
+        pop_mod.pop_once(ctl, request(topic="NoSuchTopic"))
+    assert err.value.code == RS.TOPIC_NOT_EXIST
+    with pytest.raises(pop_mod.PopError) as err:
+        pop_ack.ack_message(ctl, pop_ack.AckRequest(GROUP, TOPIC, 0, "1 2 3", 0))
+    assert err.value.code == RS.MESSAGE_ILLEGAL
+
+
+def test_a_held_pop_is_woken_by_a_put(ctl: BrokerController) -> None:
+    pop_mod.pop_once(ctl, request())  # everything popped
+
+    async def go() -> pop_mod.PopResult:
+        held = asyncio.ensure_future(pop_mod.pop_message(ctl, request(poll_time=5000)))
+        await asyncio.sleep(0.2)
+        assert not held.done() and pop_service(ctl).polling.count(TOPIC, GROUP, -1) == 1
+        ctl.store.put(Message(TOPIC, 0, b"late", {"TAGS": "T"}))
+        return await asyncio.wait_for(held, 3)
+
+    res = asyncio.run(go())
+    assert res.code == RS.SUCCESS and len(res.records) == 1
+
+
+def test_a_malformed_ck_is_skipped(ctl: BrokerController) -> None:
+    for body in (
+        b"not json",
+        b'{"n": 500}',
+        b'{"so":0,"pt":1,"it":1,"n":1,"q":0,"t":"TopicIn","c":"GIn","d":[9,9]}',
+    ):
+        ctl.store.put(Message(REVIVE, 0, body, {"TAGS": "ck"}))
+    ctl.store.put(Message(REVIVE, 0, b"[]", {"TAGS": "ack"}))
+    svc = pop_service(ctl)
+    assert svc.revive.round() == 0
+    assert ctl.offsets.query(k.REVIVE_GROUP, REVIVE, 0) == 3  # past all four
