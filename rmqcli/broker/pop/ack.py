@@ -122,7 +122,7 @@ def _ack_order(ctl: BrokerContext, svc: PopService, req: AckRequest, extra: k.Ex
     if next_offset >= 0:
         ctl.offsets.commit(req.group, req.topic, req.queue_id, next_offset)
         if not svc.order.check_block(None, req.topic, req.group, req.queue_id, extra.invisible_time):
-            svc.polling.notify(k.normal_topic(req.topic, req.group), req.group, req.queue_id)
+            svc.wake(k.normal_topic(req.topic, req.group), req.group, req.queue_id)
 
 
 def change_invisible_time(ctl: BrokerContext, req: ChangeInvisibleRequest) -> ChangeInvisibleResult:

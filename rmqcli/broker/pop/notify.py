@@ -49,9 +49,9 @@ async def notification(
         if has_message(ctl, group, topic, queue_id):
             return True
         remaining = deadline - now_ms()
-        if svc.polling.check(topic, group, queue_id, poll_time, remaining) != Polling.SUSPENDED:
+        if svc.notifications.check(topic, group, queue_id, poll_time, remaining) != Polling.SUSPENDED:
             return False
-        await svc.polling.wait(topic, group, queue_id, remaining / 1000)
+        await svc.notifications.wait(topic, group, queue_id, remaining / 1000)
 
 
 def polling_num(ctl: BrokerContext, group: str, topic: str, queue_id: int) -> int:

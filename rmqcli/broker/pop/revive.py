@@ -168,7 +168,7 @@ class ReviveService:
             if self._retry(ck, rec):
                 revived += 1
         if revived:
-            self.svc.polling.notify(normal, ck.group, -1)
+            self.svc.wake(normal, ck.group, -1)
         return revived
 
     def _message(self, topic: str, queue_id: int, offset: int):  # type: ignore[no-untyped-def]

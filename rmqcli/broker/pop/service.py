@@ -25,7 +25,10 @@ class PopService:
         self.order = OrderInfoManager(ctl.writer.root / CONFIG_DIR, ctl.store.config_writer)
         self.order.load()
         self.polling = PopLongPolling(self.config.pop_polling_size, self.config.max_pop_polling_size)
+        # NOTIFICATION holds its requests apart (5.1.1: the NotificationProcessor's own service)
+        self.notifications = PopLongPolling(self.config.pop_polling_size, self.config.max_pop_polling_size)
         ctl.store.listeners.append(self.polling.arrived)
+        ctl.store.listeners.append(self.notifications.arrived)
         self._ck_numbers = itertools.count()
         self.revive_topic = k.revive_topic(ctl.config.broker_cluster_name)
         self._revive: ReviveService | None = None
@@ -36,6 +39,11 @@ class PopService:
         if self.ctl.topics.get(self.revive_topic) is None and not self.ctl.config.is_slave:
             n = self.config.revive_queue_num
             self.ctl.topics.put(self.revive_topic, n, n, k.REVIVE_PERM)
+
+    def wake(self, topic: str, group: str, queue_id: int = -1) -> None:
+        """Wake the POPs and NOTIFICATIONs held for ``topic@group`` (queue ``queue_id``, -1 every)."""
+        self.polling.notify(topic, group, queue_id)
+        self.notifications.notify(topic, group, queue_id)
 
     def next_revive_qid(self) -> int:
         """Round robin over the revive queues (``ckMessageNumber % reviveQueueNum``)."""
