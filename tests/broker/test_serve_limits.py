@@ -319,13 +319,16 @@ ext = st.dictionaries(text, text, max_size=6)
 def command_frame(draw: st.DrawFn) -> bytes:
     """A well-formed frame with a random request code, garbage extFields and body."""
     code = draw(st.sampled_from(REQUEST_CODES) | st.integers(-(2**15), 2**15 - 1))
+    serialize_type = draw(st.sampled_from(list(SerializeType)))
+    if not -(2**15) <= code < 2**15:  # the 5.x codes past int16 (POP_MESSAGE 200050...) go as JSON
+        serialize_type = SerializeType.JSON
     command = RemotingCommand(
         code=code,
         opaque=draw(st.integers(0, 2**31 - 1)),
         flag=draw(st.sampled_from([0, 0, 0, 2])),  # requests, some oneway
         ext_fields=draw(ext),
         body=draw(st.binary(max_size=64)),
-        serialize_type=draw(st.sampled_from(list(SerializeType))),
+        serialize_type=serialize_type,
     )
     return encode(command)
 
