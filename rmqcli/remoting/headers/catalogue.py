@@ -323,8 +323,7 @@ class PullMessageResponseHeader(CommandHeader):
     forbidden_type: int | None = opt("int")  # 5.x
 
 
-
-# --- POP consumption (5.x: POP_MESSAGE .. POLLING_INFO, 200050-200055; rmqcli.broker.pop) --------------------
+# --- POP consumption (5.x: POP_MESSAGE .. POLLING_INFO, 200050-200055; rmqcli.broker.pop) ------------------
 # Every POP-family request extends TopicQueueRequestHeader (5.1.1): ``bname``, ``lo``, ``ns``,
 # ``nsd``, ``oway`` may come too and are ignored.
 
@@ -414,6 +413,7 @@ class PollingInfoRequestHeader(CommandHeader):
 @header
 class PollingInfoResponseHeader(CommandHeader):
     polling_num: int = opt("int", default=0)
+
 
 @header
 class QueryMessageRequestHeader(CommandHeader):
