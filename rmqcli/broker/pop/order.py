@@ -73,7 +73,8 @@ class OrderInfo:
         if self.attempt_id is not None:
             data["a"] = self.attempt_id
         data["cm"] = self.commit_bits
-        data["i"] = self.invisible_time
+        if self.invisible_time is not None:  # fastjson leaves null fields out
+            data["i"] = self.invisible_time
         data["l"] = self.last_consume
         data["o"] = [first] + [o - first for o in self.offsets[1:]]
         if self.consumed:
