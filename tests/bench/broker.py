@@ -16,12 +16,13 @@ next, and the target is about what the broker can do, not about the slowest minu
 
 Then the real 4.9.8 broker beside ``rmq serve`` (issue 20, item 6): for ASYNC_FLUSH and SYNC_FLUSH
 (same ``flushDiskType``, same 1 GiB CommitLog files), each broker alone on the machine in turn,
-started afresh for each run and warmed with ``WARMUP`` sends (the JVM compiles its hot paths in the
-first thousands: a cold real broker spends three times the CPU a message of a warm one), then sync
-sends from one client thread; the fastest of the runs each, and the ratio rmq / real against its
-target (ASYNC_FLUSH >= 1.3x, SYNC_FLUSH >= 1.0x). Under ASYNC_FLUSH the ceiling (``answer_only``)
-runs in turn with them: the most any store could reach beside the same real broker. Without Java 17
-or the kit (``../shared/rocketmq-4.9.8``) these rows say "skipped: no Java 17".
+started afresh for each run and warmed with as many sends as are measured (the JVM compiles its
+hot paths over the first tens of thousands: a cold real broker spends three times the CPU a message
+of a warm one), then sync sends from one client thread; the fastest of the runs each, and the
+ratio rmq / real against its target (ASYNC_FLUSH >= 1.3x, SYNC_FLUSH >= 1.0x). Under ASYNC_FLUSH
+the ceiling (``answer_only``) runs in turn with them: the most any store could reach beside the
+same real broker. Without Java 17 or the kit (``../shared/rocketmq-4.9.8``) these rows say
+"skipped: no Java 17".
 
 Run as ``python -m tests.bench.broker``; ``make bench`` calls it at the end. Figures are printed,
 never asserted; on a shared machine they move with the load of the other processes.
@@ -46,7 +47,6 @@ TARGET_DRAIN = 30_000  # msgs/s
 TARGET_VS_REAL = {"ASYNC_FLUSH": 1.3, "SYNC_FLUSH": 1.0}  # rmq sync send / the real broker's (item 6)
 SYNC_RUNS = 3  # the sync-send and ceiling rows: the fastest of this many runs (the host's speed moves)
 REAL_RUNS = {"ASYNC_FLUSH": 5, "SYNC_FLUSH": 3}  # runs of each broker beside the real one
-WARMUP = 5_000  # sends to each broker before a measured run beside the real one
 BODY = 1024
 TOPIC = "BenchTopic"
 
@@ -231,7 +231,7 @@ def versus_real(tmp: Path, flush: str, count: int, runs: int) -> list[str]:
 
     target = TARGET_VS_REAL[flush]
     head = (
-        f"  sync send, one thread, {flush}, {count:,} messages after {WARMUP:,} to warm up, "
+        f"  sync send, one thread, {flush}, {count:,} messages after as many to warm up, "
         f"best of {runs} runs, each broker alone"
     )
     if not HAVE_JAVA:
@@ -242,7 +242,7 @@ def versus_real(tmp: Path, flush: str, count: int, runs: int) -> list[str]:
         ]
 
     def measured(namesrv: str, topic: str, pid: int | None) -> tuple[float, float]:
-        sync_seconds(tmp, namesrv, f"{topic}Warm", WARMUP, pid)
+        sync_seconds(tmp, namesrv, f"{topic}Warm", count, pid)
         return sync_seconds(tmp, namesrv, topic, count, pid)
 
     size = str(1 << 30)
