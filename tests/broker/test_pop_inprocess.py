@@ -17,6 +17,7 @@ from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.pop import ack as pop_ack
 from rmqcli.broker.pop import constants as k
 from rmqcli.broker.pop import pop as pop_mod
+from rmqcli.broker.pop.checkpoint import PopCheckPoint
 from rmqcli.broker.pop.revive import ReviveService
 from rmqcli.broker.pop.service import pop_service
 from rmqcli.remoting.codes import ResponseCode as RS
@@ -117,3 +118,14 @@ def test_a_malformed_ck_is_skipped(ctl: BrokerController) -> None:
     svc = pop_service(ctl)
     assert svc.revive.round() == 0
     assert ctl.offsets.query(k.REVIVE_GROUP, REVIVE, 0) == 3  # past all four
+
+
+def test_a_ck_delivered_by_a_timer_waits_for_its_acks(ctl: BrokerController) -> None:
+    """What a timer will re-put (TIMER_DEQUEUE_MS set): revived 2 s after its time, not before."""
+    svc = pop_service(ctl)
+    pop_time = int(time.time() * 1000)
+    ck = PopCheckPoint(0, pop_time, 1000, 1, 0, TOPIC, GROUP, "broker-a", diff=[0])
+    props = {"TAGS": "ck", "TIMER_DEQUEUE_MS": str(pop_time + 900), "REAL_TOPIC": REVIVE, "REAL_QID": "0"}
+    ctl.store.put(Message(REVIVE, 0, ck.to_json().encode(), props))
+    assert svc.revive.round(now=pop_time + 1001) == 0
+    assert svc.revive.round(now=pop_time + 3001) == 1

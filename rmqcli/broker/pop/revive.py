@@ -16,7 +16,8 @@ It moves only past messages whose cks are all revived or fully acked, so after a
 included) the queue is read again from there: a ck is never lost; at worst a message comes back
 twice. Cks do not wait for their revive time in the queue (no timer yet, ``revivelog``): a ck not
 due yet is kept in memory and the offset stays before it; due ones behind it are revived and
-remembered so that they are not revived twice while this process runs.
+remembered so that they are not revived twice while this process runs. A ck a timer delivered
+(``TIMER_DEQUEUE_MS`` set) waits 2 s more, for its acks, which the timer delivers at its time.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 SCAN_BATCH = 4096  # revive-queue messages read per queue and round
 MAX_PENDING = 1_000_000  # cks held per revive queue; past it the scan waits for some to be due
+TIMER_DEQUEUED = "TIMER_DEQUEUE_MS"  # a property the timer adds to what it delivers
+TIMER_GRACE_MS = k.ACK_TIME_INTERVAL + 1000
 MAX_REVIVED = 2048  # messages put again per queue and round (the loop is not held longer)
 
 
@@ -49,6 +52,7 @@ class _Queue:
 
     next_offset: int = -1  # next revive-queue offset to read (-1: from the committed one)
     pending: dict[str, PopCheckPoint] = field(default_factory=dict)  # not revived yet
+    due: dict[str, int] = field(default_factory=dict)  # when each pending ck is revived (ms)
 
 
 class ReviveService:
@@ -100,12 +104,13 @@ class ReviveService:
         revived = 0
         if self.ctl.store.disk_full:  # nothing can be put: the cks wait
             return 0
-        due = [(key, ck) for key, ck in q.pending.items() if ck.revive_time <= now]
+        due = [(key, ck) for key, ck in q.pending.items() if q.due[key] <= now]
         for key, ck in sorted(due, key=lambda item: item[1].revive_offset):
             if revived >= MAX_REVIVED:
                 break  # the rest next round
             revived += self._revive_ck(ck)
             del q.pending[key]
+            del q.due[key]
         first_pending = min((ck.revive_offset for ck in q.pending.values()), default=q.next_offset)
         done = first_pending - 1
         if done > committed:
@@ -141,7 +146,13 @@ class ReviveService:
             if tag == k.CK_TAG:
                 ck = decode_ck(body)
                 ck.revive_offset = offset
-                q.pending[ck.merge_key()] = ck
+                key = ck.merge_key()
+                q.pending[key] = ck
+                # put straight here (``revivelog``), its acks are here before its time; delayed by
+                # a timer (which re-puts with TIMER_DEQUEUE_MS), they come at its time: wait for
+                # them as 5.1.1's mergeAndRevive does (ackTimeInterval + 1 s)
+                timed = TIMER_DEQUEUED in rec.properties
+                q.due[key] = ck.revive_time + (TIMER_GRACE_MS if timed else 0)
             elif tag == k.ACK_TAG:
                 ack = decode_ack(body)
                 ck = q.pending.get(ack.merge_key())
