@@ -46,6 +46,12 @@ def scenario(a: str) -> dict[str, Any]:
     assert w.create_topic(a, "TopicP", 1).code == RS.SUCCESS
     for i in range(3):
         assert w.send(a, "TopicP", f"body{i}".encode()).code == RS.SUCCESS
+    info = {"consumerGroup": "GP", "topic": "TopicP", "queueId": 0}
+    peek = w.call(a, RC.PEEK_MESSAGE, {**info, "maxMsgNums": 2})
+    seen["peek.before"] = (*answer(peek), peek.ext_fields.get("restNum"), len(w.records(peek.body)))
+    note = {**info, "queueId": -1, "pollTime": 100, "bornTime": int(time.time() * 1000)}
+    has = w.call(a, RC.NOTIFICATION, note)
+    seen["notification.before"] = (*answer(has), has.ext_fields)
     resp = w.pop(a, "GP", "TopicP", invisible=3000)
     seen["pop"] = answer(resp)
     h = resp.ext_fields
@@ -63,7 +69,6 @@ def scenario(a: str) -> dict[str, Any]:
         change.ext_fields["invisibleTime"],
         change.ext_fields["reviveQid"] == h["reviveQid"],
     )
-    info = {"consumerGroup": "GP", "topic": "TopicP", "queueId": 0}
     seen["polling_info"] = (
         *answer(w.call(a, RC.POLLING_INFO, info)),
         w.call(a, RC.POLLING_INFO, info).ext_fields,
