@@ -1,7 +1,7 @@
 """``rmq serve``'s gRPC endpoint over a real socket, called with grpcio and the stubs rmq generates
 (the calls a 5.x client makes, and the ones it should not): statuses as the 5.1 proxy answers them,
-routes, FIFO queue choice, a transactional send committed with EndTransaction, the RPCs that wait
-for POP (NOT_IMPLEMENTED), and the command line (port in use, TLS options, ``--grpc-port 0``)."""
+routes, FIFO queue choice, a transactional send committed with EndTransaction, the consumer calls'
+refusals, and the command line (port in use, TLS options, ``--grpc-port 0``)."""
 
 from __future__ import annotations
 
@@ -162,15 +162,34 @@ def test_client_calls(stub) -> None:
     assert "no publishing or subscription" in caught.value.details()
 
 
-def test_pop_calls_are_not_implemented_yet(stub) -> None:
-    request = SV.ReceiveMessageRequest(group=D.Resource(name="GID_GS"))
-    first, last = list(stub.ReceiveMessage(request, metadata=META))
-    assert first.status.code == D.NOT_IMPLEMENTED and "200050" in first.status.message
+def test_consumer_calls_refuse_as_the_proxy(server: ServeProcess, stub) -> None:
+    topic = "TopicGSEmpty"
+    run_rmq("updateTopic", "-n", server.namesrv, "-c", "DefaultCluster", "-t", topic, check=True)
+    queue = D.MessageQueue(topic=D.Resource(name=topic), broker=D.Broker(name="broker-a"))
+    request = SV.ReceiveMessageRequest(group=D.Resource(name="GID_GS"), message_queue=queue, batch_size=4)
+    request.invisible_duration.FromSeconds(5)  # under the 10 s minimum
+    first, last = list(stub.ReceiveMessage(request, metadata=META, timeout=30))
+    assert first.status.code == D.ILLEGAL_INVISIBLE_TIME
     assert last.HasField("delivery_timestamp")
-    ack = stub.AckMessage(SV.AckMessageRequest(group=D.Resource(name="GID_GS")), metadata=META)
-    assert ack.status.code == D.NOT_IMPLEMENTED
-    change = stub.ChangeInvisibleDuration(SV.ChangeInvisibleDurationRequest(), metadata=META)
-    assert change.status.code == D.NOT_IMPLEMENTED
+    request.invisible_duration.FromSeconds(30)
+    first, last = list(stub.ReceiveMessage(request, metadata=META, timeout=4))  # 4 s left: under 5 s
+    assert first.status.code == D.ILLEGAL_POLLING_TIME and last.HasField("delivery_timestamp")
+    request.long_polling_timeout.FromSeconds(5)
+    started = time.monotonic()
+    first, last = list(stub.ReceiveMessage(request, metadata=META, timeout=30))  # nothing there
+    assert first.status.code == D.MESSAGE_NOT_FOUND and first.status.message == "no new message"
+    assert time.monotonic() - started >= 4
+    entry = SV.AckMessageEntry(message_id="X", receipt_handle="not a handle")
+    ack = stub.AckMessage(
+        SV.AckMessageRequest(group=D.Resource(name="GID_GS"), topic=D.Resource(name=TOPIC), entries=[entry]),
+        metadata=META,
+    )
+    assert ack.status.code == D.INVALID_RECEIPT_HANDLE
+    assert [e.status.code for e in ack.entries] == [D.INVALID_RECEIPT_HANDLE]
+    change = SV.ChangeInvisibleDurationRequest(
+        group=D.Resource(name="GID_GS"), topic=D.Resource(name=TOPIC), receipt_handle="1 2 3"
+    )
+    assert stub.ChangeInvisibleDuration(change, metadata=META).status.code == D.INVALID_RECEIPT_HANDLE
 
 
 def test_grpc_port_in_use_is_one_line_and_exit_5(tmp_path: Path, rmq_proc) -> None:

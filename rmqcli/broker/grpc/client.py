@@ -8,7 +8,10 @@ settings}`` merged by ``settings.SettingsStore``. A refused command ends the str
 INVALID_ARGUMENT for a 4xxxx code and INTERNAL otherwise (``processTelemetryException``). The
 client's ``thread_stack_trace`` and ``verify_message_result`` answer server commands rmq does not
 send yet; they are read and dropped. While its stream is open a producer is in the broker's client
-table (``channels``), so the transaction check can reach it.
+table (``channels``), so the transaction check can reach it; a consumer is in its group there
+(``registerConsumer``: CONSUME_ACTIVELY for a simple consumer, CONSUME_PASSIVELY for a push
+consumer, CLUSTERING, CONSUME_FROM_LAST_OFFSET, the subscriptions of its settings), so the admin's
+consumerConnection and consumerStatus see it.
 
 Heartbeat needs the client's settings (else UNRECOGNIZED_CLIENT_TYPE "cannot find client settings
 for this client"); a consumer's group must be legal. NotifyClientTermination forgets the settings
@@ -18,6 +21,7 @@ for this client"); a consumer's group must be legal. NotifyClientTermination for
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,11 +31,13 @@ from rmqcli.broker.grpc.channels import GrpcClientChannel
 from rmqcli.broker.grpc.context import CallContext
 from rmqcli.broker.grpc.route import check_group
 from rmqcli.broker.grpc.settings import SettingsStore
-from rmqcli.broker.state import ClientChannel
+from rmqcli.broker.state import ClientChannel, ConsumerGroupInfo, tags_code
+from rmqcli.remoting import json_body as jb
 
 if TYPE_CHECKING:
     from rmqcli.broker.connection import Connection
     from rmqcli.broker.context import BrokerContext
+    from rmqcli.broker.grpc.consumer import Consumer
     from rmqcli.broker.grpc.producer import Producer
 
 log = logging.getLogger(__name__)
@@ -45,11 +51,19 @@ CLIENT_VERSION = 435  # MQVersion.CURRENT_VERSION of 5.1.1 (V5_1_1): what the pr
 class Clients:
     """The gRPC clients: their settings and open Telemetry streams, by client id."""
 
-    def __init__(self, stubs: Any, settings: SettingsStore, ctl: BrokerContext, producer: Producer):
+    def __init__(
+        self,
+        stubs: Any,
+        settings: SettingsStore,
+        ctl: BrokerContext,
+        producer: Producer,
+        consumer: Consumer | None = None,
+    ):
         self.s = stubs
         self.settings = settings
         self.ctl = ctl
         self.producer = producer
+        self.consumer = consumer
         self.streams: dict[str, GrpcClientChannel] = {}  # client id -> its Telemetry stream
         self._heard: set[str] = set()  # clients whose first heartbeat was logged
 
@@ -65,10 +79,39 @@ class Clients:
                 ctx.client_id, cast("Connection", channel), ctx.language or "OTHER", CLIENT_VERSION
             )
 
+    def register_consumer(self, ctx: CallContext, settings: Any, group: str) -> None:
+        """``registerConsumer``: this client's stream in ``group`` with its subscriptions."""
+        channel = self.streams.get(ctx.client_id)
+        if channel is None or channel.closed or not group:
+            return
+        consumers = self.ctl.clients.consumers
+        info = consumers.get(group)
+        if info is None:
+            if len(consumers) >= MAX_STREAMS:
+                return
+            info = consumers[group] = ConsumerGroupInfo(group)
+        passive = settings.client_type == PUSH_CONSUMER
+        info.consume_type = "CONSUME_PASSIVELY" if passive else "CONSUME_ACTIVELY"
+        info.message_model = "CLUSTERING"
+        info.consume_from_where = "CONSUME_FROM_LAST_OFFSET"
+        old = info.channels.get(ctx.client_id)
+        info.channels[ctx.client_id] = ClientChannel(
+            ctx.client_id, cast("Connection", channel), ctx.language or "OTHER", CLIENT_VERSION
+        )
+        for entry in list(settings.subscription.subscriptions)[:1024]:
+            sub = subscription_data(entry)
+            known = info.subscriptions.get(sub.topic)
+            if known is None or known.sub_string != sub.sub_string:
+                info.subscriptions[sub.topic] = sub
+        if old is None or old.connection is not channel:
+            self.ctl.clients.notify(info.group, list(info.channels.values()))
+
     def unregister(self, client_id: str) -> None:
         channel = self.streams.get(client_id)
         if channel is not None:
             self.ctl.clients.drop(lambda ch: ch.connection is channel)
+        if self.consumer is not None:
+            self.consumer.client_gone(client_id)
 
     def type_name(self, client_type: int) -> str:
         try:
@@ -94,6 +137,8 @@ class Clients:
         self.settings.update(ctx.client_id, settings)
         if which == "publishing":
             self.register_producer(ctx, settings)
+        elif settings.client_type in CONSUMERS:
+            self.register_consumer(ctx, settings, settings.subscription.group.name)
         if first:
             if which == "publishing":
                 what = "publishing " + ", ".join(t.name for t in settings.publishing.topics)
@@ -150,6 +195,7 @@ class Clients:
             )
         if settings.client_type in CONSUMERS:
             check_group(request.group.name)
+            self.register_consumer(ctx, settings, request.group.name)
         elif settings.client_type != PRODUCER:
             name = self.type_name(settings.client_type)
             return s.HeartbeatResponse(status=st.make(d, st.UNRECOGNIZED_CLIENT_TYPE, name))
@@ -178,3 +224,19 @@ class Clients:
         kind = self.type_name(settings.client_type) if settings is not None else "no settings"
         log.info("gRPC client %s terminated (%s)", ctx.client_id, kind)
         return s.NotifyClientTerminationResponse(status=st.make(d, st.OK))
+
+
+def subscription_data(entry: Any) -> jb.SubscriptionData:
+    """``buildSubscriptionDataSet``: a gRPC ``SubscriptionEntry`` as the broker keeps it."""
+    expression = entry.expression
+    sql = expression.type == 2  # FilterType.SQL
+    text = (expression.expression or "*").strip()[:4096] or "*"
+    tags = [] if sql or text == "*" else [t.strip() for t in text.split("||") if t.strip()]
+    return jb.SubscriptionData(
+        topic=entry.topic.name,
+        sub_string=text,
+        expression_type="SQL92" if sql else "TAG",
+        tags_set=tags,
+        code_set=[tags_code(t) for t in tags],
+        sub_version=int(time.time() * 1000),
+    )

@@ -3,11 +3,9 @@ broker's event loop (the 5.x proxy in "local" mode: proxy and broker in one proc
 the broker's processors directly).
 
 Served: QueryRoute, QueryAssignment, SendMessage, EndTransaction, Heartbeat, Telemetry (settings),
-NotifyClientTermination. ReceiveMessage, AckMessage, ChangeInvisibleDuration and
-ForwardMessageToDeadLetterQueue need POP consumption in the broker, which rmq does not have yet:
-they are answered NOT_IMPLEMENTED (50100), what the 5.1 proxy answers when its broker says
-REQUEST_CODE_NOT_SUPPORTED (``ResponseBuilder``), with the request code the broker lacks
-(ReceiveMessage as the proxy's stream: that status, then ``delivery_timestamp``, then the end).
+NotifyClientTermination, and the consumer's ReceiveMessage (a stream: status, messages, then
+``delivery_timestamp``), AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue
+over the broker's POP (``consumer``).
 
 Every call needs ``x-mq-client-id`` (CLIENT_ID_REQUIRED); failures are answered in the response's
 ``status``, never as gRPC errors (except a refused Telemetry command, as the proxy). A request may
@@ -32,6 +30,7 @@ from rmqcli.broker.grpc import context as cc
 from rmqcli.broker.grpc import route
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc import transaction as tx
+from rmqcli.broker.grpc.consumer import Consumer
 from rmqcli.broker.grpc.options import GrpcOptions
 from rmqcli.broker.grpc.producer import Producer
 from rmqcli.broker.grpc.settings import SettingsStore
@@ -45,12 +44,6 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a request (a 4 MiB body and its properties fit many times)
 STOP_GRACE_SECONDS = 1.0
-POP_CODES = {  # RequestCode of the POP family the broker lacks
-    "ReceiveMessage": 200050,
-    "AckMessage": 200051,
-    "ChangeInvisibleDuration": 200053,
-    "ForwardMessageToDeadLetterQueue": 200051,  # forwards, then acks
-}
 
 
 def credentials(options: GrpcOptions) -> Any:
@@ -93,7 +86,8 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
     svc = s.service
     producer = Producer(s, ctl)
     settings = SettingsStore(d, lambda group: ctl.writer.config.groups.get(group))
-    known = clients.Clients(s, settings, ctl, producer)
+    consumer = Consumer(s, ctl, settings)
+    known = clients.Clients(s, settings, ctl, producer, consumer)
 
     async def unary(name: str, response: type, context: Any, work: Callable[[cc.CallContext], Any]) -> Any:
         try:
@@ -105,9 +99,6 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
             return result
         except Exception as exc:  # answered in the status, as the proxy's writeResponse
             return response(status=st.of_exception(d, exc, name))
-
-    def not_implemented(name: str) -> Any:
-        return st.make(d, st.NOT_IMPLEMENTED, f" request type {POP_CODES[name]} not supported")
 
     class Servicer(s.service_grpc.MessagingServiceServicer):  # type: ignore[name-defined,misc]
         async def QueryRoute(self, request: Any, context: Any) -> Any:
@@ -155,34 +146,38 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
             await known.telemetry(ctx, request_iterator, context)
 
         async def ReceiveMessage(self, request: Any, context: Any) -> Any:
-            ctx = cc.from_call(context.invocation_metadata(), context.peer())
-            if not ctx.client_id.strip():
-                status = st.make(d, st.CLIENT_ID_REQUIRED, "client id cannot be empty")
-            else:
-                status = not_implemented("ReceiveMessage")
-            yield svc.ReceiveMessageResponse(status=status)
+            sent_status = False
+            try:
+                ctx = cc.from_call(context.invocation_metadata(), context.peer())
+                remaining = context.time_remaining()
+                remaining_ms = None if remaining is None else remaining * 1000
+                async for response in consumer.receive(ctx, request, remaining_ms):
+                    sent_status = True
+                    yield response
+            except Exception as exc:  # the proxy's writeAndComplete(throwable)
+                if not sent_status:
+                    yield svc.ReceiveMessageResponse(status=st.of_exception(d, exc, "ReceiveMessage"))
             now = svc.ReceiveMessageResponse()
             now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
             yield now
 
         async def AckMessage(self, request: Any, context: Any) -> Any:
             return await unary(
-                "AckMessage", svc.AckMessageResponse, context,
-                lambda ctx: svc.AckMessageResponse(status=not_implemented("AckMessage")),
-            )  # fmt: skip
+                "AckMessage", svc.AckMessageResponse, context, lambda ctx: consumer.ack(ctx, request)
+            )
 
         async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
             name = "ChangeInvisibleDuration"
             return await unary(
                 name, svc.ChangeInvisibleDurationResponse, context,
-                lambda ctx: svc.ChangeInvisibleDurationResponse(status=not_implemented(name)),
+                lambda ctx: consumer.change_invisible(ctx, request),
             )  # fmt: skip
 
         async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
             name = "ForwardMessageToDeadLetterQueue"
             return await unary(
                 name, svc.ForwardMessageToDeadLetterQueueResponse, context,
-                lambda ctx: svc.ForwardMessageToDeadLetterQueueResponse(status=not_implemented(name)),
+                lambda ctx: consumer.forward(ctx, request),
             )  # fmt: skip
 
     return Servicer()

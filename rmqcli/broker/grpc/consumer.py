@@ -1,0 +1,416 @@
+"""ReceiveMessage, AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue (the 5.1
+proxy's ``ReceiveMessageActivity``, ``AckMessageActivity``, ``ChangeInvisibleDurationActivity``,
+``ForwardMessageToDLQActivity`` and ``ConsumerProcessor`` over the broker's POP in-process API,
+``rmqcli.broker.pop``: research notes issue21 §1, §2b).
+
+ReceiveMessage: the polling time is the request's ``long_polling_timeout`` (else the call's
+remaining time less half the request timeout) clamped to [5 s, 20 s] and to the call's remaining
+time (less than 5 s left: ILLEGAL_POLLING_TIME; BAD_REQUEST for clients before 5.0.3), less the
+proxy's 100 ms reserve. ``invisible_duration`` must lie in [10 s, 12 h] (ILLEGAL_INVISIBLE_TIME)
+unless ``auto_renew``: then 60 s and the server renews (``renew``). The pop is orderly when the
+client's settings say ``fifo`` (the group's ``consumeMessageOrderly``), from all queues of the
+broker, init mode MAX. Each popped message gets the receipt handle ``ReceiptHandle.encode`` makes
+(the extra info and the commit log offset), then ``PopMessageResultFilterImpl``: a tag the
+subscription does not take is acked and skipped; ``reconsumeTimes >= max_attempts`` (the group's
+``retryMaxTimes`` + 1) goes to ``%DLQ%<group>`` (CONSUMER_SEND_MSG_BACK, delay level -1) and is
+acked. The stream: a status (OK; MESSAGE_NOT_FOUND "no new message" / "no match message";
+TOO_MANY_REQUESTS "polling full"; or the error), the messages, then ``delivery_timestamp``.
+
+The ack, change and forward calls decode the handle (INVALID_RECEIPT_HANDLE if it does not) and
+act on the real topic (``%RETRY%<group>_<topic>`` for a retried message); a handle the server
+renews is replaced by its latest form first.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
+
+from formats.records import RecordError, decode_record
+from rmqcli.broker import sendback
+from rmqcli.broker.grpc import convert
+from rmqcli.broker.grpc import status as st
+from rmqcli.broker.grpc.context import CallContext
+from rmqcli.broker.grpc.renew import Renewer
+from rmqcli.broker.grpc.route import check_group
+from rmqcli.broker.grpc.settings import SettingsStore
+from rmqcli.broker.pop import ack as pop_ack
+from rmqcli.broker.pop import constants as k
+from rmqcli.broker.pop import pop as pop_mod
+from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+
+if TYPE_CHECKING:
+    from rmqcli.broker.connection import Connection
+    from rmqcli.broker.context import BrokerContext
+
+log = logging.getLogger(__name__)
+
+# Code values beyond status.py's
+MESSAGE_NOT_FOUND = 40401
+ILLEGAL_FILTER_EXPRESSION = 40010
+ILLEGAL_INVISIBLE_TIME = 40011
+ILLEGAL_POLLING_TIME = 40018
+
+# ProxyConfig defaults (5.1.1)
+MIN_POLLING_MS = 5_000
+MAX_POLLING_MS = 20_000
+RESERVE_MS = 100  # longPollingReserveTimeInMillis
+MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+DEFAULT_INVISIBLE_MS = 60_000  # defaultInvisibleTimeMills (auto renew)
+NACK_INVISIBLE_MS = 1_000  # a message that could not be written
+MAX_BATCH = 32
+POLLING_TIME_CLIENT_VERSION = "5.0.3"  # ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION
+DEFAULT_REQUEST_TIMEOUT_MS = 3_000
+FILTER_TAG, FILTER_SQL = 1, 2  # FilterType
+
+
+class CallChannel:
+    """The caller's address as the broker's processors read it (the proxy's ``SimpleChannel``)."""
+
+    def __init__(self, ctx: CallContext):
+        self.peer = (ctx.remote_host or "0.0.0.0", ctx.remote_port)
+        self.attributes: dict[str, Any] = {}
+        self.address = ctx.remote_address
+
+
+def _millis(duration: Any) -> int:
+    return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
+
+
+def _version_before(version: str, than: str) -> bool:
+    """Java's ``String.compareTo`` as the proxy compares client versions (null: before)."""
+    return not version or version < than
+
+
+def handle_of(text: str) -> k.ExtraInfo:
+    """``ReceiptHandle.decode``: at least 8 fields (INVALID_RECEIPT_HANDLE)."""
+    try:
+        extra = k.parse_extra_info(text)
+    except k.ExtraInfoError:
+        extra = None
+    if extra is None or extra.msg_queue_offset is None:
+        raise st.GrpcStatusError(st.INVALID_RECEIPT_HANDLE, "receipt handle is invalid")
+    return extra
+
+
+def _info_map(info: str) -> dict[str, list[str]]:
+    """``ExtraInfoUtil.parse*Info``: ``type qid value`` entries keyed ``type@qid``."""
+    out: dict[str, list[str]] = {}
+    for part in info.split(";") if info else ():
+        fields = part.split(" ")
+        if len(fields) == 3:
+            out.setdefault(f"{fields[0]}@{fields[1]}", []).append(fields[2])
+    return out
+
+
+def tags_of(expression: Any) -> set[str] | None:
+    """The subscription's tag set (``FilterAPI.build``); None for every tag or SQL92."""
+    if expression.type == FILTER_SQL:
+        return None
+    text = (expression.expression or "*").strip()
+    tags = {t.strip() for t in text.split("||") if t.strip()}
+    return None if not tags or "*" in tags else tags
+
+
+class Consumer:
+    """The consumer calls for one broker."""
+
+    def __init__(self, stubs: Any, ctl: BrokerContext, settings: SettingsStore):
+        self.s = stubs
+        self.ctl = ctl
+        self.settings = settings
+        self.renewer = Renewer(ctl, self._change)
+
+    # --- settings -----------------------------------------------------------------------------
+    def subscription_settings(self, client_id: str, group: str) -> Any:
+        """The client's merged settings; for a client without any, the group's defaults."""
+        settings = self.settings.get(client_id)
+        if settings is None or not settings.HasField("subscription"):
+            d = self.s.definition
+            raw = d.Settings(subscription=d.Subscription(group=d.Resource(name=group)))
+            settings = self.settings.merged(raw)
+        return settings
+
+    # --- ReceiveMessage -----------------------------------------------------------------------
+    async def receive(self, ctx: CallContext, request: Any, remaining_ms: float | None) -> AsyncIterator[Any]:
+        """The response stream (status, messages), without the final ``delivery_timestamp``."""
+        d, svc = self.s.definition, self.s.service
+        ctx.require_client_id()
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        settings = self.subscription_settings(ctx.client_id, group)
+        fifo = settings.subscription.fifo
+        max_attempts = settings.backoff_policy.max_attempts or 17
+        remaining = 3_600_000.0 if remaining_ms is None else remaining_ms
+        if request.HasField("long_polling_timeout"):
+            polling = _millis(request.long_polling_timeout)
+        else:
+            timeout = _millis(settings.request_timeout) or DEFAULT_REQUEST_TIMEOUT_MS
+            polling = int(remaining - timeout / 2)
+        polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
+        if polling > remaining:
+            if remaining < MIN_POLLING_MS:
+                code = st.BAD_REQUEST
+                if not _version_before(ctx.client_version, POLLING_TIME_CLIENT_VERSION):
+                    code = ILLEGAL_POLLING_TIME
+                text = "The deadline time remaining is not enough for polling, please check network condition"
+                yield svc.ReceiveMessageResponse(status=st.make(d, code, text))
+                return
+            polling = int(remaining)
+        convert.check_topic(topic)
+        check_group(group)
+        auto_renew = request.auto_renew
+        if auto_renew:
+            invisible = DEFAULT_INVISIBLE_MS
+        else:
+            invisible = _millis(request.invisible_duration)
+            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+                raise st.GrpcStatusError(
+                    ILLEGAL_INVISIBLE_TIME,
+                    f"the invisibleTime is illegal, must between {MIN_INVISIBLE_MS} and {MAX_INVISIBLE_MS}",
+                )
+        expression = request.filter_expression
+        exp_type = "SQL92" if expression.type == FILTER_SQL else "TAG"
+        exp = expression.expression or "*"
+        if exp_type == "TAG" and ("\n" in exp or len(exp) > 8192):
+            bad = st.make(d, ILLEGAL_FILTER_EXPRESSION, "bad tag expression")
+            yield svc.ReceiveMessageResponse(status=bad)
+            return
+        batch = min(max(request.batch_size, 1), MAX_BATCH)
+        poll_time = max(int(min(polling, remaining - RESERVE_MS)), 0)
+        req = pop_mod.PopRequest(
+            group=group,
+            topic=topic,
+            queue_id=-1,
+            max_msg_nums=batch,
+            invisible_time=invisible,
+            poll_time=poll_time,
+            init_mode=k.INIT_MODE_MAX,
+            exp_type=exp_type,
+            exp=exp,
+            order=fifo,
+        )
+        try:
+            result = await pop_mod.pop_message(self.ctl, req)
+        except pop_mod.PopError as exc:
+            code = st.TOPIC_NOT_FOUND if exc.code == RS.TOPIC_NOT_EXIST else st.from_remoting(exc.code)
+            yield svc.ReceiveMessageResponse(status=st.make(d, code, exc.remark))
+            return
+        if result.code == RS.POLLING_FULL:
+            yield svc.ReceiveMessageResponse(status=st.make(d, st.TOO_MANY_REQUESTS, "polling full"))
+            return
+        if result.code != RS.SUCCESS:
+            yield svc.ReceiveMessageResponse(status=st.make(d, MESSAGE_NOT_FOUND, "no new message"))
+            return
+        messages = self.filtered(ctx, result, group, topic, tags_of(expression), max_attempts)
+        if not messages:
+            yield svc.ReceiveMessageResponse(status=st.make(d, MESSAGE_NOT_FOUND, "no match message"))
+            return
+        yield svc.ReceiveMessageResponse(status=st.make(d, st.OK, "OK"))
+        for message, handle in messages:
+            if auto_renew:
+                self.renewer.track(ctx.client_id, group, topic, message.system_properties.message_id, handle)
+            yield svc.ReceiveMessageResponse(message=message)
+
+    def filtered(
+        self,
+        ctx: CallContext,
+        result: pop_mod.PopResult,
+        group: str,
+        topic: str,
+        tags: set[str] | None,
+        max_attempts: int,
+    ) -> list[tuple[Any, str]]:
+        """``ConsumerProcessor.popMessage``'s handles and ``PopMessageResultFilterImpl``."""
+        d = self.s.definition
+        starts = _info_map(result.start_offset_info)
+        counts = _info_map(result.order_count_info or "")
+        out = []
+        for data, (retry, queue_id, queue_offset) in zip(result.records, result.offsets, strict=True):
+            try:
+                record = decode_record(data, 0, len(data))
+            except (RecordError, ValueError, IndexError) as exc:
+                log.warning("gRPC receive: a popped record of %s does not decode: %s", topic, exc)
+                continue
+            props = record.properties
+            extra = props.get(k.PROPERTY_POP_CK)
+            if not extra:
+                key = f"{k.type_tag(retry)}@{queue_id}"
+                start = int(starts[key][0]) if key in starts else queue_offset
+                real = k.pop_retry_topic(topic, group) if retry else topic
+                extra = k.build_extra_info(
+                    start,
+                    result.pop_time,
+                    result.invisible_time,
+                    result.revive_qid,
+                    real,
+                    self.ctl.config.broker_name,
+                    queue_id,
+                    queue_offset,
+                )
+            handle = f"{extra} {record.physical_offset}"
+            reconsume = record.reconsume_times
+            if result.order_count_info:  # processPopResponse: the count of an orderly pop
+                key = f"{k.type_tag(retry)}@qo{queue_id}%{queue_offset}"
+                legacy = f"{k.type_tag(retry)}@{queue_id}"
+                found = counts.get(key) or counts.get(legacy)
+                if found and found[0].lstrip("-").isdigit():
+                    reconsume = int(found[0])
+            message_id = props.get(convert.UNIQ_KEY) or record.msg_id
+            if tags is not None and props.get(convert.TAGS, "") not in tags:
+                self._quiet(self.ack_handle, group, topic, handle, message_id)  # NO_MATCH
+                continue
+            if reconsume >= max_attempts:  # TO_DLQ
+                self._quiet(self.forward_handle, ctx, group, topic, handle, message_id)
+                continue
+            message = convert.message_of_record(d, record, topic)
+            message.system_properties.receipt_handle = handle
+            message.system_properties.delivery_attempt = reconsume + 1
+            out.append((message, handle))
+        return out
+
+    @staticmethod
+    def _quiet(call: Any, *args: Any) -> None:
+        try:
+            call(*args)
+        except (st.GrpcStatusError, pop_mod.PopError) as exc:
+            log.info("gRPC receive: %s of a filtered message failed: %s", call.__name__, exc)
+
+    # --- ack / change / forward ---------------------------------------------------------------
+    def ack_handle(self, group: str, topic: str, handle: str, message_id: str = "") -> None:
+        extra = handle_of(handle)
+        assert extra.msg_queue_offset is not None
+        pop_ack.ack_message(
+            self.ctl,
+            pop_ack.AckRequest(
+                group, extra.real_topic(topic, group), extra.queue_id, handle, extra.msg_queue_offset
+            ),
+        )
+
+    def ack(self, ctx: CallContext, request: Any) -> Any:
+        d, svc = self.s.definition, self.s.service
+        ctx.require_client_id()
+        group, topic = request.group.name, request.topic.name
+        convert.check_topic(topic)
+        check_group(group)
+        if not request.entries:
+            raise st.GrpcStatusError(st.BAD_REQUEST, "no ack entry")
+        entries = []
+        for entry in request.entries[:1024]:
+            handle = self.renewer.resolve(ctx.client_id, group, entry.message_id, entry.receipt_handle)
+            try:
+                self.ack_handle(group, topic, handle, entry.message_id)
+                status = st.make(d, st.OK)
+                self.renewer.forget(ctx.client_id, group, entry.message_id)
+            except st.GrpcStatusError as exc:
+                status = st.make(d, exc.code, exc.message)
+            except pop_mod.PopError as exc:
+                status = st.make(d, st.INTERNAL_SERVER_ERROR, f"ack failed: {exc.remark}")
+            entries.append(
+                svc.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
+                )
+            )
+        codes = {e.status.code for e in entries}
+        code = codes.pop() if len(codes) == 1 else st.MULTIPLE_RESULTS
+        return svc.AckMessageResponse(status=st.make(d, code), entries=entries)
+
+    def _change(self, group: str, topic: str, handle: str, invisible: int) -> str:
+        """Change the invisible time of ``handle``; the new handle (``ReceiptHandle.encode``)."""
+        extra = handle_of(handle)
+        assert extra.msg_queue_offset is not None
+        res = pop_ack.change_invisible_time(
+            self.ctl,
+            pop_ack.ChangeInvisibleRequest(
+                group,
+                extra.real_topic(topic, group),
+                extra.queue_id,
+                handle,
+                extra.msg_queue_offset,
+                invisible,
+            ),
+        )
+        start = extra.ck_queue_offset if extra.is_order else extra.msg_queue_offset
+        new = k.ExtraInfo(
+            start,
+            res.pop_time,
+            res.invisible_time,
+            res.revive_qid,
+            extra.retry,
+            extra.broker_name,
+            extra.queue_id,
+            extra.msg_queue_offset,
+            extra.commit_log_offset,
+        )
+        return new.encode()
+
+    def change_invisible(self, ctx: CallContext, request: Any) -> Any:
+        d, svc = self.s.definition, self.s.service
+        ctx.require_client_id()
+        group, topic = request.group.name, request.topic.name
+        convert.check_topic(topic)
+        check_group(group)
+        invisible = _millis(request.invisible_duration)
+        if not 0 <= invisible <= MAX_INVISIBLE_MS:
+            raise st.GrpcStatusError(
+                ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is illegal, must between 0 and {MAX_INVISIBLE_MS}"
+            )
+        handle = self.renewer.resolve(ctx.client_id, group, request.message_id, request.receipt_handle)
+        try:
+            new = self._change(group, topic, handle, invisible)
+        except pop_mod.PopError as exc:
+            raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, exc.remark) from None
+        self.renewer.forget(ctx.client_id, group, request.message_id)
+        return svc.ChangeInvisibleDurationResponse(status=st.make(d, st.OK), receipt_handle=new)
+
+    def forward_handle(self, ctx: CallContext, group: str, topic: str, handle: str, message_id: str) -> int:
+        """``ProducerProcessor.forwardMessageToDeadLetterQueue``: the broker's send-back to
+        ``%DLQ%<group>`` (delay level -1), then the ack; the remoting code."""
+        extra = handle_of(handle)
+        if extra.commit_log_offset is None or extra.commit_log_offset < 0:
+            raise st.GrpcStatusError(st.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+        header = hd.ConsumerSendMsgBackRequestHeader(
+            offset=extra.commit_log_offset,
+            group=group,
+            delay_level=-1,
+            origin_msg_id=message_id,
+            origin_topic=extra.real_topic(topic, group),
+            max_reconsume_times=0,
+        )
+        request = RemotingCommand.request(RC.CONSUMER_SEND_MSG_BACK, header)
+        reply = sendback.consumer_send_msg_back(self.ctl, request, cast("Connection", CallChannel(ctx)))
+        if not isinstance(reply, RemotingCommand):
+            raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, "the send-back did not answer at once")
+        if self.ctl.defer_dispatch:
+            self.ctl.store.catch_up()
+        if reply.code == RS.SUCCESS:
+            self.ack_handle(group, topic, handle, message_id)
+        return reply.code
+
+    def forward(self, ctx: CallContext, request: Any) -> Any:
+        d, svc = self.s.definition, self.s.service
+        ctx.require_client_id()
+        group, topic = request.group.name, request.topic.name
+        convert.check_topic(topic)
+        check_group(group)
+        handle = self.renewer.resolve(ctx.client_id, group, request.message_id, request.receipt_handle)
+        try:
+            code = self.forward_handle(ctx, group, topic, handle, request.message_id)
+        except pop_mod.PopError as exc:
+            raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, exc.remark) from None
+        self.renewer.forget(ctx.client_id, group, request.message_id)
+        return svc.ForwardMessageToDeadLetterQueueResponse(status=st.make(d, st.from_remoting(code)))
+
+    def client_gone(self, client_id: str) -> None:
+        """A client's stream ended or it said goodbye: its renewed messages come back soon."""
+        self.renewer.clear(client_id)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
