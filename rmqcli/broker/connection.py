@@ -302,6 +302,7 @@ class Connection(asyncio.Protocol):
             task = asyncio.get_running_loop().create_task(self._finish(request, reply))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
+            task.add_done_callback(lambda done, pending=reply: done.cancelled() and close_awaitable(pending))
         else:
             self.reply(request, reply)
 
