@@ -46,14 +46,18 @@ class TopicSettings:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] | None = None  # RocketMQ 5's ``-a``: {"+key": value, "-key": ""}
 
     def java_string(self) -> str:
-        """``TopicConfig.toString()`` (C.4.7)."""
+        """``TopicConfig.toString()`` (C.4.7); with ``attributes``, 5.1.1's (``, attributes={..}``)."""
+        from rmqcli.admin.attributes import map_string
+
+        extra = "" if self.attributes is None else f", attributes={map_string(self.attributes)}"
         return (
             f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
             f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
             f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
-            f"order={'true' if self.order else 'false'}]"
+            f"order={'true' if self.order else 'false'}{extra}]"
         )
 
 
@@ -66,6 +70,9 @@ class UpdateTopicResult:
 
 
 def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> None:
+    """UPDATE_AND_CREATE_TOPIC; the ``attributes`` field (``AttributeParser.parseToString``) only
+    when ``-a`` was given, so a 4.9.x broker sees 4.9.8 mqadmin's header."""
+    from rmqcli.admin.attributes import parse_to_string
     from rmqcli.remoting.codes import RequestCode
 
     header = hd.CreateTopicRequestHeader(
@@ -77,6 +84,7 @@ def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> No
         topic_filter_type=config.topic_filter_type,
         topic_sys_flag=config.topic_sys_flag,
         order=config.order,
+        attributes=None if config.attributes is None else parse_to_string(config.attributes),
     )
     session.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
 
@@ -116,9 +124,20 @@ def update_topic(
     order: bool = False,
     unit: bool = False,
     has_unit_sub: bool = False,
+    attributes: str | None = None,
 ) -> UpdateTopicResult:
     """``updateTopic``: 17 to ``-b`` or every master of ``-c``; ``-o true`` also writes the order
-    conf to the name servers (KV 100; ``-b`` merges this broker's entry into the existing conf)."""
+    conf to the name servers (KV 100; ``-b`` merges this broker's entry into the existing conf).
+    ``attributes`` is RocketMQ 5's ``-a`` text (``+message.type=FIFO,-key``), parsed first as
+    5.1.1's mqadmin does (a malformed one is refused before anything is sent)."""
+    from rmqcli.admin.attributes import ParseError, parse_to_map
+
+    parsed = None
+    if attributes is not None:
+        try:
+            parsed = parse_to_map(attributes.strip())
+        except ParseError as exc:
+            raise UsageError(f"-a {attributes!r}: {exc.message}") from None
     flag = (SYSFLAG_UNIT if unit else 0) | (SYSFLAG_UNIT_SUB if has_unit_sub else 0)
     config = TopicSettings(
         topic_name=topic.strip(),
@@ -127,6 +146,7 @@ def update_topic(
         perm=perm,
         topic_sys_flag=flag,
         order=order,
+        attributes=parsed,
     )
     addrs = target_addrs(session, broker_addr, cluster)
     result = UpdateTopicResult(config=config, brokers=[])

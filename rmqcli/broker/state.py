@@ -72,10 +72,14 @@ class TopicConfigManager:
         order: bool = False,
         topic_sys_flag: int = 0,
         topic_filter_type: str = "SINGLE_TAG",
+        attributes: dict[str, str] | None = None,
         notify: bool = True,
     ) -> dict:
-        """``updateTopicConfig``: the new config, data version bumped."""
-        config = {
+        """``updateTopicConfig``: the new config, data version bumped. ``attributes`` (RocketMQ 5's,
+        final, in ``HashMap`` order) come first as fastjson sorts a bean's keys; none, no key (a
+        4.9.x ``TopicConfig``, byte for byte)."""
+        config: dict = {"attributes": dict(attributes)} if attributes else {}
+        config |= {
             "order": order,
             "perm": perm,
             "readQueueNums": read_queue_nums,
