@@ -60,6 +60,9 @@ def test_pop_ack_and_revive_in_process(ctl: BrokerController) -> None:
     assert res.code == RS.SUCCESS and len(res.records) == 3
     assert res.offsets == [(False, 0, 0), (False, 0, 1), (False, 0, 2)]
     extra, topic, offset = handle(res, 0)
+    receipt = k.parse_extra_info(res.handle(0, "broker-a"))  # the proxy's 9 fields
+    assert receipt.encode().startswith(extra + " ") and receipt.commit_log_offset is not None
+    assert receipt.commit_log_offset == decode_record(res.records[0], 0, len(res.records[0])).physical_offset
     pop_ack.ack_message(ctl, pop_ack.AckRequest(GROUP, topic, 0, extra, offset))
     svc = pop_service(ctl)
     assert svc.revive.round(now=res.pop_time + 4000) == 0  # not due yet
@@ -69,6 +72,8 @@ def test_pop_ack_and_revive_in_process(ctl: BrokerController) -> None:
     assert all(retry for retry, _, _ in again.offsets)
     rec = decode_record(again.records[0], 0, len(again.records[0]))
     assert rec.topic == TOPIC and rec.reconsume_times == 1
+    retried = k.parse_extra_info(again.handle(0, "broker-a"))
+    assert retried.retry and retried.real_topic(TOPIC, GROUP) == k.pop_retry_topic(TOPIC, GROUP)
     # change invisible time: a new ck for the message, due at the new time
     extra, topic, offset = handle(again, 0)
     changed = pop_ack.change_invisible_time(

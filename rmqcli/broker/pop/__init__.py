@@ -23,10 +23,10 @@ the remoting response code and remark 5.1.1 gives):
   attempt_id=None)) -> pop.PopResult``: ``code`` SUCCESS with ``records`` (stored records, bytes as
   PULL returns them; ``offsets`` = ``(retry, queue id, queue offset)`` of each) or
   POLLING_TIMEOUT / POLLING_FULL; ``pop_time``, ``invisible_time``, ``revive_qid``, ``rest_num``,
-  ``start_offset_info``, ``msg_offset_info``, ``order_count_info``. The handle of a message is
-  ``constants.build_extra_info(startOffset, pop_time, invisible_time, revive_qid, real topic,
-  brokerName, queue id, queue offset)`` (retried ones carry it as ``POP_CK``). ``pop_once`` is the
-  same without waiting.
+  ``start_offset_info``, ``msg_offset_info``, ``order_count_info``. ``PopResult.handle(i,
+  brokerName)`` is the receipt handle of the i-th message (the 5.1 proxy's 9 fields; retried ones
+  also carry the 8-field extra info as ``POP_CK``); ``constants.parse_extra_info`` reads one back
+  and ``ExtraInfo.real_topic`` gives the topic to ack on. ``pop_once`` is the same without waiting.
 * ``ack.ack_message(ctl, ack.AckRequest(group, topic, queue_id, extra_info, offset)) -> None``
   (``topic`` the real one: ``ExtraInfo.real_topic``).
 * ``ack.change_invisible_time(ctl, ack.ChangeInvisibleRequest(group, topic, queue_id, extra_info,

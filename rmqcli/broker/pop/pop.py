@@ -87,10 +87,22 @@ class PopResult:
     order_count_info: str | None = None
     records: list[bytes] = field(default_factory=list)
     offsets: list[tuple[bool, int, int]] = field(default_factory=list)  # (retry, queue id, offset)
+    starts: dict[tuple[bool, int], int] = field(default_factory=dict)  # (retry, queue id) -> ck start
 
     @property
     def body(self) -> bytes:
         return b"".join(self.records)
+
+    def handle(self, index: int, broker_name: str) -> str:
+        """The receipt handle of the ``index``-th message as the 5.1 proxy encodes it
+        (``ReceiptHandle.encode``: the 8 fields of the extra info, then the CommitLog offset)."""
+        retry, queue_id, offset = self.offsets[index]
+        physical = int.from_bytes(self.records[index][28:36], "big", signed=True)  # PHYSICALOFFSET
+        extra = k.ExtraInfo(
+            self.starts[(retry, queue_id)], self.pop_time, self.invisible_time, self.revive_qid, retry,
+            broker_name, queue_id, offset, physical,
+        )  # fmt: skip
+        return extra.encode()
 
 
 def now_ms() -> int:
@@ -186,6 +198,7 @@ class _Batch:
     count_info: list[str] | None = None
     records: list[bytes] = field(default_factory=list)
     offsets: list[tuple[bool, int, int]] = field(default_factory=list)
+    starts: dict[tuple[bool, int], int] = field(default_factory=dict)
 
 
 def _pop_queue(ctl: BrokerContext, svc: PopService, b: _Batch, retry: bool, queue_id: int) -> None:
@@ -239,6 +252,7 @@ def _pop_queue(ctl: BrokerContext, svc: PopService, b: _Batch, retry: bool, queu
                 raise PopError(RS.SYSTEM_ERROR, str(exc)) from None
             ctl.offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
         k.start_offset_info(b.start_info, retry, queue_id, offset)
+        b.starts[(retry, queue_id)] = offset
         k.msg_offset_info(b.msg_info, retry, queue_id, got.offsets)
     elif (
         got.status in ("NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL", "MESSAGE_WAS_REMOVING")
@@ -333,6 +347,7 @@ def pop_once(ctl: BrokerContext, req: PopRequest) -> PopResult:
         order_count_info=";".join(b.count_info) if b.count_info is not None else None,
         records=b.records,
         offsets=b.offsets,
+        starts=b.starts,
     )
 
 
