@@ -54,16 +54,39 @@ CONSUMER_CONFIG_FIELDS = (
 )
 
 
+CONSUMER_CONFIG_FIELDS_5 = (
+    *CONSUMER_CONFIG_FIELDS[:4],
+    ("consumeMessageOrderly", "consume_message_orderly"),
+    *CONSUMER_CONFIG_FIELDS[4:6],
+    ("groupRetryPolicy", "group_retry_policy"),
+    *CONSUMER_CONFIG_FIELDS[6:],
+    ("groupSysFlag", "group_sys_flag"),
+    ("consumeTimeoutMinute", "consume_timeout_minute"),
+    ("subscriptionDataSet", "subscription_data_set"),
+)
+"""RocketMQ 5.1.1's declared fields, for a config that has its keys (a 5.x broker's, or a group
+given 5.x settings)."""
+
+
 def consumer_config(infos: list[Any]) -> str:
-    """A ``====cluster:broker====`` banner, then ``%-40s=  %s`` per declared field (4.9.7 order)."""
+    """A ``====cluster:broker====`` banner, then ``%-40s=  %s`` per declared field (4.9.7 order;
+    5.1.1's for a config with 5.1.1's keys)."""
+    from rmqcli.admin.retrypolicy import policy_string
+
     out = []
     for info in infos:
         out.append(
             f"============================={info.cluster}:{info.broker_name}=============================\n"
         )
-        for java, name in CONSUMER_CONFIG_FIELDS:
+        v5 = info.config.consume_message_orderly is not None
+        for java, name in CONSUMER_CONFIG_FIELDS_5 if v5 else CONSUMER_CONFIG_FIELDS:
             value = getattr(info.config, name)
-            text = bool_text(value) if isinstance(value, bool) else ("" if value is None else str(value))
+            if name == "group_retry_policy" and value is not None:
+                text = policy_string(value)
+            elif isinstance(value, bool):
+                text = bool_text(value)
+            else:
+                text = "" if value is None else str(value)
             out.append(f"{java:<40}=  {text}\n")
     return "".join(out)
 

@@ -24,6 +24,11 @@ from rmqcli.errors import UsageError
 groups = Lazy("rmqcli.admin.group")
 group_text = Lazy("rmqcli.cli.admin_format_groups")
 
+RETRY_POLICY_HELP = (
+    "the json string of retry policy ( exp: "
+    '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":5000,"max":7200000,"multiplier":2}} '
+    '{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000,5000,10000]}} )'
+)
 GROUP_NAME = required("group_name", "--groupName", "-g", "consumer group name")
 CONSUMER_GROUP = required("consumer_group", "--consumerGroup", "-g", "consumer group name")
 BROKER_ADDRESS = opt("broker_addr", "--brokerAddr", "-b", "broker address")
@@ -57,6 +62,8 @@ def _update_sub_group(s: Any, a: Args) -> Any:
         broker_id=_int(a.broker_id, 0, "-i"),
         which_broker_when_consume_slowly=_int(a.which_broker, 1, "-w"),
         notify_consumer_ids_changed_enable=_true_unless_false(a.notify),
+        consume_message_orderly=None if a.orderly is None else parse_boolean(a.orderly),
+        group_retry_policy=a.retry_policy,
     )
 
 
@@ -71,8 +78,10 @@ update_sub_group = AdminCommand(
         opt("consume_enable", "--consumeEnable", "-s", "consume enable"),
         opt("consume_from_min_enable", "--consumeFromMinEnable", "-m", "from min offset"),
         opt("consume_broadcast_enable", "--consumeBroadcastEnable", "-d", "broadcast"),
+        opt("orderly", "--consumeMessageOrderly", "-o", "consume message orderly"),
         opt("retry_queue_nums", "--retryQueueNums", "-q", "retry queue nums"),
         opt("retry_max_times", "--retryMaxTimes", "-r", "retry max times"),
+        opt("retry_policy", "--groupRetryPolicy", "-p", RETRY_POLICY_HELP),
         opt("broker_id", "--brokerId", "-i", "consumer from which broker id"),
         opt("which_broker", "--whichBrokerWhenConsumeSlowly", "-w", "which broker id when consume slowly"),
         opt("notify", "--notifyConsumerIdsChanged", "-a", "notify consumerId changed"),

@@ -36,8 +36,10 @@ class SubGroupResult:
 
 
 def sub_group_string(c: SubscriptionGroupConfig) -> str:
-    """``SubscriptionGroupConfig.toString()`` (C.4.7)."""
+    """``SubscriptionGroupConfig.toString()`` (C.4.7); 5.1.1's for a config with its keys."""
     b = {True: "true", False: "false"}
+    if c.consume_message_orderly is not None:
+        return sub_group_string_5(c)
     return (
         f"SubscriptionGroupConfig [groupName={c.group_name}, consumeEnable={b[c.consume_enable]}, "
         f"consumeFromMinEnable={b[c.consume_from_min_enable]}, "
@@ -45,6 +47,26 @@ def sub_group_string(c: SubscriptionGroupConfig) -> str:
         f"retryMaxTimes={c.retry_max_times}, brokerId={c.broker_id}, "
         f"whichBrokerWhenConsumeSlowly={c.which_broker_when_consume_slowly}, "
         f"notifyConsumerIdsChangedEnable={b[c.notify_consumer_ids_changed_enable]}]"
+    )
+
+
+def sub_group_string_5(c: SubscriptionGroupConfig) -> str:
+    """5.1.1's ``SubscriptionGroupConfig.toString()`` (guava's ``toStringHelper``; no brokerId)."""
+    from rmqcli.admin.retrypolicy import policy_string
+
+    def t(v: object) -> str:
+        return "null" if v is None else ("true" if v is True else "false" if v is False else str(v))
+
+    return (
+        f"SubscriptionGroupConfig{{groupName={c.group_name}, consumeEnable={t(c.consume_enable)}, "
+        f"consumeFromMinEnable={t(c.consume_from_min_enable)}, "
+        f"consumeBroadcastEnable={t(c.consume_broadcast_enable)}, "
+        f"consumeMessageOrderly={t(c.consume_message_orderly)}, retryQueueNums={c.retry_queue_nums}, "
+        f"retryMaxTimes={c.retry_max_times}, groupRetryPolicy={policy_string(c.group_retry_policy)}, "
+        f"whichBrokerWhenConsumeSlowly={c.which_broker_when_consume_slowly}, "
+        f"notifyConsumerIdsChangedEnable={t(c.notify_consumer_ids_changed_enable)}, "
+        f"groupSysFlag={t(c.group_sys_flag)}, consumeTimeoutMinute={t(c.consume_timeout_minute)}, "
+        f"subscriptionTopicSet={t(c.subscription_data_set)}}}"
     )
 
 
@@ -62,11 +84,33 @@ def update_sub_group(
     broker_id: int = 0,
     which_broker_when_consume_slowly: int = 1,
     notify_consumer_ids_changed_enable: bool = True,
+    consume_message_orderly: bool | None = None,
+    group_retry_policy: str | None = None,
 ) -> SubGroupResult:
     """``updateSubGroup``: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) with the config as body to ``-b``
-    or every master of ``-c`` (106 first); mqadmin turns broadcast and from-min off unless given."""
+    or every master of ``-c`` (106 first); mqadmin turns broadcast and from-min off unless given.
+
+    ``consume_message_orderly`` (``-o``) or ``group_retry_policy`` (``-p``, its JSON) make it
+    RocketMQ 5.1.1's: the body has 5.1.1's keys (its defaults for the others), as 5.x mqadmin's."""
+    from rmqcli.admin.retrypolicy import GROUP_5X_DEFAULTS, PolicyError, parse_policy
+    from rmqcli.errors import UsageError
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.codes import RequestCode
+
+    v5: dict = {}
+    if consume_message_orderly is not None or group_retry_policy is not None:
+        policy = dict(GROUP_5X_DEFAULTS["groupRetryPolicy"])
+        if group_retry_policy is not None:
+            try:
+                policy = parse_policy(group_retry_policy.strip())
+            except PolicyError as exc:
+                raise UsageError(f"-p {group_retry_policy!r}: {exc}") from None
+        v5 = {
+            "consume_message_orderly": bool(consume_message_orderly),
+            "consume_timeout_minute": GROUP_5X_DEFAULTS["consumeTimeoutMinute"],
+            "group_retry_policy": policy,
+            "group_sys_flag": GROUP_5X_DEFAULTS["groupSysFlag"],
+        }
 
     config = jb.SubscriptionGroupConfig(
         group_name=group.strip(),
@@ -78,6 +122,7 @@ def update_sub_group(
         broker_id=broker_id,
         which_broker_when_consume_slowly=which_broker_when_consume_slowly,
         notify_consumer_ids_changed_enable=notify_consumer_ids_changed_enable,
+        **v5,
     )
     body = jb.encode(config)
     result = SubGroupResult(config=config, brokers=[])

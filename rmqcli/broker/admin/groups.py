@@ -4,15 +4,17 @@
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 DELETE_SUBSCRIPTIONGROUP (207, ``removeOffset`` drops the group's offsets), GET_CONSUME_STATS (208),
 GET_BROKER_CONSUME_STATS (317), QUERY_TOPIC_CONSUME_BY_WHO (300), CLONE_GROUP_OFFSET (314),
-GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45). Group changes are persisted at once
+GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), and 5.x's GET_SUBSCRIPTIONGROUP_CONFIG
+(352). Group changes are persisted at once
 (``subscriptionGroup.json``, as ``SubscriptionGroupManager.persist``); offset changes with the next
 offset flush (every ``flushConsumerOffsetInterval``), as ``ConsumerOffsetManager`` does.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from rmqcli.admin.retrypolicy import GROUP_5X_DEFAULTS, PolicyError, policy_value
 from rmqcli.broker.admin.stats import group_get_tps, message_store_time
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import validate_group, validate_topic
@@ -30,6 +32,7 @@ SLAVE_REFUSAL = (
     "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 )
 GROUP_KEYS = tuple(subscription_group_config(""))  # the 9 properties of a 4.9.x SubscriptionGroupConfig
+SUBSCRIPTION_DATA_MAX = 1024  # 5.x ``subscriptionDataSet`` entries kept from one request
 
 
 # --- the offset table ("topic@group" -> {queueId: offset}) ------------------------------------
@@ -83,9 +86,13 @@ def _consume_stats(
 
 # --- handlers ----------------------------------------------------------------------------------
 def update_sub_group(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
-    """``updateSubscriptionGroupConfig``: the 4.9.x properties of the body's config, persisted. No
+    """``updateSubscriptionGroupConfig``: the body's config replaces the group's, persisted. No
     body, or ``null``, changes nothing (4.9.8 answers SUCCESS); a group name that fails
-    ``validate_group`` is refused (4.9.8 takes any name; RocketMQ 5 refuses such names too)."""
+    ``validate_group`` is refused (4.9.8 takes any name; RocketMQ 5 refuses such names too).
+
+    A 4.9.x body gives the 9 keys of 4.9.x; a body with any key RocketMQ 5.1.1 added
+    (``consumeMessageOrderly``, ``groupRetryPolicy``, ...; 5.x mqadmin sends them all) gives
+    5.1.1's 13, its defaults where missing, as 5.1.1 stores them (``group_config``)."""
     if ctl.config.is_slave:  # validateSlave
         return req.response(RS.SYSTEM_ERROR, SLAVE_REFUSAL)
     decoded = jb.decode(jb.SubscriptionGroupConfig, req.body) if req.body else None
@@ -93,12 +100,42 @@ def update_sub_group(ctl: BrokerContext, req: RemotingCommand, conn: Connection)
         problem = validate_group(decoded.group_name)
         if problem:
             return req.response(RS.SYSTEM_ERROR, problem)
-        config = jb.to_fastjson_value(decoded)
-        defaults = subscription_group_config(decoded.group_name)
-        ctl.writer.config.groups[defaults["groupName"]] = {k: config.get(k, defaults[k]) for k in GROUP_KEYS}
+        try:
+            config = group_config(jb.to_fastjson_value(decoded))
+        except PolicyError as exc:
+            return req.response(RS.SYSTEM_ERROR, f"groupRetryPolicy: {exc}")
+        ctl.writer.config.groups[config["groupName"]] = config
         ctl.writer.config.groups_version.bump(ctl.writer.clock())
         ctl.persist()
     return req.response()
+
+
+def group_config(given: dict[str, Any]) -> dict[str, Any]:
+    """The stored ``SubscriptionGroupConfig`` for a request's (fastjson keys): 4.9.x's keys, and
+    5.1.1's when the request has any of them, each with its default when missing; sorted keys as
+    fastjson writes a bean."""
+    config = subscription_group_config(given.get("groupName", ""))
+    config.update({k: given[k] for k in GROUP_KEYS if k in given})
+    extra = {k: given[k] for k in (*GROUP_5X_DEFAULTS, "subscriptionDataSet") if given.get(k) is not None}
+    if extra:
+        config.update(GROUP_5X_DEFAULTS)
+        config.update(extra)
+        config["groupRetryPolicy"] = policy_value(config["groupRetryPolicy"])
+        if config["groupRetryPolicy"] is None:
+            del config["groupRetryPolicy"]
+        subscriptions = config.get("subscriptionDataSet")
+        if isinstance(subscriptions, list):
+            config["subscriptionDataSet"] = subscriptions[:SUBSCRIPTION_DATA_MAX]
+    return dict(sorted(config.items()))
+
+
+def group_config_of(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352, 5.x): the group's config; SYSTEM_ERROR when unknown."""
+    h = req.header(hd.GetSubscriptionGroupConfigRequestHeader)
+    config = ctl.writer.config.groups.get(h.group)
+    if config is None:
+        return req.response(RS.SYSTEM_ERROR, "No group in this broker")
+    return req.response(body=jb.encode(jb.from_value(jb.SubscriptionGroupConfig, config)))
 
 
 def all_sub_groups(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
@@ -213,6 +250,7 @@ def all_delay_offsets(ctl: BrokerContext, req: RemotingCommand, conn: Connection
 HANDLERS = {
     RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_sub_group,
     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_sub_groups,
+    RC.GET_SUBSCRIPTIONGROUP_CONFIG: group_config_of,
     RC.DELETE_SUBSCRIPTIONGROUP: delete_sub_group,
     RC.GET_CONSUME_STATS: consume_stats,
     RC.GET_BROKER_CONSUME_STATS: broker_consume_stats,
