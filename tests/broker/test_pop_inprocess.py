@@ -131,6 +131,16 @@ def test_a_ck_delivered_by_a_timer_waits_for_its_acks(ctl: BrokerController) -> 
     pop_time = int(time.time() * 1000)
     ck = PopCheckPoint(0, pop_time, 1000, 1, 0, TOPIC, GROUP, "broker-a", diff=[0])
     props = {"TAGS": "ck", "TIMER_DEQUEUE_MS": str(pop_time + 900), "REAL_TOPIC": REVIVE, "REAL_QID": "0"}
-    ctl.store.put(Message(REVIVE, 0, ck.to_json().encode(), props))
+    host = ctl.writer.store_host  # the broker's own put: born host = store host
+    ctl.store.put(Message(REVIVE, 0, ck.to_json().encode(), props, born_host=host, store_host=host))
     assert svc.revive.round(now=pop_time + 1001) == 0
     assert svc.revive.round(now=pop_time + 3001) == 1
+
+
+def test_a_ck_a_client_sent_is_ignored(ctl: BrokerController) -> None:
+    svc = pop_service(ctl)
+    pop_time = int(time.time() * 1000)
+    ck = PopCheckPoint(0, pop_time, 1000, 1, 0, TOPIC, GROUP, "broker-a", diff=[0])
+    ctl.store.put(Message(REVIVE, 0, ck.to_json().encode(), {"TAGS": "ck"}))  # born at a client's address
+    assert svc.revive.round(now=pop_time + 5000) == 0
+    assert ctl.offsets.query(k.REVIVE_GROUP, REVIVE, 0) == 0

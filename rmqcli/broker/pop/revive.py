@@ -141,6 +141,10 @@ class ReviveService:
 
     def _take(self, q: _Queue, rec, offset: int) -> None:  # type: ignore[no-untyped-def]
         tag = rec.tags
+        if (rec.born_address, rec.born_port) != (rec.store_address, rec.store_port):
+            # rmq's own: only what a broker wrote itself (born host = store host) is a ck or ack;
+            # a client's send to the revive topic could otherwise have any message copied
+            return
         body = rec.body(raw=True)
         try:
             if tag == k.CK_TAG:
