@@ -307,3 +307,15 @@ def test_order_info_is_persisted(server: ServeProcess, tmp_path: Path) -> None:
     table = fastjson.loads(path.read_text())["table"]  # fastjson: queue ids as bare numbers
     info = table["TopicF@GF"][0]
     assert info["o"] == [0, 1] and info["i"] == 30000 and info["cm"] == 0
+
+
+def test_concurrent_pops_of_one_group_share_the_messages(server: ServeProcess) -> None:
+    a = server.broker
+    fill(a, "TopicS", 24, queues=4)
+    seen: list[bytes] = []
+    for _ in range(6):
+        answers = w.calls(a, [(RC.POP_MESSAGE, w.pop_header("GS", "TopicS", num=3, invisible=60000))] * 3)
+        for resp in answers:
+            if resp.code == RS.SUCCESS:
+                seen += [m.body for m in w.popped(resp, "TopicS", "GS")]
+    assert sorted(seen) == sorted(f"TopicS-{i}".encode() for i in range(24))  # each once
