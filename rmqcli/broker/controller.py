@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.names import BENCHMARK_TOPIC
-from rmqcli.broker import admin, consumer, pop, pull, query, send, sendback, transaction
+from rmqcli.broker import admin, consumer, pop, pull, query, send, sendback, timer, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.setup import BrokerAcl, open_acl
 from rmqcli.broker.acting.escape import EscapeBridge
@@ -235,6 +235,8 @@ class BrokerController:
         ]
         if self.membership is not None:
             services.append(self.membership.run())
+        if not self.config.is_slave:
+            services.append(timer.run(self))  # 5.x timer messages' delivery (TimerMessageStore)
         for coro in services:
             self._tasks.append(loop.create_task(coro))
         if not self._pre_online_wanted:  # else once back online (_register_loop)

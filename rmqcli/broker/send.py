@@ -14,7 +14,9 @@ Python ``rocketmq`` 0.4.4 package) write that flag as ``"1"``; a Java broker rea
 stores the encoded batch as one message (B.6). This broker reads ``"1"`` as true, so C++ batches
 arrive as the separate messages their sender meant. A single message with ``TRAN_MSG=true`` is
 stored as a transaction half message (``rmqcli.broker.transaction``) unless
-``rejectTransactionMessage`` is set.
+``rejectTransactionMessage`` is set. A single message with a 5.x timer property (``TIMER_DELIVER_MS``,
+``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``) goes through the timer's put hook (``rmqcli.broker.timer``):
+stored in ``rmq_sys_wheel_timer`` and answered with that queue's offset, or refused (code 13).
 
 Design note: this module is the shape to copy for a request family. ``parse`` does every check and
 either raises a ``SendError`` (a ``refusal.Refusal``: code and remark, stated where the check is) or
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as cfmt
 from formats.remoting import FLAG_RESPONSE, SerializeType
+from rmqcli.broker import timer
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.config import SYNC_MASTER
 from rmqcli.broker.ha.member import Replicated
@@ -260,6 +263,12 @@ def apply(
         last = result.records[-1]
     elif is_transactional(message.properties):
         last = prepare(ctl, message)  # a half message (TransactionalMessageBridge)
+        msg_id, queue_offset = last.msg_id, last.queue_offset
+    elif timer.has_trigger(message.properties):  # 5.x timer: the put hook (rmqcli.broker.timer)
+        try:
+            last = timer.put_message(ctl, message)
+        except timer.TimerRefusal as exc:
+            return with_trace_fields(ctl, exc.answer(req))
         msg_id, queue_offset = last.msg_id, last.queue_offset
     else:
         last = ctl.store.put(message, defer_dispatch=ctl.defer_dispatch)

@@ -12,7 +12,8 @@ that path. It takes only the regular case:
   string, and numbers that are integers or plain decimal strings of at most 19 digits, in range;
 - a valid topic that exists, is writable and is not a retry, DLQ or forbidden topic, a queue id
   below its queue count, a body and properties within the limits, a SINGLE_TAG topic;
-- no batch, no ``TRAN_MSG`` or ``DELAY`` property, no transaction bits in ``sysFlag``;
+- no batch, no ``TRAN_MSG``, ``DELAY`` or 5.x timer property (``TIMER_DELIVER_MS``,
+  ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``), no transaction bits in ``sysFlag``;
 - a writable broker whose disk is not marked full; on a SYNC_MASTER, fewer than ``MAX_INFLIGHT``
   answers of the connection pending and, under SlaveActingMaster's quorum write, enough replicas
   in sync; under SYNC_FLUSH, not a SYNC_MASTER and fewer than ``MAX_INFLIGHT`` answers pending.
@@ -53,6 +54,7 @@ from rmqcli.broker.send import (
     waits_for_slave,
 )
 from rmqcli.broker.state import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, is_writable, validate_topic
+from rmqcli.broker.timer.message import has_trigger
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, encode, encode_json_header, ext_value
@@ -251,7 +253,7 @@ class SendLane:
         ):
             return None
         props = cfmt.decode_properties(properties)
-        if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props:
+        if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props or has_trigger(props):
             return None
         wait = request_flag != FLAG_ONEWAY and waits_for_slave(ctl, props)
         flush = request_flag != FLAG_ONEWAY and config.sync_flush

@@ -1,0 +1,263 @@
+"""The timer's delivery: messages of ``rmq_sys_wheel_timer`` queue 0 put into their real topic at
+their time (RocketMQ 5.1.1 ``TimerMessageStore``'s enqueue and dequeue services, simplified).
+
+Progress is one number: the timer queue's offset below which every message is delivered (or
+skipped), kept as the consume offset of group ``TIMER_GROUP`` on the timer topic in the normal
+offsets table (consumerOffset.json, persisted with the other offsets). At start the queue is read
+from there into a heap of ``(due, kind, queue offset, CommitLog offset, enqueue time)``; a message
+put while the reader is caught up goes straight into the heap. One ``loop.call_later`` handle waits
+for the earliest due time; it delivers what is due (at most ``ROUND`` a callback), then moves the
+offset past the longest delivered prefix. After a SIGKILL what was delivered after the last persist
+of the offsets is delivered again (at least once, never lost).
+
+Bounded memory: at most ``cap`` (broker.conf ``timerMaxPending``, rmq's own key, default 100000)
+messages are held; the reader stops there and
+goes on as deliveries make room, so beyond ``cap`` pending messages a later-written message due
+earlier than the held ones waits until they are delivered.
+
+Cancel (``TIMER_DEL_UNIQKEY``): a marker takes the same slot as the message it cancels; markers
+sort before messages of the same due time, so the message whose ``UNIQ_KEY`` a marker names is
+skipped and the marker itself is never delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+from formats import commitlog as fmt
+from rmqcli.broker.timer import message as tm
+from rmqcli.broker.timer.config import TimerConfig, timer_config
+from rmqcli.store.naming import is_safe_topic_dir
+
+if TYPE_CHECKING:
+    from rmqcli.broker.context import BrokerContext
+
+log = logging.getLogger(__name__)
+
+TIMER_GROUP = "CID_RMQ_SYS_TIMER_GROUP"  # rmq's own: the timer queue's delivered prefix
+SCAN_CHUNK = 1024  # timer-queue units read per loop callback
+ROUND = 2048  # deliveries per loop callback
+RETRY_MS = 1000  # a delivery the store refused is tried again this much later
+MAX_QUEUE_ID = 1 << 16  # a REAL_QID beyond is skipped (read from the store: bounded)
+DELETE, NORMAL = 0, 1
+
+Entry = tuple[int, int, int, int, int]  # due, kind, queue offset, CommitLog offset, enqueue time
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TimerService:
+    """The pending timer messages of one broker and their delivery."""
+
+    def __init__(self, ctl: BrokerContext):
+        self.ctl = ctl
+        self.config: TimerConfig = timer_config(ctl.config)
+        self.cap = self.config.max_pending  # timers held in memory (about 200 bytes each)
+        self.heap: list[Entry] = []
+        self.scanned: int | None = None  # next timer-queue offset to read; None until started
+        self.delivered = 0
+        self._open: list[int] = []  # queue offsets read and not yet done (a heap)
+        self._done: set[int] = set()
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_for: int | None = None
+        self._soon: asyncio.Handle | None = None
+        self._deleted_due = -1
+        self._deleted: set[str] = set()
+        self._stopped = asyncio.Event()
+
+    # --- progress -----------------------------------------------------------------------------
+    @property
+    def committed(self) -> int:
+        """The offset below which the timer queue is delivered."""
+        if self._open:
+            return self._open[0]
+        return self.scanned if self.scanned is not None else 0
+
+    def _commit(self) -> None:
+        offsets = self.ctl.offsets
+        if offsets.query(TIMER_GROUP, tm.TIMER_TOPIC, 0) != self.committed:
+            offsets.commit(TIMER_GROUP, tm.TIMER_TOPIC, 0, self.committed)
+
+    def _finish(self, queue_offset: int) -> None:
+        self._done.add(queue_offset)
+        while self._open and self._open[0] in self._done:
+            self._done.discard(heapq.heappop(self._open))
+
+    # --- reading the timer queue --------------------------------------------------------------
+    def arrived(self, queue_offset: int, physical: int, out_ms: int, delete: bool) -> None:
+        """A message just put into the timer queue: held at once when the reader is caught up."""
+        if self._stopped.is_set():
+            return
+        if self.scanned != queue_offset or len(self.heap) >= self.cap:
+            self._schedule_scan()
+            return
+        self._hold(queue_offset, physical, out_ms, delete)
+        self.scanned = queue_offset + 1
+        self._arm()
+
+    def _hold(self, queue_offset: int, physical: int, out_ms: int, delete: bool) -> None:
+        now = now_ms()
+        precision = self.config.precision_ms
+        # TimerEnqueuePutService: a message already due is put at once with the exact time,
+        # others go into the wheel at the write time (rounded down to the precision)
+        enqueue = now if out_ms < now // precision * precision else now // precision * precision
+        due = tm.due_ms(out_ms, self.config)
+        heapq.heappush(self.heap, (due, DELETE if delete else NORMAL, queue_offset, physical, enqueue))
+        heapq.heappush(self._open, queue_offset)
+
+    def _schedule_scan(self) -> None:
+        if self._soon is None and self.scanned is not None and not self._stopped.is_set():
+            self._soon = asyncio.get_running_loop().call_soon(self._scan)
+
+    def _scan(self) -> None:
+        """Read up to ``SCAN_CHUNK`` units of the timer queue into the heap (while there is room)."""
+        self._soon = None
+        store = self.ctl.store
+        assert self.scanned is not None
+        count = 0
+        while len(self.heap) < self.cap and count < SCAN_CHUNK:
+            units = list(store.unit_tuples(tm.TIMER_TOPIC, 0, self.scanned, min(256, SCAN_CHUNK - count)))
+            if not units:
+                low = store.min_offset(tm.TIMER_TOPIC, 0)
+                if self.scanned < low:  # removed by the clean-up: nothing left to deliver there
+                    self.scanned = low
+                    continue
+                break
+            for physical, _size, _tags in units:
+                if len(self.heap) >= self.cap:
+                    break
+                offset = self.scanned
+                self.scanned += 1
+                count += 1
+                rec = store.look_message(physical)
+                try:
+                    out_ms = int(rec.properties[tm.TIMER_OUT_MS]) if rec is not None else None
+                except (KeyError, ValueError):
+                    out_ms = None
+                if rec is None or out_ms is None:
+                    log.error("timer queue offset %d: no record or no TIMER_OUT_MS; skipped", offset)
+                    heapq.heappush(self._open, offset)
+                    self._finish(offset)
+                    continue
+                self._hold(offset, physical, out_ms, tm.TIMER_DEL_UNIQKEY in rec.properties)
+        if count >= SCAN_CHUNK and len(self.heap) < self.cap:
+            self._schedule_scan()
+        self._commit()
+        self._arm()
+
+    # --- delivering ---------------------------------------------------------------------------
+    def _arm(self) -> None:
+        if not self.heap or self.scanned is None or self._stopped.is_set():
+            return
+        due = self.heap[0][0]
+        if self._handle is not None:
+            if self._armed_for == due:
+                return
+            self._handle.cancel()
+        delay = max(0.0, (due - now_ms()) / 1000)
+        self._handle = asyncio.get_running_loop().call_later(delay, self._fire)
+        self._armed_for = due
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._armed_for = None
+        now = now_ms()
+        count = 0
+        delivered_any = False
+        while self.heap and self.heap[0][0] <= now and count < ROUND:
+            entry = heapq.heappop(self.heap)
+            count += 1
+            if not self._deliver(entry, now):
+                due, kind, offset, physical, enqueue = entry
+                heapq.heappush(self.heap, (now + RETRY_MS, kind, offset, physical, enqueue))
+                break
+            delivered_any = True
+            self._finish(entry[2])
+        if delivered_any and self.ctl.store.sync_flush:
+            self.ctl.store.flushed()  # GroupCommitService.wakeup for the unwaited puts
+        self._commit()
+        if self.scanned is not None and self.scanned < self.ctl.store.max_offset(tm.TIMER_TOPIC, 0):
+            self._schedule_scan()
+        if count >= ROUND and self.heap and self.heap[0][0] <= now:
+            self._handle = asyncio.get_running_loop().call_soon(self._fire)  # type: ignore[assignment]
+            self._armed_for = self.heap[0][0]
+            return
+        self._arm()
+
+    def _deliver(self, entry: Entry, now: int) -> bool:
+        """One due entry: a marker noted, a cancelled message skipped, the rest put into its real
+        topic. False when the store refused it (tried again later)."""
+        due, kind, offset, physical, enqueue = entry
+        store = self.ctl.store
+        if due != self._deleted_due:
+            self._deleted_due, self._deleted = due, set()
+        rec = store.look_message(physical)
+        if rec is None:
+            log.error("timer queue offset %d: no record at %d; skipped", offset, physical)
+            return True
+        if kind == DELETE:
+            self._deleted.add(rec.properties.get(tm.TIMER_DEL_UNIQKEY, ""))
+            return True
+        if rec.properties.get(fmt.PROPERTY_UNIQ_KEY) in self._deleted:
+            return True
+        try:
+            inner = tm.delivered(rec, enqueue, now)
+        except ValueError:
+            log.error("timer queue offset %d: bad REAL_QID; skipped", offset)
+            return True
+        if not inner.topic or not is_safe_topic_dir(inner.topic) or not 0 <= inner.queue_id < MAX_QUEUE_ID:
+            log.error(
+                "timer queue offset %d: real topic %r queue %d; skipped", offset, inner.topic, inner.queue_id
+            )
+            return True
+        if store.disk_full:
+            return False
+        try:
+            store.put_inner(inner)
+        except Exception:
+            log.exception("delivering timer queue offset %d failed", offset)
+            return False
+        self.delivered += 1
+        return True
+
+    # --- life ---------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Read the timer queue from the persisted offset and deliver until cancelled."""
+        self._stopped.clear()
+        store = self.ctl.store
+        start = self.ctl.offsets.query(TIMER_GROUP, tm.TIMER_TOPIC, 0)
+        low, high = store.min_offset(tm.TIMER_TOPIC, 0), store.max_offset(tm.TIMER_TOPIC, 0)
+        self.scanned = min(max(start, low), high)
+        self._scan()
+        try:
+            await self._stopped.wait()
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        for handle in (self._handle, self._soon):
+            if handle is not None:
+                handle.cancel()
+        self._handle = self._soon = None
+        self._armed_for = None
+        if self.scanned is not None:
+            self._commit()
+
+
+_SERVICES: weakref.WeakKeyDictionary[object, TimerService] = weakref.WeakKeyDictionary()
+
+
+def timer_service(ctl: BrokerContext) -> TimerService:
+    """The broker's timer service (made on first use)."""
+    service = _SERVICES.get(ctl)
+    if service is None:
+        service = _SERVICES[ctl] = TimerService(ctl)
+    return service
