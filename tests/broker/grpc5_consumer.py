@@ -1,0 +1,151 @@
+"""Consumers of the Apache RocketMQ 5.x Python client (PyPI ``rocketmq-python-client`` 5.1.2) for
+tests/broker/test_grpc_consume*.py and tests/bench/grpc.py, run by the interpreter of
+``.venv-rmq5`` (its package ``rocketmq`` is not the C++ client's).
+
+Argument: a JSON object ``{"endpoint", "group", "topic", "tag": filter (default "*"), "mode":
+"simple" | "push", "steps": [...]}``. Simple mode runs the steps in order with one SimpleConsumer
+(``await``: its long-polling seconds, default 5):
+
+* ``{"op": "send", "messages": [{"body", "tag", "key", "group"}]}``: a producer sends them first;
+* ``{"op": "receive", "max": n, "invisible": s, "ack": bool, "change": s or null, "count": n,
+  "within": s}``: receives until ``count`` messages (default: one receive) or ``within`` seconds,
+  acking each when ``ack``, or changing its invisible duration to ``change`` s (then, with
+  ``ack_after_change``, acking it with the new handle);
+* ``{"op": "sleep", "s": x}``.
+
+Push mode (``expect``: messages, ``within``: seconds, ``fail``: bodies failed each time) consumes
+until ``expect`` distinct bodies were consumed successfully (and the listener was called
+``expect_attempts`` times) or ``within`` passed.
+
+Prints one JSON object: ``{"steps": [[{"body", "id", "attempt", "tag", "group", "topic"}...]...],
+"push": [...], "done": true}`` (a failed step's error in ``"error"``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+
+def received(m: object) -> dict:
+    return {
+        "body": m.body.decode(),  # type: ignore[attr-defined]
+        "id": m.message_id,  # type: ignore[attr-defined]
+        "attempt": m.delivery_attempt,  # type: ignore[attr-defined]
+        "tag": m.tag,  # type: ignore[attr-defined]
+        "group": m.message_group,  # type: ignore[attr-defined]
+        "topic": m.topic,  # type: ignore[attr-defined]
+    }
+
+
+def send(config: object, topic: str, messages: list[dict]) -> list[str]:
+    from rocketmq import Message, Producer
+
+    producer = Producer(config, (topic,))
+    producer.startup()
+    ids = []
+    try:
+        for item in messages:
+            message = Message()
+            message.topic = topic
+            message.body = item["body"].encode()
+            if item.get("tag"):
+                message.tag = item["tag"]
+            if item.get("key"):
+                message.keys = item["key"]
+            if item.get("group"):
+                message.message_group = item["group"]
+            ids.append(producer.send(message).message_id)
+    finally:
+        producer.shutdown()
+    return ids
+
+
+def simple(spec: dict, config: object, expression: object) -> dict:
+    from rocketmq import SimpleConsumer
+
+    consumer = SimpleConsumer(
+        config, spec["group"], {spec["topic"]: expression}, await_duration=int(spec.get("await", 5))
+    )
+    consumer.startup()
+    out: list = []
+    try:
+        for step in spec["steps"]:
+            op = step["op"]
+            if op == "send":
+                out.append(send(config, spec["topic"], step["messages"]))
+            elif op == "sleep":
+                time.sleep(float(step["s"]))
+                out.append([])
+            elif op == "receive":
+                got: list[dict] = []
+                deadline = time.monotonic() + float(step.get("within", 0))
+                while True:
+                    for m in consumer.receive(int(step.get("max", 16)), int(step.get("invisible", 15))):
+                        item = received(m)
+                        if step.get("change") is not None:
+                            consumer.change_invisible_duration(m, int(step["change"]))
+                            if step.get("ack_after_change"):
+                                consumer.ack(m)
+                        elif step.get("ack", True):
+                            consumer.ack(m)
+                        got.append(item)
+                    if len(got) >= int(step.get("count", 0)) or time.monotonic() >= deadline:
+                        break
+                out.append(got)
+    finally:
+        consumer.shutdown()
+    return {"steps": out}
+
+
+def push(spec: dict, config: object, expression: object) -> dict:
+    from rocketmq import ConsumeResult, MessageListener, PushConsumer
+
+    lock = threading.Lock()
+    consumed: list[dict] = []
+    failing = set(spec.get("fail", []))
+
+    class Listener(MessageListener):
+        def consume(self, message: object) -> object:
+            item = received(message)
+            with lock:
+                item["ok"] = item["body"] not in failing
+                consumed.append(item)
+            return ConsumeResult.SUCCESS if item["ok"] else ConsumeResult.FAILURE
+
+    consumer = PushConsumer(config, spec["group"], Listener(), {spec["topic"]: expression})
+    consumer.startup()
+    try:
+        if spec.get("send"):
+            send(config, spec["topic"], spec["send"])
+        deadline = time.monotonic() + float(spec.get("within", 30))
+        while time.monotonic() < deadline:
+            with lock:
+                done = {c["body"] for c in consumed if c["ok"]}
+                seen = len(consumed)
+            if len(done) >= int(spec["expect"]) and seen >= int(spec.get("expect_attempts", 0)):
+                break
+            time.sleep(0.2)
+        time.sleep(float(spec.get("linger", 0)))
+    finally:
+        consumer.shutdown()
+    return {"push": consumed}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression
+
+    config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=10)
+    expression = FilterExpression(spec.get("tag", "*"))
+    result = (
+        push(spec, config, expression) if spec.get("mode") == "push" else simple(spec, config, expression)
+    )
+    result["done"] = True
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
