@@ -350,3 +350,32 @@ def test_acl_files_found_under_rocketmq_home(tmp_path: Path, rmq_proc) -> None:
         assert paths == {str(home / "conf" / "plain_acl.yml"), str(home / "conf" / "acl" / "team.yml")}
     finally:
         server.kill()
+
+
+def pop_request(topic: str, group: str) -> RemotingCommand:
+    header = hd.PopMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=-1, max_msg_nums=1, invisible_time=10_000,
+        poll_time=0, born_time=int(time.time() * 1000), init_mode=0,
+    )  # fmt: skip
+    return RemotingCommand.request(RC.POP_MESSAGE, header.to_ext_fields())
+
+
+def test_pop_needs_sub_on_the_topic_and_the_group(acl_server: tuple[ServeProcess, Path]) -> None:
+    """rmq's own: 5.1.1 checks only the signature of the POP family; rmq asks what a pull asks."""
+    server, _ = acl_server
+    assert refused(
+        call(server.broker, pop_request("topicZ", "groupC"), USER), "No default permission for topic:topicZ"
+    )
+    assert refused(
+        call(server.broker, pop_request("topicC", "groupA"), USER), "No default permission for group:groupA"
+    )
+    assert refused(call(server.broker, pop_request("topicC", "groupC")), "No accessKey is configured")
+    allowed = call(server.broker, pop_request("topicC", "groupC"), USER)
+    assert allowed.code != RS.NO_PERMISSION, allowed.remark
+    ack = RemotingCommand.request(
+        RC.ACK_MESSAGE,
+        hd.AckMessageRequestHeader(
+            consumer_group="groupA", topic="topicC", queue_id=0, extra_info="0 0 0 0 0 b 0 0", offset=0
+        ).to_ext_fields(),
+    )
+    assert refused(call(server.broker, ack, USER), "No default permission for group:groupA")

@@ -101,6 +101,20 @@ def check_resource_perms(entries: list[str] | None) -> None:
             )
 
 
+POP_FAMILY = frozenset(
+    {
+        RC.POP_MESSAGE,
+        RC.ACK_MESSAGE,
+        RC.PEEK_MESSAGE,
+        RC.CHANGE_MESSAGE_INVISIBLETIME,
+        RC.NOTIFICATION,
+        RC.POLLING_INFO,
+    }
+)
+"""5.x POP consumption: SUB on the topic and on the group, as a pull needs (5.1.1's
+``PlainAccessResource.parse`` has no case for them: any account with a valid signature may pop)."""
+
+
 def needed_resources(request: RemotingCommand) -> dict[str, int]:
     """The resources ``request`` touches and the permission each needs (``parse``'s switch)."""
     f = request.ext_fields
@@ -143,4 +157,9 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
     elif code == RC.UPDATE_CONSUMER_OFFSET:
         add(retry_topic(f.get("consumerGroup")), SUB)
         add(f.get("topic"), SUB)
+    elif code in POP_FAMILY:  # rmq's own: 5.1.1 checks only the signature of these
+        topic = f.get("topic")
+        if topic is not None and not is_group_resource(topic):  # a pop-retry topic is the group's
+            add(topic, SUB)
+        add(retry_topic(f.get("consumerGroup")), SUB)
     return needed
