@@ -26,7 +26,11 @@ def put_inner(ctl: BrokerContext, inner: InnerMessage) -> AppendResult:
     inner.properties_string = fmt.encode_properties_as_broker(inner.properties)
     inner.topic = tm.TIMER_TOPIC
     inner.queue_id = 0
+    topics = ctl.writer.config.topics
+    had_config = tm.TIMER_TOPIC in topics
     result = ctl.store.put_inner(inner)
+    if not had_config:  # the writer registers every queued topic; 5.1.1 has no config for this one
+        topics.pop(tm.TIMER_TOPIC, None)
     service.arrived(
         result.queue_offset,
         result.physical_offset,
