@@ -379,3 +379,18 @@ def test_pop_needs_sub_on_the_topic_and_the_group(acl_server: tuple[ServeProcess
         ).to_ext_fields(),
     )
     assert refused(call(server.broker, ack, USER), "No default permission for group:groupA")
+
+
+def test_setting_a_group_to_pop_needs_an_admin_account(acl_server: tuple[ServeProcess, Path]) -> None:
+    """SET_MESSAGE_REQUEST_MODE (5.x ``mqadmin setConsumeMode``) changes how a group consumes: rmq
+    keeps it for admin accounts, as its other additions."""
+    server, _ = acl_server
+    request = RemotingCommand.request(
+        RC.SET_MESSAGE_REQUEST_MODE,
+        body=b'{"topic":"topicC","consumerGroup":"groupC","mode":"POP","popShareQueueNum":0}',
+    )
+    assert refused(
+        call(server.broker, request, USER),
+        "Need admin permission for request code=401, but accessKey=RocketMQ is not",
+    )
+    assert call(server.broker, request, ADMIN).code != RS.NO_PERMISSION
