@@ -39,8 +39,11 @@ CONFIG_KEYS = (
     "maxMessageSize messageDelayLevel msgTraceTopicName slaveReadEnable traceOn traceTopicEnable useTLS "
     "autoCreateTopicEnable autoCreateSubscriptionGroup"
 ).split()
-# The properties of the 4.9.8 beans (what its fastjson reads back and writes; 5.x extras dropped)
+# The properties of the 4.9.8 beans (what its fastjson reads back and writes), and RocketMQ
+# 5.1.1's: a bean that carries them (a 5.x broker's, a topic with attributes, a group given 5.x
+# settings) is written as 5.1.1's mqadmin writes it; a 4.9.x broker never sends them
 TOPIC_PROPS = (
+    "attributes",
     "order",
     "perm",
     "readQueueNums",
@@ -50,8 +53,9 @@ TOPIC_PROPS = (
     "writeQueueNums",
 )
 GROUP_PROPS = (
-    "brokerId consumeBroadcastEnable consumeEnable consumeFromMinEnable groupName "
-    "notifyConsumerIdsChangedEnable retryMaxTimes retryQueueNums whichBrokerWhenConsumeSlowly"
+    "brokerId consumeBroadcastEnable consumeEnable consumeFromMinEnable consumeMessageOrderly "
+    "consumeTimeoutMinute groupName groupRetryPolicy groupSysFlag notifyConsumerIdsChangedEnable "
+    "retryMaxTimes retryQueueNums subscriptionDataSet whichBrokerWhenConsumeSlowly"
 ).split()
 VERSION_PROPS = ("counter", "timestamp")
 # DefaultMQAdminExtImpl.SYSTEM_GROUP_SET (MixAll's names); plus every CID_RMQ_SYS_ group
