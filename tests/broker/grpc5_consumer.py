@@ -17,6 +17,8 @@ Push mode (``expect``: messages, ``within``: seconds, ``fail``: bodies failed ea
 until ``expect`` distinct bodies were consumed successfully (and the listener was called
 ``expect_attempts`` times) or ``within`` passed.
 
+Load mode: see ``load``.
+
 Prints one JSON object: ``{"steps": [[{"body", "id", "attempt", "tag", "group", "topic"}...]...],
 "push": [...], "done": true}`` (a failed step's error in ``"error"``).
 """
@@ -134,15 +136,62 @@ def push(spec: dict, config: object, expression: object) -> dict:
     return {"push": consumed}
 
 
+def load(spec: dict, config: object, expression: object) -> dict:
+    """A producer thread sending ``k<i>`` and a SimpleConsumer acking what it receives, each
+    writing a line per event to stdout as it happens (``S body id``: send acknowledged, ``R body
+    attempt``: received, ``A body``: ack acknowledged) until ``count`` sends or a failure (the
+    server was killed); the test kills this process."""
+    from rocketmq import Message, Producer, SimpleConsumer
+
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    producer = Producer(config, (spec["topic"],))
+    producer.startup()
+    consumer = SimpleConsumer(config, spec["group"], {spec["topic"]: expression}, await_duration=5)
+    consumer.startup()
+
+    def produce() -> None:
+        for i in range(int(spec["count"])):
+            message = Message()
+            message.topic = spec["topic"]
+            message.body = f"k{i}".encode()
+            try:
+                receipt = producer.send(message)
+            except Exception as exc:
+                say(f"X send {type(exc).__name__}")
+                return
+            say(f"S k{i} {receipt.message_id}")
+
+    sender = threading.Thread(target=produce, daemon=True)
+    sender.start()
+    failures = 0
+    while failures < 3:
+        try:
+            for m in consumer.receive(16, 10):
+                say(f"R {m.body.decode()} {m.delivery_attempt}")
+                consumer.ack(m)
+                say(f"A {m.body.decode()}")
+            failures = 0
+        except Exception as exc:
+            failures += 1
+            say(f"X receive {type(exc).__name__}")
+            time.sleep(0.5)
+    return {}
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     from rocketmq import ClientConfiguration, Credentials, FilterExpression
 
     config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=10)
     expression = FilterExpression(spec.get("tag", "*"))
-    result = (
-        push(spec, config, expression) if spec.get("mode") == "push" else simple(spec, config, expression)
-    )
+    mode = {"push": push, "load": load}.get(spec.get("mode", ""), simple)
+    result = mode(spec, config, expression)
     result["done"] = True
     print(json.dumps(result), flush=True)
 
