@@ -17,7 +17,7 @@ Push mode (``expect``: messages, ``within``: seconds, ``fail``: bodies failed ea
 until ``expect`` distinct bodies were consumed successfully (and the listener was called
 ``expect_attempts`` times) or ``within`` passed.
 
-Load mode: see ``load``.
+Load mode: see ``load``; bench mode: see ``bench``.
 
 Prints one JSON object: ``{"steps": [[{"body", "id", "attempt", "tag", "group", "topic"}...]...],
 "push": [...], "done": true}`` (a failed step's error in ``"error"``).
@@ -184,13 +184,52 @@ def load(spec: dict, config: object, expression: object) -> dict:
     return {}
 
 
+def bench(spec: dict, config: object, expression: object) -> dict:
+    """``count`` sync sends of ``body`` bytes, then receive (batches of 32) and ack each of them,
+    one thread: ``{"send_seconds", "receive_seconds", "received"}`` (clients started beforehand)."""
+    from rocketmq import Message, Producer, SimpleConsumer
+
+    producer = Producer(config, (spec["topic"],))
+    producer.startup()
+    consumer = SimpleConsumer(config, spec["group"], {spec["topic"]: expression}, await_duration=5)
+    consumer.startup()
+    body = b"x" * int(spec.get("body", 1024))
+    count = int(spec["count"])
+
+    def message() -> object:
+        m = Message()
+        m.topic = spec["topic"]
+        m.body = body
+        m.tag = "TagBench"
+        return m
+
+    producer.send(message())  # routes and connections outside the timing
+    for m in consumer.receive(32, 30):
+        consumer.ack(m)
+    started = time.perf_counter()
+    for _ in range(count):
+        producer.send(message())
+    send_seconds = time.perf_counter() - started
+    received = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while received < count and time.monotonic() < deadline:
+        for m in consumer.receive(32, 30):
+            consumer.ack(m)
+            received += 1
+    receive_seconds = time.perf_counter() - started
+    producer.shutdown()
+    consumer.shutdown()
+    return {"send_seconds": send_seconds, "receive_seconds": receive_seconds, "received": received}
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     from rocketmq import ClientConfiguration, Credentials, FilterExpression
 
     config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=10)
     expression = FilterExpression(spec.get("tag", "*"))
-    mode = {"push": push, "load": load}.get(spec.get("mode", ""), simple)
+    mode = {"push": push, "load": load, "bench": bench}.get(spec.get("mode", ""), simple)
     result = mode(spec, config, expression)
     result["done"] = True
     print(json.dumps(result), flush=True)
