@@ -136,7 +136,8 @@ def test_update_topic_attributes(served: ServeProcess) -> None:
     assert topic_entry(served, "TF")["writeQueueNums"] == 4
     rmq("updateTopicPerm", "-n", n, "-b", b, "-t", "TF", "-p", "4")
     assert topic_entry(served, "TF")["attributes"] == {"message.type": "FIFO"}
-    rmq("updateTopic", "-n", n, "-b", b, "-t", "TF", "-a", "+message.type=DELAY")
+    out = rmq("updateTopic", "-n", n, "-b", b, "-t", "TF", "-a", "+message.type=DELAY", "--json")
+    assert json.loads(out)["config"]["attributes"] == {"+message.type": "DELAY"}
     assert topic_entry(served, "TF")["attributes"] == {"message.type": "DELAY"}
     rmq("updateTopic", "-n", n, "-b", b, "-t", "TF", "-a", "-message.type")
     assert "attributes" not in topic_entry(served, "TF")
@@ -198,6 +199,12 @@ def test_update_sub_group_5x_settings(served: ServeProcess) -> None:
         "brokerId", "consumeBroadcastEnable", "consumeEnable", "consumeFromMinEnable", "groupName",
         "notifyConsumerIdsChangedEnable", "retryMaxTimes", "retryQueueNums", "whichBrokerWhenConsumeSlowly",
     ]  # fmt: skip
+    assert (
+        json.loads(rmq("getConsumerConfig", "-n", n, "-g", "G5", "--json"))[0]["config"]["groupRetryPolicy"][
+            "type"
+        ]
+        == "EXPONENTIAL"
+    )
     out = rmq("getConsumerConfig", "-n", n, "-g", "G5")
     assert f"{'consumeMessageOrderly':<40}=  true\n" in out
     assert f"{'groupRetryPolicy':<40}=  GroupRetryPolicy{{type=EXPONENTIAL, " in out
