@@ -139,6 +139,9 @@ def test_attributes_and_group_settings_match_the_real_broker(tmp_path: Path) -> 
     }
 
 
+POLICY = '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000}}'
+
+
 def mqadmin(env: dict[str, str], *args: str) -> str:
     proc = subprocess.run(
         [str(KIT5 / "bin" / "mqadmin"), *args], capture_output=True, text=True, env=env, timeout=120
@@ -147,7 +150,8 @@ def mqadmin(env: dict[str, str], *args: str) -> str:
 
 
 def test_real_mqadmin_5_against_rmq_serve(tmp_path: Path) -> None:
-    """5.1.1's mqadmin: ``updateTopic -a +message.type=FIFO`` and ``updateSubGroup -o true``."""
+    """5.1.1's mqadmin: ``updateTopic -a +message.type=FIFO``, ``updateSubGroup -o true -p ..`` and
+    ``getConsumerConfig`` print what rmq's commands print, and ``rmq serve`` stores 5.1.1's keys."""
     store = tmp_path / "store"
     with ServeProcess(store, write_conf(tmp_path / "broker.conf")) as server:
         env = kit5_env(tmp_path)
@@ -157,9 +161,15 @@ def test_real_mqadmin_5_against_rmq_serve(tmp_path: Path) -> None:
         )
         assert f"create topic to {server.broker} success." in out
         assert "attributes={+message.type=FIFO}]" in out
-        out = mqadmin(env, "updateSubGroup", "-n", n, "-b", server.broker, "-g", "GF", "-o", "true")
-        assert f"create subscription group to {server.broker} success." in out
+        ours = rmq("updateTopic", "-n", n, "-b", server.broker, "-t", "TF", "-a", "+message.type=FIFO")
+        assert out.endswith(ours + "\n")  # mqadmin's ends with a newline; its JVM's notices come first
+        args = ("updateSubGroup", "-n", n, "-b", server.broker, "-g", "GF", "-o", "true", "-p", POLICY)
+        out = mqadmin(env, *args)
+        assert out.endswith(rmq(*args))  # the same text: 5.1.1's toString
         assert "consumeMessageOrderly=true" in out
+        assert mqadmin(env, "getConsumerConfig", "-n", n, "-g", "GF") == rmq(
+            "getConsumerConfig", "-n", n, "-g", "GF"
+        )
         assert attributes_in_order(server.broker, "TF") == [("message.type", "FIFO")]
     topics = json.loads((store / "config" / "topics.json").read_text())["topicConfigTable"]
     assert topics["TF"]["attributes"] == {"message.type": "FIFO"}
@@ -169,6 +179,8 @@ def test_real_mqadmin_5_against_rmq_serve(tmp_path: Path) -> None:
     assert group == {
         "brokerId": 0, "consumeBroadcastEnable": False, "consumeEnable": True, "consumeFromMinEnable": False,
         "consumeMessageOrderly": True, "consumeTimeoutMinute": 15, "groupName": "GF",
-        "groupRetryPolicy": {"type": "CUSTOMIZED"}, "groupSysFlag": 0, "notifyConsumerIdsChangedEnable": True,
+        "groupRetryPolicy": {"exponentialRetryPolicy": {"initial": 1000, "max": 7200000, "multiplier": 2},
+                             "type": "EXPONENTIAL"},
+        "groupSysFlag": 0, "notifyConsumerIdsChangedEnable": True,
         "retryMaxTimes": 16, "retryQueueNums": 1, "whichBrokerWhenConsumeSlowly": 1,
     }  # fmt: skip
