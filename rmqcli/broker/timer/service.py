@@ -15,6 +15,9 @@ messages are held; the reader stops there and
 goes on as deliveries make room, so beyond ``cap`` pending messages a later-written message due
 earlier than the held ones waits until they are delivered.
 
+It runs on a master only (the controller starts it unless the broker is a slave; a slave acting
+as master does not deliver timers).
+
 Cancel (``TIMER_DEL_UNIQKEY``): a marker takes the same slot as the message it cancels; markers
 sort before messages of the same due time, so the message whose ``UNIQ_KEY`` a marker names is
 skipped and the marker itself is never delivered.
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 TIMER_GROUP = "CID_RMQ_SYS_TIMER_GROUP"  # rmq's own: the timer queue's delivered prefix
 SCAN_CHUNK = 1024  # timer-queue units read per loop callback
 ROUND = 2048  # deliveries per loop callback
+MAX_WAIT_SECONDS = 3600.0  # the longest single wait (a far time is waited for in steps)
 RETRY_MS = 1000  # a delivery the store refused is tried again this much later
 MAX_QUEUE_ID = 1 << 16  # a REAL_QID beyond is skipped (read from the store: bounded)
 DELETE, NORMAL = 0, 1
@@ -161,7 +165,7 @@ class TimerService:
             if self._armed_for == due:
                 return
             self._handle.cancel()
-        delay = max(0.0, (due - now_ms()) / 1000)
+        delay = min(max(0.0, (due - now_ms()) / 1000), MAX_WAIT_SECONDS)  # re-armed when not due
         self._handle = asyncio.get_running_loop().call_later(delay, self._fire)
         self._armed_for = due
 
