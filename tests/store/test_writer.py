@@ -200,6 +200,22 @@ def test_reopen_continues(tmp_path):
     store.close()
 
 
+def test_a_topic_grown_by_a_record_keeps_its_other_settings(tmp_path):
+    """A record past a topic's write queues grows the queue counts and nothing else: its perm,
+    order flag and 5.x attributes stay (topics.json is read and written by brokers of both lines)."""
+    import json
+
+    with _writer(tmp_path) as w:
+        w.create_topic("Grown", 2, order=True, perm=4)
+        w.config.topics["Grown"] = {"attributes": {"message.type": "FIFO"}, **w.config.topics["Grown"]}
+        w.config.topics["Grown"]["readQueueNums"] = 8
+        w.append(Message("Grown", 5, b"x", {}))
+    topic = json.loads((tmp_path / "config" / "topics.json").read_text())["topicConfigTable"]["Grown"]
+    assert topic["attributes"] == {"message.type": "FIFO"}
+    assert (topic["perm"], topic["order"]) == (4, True)
+    assert (topic["writeQueueNums"], topic["readQueueNums"]) == (6, 8)
+
+
 def test_lock_refuses_second_writer(tmp_path):
     import subprocess
     import sys

@@ -75,9 +75,15 @@ class BrokerConfigState:
         current = self.topics.get(name)
         if current is not None and current["writeQueueNums"] > queue_id:
             return
+        if current is not None:  # grown, everything else kept (perm, order, 5.x attributes...)
+            grown = dict(current)
+            grown["writeQueueNums"] = queue_id + 1
+            grown["readQueueNums"] = max(current["readQueueNums"], queue_id + 1)
+            self.topics[name] = grown
+            self.topics_version.bump(clock())
+            return
         wanted = delay_levels if name == SCHEDULE_TOPIC else DEFAULT_QUEUE_NUMS
-        nums = max(queue_id + 1, wanted if current is None else current["writeQueueNums"])
-        self.set_topic(name, nums, clock(), order=bool(current and current["order"]))
+        self.set_topic(name, max(queue_id + 1, wanted), clock())
 
     def set_topic(self, name: str, queue_nums: int, now: int, *, perm: int = PERM_READ_WRITE, order=False):
         self.topics[name] = topic_config(name, queue_nums, perm, order)
