@@ -247,3 +247,69 @@ def test_a_topic_with_a_message_type_takes_only_that_type(tmp_path: Path) -> Non
             answer = fifo_stub.SendMessage(SV.SendMessageRequest(messages=[grouped]), metadata=META)
             assert answer.status.code == D.OK
         assert stored(s, "TopicFifo", "01TYPE0002")["queueId"] == consistent_hash(java_string_hash("g1"), 4)
+
+
+def test_admin_requests_reach_a_grpc_consumer_over_telemetry(server: ServeProcess, stub) -> None:
+    """consumerStatus with jstack and queryMsgByUniqueKey's consume-directly, relayed by the broker to a
+    consumer on its Telemetry stream (print_thread_stack_trace_command, verify_message_command) and
+    answered with the client's thread_stack_trace / verify_message_result, as the 5.1 proxy does."""
+    import queue
+    import threading
+
+    client_id = "admin@1@0@x"
+    meta = [("x-mq-client-id", client_id), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2")]
+    mid = "01ADMIN000000000000000000000000001"
+    sent = stub.SendMessage(
+        SV.SendMessageRequest(messages=[message(b"verify me", mid, tag="TV")]), metadata=META
+    )
+    assert sent.status.code == D.OK
+    # mqadmin finds a group's broker by its %RETRY% topic, which only a 4.x client's heartbeat makes
+    run_rmq("updateTopic", "-n", server.namesrv, "-c", "DefaultCluster", "-t", "%RETRY%GID_ADMIN", check=True)
+    outgoing: queue.Queue = queue.Queue()
+    sub = D.Subscription(group=D.Resource(name="GID_ADMIN"))
+    sub.subscriptions.add(
+        topic=D.Resource(name=TOPIC), expression=D.FilterExpression(type=D.TAG, expression="*")
+    )
+    outgoing.put(SV.TelemetryCommand(settings=D.Settings(client_type=D.SIMPLE_CONSUMER, subscription=sub)))
+    replies = stub.Telemetry(iter(outgoing.get, None), metadata=meta, timeout=60)
+    try:
+        assert next(replies).settings.subscription.group.name == "GID_ADMIN"
+        results: dict = {}
+
+        def admin(name: str, *args: str) -> None:
+            results[name] = run_rmq(*args)
+
+        status = threading.Thread(
+            target=admin,
+            args=("status", "consumerStatus", "-n", server.namesrv, "-g", "GID_ADMIN", "-i", client_id, "-s",
+                  "-b", server.broker),
+        )  # fmt: skip
+        status.start()
+        asked = next(replies)
+        assert asked.WhichOneof("command") == "print_thread_stack_trace_command"
+        nonce = asked.print_thread_stack_trace_command.nonce
+        stack = SV.ThreadStackTrace(nonce=nonce, thread_stack_trace="main: idle")
+        outgoing.put(SV.TelemetryCommand(status=D.Status(code=D.OK), thread_stack_trace=stack))
+        status.join(60)
+        assert results["status"].returncode == 0, results["status"].stderr
+        assert "main: idle" in results["status"].stdout
+        verify = threading.Thread(
+            target=admin,
+            args=("verify", "queryMsgByUniqueKey", "-n", server.namesrv, "-t", TOPIC, "-i", mid,
+                  "-g", "GID_ADMIN", "-d", client_id),
+        )  # fmt: skip
+        verify.start()
+        asked = next(replies)
+        assert asked.WhichOneof("command") == "verify_message_command"
+        assert asked.verify_message_command.message.body == b"verify me"
+        assert asked.verify_message_command.message.system_properties.message_id == mid
+        nonce = asked.verify_message_command.nonce
+        outgoing.put(SV.TelemetryCommand(
+            status=D.Status(code=D.OK), verify_message_result=SV.VerifyMessageResult(nonce=nonce)
+        ))  # fmt: skip
+        verify.join(60)
+        assert results["verify"].returncode == 0, results["verify"].stderr
+        assert "consumeResult=CR_SUCCESS, remark=from gRPC client" in results["verify"].stdout
+    finally:
+        outgoing.put(None)
+        replies.cancel()

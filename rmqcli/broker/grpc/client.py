@@ -6,8 +6,8 @@ publishing client's topics as ``GrpcValidator.validateTopic``, a subscribing cli
 publishing or subscription data in settings"), kept by client id and answered with ``{status OK,
 settings}`` merged by ``settings.SettingsStore``. A refused command ends the stream with
 INVALID_ARGUMENT for a 4xxxx code and INTERNAL otherwise (``processTelemetryException``). The
-client's ``thread_stack_trace`` and ``verify_message_result`` answer server commands rmq does not
-send yet; they are read and dropped. While its stream is open a producer is in the broker's client
+client's ``thread_stack_trace`` and ``verify_message_result`` answer the admin's requests the
+channel relayed (``channels``). While its stream is open a producer is in the broker's client
 table (``channels``), so the transaction check can reach it; a consumer is in its group there
 (``registerConsumer``: CONSUME_ACTIVELY for a simple consumer, CONSUME_PASSIVELY for a push
 consumer, CLUSTERING, CONSUME_FROM_LAST_OFFSET, the subscriptions of its settings), so the admin's
@@ -168,8 +168,12 @@ class Clients:
             self.streams[client_id] = channel
         try:
             async for command in commands:
-                if command.WhichOneof("command") != "settings":
-                    continue  # thread_stack_trace / verify_message_result: nothing asked for them
+                which = command.WhichOneof("command")
+                if which in ("thread_stack_trace", "verify_message_result"):
+                    channel.answer(command)  # the answer to a relayed admin request
+                    continue
+                if which != "settings":
+                    continue
                 try:
                     reply = self.settings_command(ctx, command)
                 except st.GrpcStatusError as exc:
