@@ -201,3 +201,51 @@ def test_processes_starting_together_generate_the_stubs_once(tmp_path: Path) -> 
     [only] = list(tmp_path.iterdir())
     assert only.name == stub_dir(tmp_path).name and only.name.startswith("grpc-stubs-")
     assert set(outs) == {str(only / "apache/rocketmq/v2/service_pb2.py")}
+
+
+def test_receipt_handles_decode_as_the_proxy_and_bad_ones_are_invalid() -> None:
+    from rmqcli.broker.grpc import consumer as cons
+
+    extra = cons.handle_of("3 1700000000000 30000 2 1 broker-a 0 5 123456")
+    assert (extra.ck_queue_offset, extra.pop_time, extra.invisible_time, extra.revive_qid) == (
+        3,
+        1700000000000,
+        30000,
+        2,
+    )
+    assert extra.retry and extra.real_topic("T", "G") == "%RETRY%G_T"
+    assert (extra.queue_id, extra.msg_queue_offset, extra.commit_log_offset) == (0, 5, 123456)
+    for bad in ("", "1 2 3", "0 1 2 3 0 b 0", "x " * 9, "9" * 2000):  # under 8 fields, not numbers, too long
+        with pytest.raises(st.GrpcStatusError) as caught:
+            cons.handle_of(bad)
+        assert caught.value.code == st.INVALID_RECEIPT_HANDLE
+
+
+def test_offset_info_and_filter_tags_as_the_proxy_reads_them() -> None:
+    from rmqcli.broker.grpc import consumer as cons
+
+    assert cons._info_map("0 1 5;1 0 2;0 qo1%7 3") == {"0@1": ["5"], "1@0": ["2"], "0@qo1%7": ["3"]}
+    assert cons._info_map("") == {} and cons._info_map("garbage") == {}
+    tag = D.FilterExpression(type=D.TAG, expression=" A || B ")
+    assert cons.tags_of(tag) == {"A", "B"}
+    assert cons.tags_of(D.FilterExpression(type=D.TAG, expression="*")) is None
+    assert cons.tags_of(D.FilterExpression(type=D.TAG, expression="")) is None
+    assert cons.tags_of(D.FilterExpression(type=D.SQL, expression="a > 1")) is None
+
+
+def test_a_subscription_entry_as_the_broker_keeps_it() -> None:
+    from rmqcli.broker.grpc.client import subscription_data
+    from rmqcli.broker.state import tag_codes
+
+    entry = D.SubscriptionEntry(
+        topic=D.Resource(name="T"), expression=D.FilterExpression(type=D.TAG, expression="A||B")
+    )
+    sub = subscription_data(entry)
+    assert (sub.topic, sub.sub_string, sub.expression_type, sub.tags_set) == ("T", "A||B", "TAG", ["A", "B"])
+    assert set(sub.code_set) == tag_codes("A||B")
+    sql = subscription_data(
+        D.SubscriptionEntry(
+            topic=D.Resource(name="T"), expression=D.FilterExpression(type=D.SQL, expression="a>1")
+        )
+    )
+    assert (sql.expression_type, sql.tags_set, sql.code_set) == ("SQL92", [], [])

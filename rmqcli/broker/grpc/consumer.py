@@ -14,7 +14,8 @@ broker, init mode MAX. Each popped message gets the receipt handle ``ReceiptHand
 subscription does not take is acked and skipped; ``reconsumeTimes >= max_attempts`` (the group's
 ``retryMaxTimes`` + 1) goes to ``%DLQ%<group>`` (CONSUMER_SEND_MSG_BACK, delay level -1) and is
 acked. The stream: a status (OK; MESSAGE_NOT_FOUND "no new message" / "no match message";
-TOO_MANY_REQUESTS "polling full"; or the error), the messages, then ``delivery_timestamp``.
+TOO_MANY_REQUESTS "polling full"; or the error), the messages, then ``delivery_timestamp``; the
+messages that could not be written (the call ended) are made visible again after 1 s.
 
 The ack, change and forward calls decode the handle (INVALID_RECEIPT_HANDLE if it does not) and
 act on the real topic (``%RETRY%<group>_<topic>`` for a retried message); a handle the server
@@ -212,11 +213,18 @@ class Consumer:
         if not messages:
             yield svc.ReceiveMessageResponse(status=st.make(d, MESSAGE_NOT_FOUND, "no match message"))
             return
-        yield svc.ReceiveMessageResponse(status=st.make(d, st.OK, "OK"))
-        for message, handle in messages:
-            if auto_renew:
-                self.renewer.track(ctx.client_id, group, topic, message.system_properties.message_id, handle)
-            yield svc.ReceiveMessageResponse(message=message)
+        written = 0
+        try:
+            yield svc.ReceiveMessageResponse(status=st.make(d, st.OK, "OK"))
+            for message, handle in messages:
+                yield svc.ReceiveMessageResponse(message=message)
+                written += 1
+                if auto_renew:
+                    message_id = message.system_properties.message_id
+                    self.renewer.track(ctx.client_id, group, topic, message_id, handle)
+        finally:
+            for _, handle in messages[written:]:  # not written: visible again soon (the proxy's NACK)
+                self._quiet(self._change, group, topic, handle, NACK_INVISIBLE_MS)
 
     def filtered(
         self,
