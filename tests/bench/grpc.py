@@ -7,8 +7,9 @@ in ``.venv-rmq5``) against ``rmq serve``'s gRPC endpoint, beside the 4.x C++ cli
 - 5.x SimpleConsumer, receive (batches of 32) and ack of each message, one thread (gRPC
   ReceiveMessage + AckMessage over the broker's POP).
 
-The 5.x rows are printed with their ratio to the C++ client's sync sends. Figures are printed,
-never asserted. Run as ``python -m tests.bench.grpc [--count N]``; not run by the tests.
+The 5.x rows are printed with their ratio to the C++ client's sync sends, and each row with the
+CPU time ``rmq serve`` used per message (is the server or the client the bottleneck). Figures are
+printed, never asserted. Run as ``python -m tests.bench.grpc [--count N]``; not run by the tests.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def client5(tmp: Path, spec: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tests.bench.broker import client
+    from tests.bench.broker import client, process_cpu
     from tests.broker.test_grpc_consume import PYTHON5, prepare
     from tests.support.serve import ServeProcess, write_conf
 
@@ -59,19 +60,27 @@ def main(argv: list[str] | None = None) -> None:
                 "count": args.count,
                 "body": BODY,
             }
+            pid = server.proc.pid
+            cpu = process_cpu(pid)
             cpp = args.count / client(tmp, cmd)["seconds"]
+            cpp_cpu = process_cpu(pid) - cpu
             spec = {"endpoint": server.grpc, "group": GROUP_5, "topic": TOPIC_5, "mode": "bench",
                     "count": args.count, "body": BODY}  # fmt: skip
+            cpu = process_cpu(pid)
             result = client5(tmp, spec)
+            cpu5 = process_cpu(pid) - cpu  # both 5.x rows (and the clients' start-up)
     send5 = args.count / result["send_seconds"]
     receive5 = result["received"] / result["receive_seconds"]
     print(f"gRPC endpoint, {args.count} messages of {BODY} bytes each row, msgs/s")
-    print(f"  {'C++ client sync send (remoting)':48} {cpp:>10,.0f}")
+    per_cpp = cpp_cpu / args.count * 1e6
+    print(f"  {'C++ client sync send (remoting)':48} {cpp:>10,.0f}   server CPU {per_cpp:,.0f} us/msg")
     print(f"  {'5.x client sync send (gRPC)':48} {send5:>10,.0f}   {send5 / cpp:.2f}x the C++ client's")
     print(
         f"  {'5.x SimpleConsumer receive + ack (gRPC)':48} {receive5:>10,.0f}   {receive5 / cpp:.2f}x"
         f" the C++ client's send ({result['received']} received)"
     )
+    per = cpu5 / (args.count + result["received"]) * 1e6
+    print(f"  {'server CPU of the two 5.x rows':48} {per:>10,.0f} us/msg (send or receive + ack)")
 
 
 if __name__ == "__main__":
