@@ -31,6 +31,7 @@ OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX (lower case, as in Java)
 RMQ_SYS_PREFIX = "RMQ_SYS_"  # how the transaction and trace topics above are named
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"  # MixAll.REPLY_TOPIC_POSTFIX: ``<cluster>_REPLY_TOPIC``
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC: a consume queue, no topic config
 
 # TopicValidator.SYSTEM_TOPIC_SET (a broker adds its cluster and broker names at start)
 SYSTEM_TOPICS = (

@@ -20,6 +20,7 @@ from rmqcli.broker.pop import pop as pop_mod
 from rmqcli.broker.pop.checkpoint import PopCheckPoint
 from rmqcli.broker.pop.revive import ReviveService
 from rmqcli.broker.pop.service import pop_service
+from rmqcli.broker.timer.service import timer_service
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.messages import Message
 from tests.support.controller import broker_controller
@@ -50,6 +51,13 @@ def handle(res: pop_mod.PopResult, index: int, broker: str = "broker-a") -> tupl
     return extra, TOPIC, rec.queue_offset
 
 
+def revive_at(ctl: BrokerController, revive: ReviveService, now: int) -> int:
+    """The timer's deliveries due by ``now`` (cks and acks reach the revive queue), then a revive
+    round at ``now``: how many messages it revived."""
+    timer_service(ctl).deliver_due(now)
+    return revive.round(now=now)
+
+
 def request(**kw: object) -> pop_mod.PopRequest:
     return pop_mod.PopRequest(**{"group": GROUP, "topic": TOPIC, "queue_id": -1, "max_msg_nums": 32,
                                  "invisible_time": 5000, **kw})  # type: ignore[arg-type]  # fmt: skip
@@ -65,8 +73,9 @@ def test_pop_ack_and_revive_in_process(ctl: BrokerController) -> None:
     assert receipt.commit_log_offset == decode_record(res.records[0], 0, len(res.records[0])).physical_offset
     pop_ack.ack_message(ctl, pop_ack.AckRequest(GROUP, topic, 0, extra, offset))
     svc = pop_service(ctl)
-    assert svc.revive.round(now=res.pop_time + 4000) == 0  # not due yet
-    assert svc.revive.round(now=res.pop_time + 5001) == 2
+    # the ck waits in the timer until 1 s before its revive time, then 2 s more for its acks
+    assert revive_at(ctl, svc.revive, res.pop_time + 4000) == 0  # not due yet
+    assert revive_at(ctl, svc.revive, res.pop_time + 7001) == 2
     again = pop_mod.pop_once(ctl, request())
     assert [decode_record(r, 0, len(r)).body() for r in again.records] == [b"m1", b"m2"]
     assert all(retry for retry, _, _ in again.offsets)
@@ -82,11 +91,13 @@ def test_pop_ack_and_revive_in_process(ctl: BrokerController) -> None:
     assert changed.invisible_time == 100 and changed.revive_qid == again.revive_qid
     extra2, topic2, offset2 = handle(again, 1)
     pop_ack.ack_message(ctl, pop_ack.AckRequest(GROUP, topic2, 0, extra2, offset2))
-    assert svc.revive.round(now=changed.pop_time + 101) == 1  # the changed one only
-    assert svc.revive.round(now=again.pop_time + 5001) == 0  # the old ck: acked by the change
+    # the changed ck's time has passed: stored in the revive queue at once, revived 2 s after it
+    assert revive_at(ctl, svc.revive, changed.pop_time + 101) == 0
+    assert revive_at(ctl, svc.revive, changed.pop_time + 2101) == 1  # the changed one only
+    assert revive_at(ctl, svc.revive, again.pop_time + 7001) == 0  # the old ck: acked by the change
     # a fresh revive service (a restart) starts from the committed offsets: nothing twice
     fresh = ReviveService(ctl, svc)
-    assert fresh.round(now=again.pop_time + 60_000) == 0
+    assert revive_at(ctl, fresh, again.pop_time + 60_000) == 0
 
 
 def test_refusals_are_pop_errors(ctl: BrokerController) -> None:
@@ -126,7 +137,7 @@ def test_a_malformed_ck_is_skipped(ctl: BrokerController) -> None:
 
 
 def test_a_ck_delivered_by_a_timer_waits_for_its_acks(ctl: BrokerController) -> None:
-    """What a timer will re-put (TIMER_DEQUEUE_MS set): revived 2 s after its time, not before."""
+    """A ck the timer delivered (TIMER_DEQUEUE_MS set): revived 2 s after its time, not before."""
     svc = pop_service(ctl)
     pop_time = int(time.time() * 1000)
     ck = PopCheckPoint(0, pop_time, 1000, 1, 0, TOPIC, GROUP, "broker-a", diff=[0])

@@ -47,46 +47,59 @@ def test_revive_topic_exists_at_start(server: ServeProcess) -> None:
 
 
 def test_pop_writes_a_ck_and_ack_writes_an_ack(server: ServeProcess) -> None:
+    """Both wait in the timer's topic and reach the revive queue at their times (5.1.1: the ck 1 s
+    before the revive time, the ack at it), with the timer's properties added."""
     a = server.broker
     fill(a, "TopicP", 3)
-    resp = w.pop(a, "GP", "TopicP", invisible=10000)
+    resp = w.pop(a, "GP", "TopicP", invisible=3000)
     assert resp.code == RS.SUCCESS and resp.remark == "FOUND"
     h = resp.ext_fields
     assert set(h) == {"popTime", "invisibleTime", "reviveQid", "restNum", "startOffsetInfo", "msgOffsetInfo"}
     assert (h["invisibleTime"], h["restNum"], h["startOffsetInfo"], h["msgOffsetInfo"]) == (
-        "10000", "0", "0 0 0", "0 0 0,1,2"
+        "3000", "0", "0 0 0", "0 0 0,1,2"
     )  # fmt: skip
     msgs = w.popped(resp, "TopicP", "GP")
     assert [m.body for m in msgs] == [b"TopicP-0", b"TopicP-1", b"TopicP-2"]
     assert all("POP_CK" not in m.rec.properties for m in msgs)  # the client builds the handle
     assert w.ack(a, "GP", msgs[1]).code == RS.SUCCESS
+    # the consumer offset moved past the popped messages (shared with PULL)
+    assert w.query_offset(a, "GP", "TopicP", 0) == 3
+    again = w.pop(a, "GP", "TopicP", invisible=3000)
+    assert again.code == RS.POLLING_TIMEOUT and again.remark == "NO_MESSAGE_IN_QUEUE"
+    assert again.ext_fields["startOffsetInfo"] == "" and again.ext_fields["msgOffsetInfo"] == ""
     pop_time, qid = int(h["popTime"]), int(h["reviveQid"])
-    stored = w.pull_all(a, REVIVE, qid)
-    ck = next(r for r in stored if r.tags == "ck" and b'"c":"GP"' in r.body())
-    ack = next(r for r in stored if r.tags == "ack" and b'"c":"GP"' in r.body())
+    deadline = time.monotonic() + 15
+    while True:
+        stored = w.pull_all(a, REVIVE, qid)
+        ck = next((r for r in stored if r.tags == "ck" and b'"c":"GP"' in r.body()), None)
+        ack = next((r for r in stored if r.tags == "ack" and b'"c":"GP"' in r.body()), None)
+        if ck is not None and ack is not None:
+            break
+        assert time.monotonic() < deadline, "the ck and the ack never reached the revive queue"
+        time.sleep(0.2)
     assert (
         ck.body()
         == (
-            f'{{"bm":0,"bn":"broker-a","c":"GP","d":[0,1,2],"it":10000,"n":3,"pt":{pop_time},"q":0,'
-            f'"reviveTime":{pop_time + 10000},"ro":0,"so":0,"t":"TopicP"}}'
+            f'{{"bm":0,"bn":"broker-a","c":"GP","d":[0,1,2],"it":3000,"n":3,"pt":{pop_time},"q":0,'
+            f'"reviveTime":{pop_time + 3000},"ro":0,"so":0,"t":"TopicP"}}'
         ).encode()
     )
-    assert ck.properties == {
-        "TAGS": "ck",
-        "TIMER_DELIVER_MS": str(pop_time + 10000 - 1000),
-        "UNIQ_KEY": f"TopicP@0@0@GP@{pop_time}@broker-a@ck",
-    }
+    timer_keys = {"REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"}
+    assert set(ck.properties) == {"TAGS", "TIMER_DELIVER_MS", "UNIQ_KEY"} | timer_keys
+    assert (ck.properties["TAGS"], ck.properties["TIMER_DELIVER_MS"], ck.properties["UNIQ_KEY"]) == (
+        "ck",
+        str(pop_time + 3000 - 1000),
+        f"TopicP@0@0@GP@{pop_time}@broker-a@ck",
+    )
+    assert (ck.properties["REAL_TOPIC"], ck.properties["REAL_QID"]) == (REVIVE, str(qid))
+    assert int(ck.properties["TIMER_DEQUEUE_MS"]) >= pop_time + 2000  # not before its time
     assert (
         ack.body()
         == f'{{"ao":1,"bn":"broker-a","c":"GP","pt":{pop_time},"q":0,"so":0,"t":"TopicP"}}'.encode()
     )
-    assert ack.properties["TIMER_DELIVER_MS"] == str(pop_time + 10000)
+    assert ack.properties["TIMER_DELIVER_MS"] == str(pop_time + 3000)
     assert ack.properties["UNIQ_KEY"] == f"TopicP@0@1@GP@{pop_time}@broker-a@ack"
-    # the consumer offset moved past the popped messages (shared with PULL)
-    assert w.query_offset(a, "GP", "TopicP", 0) == 3
-    again = w.pop(a, "GP", "TopicP", invisible=10000)
-    assert again.code == RS.POLLING_TIMEOUT and again.remark == "NO_MESSAGE_IN_QUEUE"
-    assert again.ext_fields["startOffsetInfo"] == "" and again.ext_fields["msgOffsetInfo"] == ""
+    assert int(ack.properties["TIMER_DEQUEUE_MS"]) >= pop_time + 3000
 
 
 def test_unacked_messages_come_back_from_the_retry_topic(server: ServeProcess) -> None:

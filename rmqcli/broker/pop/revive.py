@@ -14,10 +14,12 @@ Progress is the consume offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on each rev
 same offset table as every consumer's (5.1.1's meaning: the offset of the last message handled).
 It moves only past messages whose cks are all revived or fully acked, so after a restart (a SIGKILL
 included) the queue is read again from there: a ck is never lost; at worst a message comes back
-twice. Cks do not wait for their revive time in the queue (no timer yet, ``revivelog``): a ck not
-due yet is kept in memory and the offset stays before it; due ones behind it are revived and
-remembered so that they are not revived twice while this process runs. A ck a timer delivered
-(``TIMER_DEQUEUE_MS`` set) waits 2 s more, for its acks, which the timer delivers at its time.
+twice. A ck not due yet is kept in memory and the offset stays before it; due ones behind it are
+revived and remembered so that they are not revived twice while this process runs. Acks come
+through the timer (``revivelog``), delivered at the revive time or up to a precision unit later,
+so every ck waits 2 s past its revive time for them, as 5.1.1's ``mergeAndRevive`` revives only
+what is older than the newest message seen less 2 s (a ck whose time had passed when it was put
+is stored in the revive queue at once, and waits the same).
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ log = logging.getLogger(__name__)
 
 SCAN_BATCH = 4096  # revive-queue messages read per queue and round
 MAX_PENDING = 1_000_000  # cks held per revive queue; past it the scan waits for some to be due
-TIMER_DEQUEUED = "TIMER_DEQUEUE_MS"  # a property the timer adds to what it delivers
 TIMER_GRACE_MS = k.ACK_TIME_INTERVAL + 1000
 MAX_REVIVED = 2048  # messages put again per queue and round (the loop is not held longer)
 
@@ -152,11 +153,9 @@ class ReviveService:
                 ck.revive_offset = offset
                 key = ck.merge_key()
                 q.pending[key] = ck
-                # put straight here (``revivelog``), its acks are here before its time; delayed by
-                # a timer (which re-puts with TIMER_DEQUEUE_MS), they come at its time: wait for
-                # them as 5.1.1's mergeAndRevive does (ackTimeInterval + 1 s)
-                timed = TIMER_DEQUEUED in rec.properties
-                q.due[key] = ck.revive_time + (TIMER_GRACE_MS if timed else 0)
+                # its acks come through the timer at the revive time (or a precision unit later):
+                # wait for them as 5.1.1's mergeAndRevive does (ackTimeInterval + 1 s)
+                q.due[key] = ck.revive_time + TIMER_GRACE_MS
             elif tag == k.ACK_TAG:
                 ack = decode_ack(body)
                 ck = q.pending.get(ack.merge_key())

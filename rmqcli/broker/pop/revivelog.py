@@ -6,11 +6,10 @@ checkpoint JSON, ``UNIQ_KEY`` from ``genCkUniqueId`` / ``genAckUniqueId``, ``TIM
 = reviveTime - 1000 for a ck, popTime + invisibleTime for an ack, born and store host the broker's;
 the timer wheel holds them until that time and then puts them into the revive queue.
 
-rmq has no timer wheel yet: ``put_revive`` writes them straight into the revive queue (the
-properties as 5.1.1 sets them, without ``REAL_TOPIC``/``REAL_QID``), and the revive service
-revives a ck only once its revive time has passed. When a timer exists, it goes here: route the
-message to the timer topic instead of the revive queue, and the revive service keeps working (it
-never revives a ck before its time, whenever it shows up).
+``put_revive`` does the same through rmq's timer (``rmqcli.broker.timer``): the message waits in
+``rmq_sys_wheel_timer`` and reaches the revive queue at its time with ``REAL_TOPIC``/``REAL_QID``,
+``TIMER_ENQUEUE_MS`` and ``TIMER_DEQUEUE_MS``, as 5.1.1's do. The revive service never revives a
+ck before its revive time, however it arrives.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
+from rmqcli.broker import timer
 from rmqcli.broker.pop import constants as k
 from rmqcli.broker.pop.checkpoint import AckMsg, PopCheckPoint, ack_unique_id, ck_unique_id
 from rmqcli.store.write.messages import AppendResult, InnerMessage
@@ -57,7 +57,10 @@ def put_revive(
         born_host=host,
         store_host=host,
     )
-    return ctl.store.put_inner(inner)
+    try:
+        return timer.put_inner(ctl, inner)
+    except timer.TimerRefusal as exc:  # a time past timerMaxDelaySec: the pop's own check refuses first
+        raise RevivePutError(f"{exc.code} {exc.remark}") from None
 
 
 def put_ck(ctl: BrokerContext, ck: PopCheckPoint, revive_qid: int) -> AppendResult:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from formats import commitlog as fmt
+from formats import names
 from rmqcli.broker.msgext import inner_from_record
 from rmqcli.broker.refusal import Refusal
 from rmqcli.broker.timer.config import TimerConfig
@@ -20,7 +21,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC
+TIMER_TOPIC = names.TIMER_TOPIC  # TimerMessageStore.TIMER_TOPIC
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_DELAY_MS = "TIMER_DELAY_MS"

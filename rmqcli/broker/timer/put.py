@@ -26,11 +26,7 @@ def put_inner(ctl: BrokerContext, inner: InnerMessage) -> AppendResult:
     inner.properties_string = fmt.encode_properties_as_broker(inner.properties)
     inner.topic = tm.TIMER_TOPIC
     inner.queue_id = 0
-    topics = ctl.writer.config.topics
-    had_config = tm.TIMER_TOPIC in topics
-    result = ctl.store.put_inner(inner)
-    if not had_config:  # the writer registers every queued topic; 5.1.1 has no config for this one
-        topics.pop(tm.TIMER_TOPIC, None)
+    result = ctl.store.put_inner(inner)  # the writer registers no config for the timer's topic
     service.arrived(
         result.queue_offset,
         result.physical_offset,

@@ -75,6 +75,7 @@ class TimerService:
         self._deleted_due = -1
         self._deleted: set[str] = set()
         self._stopped = asyncio.Event()
+        self._running = False  # ``run`` arms the loop's timers; ``deliver_due`` drives it by hand
 
     # --- progress -----------------------------------------------------------------------------
     @property
@@ -117,11 +118,12 @@ class TimerService:
         heapq.heappush(self._open, queue_offset)
 
     def _schedule_scan(self) -> None:
-        if self._soon is None and self.scanned is not None and not self._stopped.is_set():
+        if self._soon is None and self.scanned is not None and self._running and not self._stopped.is_set():
             self._soon = asyncio.get_running_loop().call_soon(self._scan)
 
-    def _scan(self) -> None:
-        """Read up to ``SCAN_CHUNK`` units of the timer queue into the heap (while there is room)."""
+    def _scan(self, arm: bool = True) -> None:
+        """Read up to ``SCAN_CHUNK`` units of the timer queue into the heap (while there is room);
+        then, with ``arm``, go on reading soon and arm the delivery (on the running loop)."""
         self._soon = None
         store = self.ctl.store
         assert self.scanned is not None
@@ -151,14 +153,16 @@ class TimerService:
                     self._finish(offset)
                     continue
                 self._hold(offset, physical, out_ms, tm.TIMER_DEL_UNIQKEY in rec.properties)
+        self._commit()
+        if not arm:
+            return
         if count >= SCAN_CHUNK and len(self.heap) < self.cap:
             self._schedule_scan()
-        self._commit()
         self._arm()
 
     # --- delivering ---------------------------------------------------------------------------
     def _arm(self) -> None:
-        if not self.heap or self.scanned is None or self._stopped.is_set():
+        if not self.heap or self.scanned is None or not self._running or self._stopped.is_set():
             return
         due = self.heap[0][0]
         if self._handle is not None:
@@ -231,14 +235,41 @@ class TimerService:
         self.delivered += 1
         return True
 
+    def deliver_due(self, now: int) -> int:
+        """Read what the timer queue holds and deliver every timer due by ``now`` (ms) here and
+        now, as the running service would have by then (for a broker driven without its event
+        loop's timers, e.g. in process): how many timers were done."""
+        if self.scanned is None:
+            self._start_reading()
+        done = 0
+        while True:
+            before = self.scanned
+            self._scan(arm=False)
+            while self.heap and self.heap[0][0] <= now:
+                entry = heapq.heappop(self.heap)
+                if not self._deliver(entry, now):
+                    heapq.heappush(self.heap, entry)
+                    self._commit()
+                    return done
+                done += 1
+                self._finish(entry[2])
+            if self.heap or self.scanned == before:  # nothing due held, or nothing more to read
+                self._commit()
+                return done
+
     # --- life ---------------------------------------------------------------------------------
-    async def run(self) -> None:
-        """Read the timer queue from the persisted offset and deliver until cancelled."""
-        self._stopped.clear()
+    def _start_reading(self) -> None:
+        """Go on from the persisted offset (within the timer queue's units)."""
         store = self.ctl.store
         start = self.ctl.offsets.query(TIMER_GROUP, tm.TIMER_TOPIC, 0)
         low, high = store.min_offset(tm.TIMER_TOPIC, 0), store.max_offset(tm.TIMER_TOPIC, 0)
         self.scanned = min(max(start, low), high)
+
+    async def run(self) -> None:
+        """Read the timer queue from the persisted offset and deliver until cancelled."""
+        self._stopped.clear()
+        self._running = True
+        self._start_reading()
         self._scan()
         try:
             await self._stopped.wait()
@@ -247,6 +278,7 @@ class TimerService:
 
     def stop(self) -> None:
         self._stopped.set()
+        self._running = False
         for handle in (self._handle, self._soon):
             if handle is not None:
                 handle.cancel()

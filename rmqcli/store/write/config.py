@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from formats import fastjson
-from formats.names import PERM_READ_WRITE, SCHEDULE_TOPIC
+from formats.names import PERM_READ_WRITE, SCHEDULE_TOPIC, TIMER_TOPIC
 from rmqcli.store.configfiles import DELAY, OFFSETS, SUBSCRIPTIONS, TOPICS, load_config, write_config
 
 DEFAULT_QUEUE_NUMS = 4  # what a producer asks for when a topic is auto-created
@@ -71,7 +71,10 @@ class BrokerConfigState:
     delay_offsets: dict[int, int] = field(default_factory=dict)
 
     def ensure_topic(self, name: str, queue_id: int, clock: Callable[[], int], delay_levels: int) -> None:
-        """Register a topic on first use; grow its queue count to cover ``queue_id``."""
+        """Register a topic on first use; grow its queue count to cover ``queue_id``. The 5.x timer's
+        topic is never registered (a 5.1.1 broker keeps no config for it)."""
+        if name == TIMER_TOPIC:
+            return
         current = self.topics.get(name)
         if current is not None and current["writeQueueNums"] > queue_id:
             return
