@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
 from formats.names import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rmqcli.broker import timer
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.msgext import (
     PROPERTY_CHECK_IMMUNITY_TIME,
@@ -244,7 +245,10 @@ def end_transaction(ctl: BrokerContext, req: RemotingCommand, conn: Connection) 
             return req.response(RS.SYSTEM_ERROR, problem)
         if ctl.store.disk_full:  # the final message's putMessage: SERVICE_NOT_AVAILABLE
             return req.response(RS.SERVICE_NOT_AVAILABLE, "Service not available now.")
-        ctl.store.put_inner(committed_message(half))
+        try:  # 5.x: putMessage's timer hook times a committed message with a timer property
+            timer.put_inner(ctl, committed_message(half))
+        except timer.TimerRefusal:  # sendFinalMessage's default case; the half stays for the check
+            return req.response(RS.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT")
     if not ctl.store.disk_full:  # a rollback's op message cannot be stored either; the check finds it
         put_op(ctl, half)
     return req.response()

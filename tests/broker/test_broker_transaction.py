@@ -126,3 +126,33 @@ def test_an_unreadable_check_count_counts_as_minus_one(tmp_path: Path) -> None:
         half(ctl, "odd", T0 - 10_000, TRANSACTION_CHECK_TIMES="x")
         check_at(ctl, clock, T0 + 1)
         assert keys(ctl, tx.HALF_TOPIC) == [("odd", "x"), ("odd", "0")]
+
+
+def test_a_committed_message_with_a_timer_property_waits_in_the_timer(tmp_path: Path) -> None:
+    """5.x: the final message of a commit goes through putMessage's timer hook, as any put; the
+    half message itself is not timed (a prepared message never is)."""
+    from rmqcli.broker.timer import TIMER_TOPIC
+    from rmqcli.broker.timer.service import now_ms, timer_service
+    from rmqcli.remoting import headers as hd
+    from rmqcli.remoting.codec import RemotingCommand
+    from rmqcli.remoting.codes import RequestCode as RC
+    from rmqcli.remoting.codes import ResponseCode as RS
+
+    clock = [now_ms()]
+    with controller(tmp_path / "store", clock) as ctl:
+        half(ctl, "timed", clock[0], TIMER_DELAY_SEC="3", UNIQ_KEY="U-timed")
+        unit = ctl.store.units(tx.HALF_TOPIC, 0, 0, 1)[0]
+        end = hd.EndTransactionRequestHeader(
+            producer_group="PG", tran_state_table_offset=0, commit_log_offset=unit.physical_offset,
+            commit_or_rollback=tx.COMMIT, msg_id="U-timed",
+        )  # fmt: skip
+        response = tx.end_transaction(
+            ctl, RemotingCommand.request(RC.END_TRANSACTION, end.to_ext_fields()), None
+        )
+        assert response is not None and response.code == RS.SUCCESS
+        assert ctl.store.max_offset("TopicT", 0) == 0  # not there yet
+        assert ctl.store.max_offset(TIMER_TOPIC, 0) == 1
+        timer_service(ctl).deliver_due(now_ms() + 5000)
+        assert keys(ctl, "TopicT") == [("timed", None)]
+        delivered = ctl.store.look_message(ctl.store.units("TopicT", 0, 0, 1)[0].physical_offset)
+        assert delivered is not None and "TIMER_DEQUEUE_MS" in delivered.properties
