@@ -10,7 +10,8 @@ Argument: a JSON object ``{"endpoint", "group", "topic", "tag": filter (default 
 * ``{"op": "receive", "max": n, "invisible": s, "ack": bool, "change": s or null, "count": n,
   "within": s}``: receives until ``count`` messages (default: one receive) or ``within`` seconds,
   acking each when ``ack``, or changing its invisible duration to ``change`` s (then, with
-  ``ack_after_change``, acking it with the new handle);
+  ``ack_after_change``, acking it with the new handle); ``want``: bodies to receive instead of a
+  count;
 * ``{"op": "sleep", "s": x}``.
 
 Push mode (``expect``: messages, ``within``: seconds, ``fail``: bodies failed each time) consumes
@@ -94,7 +95,11 @@ def simple(spec: dict, config: object, expression: object) -> dict:
                         elif step.get("ack", True):
                             consumer.ack(m)
                         got.append(item)
-                    if len(got) >= int(step.get("count", 0)) or time.monotonic() >= deadline:
+                    if step.get("want") is not None:  # until these bodies were all received
+                        done = set(step["want"]) <= {g["body"] for g in got}
+                    else:
+                        done = len(got) >= int(step.get("count", 0))
+                    if done or time.monotonic() >= deadline:
                         break
                 out.append(got)
     finally:
