@@ -313,3 +313,47 @@ def test_admin_requests_reach_a_grpc_consumer_over_telemetry(server: ServeProces
     finally:
         outgoing.put(None)
         replies.cancel()
+
+
+def test_auto_renew_pops_for_60_seconds_and_the_handle_acks(server: ServeProcess, stub) -> None:
+    """A receive with ``auto_renew`` (push consumers) ignores ``invisible_duration``: the proxy pops
+    for its default 60 s and renews itself; the handle given to the client acks."""
+    topic = "TopicGSRenew"
+    run_rmq(
+        "updateTopic",
+        "-n",
+        server.namesrv,
+        "-c",
+        "DefaultCluster",
+        "-t",
+        topic,
+        "-r",
+        "1",
+        "-w",
+        "1",
+        check=True,
+    )
+    m = message(b"renew me", "01RENEW0000000000000000000000000001")
+    m.topic.name = topic
+    assert stub.SendMessage(SV.SendMessageRequest(messages=[m]), metadata=META).status.code == D.OK
+    queue = D.MessageQueue(topic=D.Resource(name=topic), broker=D.Broker(name="broker-a"))
+    request = SV.ReceiveMessageRequest(
+        group=D.Resource(name="GID_GS_RENEW"), message_queue=queue, batch_size=8, auto_renew=True
+    )
+    request.long_polling_timeout.FromSeconds(5)
+    # a new group pops from the last message of each queue on (init mode MAX): this one
+    status, got, last = list(stub.ReceiveMessage(request, metadata=META, timeout=30))
+    assert (
+        status.status.code == D.OK and got.message.body == b"renew me" and last.HasField("delivery_timestamp")
+    )
+    handle = got.message.system_properties.receipt_handle
+    fields = handle.split(" ")
+    assert len(fields) == 9 and fields[2] == "60000" and fields[5] == "broker-a"  # invisible 60 s
+    entry = SV.AckMessageEntry(message_id=got.message.system_properties.message_id, receipt_handle=handle)
+    ack = stub.AckMessage(
+        SV.AckMessageRequest(
+            group=D.Resource(name="GID_GS_RENEW"), topic=D.Resource(name=topic), entries=[entry]
+        ),
+        metadata=META,
+    )
+    assert ack.status.code == D.OK and [e.status.code for e in ack.entries] == [D.OK]
