@@ -38,7 +38,7 @@ test: $(STAMP) $(JS_STAMP) $(RMQ5_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+bench: $(STAMP) $(RMQ5_STAMP)
 	$(BIN)/python -m tests.bench.run
 
 man: $(STAMP)

@@ -129,10 +129,12 @@ def serve(
 
     RocketMQ 5.x clients (Java, Go, C++, Python, Node.js... of apache/rocketmq-clients) talk gRPC:
     the endpoint on --grpc-port (8081, loopback unless --grpc-listen; TLS with --grpc-cert and
-    --grpc-key) is the 5.x proxy in local mode over the same store. It answers route queries,
-    settings, heartbeats, sends (normal, FIFO message groups, transactional with EndTransaction)
-    and client termination; receiving (POP) is not there yet. Without it: --grpc-port 0.
-    With aclEnable=true it stays off (its requests are not checked against the ACL yet).
+    --grpc-key) is the 5.x proxy in local mode over the same store: routes, settings, heartbeats,
+    sends (normal, FIFO message groups, delivery timestamps, transactions), receive / ack / change
+    invisible duration by POP (also over remoting, for 5.x remoting clients), dead-letter forwards
+    and client termination. Without it: --grpc-port 0. With aclEnable=true it stays off (its
+    requests are not checked against the ACL yet). Messages with TIMER_DELAY_SEC, TIMER_DELAY_MS or
+    TIMER_DELIVER_MS wait in rmq_sys_wheel_timer until their time, as on a 5.x broker.
     """
     import asyncio
     import logging

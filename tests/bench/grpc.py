@@ -9,7 +9,8 @@ in ``.venv-rmq5``) against ``rmq serve``'s gRPC endpoint, beside the 4.x C++ cli
 
 The 5.x rows are printed with their ratio to the C++ client's sync sends, and each row with the
 CPU time ``rmq serve`` used per message (is the server or the client the bottleneck). Figures are
-printed, never asserted. Run as ``python -m tests.bench.grpc [--count N]``; not run by the tests.
+printed, never asserted. Run as ``python -m tests.bench.grpc [--count N]``; ``make bench`` runs it
+(not the tests). Without ``.venv-rmq5`` it prints "skipped".
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count", type=int, default=5000, help="messages per row (default 5000)")
     args = parser.parse_args(argv)
     if not PYTHON5.exists():
-        raise SystemExit(f"no {PYTHON5}: make the .venv-rmq5 with rocketmq-python-client 5.1.2 first")
+        print(f"\ngRPC endpoint: skipped: no {PYTHON5} (make test installs rocketmq-python-client 5.1.2)")
+        return
     with tempfile.TemporaryDirectory(prefix="rmq-bench-grpc-") as name:
         tmp = Path(name)
         prepare(tmp / "store", {TOPIC_CPP: {}, TOPIC_5: {}}, {GROUP_5: {}})

@@ -231,6 +231,9 @@ def main() -> None:
     from tests.bench import broker as broker_bench
 
     broker_bench.main([])
+    from tests.bench import grpc as grpc_bench
+
+    grpc_bench.main([])
     from tests.bench import ha as ha_bench
 
     ha_bench.main([])
