@@ -170,6 +170,11 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
     if not levels:
         bad = config.store.message_delay_level
         raise UsageError(f"broker.conf: messageDelayLevel={bad!r} is not a list like '1s 5s 1m 2h 1d'")
+    from rmqcli.broker.pop.config import pop_config  # keys read as given by their services:
+    from rmqcli.broker.timer.config import timer_config  # refused here, at start, when bad
+
+    pop_config(config)
+    timer_config(config)
     return config
 
 

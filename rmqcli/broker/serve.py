@@ -84,6 +84,8 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
     from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
     from rmqcli.broker.namesrv import SETTINGS as NAMESRV_KEYS
+    from rmqcli.broker.pop.config import PROPERTY_NAMES as POP_KEYS
+    from rmqcli.broker.timer.config import PROPERTY_NAMES as TIMER_KEYS
     from rmqcli.store.retention import PROPERTY_NAMES as RETENTION_KEYS
     from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
 
@@ -93,6 +95,8 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
         *STORE_KEYS,
         *RETENTION_KEYS,
         *NAMESRV_KEYS,
+        *POP_KEYS,
+        *TIMER_KEYS,
         PENDING_BYTES_KEY,
         CONNECTIONS_KEY,
     }

@@ -20,6 +20,9 @@ from tests.support.serve import free_port
         ("messageDelayLevel=5x", "messageDelayLevel='5x' is not a list"),
         ("transactionCheckMax=many", "transactionCheckMax='many' is not valid"),
         ("transactionTimeOut=6s", "transactionTimeOut='6s' is not valid"),
+        ("reviveQueueNum=eight", "reviveQueueNum='eight' is not valid"),  # POP's, read as given
+        ("reviveQueueNum=0", "reviveQueueNum=0 is outside [1, 64]"),
+        ("timerPrecisionMs=0", "timerPrecisionMs=0 is outside [10, 3600000]"),  # the timer's
     ],
 )
 def test_bad_broker_conf_is_a_usage_error(tmp_path: Path, line: str, message: str) -> None:
@@ -36,3 +39,13 @@ def test_bad_broker_conf_is_a_usage_error(tmp_path: Path, line: str, message: st
     assert len(lines) == 1 and lines[0].startswith("rmq: error: broker.conf: ") and message in lines[0]
     assert "Traceback" not in proc.stderr
     assert not store.exists()
+
+
+def test_the_keys_of_pop_and_the_timer_are_known() -> None:
+    """Read as given by their services, they are not named as keys rmq does not implement."""
+    from rmqcli.broker.serve import unimplemented_keys
+
+    given = {"reviveQueueNum": "4", "reviveInterval": "500", "popPollingSize": "16",
+             "maxPopPollingSize": "64", "timerMaxDelaySec": "60", "timerPrecisionMs": "100",
+             "timerWheelEnable": "true", "timerMaxPending": "10", "noSuchKey": "1"}  # fmt: skip
+    assert unimplemented_keys(given) == ["noSuchKey"]

@@ -2,8 +2,8 @@
 
 Read from the file as given (``BrokerConfig.given``), so that ``rmqcli.broker.config`` needs no
 field per key: ``reviveQueueNum`` (8), ``reviveInterval`` (1000 ms), ``popPollingSize`` (1024
-requests held per ``topic@group@queueId``), ``maxPopPollingSize`` (100000 held in all). Values are
-clamped to sane ranges (a bad number keeps the default).
+requests held per ``topic@group@queueId``), ``maxPopPollingSize`` (100000 held in all). A value
+that does not parse or lies outside the range below is refused at start (``givenkeys``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rmqcli.broker.config import BrokerConfig
+from rmqcli.broker.givenkeys import given_int
 
 MAX_REVIVE_QUEUES = 64
+# broker.conf keys of POP (timerMaxDelaySec is the timer's, also read here)
+PROPERTY_NAMES = ("reviveQueueNum", "reviveInterval", "popPollingSize", "maxPopPollingSize")
 
 
 @dataclass(frozen=True)
@@ -25,23 +28,12 @@ class PopConfig:
     max_invisible_ms: int = 259_200_000  # timerMaxDelaySec (3 days): a ck's deliver time must fit
 
 
-def _int(given: dict[str, str], key: str, default: int, low: int, high: int) -> int:
-    raw = given.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        return default
-    return min(max(value, low), high)
-
-
 def pop_config(config: BrokerConfig) -> PopConfig:
     given = dict(config.given)
     return PopConfig(
-        revive_queue_num=_int(given, "reviveQueueNum", 8, 1, MAX_REVIVE_QUEUES),
-        revive_interval_ms=_int(given, "reviveInterval", 1000, 100, 60_000),
-        pop_polling_size=_int(given, "popPollingSize", 1024, 0, 1_000_000),
-        max_pop_polling_size=_int(given, "maxPopPollingSize", 100000, 0, 10_000_000),
-        max_invisible_ms=_int(given, "timerMaxDelaySec", 259_200, 1, 10 * 365 * 86400) * 1000,
+        revive_queue_num=given_int(given, "reviveQueueNum", 8, 1, MAX_REVIVE_QUEUES),
+        revive_interval_ms=given_int(given, "reviveInterval", 1000, 100, 60_000),
+        pop_polling_size=given_int(given, "popPollingSize", 1024, 0, 1_000_000),
+        max_pop_polling_size=given_int(given, "maxPopPollingSize", 100000, 0, 10_000_000),
+        max_invisible_ms=given_int(given, "timerMaxDelaySec", 259_200, 1, 10 * 365 * 86400) * 1000,
     )
