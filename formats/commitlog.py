@@ -178,6 +178,15 @@ TOTAL_SIZE_STRUCT = compile_struct(cs.Struct(*RecordPrefix.subcons[:1]))
 MAX_TOPIC_LENGTH_V1 = 2 ** (8 * TOPIC_LENGTH_V1.sizeof() - 1) - 1  # a signed byte: 127
 PREFIX_SIZE = PREFIX_STRUCT.size
 PREFIX_OFFSETS = field_offsets(RecordPrefix)
+PHYSICAL_OFFSET_AT = PREFIX_OFFSETS["physical_offset"]  # a stored record's own CommitLog offset
+PHYSICAL_OFFSET_STRUCT = field_struct(RecordPrefix, "physical_offset")
+
+
+def stored_physical_offset(buf, pos: int = 0) -> int:  # type: ignore[no-untyped-def]
+    """PHYSICALOFFSET of the record at ``pos`` of ``buf`` (a pull body, a replicated chunk...)."""
+    return PHYSICAL_OFFSET_STRUCT.unpack_from(buf, pos + PHYSICAL_OFFSET_AT)[0]
+
+
 STORE_TIMESTAMP_STRUCT = compile_struct(AfterBornHost)
 AFTER_STORE_HOST_STRUCT = compile_struct(AfterStoreHost)
 AFTER_STORE_HOST_OFFSETS = field_offsets(AfterStoreHost)

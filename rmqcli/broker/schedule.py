@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
-from formats.derive import field_struct
 from formats.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rmqcli.broker.msgext import inner_from_record, serialise
 from rmqcli.store.naming import is_safe_topic_dir
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_PHYSICAL = field_struct(fmt.RecordPrefix, "physical_offset")  # a stored record's own offset
-_PHYSICAL_AT = fmt.PREFIX_OFFSETS["physical_offset"]
 FIRST_DELAY_SECONDS = 1.0  # FIRST_DELAY_TIME
 ROUND_SECONDS = 0.1  # DELAY_FOR_A_WHILE
 UNITS_PER_ROUND = 256
@@ -117,7 +114,7 @@ class ScheduleService:
         if not uniq:
             return False
         for raw in self.ctl.store.query(inner.topic, uniq, 32, 0, 1 << 62):
-            (physical,) = _PHYSICAL.unpack_from(raw, _PHYSICAL_AT)
+            physical = fmt.stored_physical_offset(raw)
             if physical > scheduled_at:
                 return True
         return False

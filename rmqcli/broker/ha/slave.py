@@ -41,7 +41,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from formats import commitlog as cfmt
-from formats.derive import field_struct
 from formats.ha import MAX_BODY_SIZE, SLAVE_REPORT_STRUCT, TRANSFER_HEADER_SIZE, TRANSFER_HEADER_STRUCT
 from rmqcli.broker.ha.appender import AppendError, CommitLogAppender
 from rmqcli.broker.ha.config import HAConfig
@@ -53,8 +52,6 @@ READ_SIZE = 4 * 1024 * 1024  # at most this much is taken from the socket per re
 _HEADER = TRANSFER_HEADER_STRUCT
 _REPORT = SLAVE_REPORT_STRUCT
 _SIZE_MAGIC = cfmt.SIZE_MAGIC_STRUCT
-_PHYSICAL_AT = cfmt.PREFIX_OFFSETS["physical_offset"]
-_PHYSICAL = field_struct(cfmt.RecordPrefix, "physical_offset")
 
 
 class SlaveState(enum.Enum):
@@ -395,7 +392,7 @@ def _layout_problem(start: int, body: memoryview) -> str | None:
     if magic == cfmt.BLANK_MAGIC and total > 0:
         return None
     if magic in cfmt.MESSAGE_MAGICS and total > 0:
-        (physical,) = _PHYSICAL.unpack_from(body, _PHYSICAL_AT)
+        physical = cfmt.stored_physical_offset(body)
         if physical == start:
             return None
         found = f"a record stored at offset {physical}"

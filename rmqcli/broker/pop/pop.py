@@ -97,7 +97,7 @@ class PopResult:
         """The receipt handle of the ``index``-th message as the 5.1 proxy encodes it
         (``ReceiptHandle.encode``: the 8 fields of the extra info, then the CommitLog offset)."""
         retry, queue_id, offset = self.offsets[index]
-        physical = int.from_bytes(self.records[index][28:36], "big", signed=True)  # PHYSICALOFFSET
+        physical = fmt.stored_physical_offset(self.records[index])
         extra = k.ExtraInfo(
             self.starts[(retry, queue_id)], self.pop_time, self.invisible_time, self.revive_qid, retry,
             broker_name, queue_id, offset, physical,
