@@ -24,6 +24,7 @@ renews is replaced by its latest form first.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -345,16 +346,12 @@ class Consumer:
             ),
         )
         start = extra.ck_queue_offset if extra.is_order else extra.msg_queue_offset
-        new = k.ExtraInfo(
-            start,
-            res.pop_time,
-            res.invisible_time,
-            res.revive_qid,
-            extra.retry,
-            extra.broker_name,
-            extra.queue_id,
-            extra.msg_queue_offset,
-            extra.commit_log_offset,
+        new = dataclasses.replace(
+            extra,
+            ck_queue_offset=start,
+            pop_time=res.pop_time,
+            invisible_time=res.invisible_time,
+            revive_qid=res.revive_qid,
         )
         return new.encode()
 
