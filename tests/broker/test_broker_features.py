@@ -26,9 +26,10 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.configfiles import delay_offsets
-from rmqcli.store.read.commitlog import Record, decode_record
+from rmqcli.store.read.commitlog import Record
 from tests.support import ROOT
 from tests.support.cli import RMQ
+from tests.support.records import body_records
 from tests.support.serve import LEVELS, ServeProcess, invoke, run, write_conf
 
 
@@ -61,15 +62,6 @@ async def send(
     return response
 
 
-def records(body: bytes) -> list[Record]:
-    out, pos = [], 0
-    while pos < len(body):
-        rec = decode_record(body, pos, len(body))
-        out.append(rec)
-        pos += rec.total_size
-    return out
-
-
 async def pull_all(
     client: RemotingClient, addr: str, topic: str, queue_id: int, want: int, timeout: float = 20.0
 ) -> list[Record]:
@@ -91,7 +83,7 @@ async def pull_all(
         ).to_ext_fields()
         response = await invoke(client, addr, RC.PULL_MESSAGE, header)
         if response.code == RS.SUCCESS:
-            got.extend(records(response.body))
+            got.extend(body_records(response.body))
         elif response.code in (RS.TOPIC_NOT_EXIST, RS.PULL_NOT_FOUND, RS.PULL_OFFSET_MOVED):
             await asyncio.sleep(0.1)
         else:
@@ -248,7 +240,7 @@ def test_transactions_commit_rollback_and_check_back(server: ServeProcess) -> No
         addr = server.broker
 
         async def on_check(req: RemotingCommand, _addr: str) -> None:
-            body = records(req.body)[0]
+            body = body_records(req.body)[0]
             checks.append((dict(req.ext_fields), body))
             if body.properties.get("KEYS") == "tx-check-commit":  # the others stay UNKNOW
                 h = req.header(hd.CheckTransactionStateRequestHeader)

@@ -103,6 +103,19 @@ class RealCluster:
         return kit_env(self.home, **extra)
 
 
+def write_broker_conf(home: Path, ns: str, port: int, cluster: str, broker: str, **settings: str) -> None:
+    """``home/broker.conf`` of one ASYNC_MASTER on loopback ``port`` (HA on ``port + 1``), its store
+    under ``home`` (16 MiB CommitLog files); ``settings`` are more lines."""
+    conf = {
+        "brokerClusterName": cluster, "brokerName": broker, "brokerId": "0", "brokerRole": "ASYNC_MASTER",
+        "flushDiskType": "ASYNC_FLUSH", "listenPort": str(port), "haListenPort": str(port + 1),
+        "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
+        "storePathRootDir": str(home / "store"), "mappedFileSizeCommitLog": "16777216",
+        "diskMaxUsedSpaceRatio": "95", **settings,
+    }  # fmt: skip
+    (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+
+
 @contextmanager
 def real_cluster(
     home: Path, cluster: str = "DefaultCluster", broker: str = "broker-a", env: dict[str, str] | None = None,
@@ -112,14 +125,7 @@ def real_cluster(
     (16 MiB CommitLog files); ``settings`` are more ``broker.conf`` lines (``traceTopicEnable="true"``)."""
     ns_port, port = free_port(), broker_port()
     ns = f"127.0.0.1:{ns_port}"
-    conf = {
-        "brokerClusterName": cluster, "brokerName": broker, "brokerId": "0", "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH", "listenPort": str(port), "haListenPort": str(port + 1),
-        "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
-        "storePathRootDir": str(home / "store"), "mappedFileSizeCommitLog": "16777216",
-        "diskMaxUsedSpaceRatio": "95", **settings,
-    }  # fmt: skip
-    (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    write_broker_conf(home, ns, port, cluster, broker, **settings)
     # started together: the broker registers again every 30 s, and at once on each topic change
     namesrv = Jvm(
         [str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", env or kit_env(home)

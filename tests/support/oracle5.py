@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support import SHARED
-from tests.support.oracle import HAVE_JAVA, Jvm, RealCluster, broker_port, kit_env
+from tests.support.oracle import HAVE_JAVA, Jvm, RealCluster, broker_port, kit_env, write_broker_conf
 from tests.support.serve import free_port
 
 KIT5 = SHARED / "rocketmq-5.1.1"
@@ -30,14 +30,7 @@ def real_cluster5(
     """The 5.1.1 NameServer and broker; ``settings`` are more ``broker.conf`` lines."""
     ns_port, port = free_port(), broker_port()
     ns = f"127.0.0.1:{ns_port}"
-    conf = {
-        "brokerClusterName": cluster, "brokerName": broker, "brokerId": "0", "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH", "listenPort": str(port), "haListenPort": str(port + 1),
-        "namesrvAddr": ns, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
-        "storePathRootDir": str(home / "store"), "mappedFileSizeCommitLog": "16777216",
-        "diskMaxUsedSpaceRatio": "95", "autoCreateTopicEnable": "true", **settings,
-    }  # fmt: skip
-    (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    write_broker_conf(home, ns, port, cluster, broker, **{"autoCreateTopicEnable": "true", **settings})
     env = kit5_env(home)
     namesrv = Jvm([str(KIT5 / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", env)
     broker_jvm = Jvm(

@@ -8,11 +8,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from formats.records import Record, decode_record
+from formats.records import Record
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
+from tests.support.records import body_records as records
 
 
 def call(
@@ -77,15 +78,6 @@ def pop_header(group: str, topic: str, *, queue_id: int = -1, num: int = 32, inv
 
 def pop(addr: str, group: str, topic: str, **kw: Any) -> RemotingCommand:
     return call(addr, RC.POP_MESSAGE, pop_header(group, topic, **kw))
-
-
-def records(body: bytes) -> list[Record]:
-    out, pos = [], 0
-    while pos < len(body):
-        rec = decode_record(body, pos, len(body))
-        out.append(rec)
-        pos += rec.total_size
-    return out
 
 
 @dataclass

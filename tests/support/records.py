@@ -139,3 +139,13 @@ def reference(buf, limit: int) -> list:
         recs.append(rec)
         pos += rec.total_size
     return recs
+
+
+def body_records(body: bytes) -> list:
+    """The stored records a PULL, POP or PEEK answer's body carries, one after the other."""
+    out, pos = [], 0
+    while pos < len(body):
+        rec = decode_record(body, pos, len(body))
+        out.append(rec)
+        pos += rec.total_size
+    return out
