@@ -286,19 +286,21 @@ def encode_properties(
         items: Iterable[tuple[str, str]] = props
     else:
         items = props.items() if isinstance(props, Mapping) else props
-    parts = [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in items if v is not None]
+    return _joined([f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in items if v is not None], trailing_separator)
+
+
+def _joined(parts: list[str], trailing_separator: bool) -> bytes:
+    """``name\x01value`` parts as one properties string (empty without parts)."""
     if not parts:
         return b""
     text = PROPERTY_SEPARATOR.join(parts)
-    if trailing_separator:
-        text += PROPERTY_SEPARATOR
-    return text.encode("utf-8")
+    return (text + PROPERTY_SEPARATOR if trailing_separator else text).encode("utf-8")
 
 
 def encode_properties_as_broker(props: Mapping[str, str], *, trailing_separator: bool = False) -> bytes:
     """Properties serialised as a broker does: in ``HashMap`` order of the insertion order."""
-    order = hashmap_order(props)
-    return encode_properties([(k, props[k]) for k in order], trailing_separator=trailing_separator)
+    parts = [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k in hashmap_order(props) if (v := props[k]) is not None]
+    return _joined(parts, trailing_separator)
 
 
 # Property names (MessageConst.java).

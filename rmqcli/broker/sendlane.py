@@ -60,7 +60,7 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, encode, encode_json_header, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.write.messages import broker_properties
+from rmqcli.store.write.messages import stored_properties
 
 if TYPE_CHECKING:
     from rmqcli.broker.connection import Connection, LaterAnswer
@@ -99,6 +99,7 @@ _JSON_TYPE_BITS = fmt.header_length_and_type(SerializeType.JSON, 0)  # the heade
 _NAME_VERDICTS_MAX = 4096  # topic names remembered by ``SendLane._sendable_name``
 _SENTINELS = ("@@msgId@@", "@@queueId@@", "@@queueOffset@@")
 _OPAQUE_SENTINEL = 918273645
+_ANSWER_FIELDS = (b"%(queue_id)d", b"%(queue_offset)d", b":%(opaque)d,")  # after msgId's, as _SENTINELS
 
 
 def _numbers(ext: dict, fields: tuple[tuple[str, int, int | None], ...]) -> list[int] | None:
@@ -118,10 +119,12 @@ def _numbers(ext: dict, fields: tuple[tuple[str, int, int | None], ...]) -> list
     return numbers
 
 
-def _cut_answer_format(region: str, trace_on: str) -> str | None:
-    """The SUCCESS answer's JSON header as a format string (``msgId``, ``queueId``, ``queueOffset``,
-    ``opaque``), cut from what ``encode_json_header`` writes for sentinel values, so both paths
-    write the same bytes; ``None`` if a sentinel shows up more than once (then the lane declines)."""
+def _cut_answer_format(region: str, trace_on: str, msg_id_prefix: str) -> bytes | None:
+    """The SUCCESS answer's JSON header as a bytes ``%`` format of a mapping (``_ANSWER_FIELDS``):
+    the physical offset (the end of ``msgId``, after ``msg_id_prefix``), ``queueId``,
+    ``queueOffset`` and ``opaque``, cut from what
+    ``encode_json_header`` writes for sentinel values, so both paths write the same bytes; ``None``
+    if a sentinel shows up more than once (then the lane declines)."""
     header = encode_json_header(
         RemotingCommand(
             code=RS.SUCCESS,
@@ -135,14 +138,15 @@ def _cut_answer_format(region: str, trace_on: str) -> str | None:
                 "TRACE_ON": trace_on,
             },
         )
-    ).decode("utf-8")
-    marks = (*_SENTINELS, f":{_OPAQUE_SENTINEL},")
+    )
+    marks = [mark.encode() for mark in (*_SENTINELS, f":{_OPAQUE_SENTINEL},")]
     if any(header.count(mark) != 1 for mark in marks):
         return None
-    text = header.replace("{", "{{").replace("}", "}}")
-    for i, mark in enumerate(marks[:3]):
-        text = text.replace(mark, f"{{{i}}}")
-    return text.replace(marks[3], ":{3},")
+    fields = (msg_id_prefix.replace("%", "%%").encode() + b"%(physical)016X", *_ANSWER_FIELDS)
+    header = header.replace(b"%", b"%%")
+    for mark, field in zip(marks, fields, strict=True):
+        header = header.replace(mark, field)
+    return header
 
 
 def _request(frame: bytes) -> tuple[tuple[int, int, int, dict], bytes] | None:
@@ -215,7 +219,7 @@ class SendLane:
         self.ctl = ctl
         host = ctl.writer.store_host
         self._msg_id_prefix = cfmt.offset_msg_id(host.address, host.port, 0)[:-16]
-        self._formats: dict[tuple[str, object], str | None] = {}
+        self._formats: dict[tuple[str, object], bytes | None] = {}
         self._name_verdicts: dict[str, bool] = {}
 
     def handle(self, frame: bytes, conn: Connection) -> bytes | None:
@@ -267,9 +271,7 @@ class SendLane:
         answer_format = self._answer_format(config.region_id, config.trace_on)
         if answer_format is None:
             return None
-        stored_map, stored_text = broker_properties(props, ctl.writer.cluster)
-        if cfmt.PROPERTY_WAIT in stored_map:  # kept in the map, not stored: the reput never sees it
-            stored_map = {k: v for k, v in stored_map.items() if k != cfmt.PROPERTY_WAIT}
+        stored_map, stored_text = stored_properties(props, ctl.writer.cluster)
         try:
             physical, queue_offset = ctl.store.put_serialized(
                 topic,
@@ -287,15 +289,21 @@ class SendLane:
             return None
         if request_flag == FLAG_ONEWAY:
             return b""
-        msg_id = f"{self._msg_id_prefix}{physical & 0xFFFFFFFFFFFFFFFF:016X}"
-        header = answer_format.format(msg_id, queue_id, queue_offset, opaque).encode("utf-8")
+        physical &= 0xFFFFFFFFFFFFFFFF
+        header = answer_format % {
+            b"physical": physical,
+            b"queue_id": queue_id,
+            b"queue_offset": queue_offset,
+            b"opaque": opaque,
+        }
         n = len(header)
         answer = fmt.FRAME_PREFIX_STRUCT.pack(fmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
+        if not (flush or wait):
+            return answer
+        msg_id = f"{self._msg_id_prefix}{physical:016X}"
         if flush:
             self._after_flush(conn, answer, (opaque, msg_id, queue_id, queue_offset))
             return b""  # answered once flushed
-        if not wait:
-            return answer
         later = conn.answer_later()
         assert later is not None  # checked before the store
         ctl.ha.when_replicated(
@@ -356,9 +364,11 @@ class SendLane:
             )
         return verdict
 
-    def _answer_format(self, region: str, trace_on: object) -> str | None:
+    def _answer_format(self, region: str, trace_on: object) -> bytes | None:
         key = (region, trace_on)
         answer_format = self._formats.get(key, False)
         if answer_format is False:  # one per broker config (region and traceOn can be updated)
-            answer_format = self._formats[key] = _cut_answer_format(region, ext_value(trace_on))
+            answer_format = self._formats[key] = _cut_answer_format(
+                region, ext_value(trace_on), self._msg_id_prefix
+            )
         return answer_format  # type: ignore[return-value]

@@ -147,6 +147,17 @@ class BatchAppendResult:
         return self.records[0].queue_offset
 
 
+def stored_properties(props: dict[str, str], cluster: str | None) -> tuple[dict[str, str], bytes]:
+    """What ``SendMessageProcessor`` stores of a sent message's properties: the map with ``CLUSTER``
+    added and without ``WAIT`` (removed before serialising), and its serialisation. This map is
+    what the reput reads back from the stored string."""
+    stored = dict(props)
+    if cluster:
+        stored[fmt.PROPERTY_CLUSTER] = cluster
+    stored.pop(fmt.PROPERTY_WAIT, None)
+    return stored, fmt.encode_properties_as_broker(stored)
+
+
 def broker_properties(props: dict[str, str], cluster: str | None) -> tuple[dict[str, str], bytes]:
     """``SendMessageProcessor``: add ``CLUSTER``; store without ``WAIT`` but keep it in the map.
 
@@ -154,16 +165,11 @@ def broker_properties(props: dict[str, str], cluster: str | None) -> tuple[dict[
     at the end of the map's insertion order (and reappears if the map is serialised again,
     e.g. by the delay rewrite, FORMATS.md §1.13).
     """
-    props = dict(props)
-    if cluster:
-        props[fmt.PROPERTY_CLUSTER] = cluster
-    if fmt.PROPERTY_WAIT in props:
-        wait = props.pop(fmt.PROPERTY_WAIT)
-        text = fmt.encode_properties_as_broker(props)
-        props[fmt.PROPERTY_WAIT] = wait
-    else:
-        text = fmt.encode_properties_as_broker(props)
-    return props, text
+    stored, text = stored_properties(props, cluster)
+    wait = props.get(fmt.PROPERTY_WAIT)
+    if wait is not None:
+        stored[fmt.PROPERTY_WAIT] = wait
+    return stored, text
 
 
 def inner_from_message(msg: Message, cluster: str | None) -> InnerMessage:
