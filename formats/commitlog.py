@@ -297,9 +297,13 @@ def _joined(parts: list[str], trailing_separator: bool) -> bytes:
     return (text + PROPERTY_SEPARATOR if trailing_separator else text).encode("utf-8")
 
 
-def encode_properties_as_broker(props: Mapping[str, str], *, trailing_separator: bool = False) -> bytes:
-    """Properties serialised as a broker does: in ``HashMap`` order of the insertion order."""
-    parts = [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k in hashmap_order(props) if (v := props[k]) is not None]
+def encode_properties_as_broker(
+    props: Mapping[str, str], *, trailing_separator: bool = False, grown_to: int = 0
+) -> bytes:
+    """Properties serialised as a broker does: in ``HashMap`` order of the insertion order, in a
+    table grown to hold ``grown_to`` entries when the map held more before (``hashmap_order``)."""
+    order = hashmap_order(props, grown_to=grown_to)
+    parts = [f"{k}{NAME_VALUE_SEPARATOR}{v}" for k in order if (v := props[k]) is not None]
     return _joined(parts, trailing_separator)
 
 

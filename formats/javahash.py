@@ -54,35 +54,46 @@ def hashmap_spread(h: int) -> int:
     return u ^ (u >> 16)
 
 
-def hashmap_order(keys: Iterable[T], key_hash: Callable[[T], int] | None = None) -> list[T]:
+def hashmap_order(
+    keys: Iterable[T], key_hash: Callable[[T], int] | None = None, *, grown_to: int = 0
+) -> list[T]:
     """The iteration order of a ``java.util.HashMap`` (or ``HashSet``) filled with ``keys`` in order.
 
     Buckets are visited in index order, entries of one bucket in insertion order; the table
-    starts at 16 and doubles whenever the size passes 3/4 of it. ``key_hash`` is the keys'
-    ``hashCode`` (``String.hashCode`` by default). This is, for instance, the order in which a
-    broker serialises a message's properties map.
+    starts at 16 and doubles whenever the size passes 3/4 of it, and never shrinks: ``grown_to``
+    is the most entries the map held when some were removed since (a broker's properties map
+    loses ``WAIT`` before it is serialised). ``key_hash`` is the keys' ``hashCode``
+    (``String.hashCode`` by default). This is, for instance, the order in which a broker
+    serialises a message's properties map.
     """
     unique = tuple(keys) if type(keys) is dict else tuple(dict.fromkeys(keys))  # a dict's keys are distinct
+    capacity = table_capacity(max(len(unique), grown_to))
     if key_hash is None:  # string keys: the same key sets recur (message properties, header fields)
         try:
-            return [unique[i] for i in _string_key_order(unique)]
+            return [unique[i] for i in _string_key_order(unique, capacity)]
         except TypeError:  # not hashable: computed below
             pass
-    return _order(list(unique), key_hash or string_hash)
+    return _order(list(unique), key_hash or string_hash, capacity)
+
+
+def table_capacity(size: int) -> int:
+    """The table length of a ``HashMap`` grown from 16 to hold ``size`` entries (load factor 3/4)."""
+    capacity = 16
+    while size > capacity * 3 // 4:
+        capacity *= 2
+    return capacity
 
 
 @functools.lru_cache(maxsize=4096)
-def _string_key_order(keys: tuple[str, ...]) -> tuple[int, ...]:
-    """``hashmap_order`` of distinct string keys, as indexes into ``keys`` (cached)."""
-    order = _order(list(keys), string_hash)
+def _string_key_order(keys: tuple[str, ...], capacity: int) -> tuple[int, ...]:
+    """``hashmap_order`` of distinct string keys in a table of ``capacity``, as indexes into
+    ``keys`` (cached)."""
+    order = _order(list(keys), string_hash, capacity)
     position = {k: i for i, k in enumerate(keys)}
     return tuple(position[k] for k in order)
 
 
-def _order(unique: list[T], hash_of: Callable[[T], int]) -> list[T]:
-    capacity = 16
-    while len(unique) > capacity * 3 // 4:
-        capacity *= 2
+def _order(unique: list[T], hash_of: Callable[[T], int], capacity: int) -> list[T]:
     mask = capacity - 1
     buckets = [(hashmap_spread(hash_of(k)) & mask, i) for i, k in enumerate(unique)]
     return [unique[i] for _, i in sorted(buckets)]

@@ -36,9 +36,10 @@ def store_host(rec: Record) -> Host:
     return Host(rec.store_address, rec.store_port)
 
 
-def serialise(props: dict[str, str]) -> bytes:
-    """``messageProperties2String`` of a broker-side map."""
-    return fmt.encode_properties_as_broker(props)
+def serialise(props: dict[str, str], grown_to: int = 0) -> bytes:
+    """``messageProperties2String`` of a broker-side map that held ``grown_to`` entries before
+    some were cleared (``hashmap_order``)."""
+    return fmt.encode_properties_as_broker(props, grown_to=grown_to)
 
 
 def inner_from_record(

@@ -91,6 +91,27 @@ def test_hashmap_order_matches_a_broker_record():
     assert commitlog.hashmap_order(keys) == ["KEYS", "UNIQ_KEY", "CLUSTER", "TAGS"]
 
 
+_NAMES = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=12)
+
+
+@settings(max_examples=200)
+@given(st.lists(_NAMES, min_size=1, max_size=40, unique=True).filter(lambda names: "WAIT" not in names))
+def test_a_stored_send_keeps_the_table_its_map_grew_to(names: list[str]) -> None:
+    """Removing ``WAIT`` from a ``HashMap`` moves no other entry: the stored order is the full
+    map's order without it, whatever table size the removal leaves behind."""
+    from rmqcli.store.write.messages import broker_properties, stored_properties
+
+    client = {name: "v" for name in names[:-1]}
+    client["WAIT"] = "true"
+    full = {**client, "CLUSTER": "C"}
+    expected = [k for k in commitlog.hashmap_order(full) if k != "WAIT"]
+    stored, text = stored_properties(client, "C")
+    assert list(commitlog.decode_properties(text)) == expected
+    assert list(stored) == [k for k in full if k != "WAIT"]
+    assert broker_properties(client, "C") == ({**stored, "WAIT": "true"}, text)
+    assert commitlog.hashmap_order(list(stored), grown_to=len(full)) == expected
+
+
 def test_dispatch_tags_code_for_delay_records():
     props = {"DELAY": "3", "TAGS": "x"}
     assert commitlog.dispatch_tags_code("SCHEDULE_TOPIC_XXXX", props, 1000) == 1000 + 10_000

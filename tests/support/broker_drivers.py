@@ -46,7 +46,7 @@ DRIVER = textwrap.dedent(
         m.set_body(body)
         return m
 
-    if cmd["op"] == "produce":  # sync sends of the given keys, round robin over queues
+    if cmd["op"] == "produce":  # sync sends of the given keys (user properties p00.. per key), round robin
         p = Producer(cmd.get("group", "PG_DRIVER"))
         p.set_namesrv_addr(cmd["namesrv"])
         p.start()
@@ -58,6 +58,8 @@ DRIVER = textwrap.dedent(
                     time.sleep(0.05)
             previous = key
             m = message(cmd["topic"], key, "body-" + key)
+            for j in range(cmd.get("user_properties", {}).get(key, 0)):
+                m.set_property("p%02d" % j, "v")
             if cmd.get("delay"):
                 m.set_delay_time_level(cmd["delay"])
             r = p.send_sync(m)

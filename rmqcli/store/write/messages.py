@@ -149,13 +149,15 @@ class BatchAppendResult:
 
 def stored_properties(props: dict[str, str], cluster: str | None) -> tuple[dict[str, str], bytes]:
     """What ``SendMessageProcessor`` stores of a sent message's properties: the map with ``CLUSTER``
-    added and without ``WAIT`` (removed before serialising), and its serialisation. This map is
-    what the reput reads back from the stored string."""
+    added and without ``WAIT`` (removed before serialising, from a ``HashMap`` that keeps the table
+    it grew to with ``WAIT`` in it), and its serialisation. This map is what the reput reads back
+    from the stored string."""
     stored = dict(props)
     if cluster:
         stored[fmt.PROPERTY_CLUSTER] = cluster
+    grown_to = len(stored)
     stored.pop(fmt.PROPERTY_WAIT, None)
-    return stored, fmt.encode_properties_as_broker(stored)
+    return stored, fmt.encode_properties_as_broker(stored, grown_to=grown_to)
 
 
 def broker_properties(props: dict[str, str], cluster: str | None) -> tuple[dict[str, str], bytes]:
