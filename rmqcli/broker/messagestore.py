@@ -286,10 +286,13 @@ class MessageStore:
         await asyncio.shield(asyncio.wrap_future(self._submit(work)))
 
     def flush_all(self) -> None:
-        """CommitLog, consume queues, index, checkpoint and config files, with fsync."""
+        """CommitLog, consume queues, index, checkpoint and config files, with fsync; the config
+        files through the config writer, after a background write under way (its older texts
+        never replace these)."""
         self.catch_up()
         self._dirty = self._dirty_full = False
-        self.writer.flush()
+        self.config_writer.write_now(self.writer.config.texts())
+        self.writer.flush(config=False)
 
     def persist_config(self) -> None:
         """``ConfigManager.persist`` of topics.json, subscriptionGroup.json, consumerOffset.json

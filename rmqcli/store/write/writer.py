@@ -421,13 +421,15 @@ class StoreWriter:
         self.config.delay_offsets[level] = offset
 
     # --- flush and close ------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Everything to disk with fsync: CommitLog, consume queues, index, checkpoint, config."""
+    def flush(self, *, config: bool = True) -> None:
+        """Everything to disk with fsync: CommitLog, consume queues, index, checkpoint, and the
+        config files unless their owner writes them (``config=False``: the broker's config writer)."""
         self.dispatch_pending()
         self.commitlog.flush()
         self.dispatcher.flush()
         self._write_checkpoint()
-        self.config.write(self.root / CONFIG_DIR)
+        if config:
+            self.config.write(self.root / CONFIG_DIR)
         fsync_dir(self.root)
 
     def flush_checkpoint(self) -> None:
