@@ -20,9 +20,9 @@ started afresh for each run and warmed with as many sends as are measured (the J
 hot paths over the first tens of thousands: a cold real broker spends three times the CPU a message
 of a warm one), then sync sends from one client thread; the fastest of the runs each, and the
 ratio rmq / real against its target (ASYNC_FLUSH >= 1.3x, SYNC_FLUSH >= 1.0x), with the ratio of
-the medians beside it (the runs move with the host: the fastest and the typical run both count). Under ASYNC_FLUSH
-the ceiling (``answer_only``) runs in turn with them: the most any store could reach beside the
-same real broker. Without Java 17 or the kit (``../shared/rocketmq-4.9.8``) these rows say
+the medians beside it (the runs move with the host: the fastest and the typical run both count).
+Under ASYNC_FLUSH the ceiling (``answer_only``) runs in turn with them: the most any store could
+reach beside the same real broker. Without Java 17 or the kit (``../shared/rocketmq-4.9.8``) these rows say
 "skipped: no Java 17".
 
 Run as ``python -m tests.bench.broker``; ``make bench`` calls it at the end. Figures are printed,
