@@ -201,6 +201,16 @@ class MessageStore:
                 loop.call_soon(self._start_commit)
         return self._group_commit
 
+    @property
+    def flushed_offset(self) -> int:
+        """The CommitLog offset the last finished flush covered (``CommitLog.getFlushedWhere``)."""
+        return self._flushed_offset
+
+    def wake_group_commit(self) -> None:
+        """``GroupCommitService.wakeup``: a group commit soon, for a SYNC_FLUSH send nobody waits
+        for (oneway, or ``WAIT=false``); a failure is logged by the flush itself."""
+        self.flushed().add_done_callback(_retrieved)
+
     # --- flushing -----------------------------------------------------------------------------
     # The flushes run in worker threads (``fdatasync`` of each file by path releases the GIL; an
     # ``mmap.flush`` would hold it): what a flush covers is taken on the loop before it starts, and
@@ -525,6 +535,12 @@ class MessageStore:
             self._executor = None
         self.catch_up()
         self.writer.close()
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    """Marks a future's exception as seen (a group commit nobody awaits)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _write_checkpoint(path: Path, stamps: Checkpoint) -> None:

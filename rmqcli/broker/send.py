@@ -275,9 +275,12 @@ def apply(
         msg_id, queue_offset = last.msg_id, last.queue_offset
     response = stored_response(ctl, req.opaque, req.serialize_type, msg_id, message.queue_id, queue_offset)
     wait_slave = waits_for_slave(ctl, message.properties)
-    if req.is_oneway or not (ctl.config.sync_flush or wait_slave):
+    wait_flush = waits_for_flush(ctl, message.properties)
+    if ctl.config.sync_flush and (req.is_oneway or not wait_flush):
+        ctl.store.wake_group_commit()
+    if req.is_oneway or not (wait_flush or wait_slave):
         return response
-    return _after_store(ctl, response, last.physical_offset + last.size, wait_slave, needed)
+    return _after_store(ctl, response, last.physical_offset + last.size, wait_slave, needed, wait_flush)
 
 
 def stored_response(
@@ -305,23 +308,41 @@ def stored_response(
     )
 
 
+def wait_store_msg_ok(properties: Mapping[str, str]) -> bool:
+    """``Message.isWaitStoreMsgOK``: true without ``WAIT``, else ``Boolean.parseBoolean`` of it."""
+    wait = properties.get("WAIT")
+    return wait is None or (len(wait) == 4 and wait.isascii() and wait.lower() == "true")
+
+
 def waits_for_slave(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:
-    """A SYNC_MASTER answers a send once a slave has it, unless the message says ``WAIT=false``
-    (``MessageExt.isWaitStoreMsgOK``)."""
-    return ctl.config.broker_role == SYNC_MASTER and properties.get("WAIT") != "false"
+    """A SYNC_MASTER answers a send once a slave has it, unless the message does not wait for its
+    store (``CommitLog.submitReplicaRequest``)."""
+    return ctl.config.broker_role == SYNC_MASTER and wait_store_msg_ok(properties)
+
+
+def waits_for_flush(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:
+    """Under SYNC_FLUSH a send is answered after the group commit that covers it, unless the
+    message does not wait for its store; then the group commit is only woken
+    (``CommitLog.submitFlushRequest``)."""
+    return ctl.config.sync_flush and wait_store_msg_ok(properties)
 
 
 async def _after_store(
-    ctl: BrokerContext, response: RemotingCommand, next_offset: int, wait_slave: bool, needed: int | None
+    ctl: BrokerContext,
+    response: RemotingCommand,
+    next_offset: int,
+    wait_slave: bool,
+    needed: int | None,
+    wait_flush: bool,
 ) -> Reply:
     """``CommitLog.asyncPutMessage``'s two waits: the group commit under SYNC_FLUSH
-    (``handleDiskFlush``) and, on a SYNC_MASTER, a slave's acknowledgement of ``next_offset``
+    (``submitFlushRequest``) and, on a SYNC_MASTER, a slave's acknowledgement of ``next_offset``
     (``submitReplicaRequest``). They run side by side; the slave's failure is the one answered when
     both fail, as 4.9.8's ``thenCombine`` does. The message is stored either way."""
     import asyncio
 
     async def flushed() -> int:
-        if not ctl.config.sync_flush:
+        if not wait_flush:
             return RS.SUCCESS
         try:
             await asyncio.wait_for(asyncio.shield(ctl.store.flushed()), ctl.config.sync_flush_timeout / 1000)

@@ -21,8 +21,10 @@ that path. It takes only the regular case:
 On a SYNC_MASTER a send that waits for its slave (``send.waits_for_slave``) is answered when
 ``Replication.when_replicated`` calls back: the answer is written from that callback (PUT_OK), or
 made by ``send.stored_response`` with the outcome's code, as the general path makes it. Under
-SYNC_FLUSH a send is answered when the group commit that covers it is done (``flushed``), or with
-FLUSH_DISK_TIMEOUT after ``syncFlushTimeout`` or a failed flush, as ``send._after_store`` answers.
+SYNC_FLUSH a send that waits for its store (``send.waits_for_flush``) is answered when the group
+commit that covers it is done (``flushed``), or with FLUSH_DISK_TIMEOUT after ``syncFlushTimeout``
+or a failed flush, as ``send._after_store`` answers; one that does not (oneway, ``WAIT=false``) only
+wakes the group commit.
 
 Everything else, every refusal included, goes the general way, so each check, error and remark
 keeps one source. The tests compare the two paths byte for byte.
@@ -51,6 +53,7 @@ from rmqcli.broker.send import (
     connection_born_host,
     is_batch_flag,
     stored_response,
+    waits_for_flush,
     waits_for_slave,
 )
 from rmqcli.broker.state import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, is_writable, validate_topic
@@ -260,7 +263,7 @@ class SendLane:
         if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props or has_trigger(props):
             return None
         wait = request_flag != FLAG_ONEWAY and waits_for_slave(ctl, props)
-        flush = request_flag != FLAG_ONEWAY and config.sync_flush
+        flush = request_flag != FLAG_ONEWAY and waits_for_flush(ctl, props)
         if (wait or flush) and len(conn.tasks) >= MAX_INFLIGHT:
             return None
         needed = None
@@ -287,6 +290,8 @@ class SendLane:
             )
         except (UsageError, OSError):  # refused before anything is written: the general path answers it
             return None
+        if config.sync_flush and not flush:  # oneway, or WAIT=false: the group commit is only woken
+            ctl.store.wake_group_commit()
         if request_flag == FLAG_ONEWAY:
             return b""
         physical &= 0xFFFFFFFFFFFFFFFF

@@ -15,6 +15,7 @@ import random
 import socket
 import struct
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -157,9 +158,14 @@ async def _serve(
     peer: str = "none",
     acting: ActingConfig | None = None,
     flush: str = "ASYNC_FLUSH",
+    stall: bool = False,
+    ends: list[tuple[int, int]] | None = None,
 ) -> tuple[list[bytes], int]:
     """The answers of one broker to ``frames`` (a oneway frame has none), and the lane's count; a
-    SYNC_MASTER has ``peer`` on its HA port (see ``_slave_peer``)."""
+    SYNC_MASTER has ``peer`` on its HA port (see ``_slave_peer``). ``stall``: the store's two flush
+    threads are held until the end and ``syncFlushTimeout`` is 300 ms; ``ends``: given the
+    CommitLog's flushed offset and end once the frames were stored (after at most 2 s for them
+    and a flush to come)."""
     random.seed(5)  # a send to queue -1 picks a random queue: the same one on both brokers
     writer = StoreWriter(
         root, STORE, clock=lambda: CLOCK_MS, store_host=Host.parse("127.0.0.1:10911"), cluster="C1"
@@ -169,8 +175,13 @@ async def _serve(
         ha=HAConfig(ha_listen_port=0, slave_timeout=300),
         acting=acting or ActingConfig(),
         flush_disk_type=flush,
+        sync_flush_timeout=300 if stall else 5000,
     )
     ctl = BrokerController(config, writer, [], ha_host="127.0.0.1")
+    held = threading.Event()
+    if stall:
+        for _ in range(2):
+            ctl.store._submit(held.wait)
     await ctl.ha.start()
     stop_peer = (
         await _slave_peer(ctl, peer, root.with_name(root.name + "-slave"))
@@ -200,7 +211,15 @@ async def _serve(
             answers.append(await _read_frame(reader))
             if answers[-1] == b"EOF":
                 break
+        if ends is not None:
+            for _ in range(200):
+                if 0 < ctl.writer.commitlog.max_offset <= ctl.store.flushed_offset:  # stored, flushed
+                    break
+                await asyncio.sleep(0.01)
+            ends.append((ctl.store.flushed_offset, ctl.writer.commitlog.max_offset))
     finally:
+        held.set()
+        await ctl.store.settle()
         stream.close()
         for _ in range(200):
             if not server.connections:
@@ -224,11 +243,18 @@ def both(
     peer: str = "none",
     acting: ActingConfig | None = None,
     flush: str = "ASYNC_FLUSH",
+    stall: bool = False,
+    ends: list[tuple[int, int]] | None = None,
 ) -> tuple[list[bytes], int]:
     """Run ``frames`` through both brokers; assert the same answers and stores; return the lane's
-    answers and how many it took."""
-    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, True, role, peer, acting, flush))
-    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, False, role, peer, acting, flush))
+    answers and how many it took (``stall`` and ``ends``: see ``_serve``)."""
+    more = {"stall": stall, "ends": ends}
+    lane_answers, taken = asyncio.run(
+        _serve(tmp_path / "lane", frames, True, role, peer, acting, flush, **more)
+    )
+    general_answers, _ = asyncio.run(
+        _serve(tmp_path / "general", frames, False, role, peer, acting, flush, **more)
+    )
     assert lane_answers == general_answers
     lane_tree, general_tree = _tree(tmp_path / "lane"), _tree(tmp_path / "general")
     assert lane_tree.keys() == general_tree.keys()
@@ -267,6 +293,26 @@ def test_sync_flush_sends_take_the_lane_once_flushed_and_match_the_general_path(
     assert taken == len(frames)
     assert len(answers) == len(frames) - 1
     assert all(answer[8:].startswith(b'{"code":0,') for answer in answers)
+
+
+def test_sync_flush_sends_that_do_not_wait_for_the_store_only_wake_the_group_commit(tmp_path: Path) -> None:
+    """``CommitLog.submitFlushRequest``: under SYNC_FLUSH a send with ``WAIT=false`` is answered at
+    once and a waiting one after its flush (here FLUSH_DISK_TIMEOUT: the flush threads are held);
+    a oneway send, answered by nobody, is still flushed at once. Both paths alike."""
+    body = b"w" * 500
+    frames = [
+        frame(send_header(opaque=1, properties="KEYS\x01nw\x02WAIT\x01false\x02"), body),
+        frame(send_header(opaque=2, properties="KEYS\x01w\x02WAIT\x01TRUE\x02"), body),  # parseBoolean
+        frame(send_header(opaque=3, properties="KEYS\x01odd\x02WAIT\x01yes\x02"), body),  # not "true"
+    ]
+    answers, taken = both(tmp_path / "held", frames, flush="SYNC_FLUSH", stall=True)
+    assert taken == len(frames)
+    assert [answer[8:18] for answer in answers] == [b'{"code":0,', b'{"code":10', b'{"code":0,']
+    assert b'"remark":"flush disk timeout"' in answers[1]
+    ends: list[tuple[int, int]] = []
+    oneway = [frame(send_header(opaque=4, rpc_flag=2), body)]
+    assert both(tmp_path / "oneway", oneway, flush="SYNC_FLUSH", ends=ends) == ([], 1)
+    assert len(ends) == 2 and all(flushed == end > 0 for flushed, end in ends)
 
 
 @pytest.mark.parametrize(
