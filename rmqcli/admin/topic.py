@@ -3,7 +3,7 @@ topicStatus, topicClusterList, updateOrderConf, allocateMQ (PROTOCOL.md C.2, C.4
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from formats.names import (
@@ -67,6 +67,7 @@ class UpdateTopicResult:
     brokers: list[str]
     order_conf: str | None = None
     order_scope: str | None = None  # "broker" (-b) or "cluster" (-c)
+    warnings: list[str] = field(default_factory=list)  # what a broker did not apply (``-a`` on 4.x)
 
 
 def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> None:
@@ -87,6 +88,20 @@ def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> No
         attributes=None if config.attributes is None else parse_to_string(config.attributes),
     )
     session.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+
+def _keeps_attributes(session: AdminSession, addr: str, topic: str) -> bool:
+    """Whether the broker knows topic attributes: a 4.x broker accepts ``-a`` in
+    UPDATE_AND_CREATE_TOPIC and ignores it, and does not support GET_TOPIC_CONFIG (351, 5.x)."""
+    from rmqcli.remoting.codes import RequestCode, ResponseCode
+
+    response = session.call(
+        addr,
+        RequestCode.GET_TOPIC_CONFIG,
+        hd.GetTopicConfigRequestHeader(topic=topic),
+        ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST, ResponseCode.REQUEST_CODE_NOT_SUPPORTED),
+    )
+    return response.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
 
 def get_order_conf(session: AdminSession, topic: str) -> str | None:
@@ -165,6 +180,11 @@ def update_topic(
     for addr in addrs:
         _create_topic(session, addr, config)
         result.brokers.append(addr)
+        if parsed and not _keeps_attributes(session, addr, config.topic_name):
+            result.warnings.append(
+                f"{addr} does not support topic attributes (a RocketMQ 4.x broker): "
+                f"-a {attributes.strip()} was not applied there"
+            )
     if cluster and not broker_addr and order:
         names = session.broker_names_of_cluster(cluster.strip())
         result.order_conf = ";".join(f"{name}:{write_queue_nums}" for name in names)

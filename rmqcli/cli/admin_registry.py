@@ -139,8 +139,9 @@ class AdminCommand:
     ``render.camel_dict``). ``check(args)`` refuses bad options before anything is sent;
     ``namesrv(args)`` says whether a name server is needed (default: always); ``fail(result)``
     raises, after the output, for what failed inside the result (a broker that could not be
-    reached or answered with an error); ``repeat(args)`` gives ``(seconds, rounds)`` of a command
-    that runs again every few seconds (``clusterList -i``).
+    reached or answered with an error); ``warnings(result)`` are one-line warnings for stderr,
+    after the output (a setting a broker did not apply); ``repeat(args)`` gives
+    ``(seconds, rounds)`` of a command that runs again every few seconds (``clusterList -i``).
     """
 
     name: str
@@ -153,6 +154,7 @@ class AdminCommand:
     check: Callable[[Args], None] | None = None
     namesrv: Callable[[Args], bool] | None = None
     fail: Callable[[Any], None] | None = None
+    warnings: Callable[[Any], list[str]] | None = None
     repeat: Callable[[Args], tuple[int | None, int]] | None = None
 
 
@@ -239,6 +241,11 @@ def run_admin(command: AdminCommand, args: Args) -> None:
                 emit_json(command.data(result, args) if command.data is not None else result)
             else:
                 write(command.text(result, args))
+            if command.warnings is not None:
+                from rmqcli.cli.render import warn
+
+                for line in command.warnings(result):
+                    warn(line)
             if command.fail is not None:
                 command.fail(result)
             done += 1

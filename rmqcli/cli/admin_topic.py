@@ -50,6 +50,7 @@ update_topic = AdminCommand(
         attributes=a.attributes,
     ),
     text=lambda result, a: topic_text.update_topic(result),
+    warnings=lambda result: result.warnings,
     check=broker_or_cluster,
     namesrv=lambda a: bool(a.cluster_name) or parse_boolean(a.order),
 )
