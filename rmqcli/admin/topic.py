@@ -145,7 +145,7 @@ def update_topic(
     conf to the name servers (KV 100; ``-b`` merges this broker's entry into the existing conf).
     ``attributes`` is RocketMQ 5's ``-a`` text (``+message.type=FIFO,-key``), parsed first as
     5.1.1's mqadmin does (a malformed one is refused before anything is sent)."""
-    from rmqcli.admin.attributes import ParseError, parse_to_map
+    from rmqcli.admin.attributes import ParseError, parse_to_map, parse_to_string
 
     parsed = None
     if attributes is not None:
@@ -183,7 +183,7 @@ def update_topic(
         if parsed and not _keeps_attributes(session, addr, config.topic_name):
             result.warnings.append(
                 f"{addr} does not support topic attributes (a RocketMQ 4.x broker): "
-                f"-a {attributes.strip()} was not applied there"
+                f"-a {parse_to_string(parsed)} was not applied there"
             )
     if cluster and not broker_addr and order:
         names = session.broker_names_of_cluster(cluster.strip())

@@ -301,7 +301,7 @@ class MessageStore:
         never replace these)."""
         self.catch_up()
         self._dirty = self._dirty_full = False
-        self.config_writer.write_now(self.writer.config.texts())
+        self.persist_config()
         self.writer.flush(config=False)
 
     def persist_config(self) -> None:

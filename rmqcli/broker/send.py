@@ -310,8 +310,8 @@ def stored_response(
 
 def wait_store_msg_ok(properties: Mapping[str, str]) -> bool:
     """``Message.isWaitStoreMsgOK``: true without ``WAIT``, else ``Boolean.parseBoolean`` of it."""
-    wait = properties.get("WAIT")
-    return wait is None or (len(wait) == 4 and wait.isascii() and wait.lower() == "true")
+    wait = properties.get(cfmt.PROPERTY_WAIT)
+    return wait is None or wait.lower() == "true"
 
 
 def waits_for_slave(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:

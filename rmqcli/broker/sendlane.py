@@ -125,9 +125,9 @@ def _numbers(ext: dict, fields: tuple[tuple[str, int, int | None], ...]) -> list
 def _cut_answer_format(region: str, trace_on: str, msg_id_prefix: str) -> bytes | None:
     """The SUCCESS answer's JSON header as a bytes ``%`` format of a mapping (``_ANSWER_FIELDS``):
     the physical offset (the end of ``msgId``, after ``msg_id_prefix``), ``queueId``,
-    ``queueOffset`` and ``opaque``, cut from what
-    ``encode_json_header`` writes for sentinel values, so both paths write the same bytes; ``None``
-    if a sentinel shows up more than once (then the lane declines)."""
+    ``queueOffset`` and ``opaque``, cut from what ``encode_json_header`` writes for sentinel
+    values, so both paths write the same bytes; ``None`` if a sentinel shows up more than once
+    (then the lane declines)."""
     header = encode_json_header(
         RemotingCommand(
             code=RS.SUCCESS,

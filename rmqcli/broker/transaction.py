@@ -107,11 +107,11 @@ def escaped_half_message(half: Record) -> InnerMessage:
     ``buildTransactionalMessageFromHalfMessage`` of 5.1.1): a new prepared message of the real
     topic, ``TRAN_MSG=true``, without ``REAL_QID`` and ``TRAN_PREPARED_QUEUE_OFFSET``."""
     props = dict(half.properties)
-    grown_to = len(props) + ("TRAN_MSG" not in props)  # 5.1.1 puts TRAN_MSG, then clears the two
+    grown_to = len(props) + (fmt.PROPERTY_TRANSACTION_PREPARED not in props)  # 5.1.1 puts it, then clears two
     topic = props.get(fmt.PROPERTY_REAL_TOPIC, "")
     queue_id = int(props.pop(fmt.PROPERTY_REAL_QID, "0"))
     props.pop(PROPERTY_PREPARED_QUEUE_OFFSET, None)
-    props["TRAN_MSG"] = "true"
+    props[fmt.PROPERTY_TRANSACTION_PREPARED] = "true"
     sys_flag = (half.sys_flag & ~fmt.TRANSACTION_MASK) | int(fmt.TransactionType.PREPARED)
     text = serialise(props, grown_to)
     return inner_from_record(half, topic, queue_id, props, text, sys_flag=sys_flag)
