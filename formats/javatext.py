@@ -35,3 +35,9 @@ def java_round_half_up(value: float) -> str:
     """``new BigDecimal(d).setScale(0, ROUND_HALF_UP)``: the exact binary value rounded (no minus zero)."""
     rounded = Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP)
     return "0" if rounded == 0 else str(rounded)
+
+
+def parse_boolean(text: str | None) -> bool:
+    """``Boolean.parseBoolean``: true for ``true`` in any case, false for anything else (``None``,
+    ``yes``, `` true`` with a space)."""
+    return text is not None and text.lower() == "true"

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from formats.javatext import parse_boolean
 from formats.names import CLIENT_INNER_PRODUCER, OFFSET_MOVED_EVENT, RETRY_PREFIX
 from rmqcli.admin.beans import ConsumerRunningInfo, mq_key, mq_string
 from rmqcli.admin.session import AdminSession
@@ -158,7 +159,7 @@ def analyze_process_queue(client_id: str, info: ConsumerRunningInfo, now: int) -
     consume for more than a minute; one ``%n``-ended line each."""
     if not _is_push(info):
         return ""
-    orderly = (info.properties.get(PROP_CONSUME_ORDERLY) or "").lower() == "true"  # Boolean.parseBoolean
+    orderly = parse_boolean(info.properties.get(PROP_CONSUME_ORDERLY))
     out = []
     for mq in sorted(info.mq_table, key=mq_key):
         pq = info.mq_table[mq]

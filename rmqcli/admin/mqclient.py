@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from formats.javatext import parse_boolean
 from formats.names import CLIENT_INNER_PRODUCER, DEFAULT_TOPIC, PERM_READ, PERM_WRITE, TOOLS_CONSUMER
 from rmqcli.admin.beans import hash_order
 from rmqcli.admin.session import AdminSession, master_addr
@@ -254,7 +255,7 @@ class PullConsumer:
             for msg in decode_messages(response.body):
                 if wanted and msg.tags not in wanted:
                     continue
-                if msg.properties.get("TRAN_MSG", "").lower() == "true":
+                if parse_boolean(msg.properties.get("TRAN_MSG")):
                     msg.transaction_id = msg.properties.get("UNIQ_KEY")
                 put_property(msg, "MIN_OFFSET", str(result.min_offset))
                 put_property(msg, "MAX_OFFSET", str(result.max_offset))

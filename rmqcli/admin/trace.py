@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from formats.javatext import parse_boolean
+
 CONTENT_SPLITOR = "\x01"  # TraceConstants.CONTENT_SPLITOR
 FIELD_SPLITOR = "\x02"  # TraceConstants.FIELD_SPLITOR
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC
@@ -86,11 +88,6 @@ def _number(text: str, bounds: tuple[int, int]) -> int:
     return value
 
 
-def _bool(text: str) -> bool:
-    """``Boolean.parseBoolean``."""
-    return text.lower() == "true"
-
-
 def _msg_type(text: str) -> str:
     index = _number(text, _INT)
     if not 0 <= index < len(MESSAGE_TYPES):
@@ -105,10 +102,10 @@ def _pub(line: list[str], now: int) -> TraceRecord:
     record.cost_time = _number(line[10], _INT)
     record.msg_type = _msg_type(line[11])
     if len(line) == 13:
-        record.success = _bool(line[12])
+        record.success = parse_boolean(line[12])
     elif len(line) >= 14:
         record.offset_msg_id = line[12]
-        record.success = _bool(line[13])
+        record.success = parse_boolean(line[13])
         if len(line) >= 15:  # "compatible with the old version"
             record.client_host = line[14]
     return record
@@ -126,7 +123,7 @@ def _sub_after(line: list[str], now: int) -> TraceRecord:
     record = TraceRecord(SUB_AFTER, now, request_id=line[1])
     record.msg_id, record.keys = line[2], line[5]
     record.cost_time = _number(line[3], _INT)
-    record.success = _bool(line[4])
+    record.success = parse_boolean(line[4])
     if len(line) >= 7:
         record.context_code = _number(line[6], _INT)
     if len(line) >= 9:
@@ -142,7 +139,7 @@ def _end_transaction(line: list[str], now: int) -> TraceRecord:
     record.transaction_id, record.transaction_state = line[10], line[11]
     if record.transaction_state not in TRANSACTION_STATES:
         raise _Malformed(record.transaction_state)
-    record.from_transaction_check = _bool(line[12])
+    record.from_transaction_check = parse_boolean(line[12])
     return record
 
 

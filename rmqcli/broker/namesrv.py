@@ -25,6 +25,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from formats.javatext import parse_boolean
 from formats.names import ORDER_TOPIC_CONFIG, PERM_WRITE
 from rmqcli.broker.bodies import properties_body, properties_text, required_body
 from rmqcli.broker.connection import Connection, Reply, not_supported
@@ -125,7 +126,7 @@ class NameServer:
 
     @property
     def supports_acting_master(self) -> bool:
-        return self.config.get("supportActingMaster", "false").lower() == "true"
+        return parse_boolean(self.config.get("supportActingMaster"))
 
     async def scan_expired(self) -> None:
         """``RouteInfoManager.scanNotActiveBroker`` every ``scanNotActiveBrokerInterval``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from formats.indexfile import MAX_QUERY_RESULTS
+from formats.javatext import parse_boolean
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
@@ -51,7 +52,7 @@ def query_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) ->
     """``QueryMessageProcessor.queryMessage``: a unique-key query asks for ``defaultQueryMaxNum``."""
     h = req.header(hd.QueryMessageRequestHeader)
     max_num = h.max_num
-    if req.ext_fields.get(hd.UNIQUE_KEY_QUERY, "").lower() == "true":
+    if parse_boolean(req.ext_fields.get(hd.UNIQUE_KEY_QUERY)):
         max_num = ctl.config.default_query_max_num
     records = ctl.store.query(
         h.topic, h.key, min(max(max_num, 0), MAX_QUERY_RESULTS), h.begin_timestamp, h.end_timestamp

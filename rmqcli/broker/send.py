@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
 from formats import commitlog as cfmt
+from formats.javatext import parse_boolean
 from formats.remoting import FLAG_RESPONSE, SerializeType
 from rmqcli.broker import timer
 from rmqcli.broker.connection import Connection, Reply
@@ -311,7 +312,7 @@ def stored_response(
 def wait_store_msg_ok(properties: Mapping[str, str]) -> bool:
     """``Message.isWaitStoreMsgOK``: true without ``WAIT``, else ``Boolean.parseBoolean`` of it."""
     wait = properties.get(cfmt.PROPERTY_WAIT)
-    return wait is None or wait.lower() == "true"
+    return wait is None or parse_boolean(wait)
 
 
 def waits_for_slave(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:

@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
+from formats.javatext import parse_boolean
 from formats.names import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.broker import timer
 from rmqcli.broker.connection import Connection, Reply
@@ -66,7 +67,7 @@ ROLLBACK = int(fmt.TransactionType.ROLLBACK)
 
 def is_transactional(props: dict[str, str]) -> bool:
     """``Boolean.parseBoolean(TRAN_MSG)``."""
-    return props.get("TRAN_MSG", "").lower() == "true"
+    return parse_boolean(props.get("TRAN_MSG"))
 
 
 # --- the records ---------------------------------------------------------------------------------

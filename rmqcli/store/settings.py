@@ -13,6 +13,7 @@ from formats import commitlog as fmt
 from formats import indexfile
 from formats.commitlog import DEFAULT_DELAY_LEVELS
 from formats.consumequeue import DEFAULT_CQ_FILE_SIZE
+from formats.javatext import parse_boolean
 from rmqcli.errors import UsageError
 
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
@@ -79,7 +80,7 @@ def settings_from_properties(props: dict[str, str], base: StoreSettings | None =
             if kind == "int":
                 changes[name] = int(raw)
             elif kind == "bool":
-                changes[name] = raw.lower() == "true"
+                changes[name] = parse_boolean(raw)
             elif name == "message_delay_level":
                 try:
                     fmt.parse_delay_levels(raw)

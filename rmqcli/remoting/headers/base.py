@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
+from formats.javatext import parse_boolean
 from rmqcli.errors import HeaderError  # defined with the other errors, also importable from here
 from rmqcli.remoting.javanames import camel
 
@@ -62,7 +63,7 @@ def _parse(kind: str, text: str) -> Any:
     if kind == "str":
         return text
     if kind == "bool":
-        return text.lower() == "true"
+        return parse_boolean(text)
     if kind in ("int", "long"):
         if not _INT_RE.match(text):
             raise ValueError(text)
