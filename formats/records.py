@@ -150,6 +150,15 @@ class Record:
 assert list(Record.__dataclass_fields__)[2 : 2 + len(_HEADER_FIELDS)] == _HEADER_FIELDS, _HEADER_FIELDS
 
 
+def record_properties(data: bytes | memoryview) -> dict[str, str]:
+    """The properties of the one record ``data`` holds (``MessageDecoder.decodeProperties``);
+    empty when the record does not decode."""
+    try:
+        return decode_record(data, 0, len(data)).properties
+    except RecordError:
+        return {}
+
+
 def decode_record(buf, pos: int, limit: int, file_name: str = "", file_from: int = 0) -> Record:
     """Decode and check the record at ``buf[pos:]``; raises ``RecordError``.
 

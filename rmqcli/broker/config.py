@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from formats.commitlog import parse_delay_levels
+from formats.javatext import parse_boolean
 from rmqcli.broker.acting.config import ActingConfig, acting_config_from_properties
 from rmqcli.broker.ha.config import ROLES, SLAVE, HAConfig, ha_config_from_properties
 from rmqcli.broker.names import validate_topic
@@ -37,6 +38,7 @@ class BrokerConfig:
     broker_ip2: str = ""  # the HA address's host (``brokerIP2``); empty: ``broker_ip1``
     broker_role: str = "ASYNC_MASTER"  # MessageStoreConfig.brokerRole
     slave_read_enable: bool = False  # a master may suggest a slave to consumers that fall behind
+    offset_check_in_slave: bool = False  # a slave answers PULL_OFFSET_MOVED too (MessageStoreConfig)
     namesrv_addr: str = ""
     flush_disk_type: str = ASYNC_FLUSH
     flush_interval_commit_log: int = 500  # ms, ASYNC_FLUSH
@@ -49,6 +51,7 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     broker_permission: int = 6
     long_polling_enable: bool = True
+    enable_property_filter: bool = False  # SQL92 subscriptions (rmqcli.filter.sql92)
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30000  # ms, clamped to [10 s, 60 s]
     region_id: str = "DefaultRegion"  # MSG_REGION of every send answer
@@ -99,6 +102,7 @@ PROPERTY_NAMES = {  # broker.conf key -> BrokerConfig field
     "brokerIP2": "broker_ip2",
     "brokerRole": "broker_role",
     "slaveReadEnable": "slave_read_enable",
+    "offsetCheckInSlave": "offset_check_in_slave",
     "namesrvAddr": "namesrv_addr",
     "flushDiskType": "flush_disk_type",
     "flushIntervalCommitLog": "flush_interval_commit_log",
@@ -111,6 +115,7 @@ PROPERTY_NAMES = {  # broker.conf key -> BrokerConfig field
     "brokerTopicEnable": "broker_topic_enable",
     "brokerPermission": "broker_permission",
     "longPollingEnable": "long_polling_enable",
+    "enablePropertyFilter": "enable_property_filter",
     "shortPollingTimeMills": "short_polling_time_mills",
     "registerNameServerPeriod": "register_name_server_period",
     "regionId": "region_id",
@@ -142,7 +147,7 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
             if kinds[name] == "int":
                 changes[name] = int(raw)
             elif kinds[name] == "bool":
-                changes[name] = raw.lower() == "true"
+                changes[name] = parse_boolean(raw)
             else:
                 changes[name] = raw
         except ValueError as exc:

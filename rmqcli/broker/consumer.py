@@ -19,7 +19,9 @@ from rmqcli.broker.acting import locks
 from rmqcli.broker.bodies import required_body
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import validate_subscription_topic
+from rmqcli.broker.refusal import no_property_filter
 from rmqcli.broker.state import RETRY_PREFIX, validate_group, validate_topic
+from rmqcli.filter.sql92 import SelectorError, compiled, is_tag_type
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -152,7 +154,24 @@ def queue_lock_table(ctl: BrokerContext, req: RemotingCommand, conn: Connection)
     return req.response(body=jb.encode(table))
 
 
+def check_client_config(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply:
+    """``ClientManageProcessor.checkClientConfig``: a push consumer with a SQL92 subscription asks
+    each broker before it starts; the broker must filter by properties and compile the expression."""
+    body = jb.decode(jb.CheckClientRequestBody, req.body) if req.body else None
+    sub = body.subscription_data if body is not None else None
+    if sub is None or is_tag_type(sub.expression_type):
+        return req.response(RS.SUCCESS)
+    if not ctl.config.enable_property_filter:
+        return req.response(RS.SYSTEM_ERROR, no_property_filter(sub.expression_type))
+    try:
+        compiled(sub.sub_string, sub.expression_type)
+    except SelectorError as exc:
+        return req.response(RS.SUBSCRIPTION_PARSE_FAILED, f"Invalid MessageSelector. {exc}")
+    return req.response(RS.SUCCESS)
+
+
 HANDLERS = {
+    RC.CHECK_CLIENT_CONFIG: check_client_config,
     RC.RMQ_GET_QUEUE_LOCKS: queue_lock_table,
     RC.HEART_BEAT: heart_beat,
     RC.UNREGISTER_CLIENT: unregister_client,

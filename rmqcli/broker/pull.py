@@ -11,7 +11,7 @@ offset before anything else, except on a slave (``storeOffsetEnable``: a slave's
 from its master, or from consumers' own UPDATE_CONSUMER_OFFSET when the master is down). Every
 answer carries ``suggestWhichBrokerId, nextBeginOffset, minOffset, maxOffset`` as strings
 (``suggest_broker``); a SUCCESS body is the concatenated stored records (B.8). A slave answers
-pulls as a master does.
+pulls as a master does, except that it moves no offset (``answer``).
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ import functools
 import os
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from formats.records import record_properties
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.offsetmoved import report_offset_moved
-from rmqcli.broker.refusal import FAQ, Refusal
+from rmqcli.broker.refusal import FAQ, Refusal, no_property_filter
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
+from rmqcli.filter.sql92 import Selector, SelectorError, compiled, is_tag_type
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
@@ -59,6 +61,7 @@ class PullRequest:
     header: hd.PullMessageRequestHeader
     codes: set[int] | None
     group: dict  # the subscription group's config (``whichBrokerWhenConsumeSlowly``, ``brokerId``)
+    selector: Selector | None = None  # a SQL92 subscription, matched against each message's properties
 
 
 class PullError(Refusal):
@@ -91,19 +94,39 @@ def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
             f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
             f"[{topic['readQueueNums']}] consumer:[{h.consumer_group}]",
         )
-    expression_type = (h.expression_type or "TAG").upper()
-    if expression_type != "TAG":
-        raise PullError(RS.NO_PERMISSION, "The broker does not support consumer to filter message by SQL92")
     if h.sys_flag & hd.PULL_FLAG_SUBSCRIPTION:
-        return PullRequest(h, tag_codes(h.subscription), group)
-    sub = ctl.clients.subscription(h.consumer_group, h.topic)
-    if ctl.clients.consumers.get(h.consumer_group) is None:
-        raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}")
-    if sub is None:
-        raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}")
-    if sub.sub_version < h.sub_version:
-        raise PullError(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-    return PullRequest(h, tag_codes(sub.sub_string), group)
+        expression_type, expression = h.expression_type, h.subscription
+        selector = None
+        if not is_tag_type(expression_type):
+            if not expression:  # FilterAPI.build: "Expression can't be null!"
+                raise PullError(RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
+            try:
+                selector = compiled(expression, expression_type)
+            except SelectorError:  # ConsumerFilterManager.build gives null: 4.9.8 then filters nothing
+                pass
+    else:
+        sub = ctl.clients.subscription(h.consumer_group, h.topic)
+        if ctl.clients.consumers.get(h.consumer_group) is None:
+            raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}")
+        if sub is None:
+            raise PullError(RS.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}")
+        if sub.sub_version < h.sub_version:
+            raise PullError(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        expression_type, expression = sub.expression_type, sub.sub_string
+        selector = None
+        if not is_tag_type(expression_type):
+            try:  # the filter data ConsumerFilterManager registered with the heartbeat
+                selector = compiled(expression, expression_type)
+            except SelectorError:
+                raise PullError(
+                    RS.FILTER_DATA_NOT_EXIST,
+                    "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                ) from None
+    if is_tag_type(expression_type):
+        return PullRequest(h, tag_codes(expression), group)
+    if not ctl.config.enable_property_filter:
+        raise PullError(RS.SYSTEM_ERROR, no_property_filter(expression_type))
+    return PullRequest(h, None, group, selector)
 
 
 def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
@@ -125,7 +148,7 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
     if offset > high:  # 4.9.x corrects to the max offset (3.x/4.0-4.2 used the min when it was 0)
         return result(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", high)
     max_msgs = max(1, min(h.max_msg_nums, ctl.config.max_transfer_count_in_memory))
-    codes = pull.codes
+    codes, selector = pull.codes, pull.selector
     want = max(MAX_FILTER_BYTES, h.max_msg_nums * 20) // 20  # units are decoded lazily, as used
     chunks: list[bytes] = []
     size = 0
@@ -146,6 +169,9 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
         data = read(physical, unit_size)
         if data is None:
             empty_status = "MESSAGE_WAS_REMOVING"
+            continue
+        if selector is not None and not selector.matches(record_properties(data)):
+            empty_status = "NO_MATCHED_MESSAGE"  # ExpressionMessageFilter.isMatchedByCommitLog
             continue
         chunks.append(data)
         size += unit_size
@@ -183,8 +209,14 @@ def in_memory_bytes(slave: bool) -> int:
 
 
 def answer(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, res: PullResult) -> RemotingCommand:
-    """The response to ``pull``; a PULL_OFFSET_MOVED leaves its OFFSET_MOVED_EVENT first."""
+    """The response to ``pull``; a PULL_OFFSET_MOVED leaves its OFFSET_MOVED_EVENT first. A slave
+    without ``offsetCheckInSlave`` corrects no offset: it answers PULL_RETRY_IMMEDIATELY instead,
+    suggesting the group's ``brokerId`` (``PullMessageProcessor``, "none correction")."""
     if res.code == RS.PULL_OFFSET_MOVED:
+        if ctl.config.is_slave and not ctl.config.offset_check_in_slave:
+            return respond(
+                req, replace(res, code=RS.PULL_RETRY_IMMEDIATELY), int(pull.group.get("brokerId", 0))
+            )
         report_offset_moved(ctl, pull.header, res.next_begin_offset)
     return respond(req, res, suggest_broker(ctl, pull, res))
 

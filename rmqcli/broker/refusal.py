@@ -12,6 +12,11 @@ from rmqcli.remoting.codec import RemotingCommand
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
+def no_property_filter(expression_type: str | None) -> str:
+    """The remark of a SQL92 subscription to a broker without ``enablePropertyFilter``."""
+    return f"The broker does not support consumer to filter message by {expression_type}"
+
+
 class Refusal(Exception):
     """A request the broker refuses: the response code and remark."""
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar, Union
 
 from formats import fastjson
 from formats.fastjson import ObjectKey
+from formats.javatext import parse_boolean
 from rmqcli.errors import RmqError
 from rmqcli.remoting.javanames import camel, java_text
 
@@ -213,7 +214,7 @@ def _convert(tp: Any, value: Any, enum: tuple[str, ...] | None) -> Any:
         return tp(**kwargs)
     if tp is bool:
         if isinstance(value, str):
-            return value.lower() == "true"
+            return parse_boolean(value)
         return bool(value)
     if tp is int:
         if isinstance(value, float) and not value.is_integer():
@@ -543,6 +544,15 @@ class ConsumeQueueData:
     physic_offset: int = prop(0)
     physic_size: int = prop(0)
     tags_code: int = prop(0)
+
+
+@bean
+class CheckClientRequestBody:
+    """The body of CHECK_CLIENT_CONFIG (46): a consumer's subscription to check before it starts."""
+
+    client_id: str | None = prop(None)
+    group: str | None = prop(None)
+    subscription_data: SubscriptionData | None = prop(None)
 
 
 @bean

@@ -59,6 +59,14 @@ def stored_keys(root: Path) -> set[str]:
         store.close()
 
 
+def stored_topics(root: Path) -> list[str]:
+    store = Store.open(root)
+    try:
+        return [rec.topic for rec in store.commitlog.records()]
+    finally:
+        store.close()
+
+
 def diff(rmq, a: Path, b: Path) -> dict:  # type: ignore[no-untyped-def]
     result = rmq("diff-stores", str(a), str(b), "--json")
     assert result.exit_code == 0, result.stdout + result.stderr
@@ -428,3 +436,38 @@ def test_pulls_suggest_a_slave_only_with_slave_read_enable_and_a_consumer_far_be
 
     assert (suggested(True, far), suggested(True, near), suggested(False, far)) == (1, 0, 0)
     assert in_memory_bytes(True) < in_memory_bytes(False)  # a slave's ratio is 10 points lower
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["default", "offsetCheckInSlave"])
+def test_a_slave_moves_no_consumer_offset_unless_offset_check_in_slave(tmp_path: Path, check: bool) -> None:
+    """``PullMessageProcessor``: a pull past the end of a slave's queue is OFFSET_OVERFLOW_BADLY, which
+    a master answers PULL_OFFSET_MOVED (and records an OFFSET_MOVED_EVENT). A slave answers it so
+    only with ``offsetCheckInSlave=true``; by default it answers PULL_RETRY_IMMEDIATELY ("none
+    correction") with the group's brokerId as suggestWhichBrokerId. Neither writes an event."""
+    with pair(tmp_path, "ASYNC_MASTER", offsetCheckInSlave=str(check).lower()) as (master, slave):
+        for key in ("one", "two"):
+            assert _send(master.broker, key).code == RS.SUCCESS
+        wait_until(lambda: commitlog_end(slave.store) == commitlog_end(master.store) > 0, 15, "replicated")
+        header = hd.PullMessageRequestHeader(
+            consumer_group="G_MOVED", topic="TopicW", queue_id=0, queue_offset=9, max_msg_nums=32,
+            sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
+        )  # fmt: skip
+
+        def pulled(broker: str) -> RemotingCommand:
+            with SyncClient() as client:
+                return client.invoke(broker, RemotingCommand.request(RC.PULL_MESSAGE, header), 10)
+
+        def topic_on_slave() -> bool:  # SlaveSynchronize copies topics.json within its first round
+            return pulled(slave.broker).code != RS.TOPIC_NOT_EXIST
+
+        wait_until(topic_on_slave, 25, "the master's topic on the slave")
+        on_master, on_slave = pulled(master.broker), pulled(slave.broker)
+        fields = ("remark", "nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")
+        moved = ("OFFSET_OVERFLOW_BADLY", "2", "0", "2", "0")
+        assert on_master.code == RS.PULL_OFFSET_MOVED
+        assert (on_master.remark, *(on_master.ext_fields[f] for f in fields[1:])) == moved
+        assert on_slave.code == (RS.PULL_OFFSET_MOVED if check else RS.PULL_RETRY_IMMEDIATELY)
+        assert (on_slave.remark, *(on_slave.ext_fields[f] for f in fields[1:])) == moved
+        wait_until(lambda: commitlog_end(slave.store) == commitlog_end(master.store), 15, "event replicated")
+        assert master.stop() == 0 and slave.stop() == 0
+    assert stored_topics(slave.store).count("OFFSET_MOVED_EVENT") == 1  # the master's; none of the slave's

@@ -38,6 +38,7 @@ from rmqcli.broker.pop.revivelog import RevivePutError, put_ck
 from rmqcli.broker.pop.service import PopService, pop_service
 from rmqcli.broker.refusal import FAQ, Refusal
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
+from rmqcli.filter.sql92 import Selector, SelectorError, compiled, is_tag_type
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.records import encode_record
 
@@ -148,8 +149,11 @@ def check_read(ctl: BrokerContext, group: str, topic: str, queue_id: int, what: 
     return config
 
 
-def check(ctl: BrokerContext, svc: PopService, req: PopRequest) -> tuple[dict, set[int] | None]:
-    """``processRequest``'s refusals; the topic's config and the tags codes to match."""
+def check(
+    ctl: BrokerContext, svc: PopService, req: PopRequest
+) -> tuple[dict, set[int] | None, Selector | None]:
+    """``processRequest``'s refusals; the topic's config, and the tags codes or the SQL92 selector
+    to match (5.1.1 takes SQL92 here whatever ``enablePropertyFilter`` says)."""
     ip = ctl.config.broker_ip1
     born = req.born_time if req.born_time > 0 else now_ms()
     if now_ms() - born - req.poll_time > TOO_MUCH_MS:
@@ -168,9 +172,14 @@ def check(ctl: BrokerContext, svc: PopService, req: PopRequest) -> tuple[dict, s
     if ctl.config.is_slave:  # rmq's own: a slave writes no ck (5.1.1 escapes them to a master)
         raise PopError(RS.SYSTEM_ERROR, f"the broker[{ip}] is a slave: pop from its master")
     config = check_read(ctl, req.group, req.topic, req.queue_id)
-    if req.exp and (req.exp_type or "TAG").upper() != "TAG":
-        raise PopError(RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
-    return config, tag_codes(req.exp) if req.exp else None
+    if not req.exp:
+        return config, None, None
+    if is_tag_type(req.exp_type):
+        return config, tag_codes(req.exp), None
+    try:
+        return config, None, compiled(req.exp, req.exp_type)
+    except SelectorError:
+        raise PopError(RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed") from None
 
 
 def pop_offset(ctl: BrokerContext, topic: str, group: str, queue_id: int, init_mode: int, init: bool) -> int:
@@ -192,6 +201,7 @@ class _Batch:
     pop_time: int
     revive_qid: int
     codes: set[int] | None
+    selector: Selector | None
     rest: int = 0
     start_info: list[str] = field(default_factory=list)
     msg_info: list[str] = field(default_factory=list)
@@ -214,11 +224,11 @@ def _pop_queue(ctl: BrokerContext, svc: PopService, b: _Batch, retry: bool, queu
         return
     want = req.max_msg_nums - len(b.records)
     codes = None if retry else b.codes
-    got = read_queue(ctl, topic, queue_id, offset, want, codes)
+    got = read_queue(ctl, topic, queue_id, offset, want, codes, b.selector)
     if got.status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY", "OFFSET_FOUND_NULL"):
         ctl.offsets.commit(req.group, topic, queue_id, got.next_begin_offset)  # the stored offset was wrong
         offset = got.next_begin_offset
-        got = read_queue(ctl, topic, queue_id, offset, want, codes)
+        got = read_queue(ctl, topic, queue_id, offset, want, codes, b.selector)
     if got.records:
         if req.order:
             assert b.count_info is not None
@@ -309,9 +319,9 @@ def pop_once(ctl: BrokerContext, req: PopRequest) -> PopResult:
     """One pass over the queues (no waiting); raises ``PopError`` for a refused request. A result
     without records has code POLLING_TIMEOUT (what 5.1.1 answers when it does not hold it)."""
     svc = pop_service(ctl)
-    config, codes = check(ctl, svc, req)
+    config, codes, selector = check(ctl, svc, req)
     revive_qid = k.ORDER_REVIVE_QUEUE if req.order else svc.next_revive_qid()
-    b = _Batch(req, now_ms(), revive_qid, codes, count_info=[] if req.order else None)
+    b = _Batch(req, now_ms(), revive_qid, codes, selector, count_info=[] if req.order else None)
     random_q = _random.randrange(100)
     retry_config = None if req.order else ctl.topics.get(k.pop_retry_topic(req.topic, req.group))
     need_retry = random_q % 5 == 0

@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from formats.records import record_properties
 from rmqcli.broker.pull import MAX_FILTER_BYTES
+from rmqcli.filter.sql92 import Selector
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
@@ -24,7 +26,13 @@ class QueueRead:
 
 
 def read_queue(
-    ctl: BrokerContext, topic: str, queue_id: int, offset: int, max_msgs: int, codes: set[int] | None
+    ctl: BrokerContext,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msgs: int,
+    codes: set[int] | None,
+    selector: Selector | None = None,
 ) -> QueueRead:
     store = ctl.store
     low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
@@ -54,6 +62,8 @@ def read_queue(
         data = store.read(physical, unit_size)
         if data is None:
             out.status = "MESSAGE_WAS_REMOVING"
+            continue
+        if selector is not None and not selector.matches(record_properties(data)):
             continue
         out.records.append(data)
         out.offsets.append(offset + scanned - 1)

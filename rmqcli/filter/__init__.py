@@ -1,0 +1,1 @@
+"""Message filters a consumer subscribes with: RocketMQ's SQL92 selectors (``sql92``)."""
