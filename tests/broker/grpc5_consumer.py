@@ -2,11 +2,13 @@
 tests/broker/test_grpc_consume*.py and tests/bench/grpc.py, run by the interpreter of
 ``.venv-rmq5`` (its package ``rocketmq`` is not the C++ client's).
 
-Argument: a JSON object ``{"endpoint", "group", "topic", "tag": filter (default "*"), "mode":
+Argument: a JSON object ``{"endpoint", "group", "topic", "tag": filter (default "*"), "sql": a SQL92
+filter instead, "mode":
 "simple" | "push", "steps": [...]}``. Simple mode runs the steps in order with one SimpleConsumer
 (``await``: its long-polling seconds, default 5):
 
-* ``{"op": "send", "messages": [{"body", "tag", "key", "group"}]}``: a producer sends them first;
+* ``{"op": "send", "messages": [{"body", "tag", "key", "group", "props"}]}``: a producer sends them
+  first (``props``: user properties);
 * ``{"op": "receive", "max": n, "invisible": s, "ack": bool, "change": s or null, "count": n,
   "within": s}``: receives until ``count`` messages (default: one receive) or ``within`` seconds,
   acking each when ``ack``, or changing its invisible duration to ``change`` s (then, with
@@ -60,6 +62,8 @@ def send(config: object, topic: str, messages: list[dict]) -> list[str]:
                 message.keys = item["key"]
             if item.get("group"):
                 message.message_group = item["group"]
+            for key, value in item.get("props", {}).items():
+                message.add_property(key, value)
             ids.append(producer.send(message).message_id)
     finally:
         producer.shutdown()
@@ -231,9 +235,13 @@ def bench(spec: dict, config: object, expression: object) -> dict:
 def main() -> None:
     spec = json.loads(sys.argv[1])
     from rocketmq import ClientConfiguration, Credentials, FilterExpression
+    from rocketmq.grpc_protocol import FilterType
 
     config = ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=10)
-    expression = FilterExpression(spec.get("tag", "*"))
+    if spec.get("sql"):
+        expression = FilterExpression(spec["sql"], FilterType.SQL)
+    else:
+        expression = FilterExpression(spec.get("tag", "*"))
     mode = {"push": push, "load": load, "bench": bench}.get(spec.get("mode", ""), simple)
     result = mode(spec, config, expression)
     result["done"] = True

@@ -21,6 +21,7 @@ from rmqcli.remoting.client import SyncClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from tests.broker.test_grpc_consume import consumer5, needs_client5, prepare
 from tests.support import popwire as w
 from tests.support.java import compile_programs, run_program
 from tests.support.oracle import real_cluster
@@ -202,3 +203,26 @@ def test_the_java_consumer_gets_from_rmq_what_the_real_broker_delivers(tmp_path:
     for index, expression in enumerate(good):
         assert from_rmq[index] == ",".join(sorted(selected(expression))), expression
     assert from_rmq[len(good)] == f"START_FAILED CODE: {RS.SUBSCRIPTION_PARSE_FAILED}"
+
+
+@needs_client5
+def test_a_5x_simple_consumer_receives_what_its_sql92_expression_selects(tmp_path: Path) -> None:
+    """gRPC ReceiveMessage with a SQL92 FilterExpression: POP filters by the expression."""
+    store = tmp_path / "store"
+    prepare(store, {"TopicSql5": {}}, {"G_SQL5": {}})
+    expression = "a >= 4 AND b <> 'y' OR c IS NOT NULL"
+    messages = [{"body": f"m{i}", "props": user_properties(i)} for i in range(16)]
+    want = [f"m{i}" for i in range(16) if compile_selector(expression).matches(user_properties(i))]
+    assert 0 < len(want) < 16
+    with ServeProcess(store, grpc=True) as server:
+        spec = {
+            "endpoint": server.grpc, "group": "G_SQL5", "topic": "TopicSql5", "sql": expression, "await": 2,
+            "steps": [
+                {"op": "send", "messages": messages},
+                {"op": "receive", "max": 16, "ack": True, "want": want, "within": 30},
+                {"op": "receive", "max": 16, "ack": True, "within": 3},
+            ],
+        }  # fmt: skip
+        result = consumer5(spec, tmp_path)
+    _, first, rest = result["steps"]
+    assert sorted(m["body"] for m in first + rest) == sorted(want)
