@@ -18,9 +18,15 @@ one pull of 32 in flight each) can outrun its consumption (a Python callback und
 when they outrun it by a quarter or more over a 5,000-message queue, every queue reaches the
 threshold near the same moment and the drain pauses ~1 s, whatever the broker.
 
-Needs Java 17 and ``../shared/rocketmq-4.9.8`` for the real broker; without them its rows say
-"skipped: no Java 17". Run as ``python -m tests.bench.drain``. Figures are printed, never
-asserted; they move with the load of the machine.
+The same five drains a broker follow with the real 4.9.8 Java push consumer
+(``tests/support/java/DrainConsumer.java``, the client's defaults: 20 consume threads, a 50 ms
+pause at 1,000 messages held): a client that consumes faster than either broker serves, so that
+its rows measure the brokers. On a machine where the real broker already drains near the C++
+client's consumption rate, those rows are where the brokers differ.
+
+Needs Java 17 and ``../shared/rocketmq-4.9.8`` for the real broker (and javac for the Java rows);
+without them its rows say "skipped: no Java 17". Run as ``python -m tests.bench.drain``. Figures
+are printed, never asserted; they move with the load of the machine.
 """
 
 from __future__ import annotations
@@ -172,9 +178,73 @@ def main(argv: list[str] | None = None) -> None:
                     row = broker.drain(tmp, i, backlog[broker.name])
                     lines.append(f"  {broker.name:<5} drain {i + 1}: {row}")
                     print(lines[-1], flush=True)
+            java_rates = java_drains(tmp, brokers, backlog, args.drains)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(args, rmq, real, lines, load_before)
+    report_java(java_rates)
+
+
+def java_drains(
+    tmp: Path, brokers: list[Broker], backlog: dict[str, int], drains: int
+) -> dict[str, list[float]]:
+    """The drains of the 4.9.8 Java push consumer, alternating between the brokers: rates by broker
+    (empty without Java 17, the kit or javac)."""
+    from tests.support.java import run_program
+    from tests.support.oracle import HAVE_JAVA
+
+    if not HAVE_JAVA or shutil.which("javac") is None:
+        return {}
+    classes = java_classes(tmp / "classes")
+    rates: dict[str, list[float]] = {b.name: [] for b in brokers}
+    for i in range(drains):
+        for broker in brokers:
+            group = f"CG_JAVA_DRAIN_{broker.name}_{i}"
+            count = backlog[broker.name]
+            out = run_program(
+                classes, tmp / f"java-{group}", "DrainConsumer", broker.namesrv, TOPIC, group, str(count)
+            )
+            seen, first_to_last, _ = next(
+                line for line in out.splitlines() if line.startswith("RESULT ")
+            ).split()[1:]
+            if int(seen) >= count:
+                rates[broker.name].append(count / float(first_to_last))
+                print(
+                    f"  {broker.name:<5} Java drain {i + 1}: {rates[broker.name][-1]:9,.0f} msgs/s",
+                    flush=True,
+                )
+    return rates
+
+
+def java_classes(out: Path) -> Path:
+    """``tests/support/java`` compiled against the kit's client (``javac``)."""
+    from tests.support.java import HERE
+    from tests.support.oracle import KIT
+
+    out.mkdir(parents=True, exist_ok=True)
+    sources = sorted(str(p) for p in HERE.glob("*.java"))
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(out), "-cp", str(KIT / "lib" / "*"), *sources],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return out
+
+
+def report_java(rates: dict[str, list[float]]) -> None:
+    if not rates:
+        print("  Java push consumer: skipped: no Java 17 or javac")
+        return
+    print("  with the real 4.9.8 Java push consumer (it consumes faster than either broker serves):")
+    for name, values in rates.items():
+        listed = ", ".join(f"{r:,.0f}" for r in values)
+        print(
+            f"  {name:<5} median {statistics.median(values):9,.0f} msgs/s, "
+            f"slowest {min(values):9,.0f}   ({listed})"
+        )
+    if rates.get("rmq") and rates.get("real"):
+        median = statistics.median(rates["rmq"]) / statistics.median(rates["real"])
+        slowest = min(rates["rmq"]) / min(rates["real"])
+        print(f"  rmq median / real median: {median:.2f}x; rmq slowest / real slowest: {slowest:.2f}x")
 
 
 @contextmanager
