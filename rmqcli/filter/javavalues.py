@@ -29,7 +29,7 @@ class EvaluationError(Exception):
 
 INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
-_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # any Unicode decimal digits, as Character.digit takes them
 _JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)")
 _JAVA_HEX_DOUBLE = re.compile(
     r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?"
@@ -37,7 +37,7 @@ _JAVA_HEX_DOUBLE = re.compile(
 
 
 def java_integer(text: str, kind: type[int]) -> int:
-    """``Integer.valueOf`` / ``Long.valueOf`` of a String: ASCII digits, an optional sign, in range."""
+    """``Integer.valueOf`` / ``Long.valueOf`` of a String: decimal digits, an optional sign, in range."""
     low, high = INT_RANGE if kind is JavaInt else LONG_RANGE
     if not _JAVA_INTEGER.fullmatch(text):
         raise EvaluationError(f"NumberFormatException: For input string: {text!r}")

@@ -23,6 +23,7 @@ PROPS = [
     {"a": "abc", "b": "5", "d": "1e3", "KEYS": "k1 k2"},
     {"a": "0", "b": "", "c": "yes", "d": "-0.0", "e": "0x10"},
     {"a": "007", "b": "x", "d": "Infinity", "e": "1.5f"},
+    {"a": "\u0663", "b": "\uff15", "d": "\u0663.5", "e": "1_0"},  # Arabic-Indic 3, fullwidth 5
 ]
 
 CORPUS = [
