@@ -97,48 +97,41 @@ def _double_compare(a: float, b: float) -> int:
     return (b_neg > a_neg) - (b_neg < a_neg)
 
 
+_NUMBER_CLASSES = ("Integer", "Long", "Double")  # each converts to the ones after it
+
+
+def _value_of(kind: str, text: str) -> object:
+    """``Integer.valueOf``, ``Long.valueOf`` or ``Double.valueOf`` of ``text``."""
+    if kind == "Double":
+        return java_double(text)
+    return java_integer(text, JavaInt if kind == "Integer" else JavaLong)
+
+
+def _widened(value: object, kind: str) -> object:
+    return float(value) if kind == "Double" else JavaLong(value)  # type: ignore[arg-type]
+
+
 def java_compare(lv: object, rv: object) -> int:
-    """``ComparisonExpression.__compare(lv, rv, true)``: -1 for classes it cannot bring together."""
+    """``ComparisonExpression.__compare(lv, rv, true)``: -1 for classes it cannot bring together.
+    Of two numbers the narrower is widened; a String meeting a number or a Boolean is parsed as
+    that class (a Boolean meeting a String fails: 4.9.8 casts the Boolean itself)."""
     lc, rc = java_class(lv), java_class(rv)
     if lc != rc:
-        if lc == "Boolean":
-            if rc == "String":  # 4.9.8 casts the Boolean itself to String here
-                raise EvaluationError("ClassCastException: Boolean cannot be cast to String")
+        if lc in _NUMBER_CLASSES and rc in _NUMBER_CLASSES:
+            if _NUMBER_CLASSES.index(lc) < _NUMBER_CLASSES.index(rc):
+                lv = _widened(lv, rc)
+            else:
+                rv = _widened(rv, lc)
+        elif lc in _NUMBER_CLASSES and rc == "String":
+            rv = _value_of(lc, rv)  # type: ignore[arg-type]
+        elif lc == "String" and rc in _NUMBER_CLASSES:
+            lv = _value_of(rc, lv)  # type: ignore[arg-type]
+        elif lc == "String" and rc == "Boolean":
+            lv = lv.lower() == "true"  # type: ignore[union-attr]  # Boolean.valueOf
+        elif lc == "Boolean" and rc == "String":
+            raise EvaluationError("ClassCastException: Boolean cannot be cast to String")
+        else:
             return -1
-        if lc == "Integer":
-            if rc == "Long":
-                lv = JavaLong(lv)  # type: ignore[arg-type]
-            elif rc == "Double":
-                lv = float(lv)  # type: ignore[arg-type]
-            elif rc == "String":
-                rv = java_integer(rv, JavaInt)  # type: ignore[arg-type]
-            else:
-                return -1
-        elif lc == "Long":
-            if rc == "Integer":
-                rv = JavaLong(rv)  # type: ignore[arg-type]
-            elif rc == "Double":
-                lv = float(lv)  # type: ignore[arg-type]
-            elif rc == "String":
-                rv = java_integer(rv, JavaLong)  # type: ignore[arg-type]
-            else:
-                return -1
-        elif lc == "Double":
-            if rc in ("Integer", "Long"):
-                rv = float(rv)  # type: ignore[arg-type]
-            elif rc == "String":
-                rv = java_double(rv)  # type: ignore[arg-type]
-            else:
-                return -1
-        else:  # String
-            if rc == "Boolean":
-                lv = lv.lower() == "true"  # type: ignore[union-attr]  # Boolean.valueOf
-            elif rc in ("Integer", "Long"):
-                lv = java_integer(lv, JavaInt if rc == "Integer" else JavaLong)  # type: ignore[arg-type]
-            elif rc == "Double":
-                lv = java_double(lv)  # type: ignore[arg-type]
-            else:
-                return -1
     if isinstance(lv, float):
         return _double_compare(lv, rv)  # type: ignore[arg-type]
     if isinstance(lv, str):  # String.compareTo: UTF-16 code units

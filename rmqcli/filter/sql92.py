@@ -82,9 +82,8 @@ class Negate(Expression):
             return None
         if isinstance(value, float):
             return -value
-        low, high = INT_RANGE if isinstance(value, JavaInt) else LONG_RANGE
-        negated = -value if value != low else value  # Java's two's complement wraps at the minimum
-        return type(value)(negated if negated <= high else low)
+        low = INT_RANGE[0] if isinstance(value, JavaInt) else LONG_RANGE[0]
+        return type(value)(value if value == low else -value)  # two's complement: -MIN is MIN
 
 
 @dataclass
@@ -426,6 +425,15 @@ class _Parser:
             raise SelectorError(f"Expected a property for In expression, got: {_text(left)}")
         return In(left, frozenset(items), negated)
 
+    def nested(self, parse: Callable[[], Expression]) -> Expression:
+        """``parse`` one level deeper (parentheses, unary operators), at most ``MAX_DEPTH``."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise SelectorError(f"nested more than {MAX_DEPTH} deep")
+        inner = parse()
+        self.depth -= 1
+        return inner
+
     def string(self) -> str:
         return self.take("STRING").text[1:-1].replace("''", "'")
 
@@ -434,11 +442,7 @@ class _Parser:
         if kind not in ("+", "-", "NOT"):
             return self.primary()
         self.take(kind)
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise SelectorError(f"nested more than {MAX_DEPTH} deep")
-        operand = self.unary()
-        self.depth -= 1
+        operand = self.nested(self.unary)
         if kind == "-":
             return Negate(operand)
         if kind == "NOT":
@@ -450,11 +454,7 @@ class _Parser:
         kind = token.kind
         if kind == "(":
             self.take("(")
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                raise SelectorError(f"nested more than {MAX_DEPTH} deep")
-            inner = self.or_expression()
-            self.depth -= 1
+            inner = self.nested(self.or_expression)
             self.take(")")
             return inner
         if kind == "ID":
