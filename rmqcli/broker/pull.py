@@ -94,16 +94,9 @@ def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
             f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
             f"[{topic['readQueueNums']}] consumer:[{h.consumer_group}]",
         )
-    if h.sys_flag & hd.PULL_FLAG_SUBSCRIPTION:
+    carried = bool(h.sys_flag & hd.PULL_FLAG_SUBSCRIPTION)
+    if carried:
         expression_type, expression = h.expression_type, h.subscription
-        selector = None
-        if not is_tag_type(expression_type):
-            if not expression:  # FilterAPI.build: "Expression can't be null!"
-                raise PullError(RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
-            try:
-                selector = compiled(expression, expression_type)
-            except SelectorError:  # ConsumerFilterManager.build gives null: 4.9.8 then filters nothing
-                pass
     else:
         sub = ctl.clients.subscription(h.consumer_group, h.topic)
         if ctl.clients.consumers.get(h.consumer_group) is None:
@@ -113,17 +106,20 @@ def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
         if sub.sub_version < h.sub_version:
             raise PullError(RS.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         expression_type, expression = sub.expression_type, sub.sub_string
-        selector = None
-        if not is_tag_type(expression_type):
-            try:  # the filter data ConsumerFilterManager registered with the heartbeat
-                selector = compiled(expression, expression_type)
-            except SelectorError:
-                raise PullError(
-                    RS.FILTER_DATA_NOT_EXIST,
-                    "The broker's consumer filter data is not exist!Your expression may be wrong!",
-                ) from None
     if is_tag_type(expression_type):
         return PullRequest(h, tag_codes(expression), group)
+    if carried and not expression:  # FilterAPI.build: "Expression can't be null!"
+        raise PullError(RS.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
+    selector = None
+    try:
+        selector = compiled(expression, expression_type)
+    except SelectorError:
+        if not carried:  # the filter data ConsumerFilterManager registered with the heartbeat
+            raise PullError(
+                RS.FILTER_DATA_NOT_EXIST,
+                "The broker's consumer filter data is not exist!Your expression may be wrong!",
+            ) from None
+        # a carried one: ConsumerFilterManager.build gives null, and 4.9.8 then filters nothing
     if not ctl.config.enable_property_filter:
         raise PullError(RS.SYSTEM_ERROR, no_property_filter(expression_type))
     return PullRequest(h, None, group, selector)
