@@ -190,12 +190,13 @@ def java_drains(
 ) -> dict[str, list[float]]:
     """The drains of the 4.9.8 Java push consumer, alternating between the brokers: rates by broker
     (empty without Java 17, the kit or javac)."""
-    from tests.support.java import run_program
+    from tests.support.java import javac, run_program
     from tests.support.oracle import HAVE_JAVA
 
     if not HAVE_JAVA or shutil.which("javac") is None:
         return {}
-    classes = java_classes(tmp / "classes")
+    classes = tmp / "classes"
+    javac(classes).check_returncode()
     rates: dict[str, list[float]] = {b.name: [] for b in brokers}
     for i in range(drains):
         for broker in brokers:
@@ -214,20 +215,6 @@ def java_drains(
                     flush=True,
                 )
     return rates
-
-
-def java_classes(out: Path) -> Path:
-    """``tests/support/java`` compiled against the kit's client (``javac``)."""
-    from tests.support.java import HERE
-    from tests.support.oracle import KIT
-
-    out.mkdir(parents=True, exist_ok=True)
-    sources = sorted(str(p) for p in HERE.glob("*.java"))
-    subprocess.run(
-        ["javac", "-nowarn", "-d", str(out), "-cp", str(KIT / "lib" / "*"), *sources],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    return out
 
 
 def report_java(rates: dict[str, list[float]]) -> None:

@@ -24,22 +24,27 @@ def kit_env(state: Path) -> dict[str, str]:
 
 
 def compile_programs(out: Path) -> Path:
-    """Every ``*.java`` here compiled into ``out`` (``javac -cp 'KIT/lib/*'``); skips the test
-    when Java 17, the kit or ``javac`` is missing."""
+    """Every ``*.java`` here compiled into ``out`` (``javac``); skips the test when Java 17, the kit
+    or ``javac`` is missing."""
     if not HAVE_JAVA:
         pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
     if shutil.which("javac") is None:
         pytest.skip("javac is missing")
+    made = javac(out)
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+def javac(out: Path) -> subprocess.CompletedProcess[str]:
+    """``javac -cp 'KIT/lib/*'`` of every ``*.java`` here into ``out`` (the benches call it too)."""
     out.mkdir(parents=True, exist_ok=True)
     sources = sorted(str(p) for p in HERE.glob("*.java"))
-    made = subprocess.run(
+    return subprocess.run(
         ["javac", "-nowarn", "-d", str(out), "-cp", str(KIT / "lib" / "*"), *sources],
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert made.returncode == 0, made.stderr
-    return out
 
 
 def run_program(classes: Path, state: Path, main: str, *args: str, timeout: float = 120) -> str:
