@@ -92,12 +92,15 @@ CLIENT = textwrap.dedent(
         p.shutdown()
     else:  # drain
         seen = [0, None, None]
+        work = cmd.get("work_us", 0) / 1e6  # busy time a message, for a client slower than the broker
         def on_message(consumer, handle):
             now = time.perf_counter()
             if seen[1] is None:
                 seen[1] = now
             seen[0] += 1
             seen[2] = now
+            while work and time.perf_counter() < now + work:
+                pass
             return 0
         c = PushConsumer(cmd["group"])
         c.set_namesrv_addr(cmd["namesrv"])

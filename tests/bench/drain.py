@@ -18,11 +18,19 @@ one pull of 32 in flight each) can outrun its consumption (a Python callback und
 when they outrun it by a quarter or more over a 5,000-message queue, every queue reaches the
 threshold near the same moment and the drain pauses ~1 s, whatever the broker.
 
+Two more drains a broker by the same client with 15 us of busy work a message in its callback
+(``SLOW_WORK_US``): it then consumes slower than either broker serves, and both brokers meet the
+pause in every drain. That the pause follows the client's consumption rate, not the broker, is
+shown in each run.
+
 The same five drains a broker follow with the real 4.9.8 Java push consumer
 (``tests/support/java/DrainConsumer.java``, the client's defaults: 20 consume threads, a 50 ms
-pause at 1,000 messages held): a client that consumes faster than either broker serves, so that
-its rows measure the brokers. On a machine where the real broker already drains near the C++
-client's consumption rate, those rows are where the brokers differ.
+pause at 1,000 messages held), one JVM a broker that drains twice untimed first so that its hot
+paths are compiled: a client that consumes two to three times faster than the C++ one. Printed
+per drain: the rate, the broker's CPU seconds, and how many pulls the broker answered
+SUBSCRIPTION_NOT_LATEST (a fresh group's first pulls can reach the broker before the heartbeat
+that registers the client's new subscription version; 4.9.8 answers them so, and the client
+retries them 1 s later, which stalls the drain with either broker).
 
 Needs Java 17 and ``../shared/rocketmq-4.9.8`` for the real broker (and javac for the Java rows);
 without them its rows say "skipped: no Java 17". Run as ``python -m tests.bench.drain``. Figures
@@ -52,6 +60,8 @@ TARGET_MEDIAN = 1.2  # rmq's median drain rate over the real broker's
 TARGET_SLOWEST = 1.0  # rmq's slowest drain over the real broker's slowest
 FLOW_CONTROL = 1000  # messages of one queue the C++ client holds before it pauses that queue's pulls
 BATCH = 32  # messages the C++ push consumer asks for in a pull
+SLOW_DRAINS = 2  # drains a broker by the slowed client
+SLOW_WORK_US = 15.0  # its busy time a message: it then consumes ~35,000 msgs/s, below either broker
 COMMITLOG_FILE = 16 * 1024 * 1024  # as ``real_cluster``'s broker.conf, for both brokers
 
 _CACHE_LINE = re.compile(r"\(info\):cache msg size:(\d+) of pullRequest:")
@@ -67,13 +77,13 @@ class Broker:
     pid: int | None
     rates: list[float]
 
-    def drain(self, tmp: Path, index: int, count: int) -> str:
-        """One drain by a fresh group: its row."""
+    def drain(self, tmp: Path, group: str, count: int, work_us: float = 0) -> tuple[float | None, str]:
+        """One drain by a fresh group ``group`` whose callback also spends ``work_us`` busy a
+        message: its rate (None when it fell short) and its row."""
         cpu = process_cpu(self.pid)
         script = tmp / "client.py"
         script.write_text(CLIENT)
-        group = f"CG_DRAIN_{self.name}_{index}"
-        cmd = {"op": "drain", "namesrv": self.namesrv, "topic": TOPIC, "group": group}
+        cmd = {"op": "drain", "namesrv": self.namesrv, "topic": TOPIC, "group": group, "work_us": work_us}
         proc = subprocess.Popen(
             [sys.executable, str(script), json.dumps({**cmd, "count": count})],
             stdout=subprocess.PIPE,
@@ -85,12 +95,11 @@ class Broker:
         result = client_result(proc)
         cpu_s = process_cpu(self.pid) - cpu
         if result["count"] < count:
-            return f"{result['count']} of {count} messages in 300 s"
+            return None, f"{result['count']} of {count} messages in 300 s"
         rate = result["count"] / result["first_to_last"]
-        self.rates.append(rate)
         peak = client_peak(tmp / "logs" / "rocketmq-cpp" / f"{proc.pid}_rocketmq-cpp.log.0")
         paused = "yes" if peak > FLOW_CONTROL - BATCH else "no"
-        return (
+        return rate, (
             f"{rate:9,.0f} msgs/s   broker CPU {cpu_s:5.2f} s   client: at most {peak:5d} messages "
             f"of a queue held, 1 s flow-control pause: {paused}"
         )
@@ -167,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-drain-"))
     lines: list[str] = []
+    slow_lines: list[str] = []
     try:
         with both(tmp) as (rmq, real):
             brokers = [b for b in (rmq, real) if b is not None]
@@ -175,63 +185,140 @@ def main(argv: list[str] | None = None) -> None:
             backlog = {b.name: queued(b.addr, TOPIC) for b in brokers}
             for i in range(args.drains):
                 for broker in brokers:
-                    row = broker.drain(tmp, i, backlog[broker.name])
+                    rate, row = broker.drain(tmp, f"CG_DRAIN_{broker.name}_{i}", backlog[broker.name])
+                    if rate is not None:
+                        broker.rates.append(rate)
                     lines.append(f"  {broker.name:<5} drain {i + 1}: {row}")
                     print(lines[-1], flush=True)
+            for i in range(SLOW_DRAINS):
+                for broker in brokers:
+                    group = f"CG_SLOW_DRAIN_{broker.name}_{i}"
+                    _, row = broker.drain(tmp, group, backlog[broker.name], SLOW_WORK_US)
+                    slow_lines.append(f"  {broker.name:<5} slow drain {i + 1}: {row}")
+                    print(slow_lines[-1], flush=True)
             java_rates = java_drains(tmp, brokers, backlog, args.drains)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(args, rmq, real, lines, load_before)
+    print(
+        f"  the same client with {SLOW_WORK_US:g} us of work a message in its callback, so that it consumes "
+        "slower than either broker serves (the pause is the client's: it stalls the real broker too):"
+    )
+    print("\n".join(slow_lines))
     report_java(java_rates)
+
+
+JAVA_WARMUP = 2  # untimed drains by each broker's Java consumer first, so that it runs compiled code
+NOT_LATEST = "CODE: 25"  # SUBSCRIPTION_NOT_LATEST in the Java client's log
 
 
 def java_drains(
     tmp: Path, brokers: list[Broker], backlog: dict[str, int], drains: int
-) -> dict[str, list[float]]:
-    """The drains of the 4.9.8 Java push consumer, alternating between the brokers: rates by broker
-    (empty without Java 17, the kit or javac)."""
-    from tests.support.java import javac, run_program
+) -> dict[str, list[tuple[float, int]]]:
+    """The drains of the 4.9.8 Java push consumer, alternating between the brokers: by broker, each
+    drain's rate and how many of its pulls the broker answered SUBSCRIPTION_NOT_LATEST (empty
+    without Java 17, the kit or javac). One JVM a broker drains for every group, after
+    ``JAVA_WARMUP`` untimed drains."""
+    from tests.support.java import javac, start_program
     from tests.support.oracle import HAVE_JAVA
 
     if not HAVE_JAVA or shutil.which("javac") is None:
         return {}
     classes = tmp / "classes"
     javac(classes).check_returncode()
-    rates: dict[str, list[float]] = {b.name: [] for b in brokers}
-    for i in range(drains):
-        for broker in brokers:
-            group = f"CG_JAVA_DRAIN_{broker.name}_{i}"
-            count = backlog[broker.name]
-            out = run_program(
-                classes, tmp / f"java-{group}", "DrainConsumer", broker.namesrv, TOPIC, group, str(count)
-            )
-            seen, first_to_last, _ = next(
-                line for line in out.splitlines() if line.startswith("RESULT ")
-            ).split()[1:]
-            if int(seen) >= count:
-                rates[broker.name].append(count / float(first_to_last))
+    consumers = {
+        b.name: JavaConsumer(
+            start_program(
+                classes, tmp / f"java-{b.name}", "DrainConsumer", b.namesrv, TOPIC, str(backlog[b.name])
+            ),
+            tmp / f"java-{b.name}" / "logs" / "rocketmq_client.log",
+            backlog[b.name],
+        )
+        for b in brokers
+    }
+    rates: dict[str, list[tuple[float, int]]] = {b.name: [] for b in brokers}
+    try:
+        for i in range(JAVA_WARMUP):
+            for name, consumer in consumers.items():
+                consumer.drain(f"CG_JAVA_WARM_{name}_{i}")
+        for i in range(drains):
+            for broker in brokers:
+                name = broker.name
+                cpu = process_cpu(broker.pid)
+                drained = consumers[name].drain(f"CG_JAVA_DRAIN_{name}_{i}")
+                cpu_s = process_cpu(broker.pid) - cpu
+                if drained is None:
+                    print(f"  {name:<5} Java drain {i + 1}: incomplete", flush=True)
+                    continue
+                rates[name].append(drained)
+                rate, refused = drained
                 print(
-                    f"  {broker.name:<5} Java drain {i + 1}: {rates[broker.name][-1]:9,.0f} msgs/s",
+                    f"  {name:<5} Java drain {i + 1}: {rate:9,.0f} msgs/s   broker CPU {cpu_s:5.2f} s   "
+                    f"pulls answered SUBSCRIPTION_NOT_LATEST (retried 1 s later): {refused}",
                     flush=True,
                 )
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
     return rates
 
 
-def report_java(rates: dict[str, list[float]]) -> None:
+@dataclass
+class JavaConsumer:
+    """A running ``DrainConsumer``: it drains once for each group written to its stdin."""
+
+    proc: subprocess.Popen[str]
+    log: Path
+    count: int
+
+    def drain(self, group: str) -> tuple[float, int] | None:
+        """One drain by ``group``: (msgs/s from the first message to the last, SUBSCRIPTION_NOT_LATEST
+        answers in the client's log meanwhile), or None when it fell short."""
+        before = self.log.stat().st_size if self.log.exists() else 0
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(group + "\n")
+        self.proc.stdin.flush()
+        line = ""
+        while not line.startswith("RESULT "):
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the Java drain consumer stopped")
+        seen, first_to_last, _ = line.split()[1:]
+        with self.log.open("rb") as log:
+            log.seek(before)
+            refused = log.read().decode(errors="replace").count(NOT_LATEST)
+        if int(seen) < self.count:
+            return None
+        return self.count / float(first_to_last), refused
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def report_java(rates: dict[str, list[tuple[float, int]]]) -> None:
     if not rates:
         print("  Java push consumer: skipped: no Java 17 or javac")
         return
-    print("  with the real 4.9.8 Java push consumer (it consumes faster than either broker serves):")
-    for name, values in rates.items():
+    print(
+        f"  with the real 4.9.8 Java push consumer (one warm JVM a broker, {JAVA_WARMUP} untimed drains "
+        "first; it consumes faster than the C++ client, so that these rows measure the brokers):"
+    )
+    for name, drained in rates.items():
+        values = [rate for rate, _ in drained]
         listed = ", ".join(f"{r:,.0f}" for r in values)
         print(
             f"  {name:<5} median {statistics.median(values):9,.0f} msgs/s, "
-            f"slowest {min(values):9,.0f}   ({listed})"
+            f"slowest {min(values):9,.0f} msgs/s   ({listed})"
         )
     if rates.get("rmq") and rates.get("real"):
-        median = statistics.median(rates["rmq"]) / statistics.median(rates["real"])
-        slowest = min(rates["rmq"]) / min(rates["real"])
-        print(f"  rmq median / real median: {median:.2f}x; rmq slowest / real slowest: {slowest:.2f}x")
+        rmq = [rate for rate, _ in rates["rmq"]]
+        real = [rate for rate, _ in rates["real"]]
+        ratios(statistics.median(rmq), min(rmq), statistics.median(real), min(real))
 
 
 @contextmanager
@@ -263,7 +350,11 @@ def report(args: argparse.Namespace, rmq: Broker, real: Broker | None, lines: li
     if real is None or not real.rates or not rmq.rates:
         print("  ratios: skipped: no Java 17" if real is None else "  ratios: no complete drains")
         return
-    (rmq_median, rmq_slowest), (real_median, real_slowest) = summary(rmq), summary(real)
+    ratios(*summary(rmq), *summary(real))
+
+
+def ratios(rmq_median: float, rmq_slowest: float, real_median: float, real_slowest: float) -> None:
+    """The issue's two ratios against their targets."""
     for what, ratio, target in (
         ("median", rmq_median / real_median, TARGET_MEDIAN),
         ("slowest", rmq_slowest / real_slowest, TARGET_SLOWEST),

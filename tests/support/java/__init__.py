@@ -47,23 +47,39 @@ def javac(out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_program(classes: Path, state: Path, main: str, *args: str, timeout: float = 120) -> str:
+_LAUNCH = (
+    'source "$1/bin/env.sh"; classes="$2"; main="$3"; shift 3; '
+    'exec $JAVA -Xms64m -Xmx256m "${JAVA_BASE_OPT[@]/#$CLASSPATH/$CLASSPATH:$classes}" '
+    '-Dlogback.configurationFile="$ORACLE_DIR/conf/logback_client.xml" "$main" "$@"'
+)
+
+
+def _command(classes: Path, main: str, args: tuple[str, ...]) -> list[str]:
     """``main`` of ``classes`` with the kit's client class path and JVM options (as its
-    ``bin/clienttest``); its stdout, which must end with exit status 0."""
-    script = (
-        'source "$1/bin/env.sh"; classes="$2"; main="$3"; shift 3; '
-        'exec $JAVA -Xms64m -Xmx256m "${JAVA_BASE_OPT[@]/#$CLASSPATH/$CLASSPATH:$classes}" '
-        '-Dlogback.configurationFile="$ORACLE_DIR/conf/logback_client.xml" "$main" "$@"'
-    )
+    ``bin/clienttest``)."""
+    return ["bash", "-c", _LAUNCH, "java", str(KIT), str(classes), main, *args]
+
+
+def run_program(classes: Path, state: Path, main: str, *args: str, timeout: float = 120) -> str:
+    """``main`` of ``classes`` run to its end: its stdout, which must end with exit status 0."""
     proc = subprocess.run(
-        ["bash", "-c", script, "java", str(KIT), str(classes), main, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=kit_env(state),
+        _command(classes, main, args), capture_output=True, text=True, timeout=timeout, env=kit_env(state)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
+
+
+def start_program(classes: Path, state: Path, main: str, *args: str) -> subprocess.Popen[str]:
+    """``main`` of ``classes`` started with pipes for its stdin and stdout (stderr discarded), for a
+    program that answers line by line."""
+    return subprocess.Popen(
+        _command(classes, main, args),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=kit_env(state),
+    )
 
 
 def trace_round_trip(
