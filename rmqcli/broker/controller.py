@@ -94,7 +94,9 @@ class BrokerController:
         self.offsets = ConsumerOffsetManager(writer)
         self.clients = ClientManager(self._notify_ids_changed)
         self.locks = LockManager()
-        self.holds = HoldService()
+        self.holds = HoldService(
+            5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
+        )
         self.stats = Stats(self.store)
         self.store.listeners.append(self.holds.arrived)
         self.handlers: dict[int, Handler] = {}

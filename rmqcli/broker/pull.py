@@ -5,8 +5,9 @@
 4.9.8 does not; group, topic, permission, queue id, subscription: from the request
 when the SUBSCRIPTION flag is set, else the one the group's heartbeat registered); ``get_message``
 maps the queue state to FOUND / NO_MATCHED_MESSAGE / OFFSET_* as the store does; a
-``PULL_NOT_FOUND`` with the SUSPEND flag is held (long polling) until a message arrives in the
-queue or ``suspendTimeoutMillis`` passes, then re-run. The COMMIT_OFFSET flag stores the group's
+``PULL_NOT_FOUND`` with the SUSPEND flag is held (long polling) until a message its filter
+matches arrives in the queue, the hold service's check round finds the queue grown, or
+``suspendTimeoutMillis`` passes, then re-run (``hold``). The COMMIT_OFFSET flag stores the group's
 offset before anything else, except on a slave (``storeOffsetEnable``: a slave's offsets come
 from its master, or from consumers' own UPDATE_CONSUMER_OFFSET when the master is down). Every
 answer carries ``suggestWhichBrokerId, nextBeginOffset, minOffset, maxOffset`` as strings
@@ -16,7 +17,6 @@ pulls as a master does, except that it moves no offset (``answer``).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import time
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from formats.records import record_properties
 from rmqcli.broker.connection import Connection, Reply
+from rmqcli.broker.holds import Woken
 from rmqcli.broker.offsetmoved import report_offset_moved
 from rmqcli.broker.refusal import FAQ, Refusal, no_property_filter
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
@@ -228,24 +229,59 @@ def respond(req: RemotingCommand, res: PullResult, suggest: int = 0) -> Remoting
 
 
 async def hold(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, timeout_ms: int) -> Reply:
-    """Long polling: wait for an arrival in the queue (or the timeout) and pull again."""
+    """Long polling (``PullRequestHoldService.notifyMessageArriving``): the pull is run again once a
+    message its filter matches arrives in the queue, or at the service's first check round after
+    the queue grew past the pull's offset (a round does not look at the filter), or when its time
+    is up. A pull without a filter matches every arrival."""
     h = pull.header
     deadline = time.monotonic() + timeout_ms / 1000
+    checked = h.queue_offset  # the arrivals before this offset were matched against the filter
+    filtered = pull.codes is not None or pull.selector is not None
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        now = time.monotonic()
+        if now >= deadline:
             break
-        waiter = ctl.holds.wait(h.topic, h.queue_id)
-        try:
-            released = await asyncio.wait_for(waiter, remaining)
-        except TimeoutError:
+        until = min(deadline, ctl.holds.next_check(now)) if filtered else deadline
+        woken = await ctl.holds.wait(h.topic, h.queue_id, until - now)
+        if woken is Woken.RELEASED:  # the group's master is back (HoldService.release_all)
             break
-        if released:  # the group's master is back (HoldService.release_all)
-            break
+        if woken is Woken.TIMEOUT:
+            if ctl.store.max_offset(h.topic, h.queue_id) > h.queue_offset:
+                break  # a check round (``checkHoldRequest``) answers a pull whose queue grew
+            continue
+        if filtered:
+            newest = ctl.store.max_offset(h.topic, h.queue_id)
+            matched = arrival_matches(ctl, pull, checked, newest)
+            checked = max(checked, newest)
+            if not matched:
+                continue
         res = get_message(ctl, pull)
         if res.code != RS.PULL_NOT_FOUND:
             return answer(ctl, req, pull, res)
     return answer(ctl, req, pull, get_message(ctl, pull))
+
+
+def arrival_matches(ctl: BrokerContext, pull: PullRequest, start: int, end: int) -> bool:
+    """Whether a unit in ``[start, end)`` of the pull's queue passes its filter: the tags code
+    (``isMatchedByConsumeQueue``), then the SQL92 expression on the message's properties
+    (``isMatchedByCommitLog``), as each arrival is matched in 4.9.8."""
+    h = pull.header
+    store = ctl.store
+    while start < end:
+        units = 0
+        for physical, size, tags_code in store.unit_tuples(h.topic, h.queue_id, start, min(end - start, 800)):
+            units += 1
+            if pull.codes is not None and tags_code not in pull.codes:
+                continue
+            if pull.selector is None:
+                return True
+            data = store.read(physical, size)
+            if data is not None and pull.selector.matches(record_properties(data)):
+                return True
+        if units == 0:
+            return False
+        start += units
+    return False
 
 
 def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
