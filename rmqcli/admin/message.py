@@ -210,14 +210,13 @@ def query_message(
     begin: int,
     end: int,
     unique: bool,
-    *,
-    not_found_is_empty: bool = False,
 ) -> list[Message]:
     """``MQAdminImpl.queryMessage``: QUERY_MESSAGE (12) to every broker of the route (its master,
     else a slave: ``selectBrokerAddr``), merged and re-filtered by ``UNIQ_KEY``, or by key and topic
     (B.3). A topic without a route is ``TOPIC_NOT_EXIST``, nothing found ``NO_MESSAGE``, both with
-    MQAdminImpl's texts; a broker's error is reported only when no broker found anything, and a
-    broker's QUERY_NOT_FOUND only unless ``not_found_is_empty`` (MQAdminImpl ignores it too)."""
+    MQAdminImpl's texts. A broker's QUERY_NOT_FOUND is an empty answer, as MQAdminImpl takes it
+    (mqadmin then shows CODE 208); a broker's other error, or one it could not be reached for, is
+    reported when no broker found anything (MQAdminImpl only logs those)."""
     from rmqcli.remoting.client import expect
 
     not_routed = BrokerNotFoundError(
@@ -241,7 +240,7 @@ def query_message(
         if isinstance(response, NetworkError):
             last_error = response
             continue
-        if not_found_is_empty and response.code == ResponseCode.QUERY_NOT_FOUND:
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
             continue
         try:
             expect(response, addr, ResponseCode.SUCCESS)
@@ -277,7 +276,7 @@ def query_msg_trace_by_id(
     msg_id = msg_id.strip()
     topic = trace_topic.strip() if trace_topic is not None else TRACE_TOPIC
     now = int(time.time() * 1000)
-    found = query_message(session, topic, msg_id, 64, 0, now, False, not_found_is_empty=True)
+    found = query_message(session, topic, msg_id, 64, 0, now, False)
     return [v for m in found for v in views(msg_id, m.body, m.born_host)]
 
 

@@ -89,7 +89,7 @@ def test_query_by_key_unique_key_and_id(single: AdminServer) -> None:
     )
     assert rmq("queryMsgByKey", "-n", n, "-t", "T", "-k", "other").count("\n") == 2
     code, err = rmq_fail("queryMsgByKey", "-n", n, "-t", "T", "-k", "none")
-    assert code == 3 and "QUERY_NOT_FOUND(22): can not find message, maybe time range not correct" in err
+    assert code == 3 and "NO_MESSAGE(208): query message by key finished, but no message." in err
     text = rmq("queryMsgByUniqueKey", "-n", n, "-t", "T", "-i", second)
     lines = text.split("\n")
     assert lines[0] == f"{'Topic:':<20} T" and lines[1] == f"{'Tags:':<20} [TagB]"

@@ -246,3 +246,8 @@ def test_rmq_reads_the_real_brokers_traces_as_mqadmin(real: tuple[str, Path], tm
     assert code == 3 and "NO_MESSAGE(208): query message by key finished, but no message." in err
     code, err = rmq("queryMsgTraceById", "-n", ns, "-i", msg_id, "-t", "NoSuchTraceTopic")
     assert code == 3 and "TOPIC_NOT_EXIST(17): The topic[NoSuchTraceTopic] not matched route info" in err
+    # a key no message has: the broker answers QUERY_NOT_FOUND, which MQAdminImpl takes as empty
+    missing = mqadmin(state, "queryMsgByKey", "-n", ns, "-t", "TracedTopicR", "-k", "NoSuchKey").stderr
+    assert "CODE: 208  DESC: query message by key finished, but no message." in missing
+    code, err = rmq("queryMsgByKey", "-n", ns, "-t", "TracedTopicR", "-k", "NoSuchKey")
+    assert code == 3 and "NO_MESSAGE(208): query message by key finished, but no message." in err
