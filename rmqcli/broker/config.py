@@ -39,6 +39,7 @@ class BrokerConfig:
     broker_role: str = "ASYNC_MASTER"  # MessageStoreConfig.brokerRole
     slave_read_enable: bool = False  # a master may suggest a slave to consumers that fall behind
     offset_check_in_slave: bool = False  # a slave answers PULL_OFFSET_MOVED too (MessageStoreConfig)
+    use_server_side_reset_offset: bool = False  # 5.1.1: an offset reset is kept by the broker (offsets)
     namesrv_addr: str = ""
     flush_disk_type: str = ASYNC_FLUSH
     flush_interval_commit_log: int = 500  # ms, ASYNC_FLUSH
@@ -103,6 +104,7 @@ PROPERTY_NAMES = {  # broker.conf key -> BrokerConfig field
     "brokerRole": "broker_role",
     "slaveReadEnable": "slave_read_enable",
     "offsetCheckInSlave": "offset_check_in_slave",
+    "useServerSideResetOffset": "use_server_side_reset_offset",
     "namesrvAddr": "namesrv_addr",
     "flushDiskType": "flush_disk_type",
     "flushIntervalCommitLog": "flush_interval_commit_log",

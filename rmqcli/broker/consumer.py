@@ -115,6 +115,8 @@ def update_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) ->
     problem = offset_problem(h.consumer_group, h.topic)
     if problem:
         return req.response(RS.SYSTEM_ERROR, problem)
+    if ctl.offsets.has_reset(h.topic, h.consumer_group, h.queue_id):  # useServerSideResetOffset
+        return req.response(remark="Offset has been previously reset")  # 5.1.1: the commit is ignored
     ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
     return req.response()
 

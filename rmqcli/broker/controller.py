@@ -91,7 +91,7 @@ class BrokerController:
         self.topics = TopicConfigManager(writer, self._topics_changed)
         auto_group = config.auto_create_subscription_group  # a group created by a client: written behind
         self.groups = SubscriptionGroupManager(writer, auto_group, self.persist_soon)
-        self.offsets = ConsumerOffsetManager(writer)
+        self.offsets = ConsumerOffsetManager(writer, config.use_server_side_reset_offset)
         self.clients = ClientManager(self._notify_ids_changed)
         self.locks = LockManager()
         self.holds = HoldService(

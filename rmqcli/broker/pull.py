@@ -126,6 +126,18 @@ def parse(ctl: BrokerContext, req: RemotingCommand) -> PullRequest:
     return PullRequest(h, None, group, selector)
 
 
+def fetch(ctl: BrokerContext, pull: PullRequest) -> PullResult:
+    """``get_message``, unless an admin reset the queue's offset for the group
+    (``useServerSideResetOffset``): then PULL_OFFSET_MOVED to the reset offset, once (5.1.1's
+    OFFSET_RESET; the reset is taken whatever the setting, as 5.1.1 does)."""
+    h = pull.header
+    reset = ctl.offsets.take_reset(h.topic, h.consumer_group, h.queue_id)
+    if reset is None or not ctl.config.use_server_side_reset_offset:
+        return get_message(ctl, pull)
+    low, high = ctl.store.min_offset(h.topic, h.queue_id), ctl.store.max_offset(h.topic, h.queue_id)
+    return PullResult(RS.PULL_OFFSET_MOVED, "OFFSET_RESET", reset, low, high)
+
+
 def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
     """``DefaultMessageStore.getMessage`` and the status -> response-code mapping of B.7."""
     h = pull.header
@@ -255,10 +267,10 @@ async def hold(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, time
             checked = max(checked, newest)
             if not matched:
                 continue
-        res = get_message(ctl, pull)
+        res = fetch(ctl, pull)
         if res.code != RS.PULL_NOT_FOUND:
             return answer(ctl, req, pull, res)
-    return answer(ctl, req, pull, get_message(ctl, pull))
+    return answer(ctl, req, pull, fetch(ctl, pull))
 
 
 def arrival_matches(ctl: BrokerContext, pull: PullRequest, start: int, end: int) -> bool:
@@ -295,7 +307,7 @@ def pull_message(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
     commits_here = not ctl.config.is_slave or ctl.config.acting.enable_slave_acting_master
     if h.sys_flag & hd.PULL_FLAG_COMMIT_OFFSET and commits_here and h.commit_offset >= 0:
         ctl.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-    res = get_message(ctl, pull)
+    res = fetch(ctl, pull)
     if res.code == RS.PULL_NOT_FOUND and h.sys_flag & hd.PULL_FLAG_SUSPEND:
         timeout = (
             h.suspend_timeout_millis

@@ -147,19 +147,55 @@ class SubscriptionGroupManager:
 
 
 class ConsumerOffsetManager:
-    """``offsetTable``: ``topic@group -> {queueId: offset}`` in ``writer.config.consumer_offsets``."""
+    """``offsetTable``: ``topic@group -> {queueId: offset}`` in ``writer.config.consumer_offsets``.
 
-    def __init__(self, writer: StoreWriter):
+    With ``server_side_reset`` (5.1.1's ``useServerSideResetOffset``) an admin's offset reset is
+    also kept apart until the queue's next pull or POP takes it (``resetOffsetTable``, in memory
+    only): meanwhile ``query`` answers it, and the consumers' own commits do not replace it."""
+
+    def __init__(self, writer: StoreWriter, server_side_reset: bool = False):
         self.writer = writer
         self.changed = False
+        self.server_side_reset = server_side_reset
+        self.resets: dict[str, dict[int, int]] = {}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.writer.set_consumer_offset(topic, group, queue_id, offset)
         self.changed = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed offset, -1 when there is none (``queryOffset``)."""
-        return self.writer.config.consumer_offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
+        """The committed offset, -1 when there is none; a reset not yet taken first (``queryOffset``)."""
+        key = f"{topic}@{group}"
+        if self.server_side_reset:
+            reset = self.resets.get(key, {}).get(queue_id)
+            if reset is not None:
+                return reset
+        return self.writer.config.consumer_offsets.get(key, {}).get(queue_id, -1)
+
+    def assign_reset(self, topic: str, group: str, queue_id: int, offset: int) -> None:
+        """``assignResetOffset``: keep the reset, and move the committed offset to it when the group
+        has offsets of the topic."""
+        if not topic or not group or queue_id < 0 or offset < 0:
+            return
+        key = f"{topic}@{group}"
+        self.resets.setdefault(key, {})[queue_id] = offset
+        if key in self.writer.config.consumer_offsets:
+            self.commit(group, topic, queue_id, offset)
+
+    def has_reset(self, topic: str, group: str, queue_id: int) -> bool:
+        """``hasOffsetReset``."""
+        return queue_id in self.resets.get(f"{topic}@{group}", {})
+
+    def take_reset(self, topic: str, group: str, queue_id: int) -> int | None:
+        """``queryThenEraseResetOffset``: the reset waiting for the queue, now forgotten."""
+        key = f"{topic}@{group}"
+        pending = self.resets.get(key)
+        if pending is None:
+            return None
+        offset = pending.pop(queue_id, None)
+        if not pending:
+            del self.resets[key]
+        return offset
 
 
 @dataclass

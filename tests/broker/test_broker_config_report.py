@@ -25,6 +25,7 @@ def configured(store: Path, server: ServeProcess) -> dict[str, str]:
         "brokerRole": "SYNC_MASTER",
         "slaveReadEnable": "true",
         "offsetCheckInSlave": "true",
+        "useServerSideResetOffset": "true",
         "namesrvAddr": server.namesrv,
         "flushDiskType": "SYNC_FLUSH",
         "flushIntervalCommitLog": "400",

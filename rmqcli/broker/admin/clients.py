@@ -195,6 +195,8 @@ def reset_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
     ignores; the answer is the table either way. The broker's own offsets do not change here: the
     clients commit their new positions."""
     h = req.header(hd.ResetOffsetRequestHeader)
+    if ctl.config.use_server_side_reset_offset:
+        return reset_offset_in_broker(ctl, req, h)
     config = ctl.topics.get(h.topic)
     if config is None:
         return req.response(
@@ -237,6 +239,48 @@ def reset_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
                 f"the client does not support this feature. version={version_desc(channel.version)}",
             )
         channel.connection.send_oneway(RC.RESET_CONSUMER_CLIENT_OFFSET, notice.to_ext_fields(), body)
+    return req.response(body=jb.encode(jb.ResetOffsetBody(offset_table=table)))
+
+
+def reset_offset_in_broker(ctl: BrokerContext, req: RemotingCommand, h: hd.ResetOffsetRequestHeader) -> Reply:
+    """5.1.1's ``resetOffsetInner`` (``useServerSideResetOffset``): the broker keeps the new offset
+    of one queue (``queueId`` with ``offset``, else the offset of ``timestamp``) or of every read
+    queue (by ``timestamp``; -1: the max offset) until the queue's next pull, which answers
+    PULL_OFFSET_MOVED to it, or its next POP, which also ends an orderly queue's block
+    (``ConsumerOffsetManager.assignResetOffset``). No client is told; the answer is the table."""
+    if ctl.config.is_slave:
+        return req.response(RS.SYSTEM_ERROR, "Can not reset offset in slave broker")
+    config = ctl.topics.get(h.topic)
+    if config is None:
+        return req.response(RS.TOPIC_NOT_EXIST, f"Topic {h.topic} does not exist")
+    if h.group not in ctl.writer.config.groups:
+        return req.response(RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {h.group} does not exist")
+
+    def by_time(queue_id: int) -> int:
+        if h.timestamp < 0:
+            return ctl.store.max_offset(h.topic, queue_id)
+        return ctl.store.search_offset(h.topic, queue_id, h.timestamp)
+
+    queue_id = -1 if h.queue_id is None else h.queue_id
+    offsets: dict[int, int] = {}
+    if queue_id >= 0:
+        if h.offset is not None and h.offset != -1:
+            low, high = ctl.store.min_offset(h.topic, queue_id), ctl.store.max_offset(h.topic, queue_id)
+            if (low >= 0 and h.offset < low) or h.offset > high + 1:
+                return req.response(
+                    RS.SYSTEM_ERROR, f"Target offset {h.offset} not in consume queue range [{low}-{high}]"
+                )
+            offsets[queue_id] = h.offset
+        else:
+            offsets[queue_id] = by_time(queue_id)
+    else:
+        offsets = {q: by_time(q) for q in range(int(config["readQueueNums"]))}
+    if not offsets:
+        return req.response(RS.SYSTEM_ERROR, "No queues to reset.")
+    for q, offset in offsets.items():
+        ctl.offsets.assign_reset(h.topic, h.group, q, offset)
+    broker = ctl.config.broker_name
+    table = {jb.MessageQueue(broker_name=broker, queue_id=q, topic=h.topic): o for q, o in offsets.items()}
     return req.response(body=jb.encode(jb.ResetOffsetBody(offset_table=table)))
 
 

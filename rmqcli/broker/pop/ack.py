@@ -120,7 +120,8 @@ def _ack_order(ctl: BrokerContext, svc: PopService, req: AckRequest, extra: k.Ex
             f"offset is illegal, key:{key}, old:{old}, commit:{req.offset}, next:{next_offset}",
         )
     if next_offset >= 0:
-        ctl.offsets.commit(req.group, req.topic, req.queue_id, next_offset)
+        if not ctl.offsets.has_reset(req.topic, req.group, req.queue_id):  # the admin's reset wins
+            ctl.offsets.commit(req.group, req.topic, req.queue_id, next_offset)
         if not svc.order.check_block(None, req.topic, req.group, req.queue_id, extra.invisible_time):
             svc.wake(k.normal_topic(req.topic, req.group), req.group, req.queue_id)
 

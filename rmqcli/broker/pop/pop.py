@@ -195,6 +195,16 @@ def pop_offset(ctl: BrokerContext, topic: str, group: str, queue_id: int, init_m
     return offset
 
 
+def take_reset(ctl: BrokerContext, svc: PopService, topic: str, group: str, queue_id: int) -> int | None:
+    """``resetPopOffset``: an admin's reset waiting for the queue (``useServerSideResetOffset``) is
+    taken and committed, and ends an orderly queue's block; None without one."""
+    reset = ctl.offsets.take_reset(topic, group, queue_id)
+    if reset is not None:
+        svc.order.clear_block(topic, group, queue_id)
+        ctl.offsets.commit(group, topic, queue_id, reset)
+    return reset
+
+
 @dataclass
 class _Batch:
     req: PopRequest
@@ -216,6 +226,9 @@ def _pop_queue(ctl: BrokerContext, svc: PopService, b: _Batch, retry: bool, queu
     req = b.req
     topic = k.pop_retry_topic(req.topic, req.group) if retry else req.topic
     offset = pop_offset(ctl, topic, req.group, queue_id, req.init_mode, True)
+    reset = take_reset(ctl, svc, topic, req.group, queue_id)
+    if reset is not None:
+        offset = reset
     if req.order and svc.order.check_block(req.attempt_id, topic, req.group, queue_id, req.invisible_time):
         b.rest += ctl.store.max_offset(topic, queue_id) - offset
         return
