@@ -111,7 +111,7 @@ def test_a_held_pull_waits_for_a_message_its_filter_matches(broker: Broker, kind
             sent = time.monotonic()
             await send(client, broker.addr, topic, "m3", hit)
             answer = await second
-            assert time.monotonic() - sent < 1.0
+            assert time.monotonic() - sent < 3.0  # at once (a loaded JVM can be slow), before a round
             assert answer.code == RS.SUCCESS, answer.remark
             assert [rec.properties["KEYS"] for rec in body_records(answer.body)] == ["m3"]
             assert answer.ext_fields["nextBeginOffset"] == "4"
