@@ -213,12 +213,26 @@ reset_offset_by_time = AdminCommand(
         ),
         FORCE,
         opt("cplus", "--cplus", "-c", "reset c++ client offset", bool, False),
+        opt("broker", "--broker", "-b", "broker addr"),
+        opt("queue", "--queue", "-q", "queue id"),
+        opt("offset", "--offset", "-o", "Expect queue offset, not support old version broker"),
     ),
-    call=lambda s, a: groups.reset_offset_by_time(
-        s, a.group, a.topic, a.timestamp, force=_true_unless_false(a.force), cplus=a.cplus
-    ),
+    call=lambda s, a: _reset_offset_by_time(s, a),
     text=lambda result, a: group_text.reset_offset(result),
 )
+
+
+def _reset_offset_by_time(session: Any, a: Args) -> Any:
+    """5.1.1's mqadmin: one queue of one broker with ``-b`` and ``-q`` (0 or more), else every queue."""
+    queue_id = _int(a.queue, -1, "-q")
+    offset = None if a.offset is None else _int(a.offset, 0, "-o")
+    if a.broker is not None and queue_id >= 0:
+        broker = a.broker
+        return groups.reset_offset_by_queue(session, broker, a.group, a.topic, queue_id, a.timestamp, offset)
+    return groups.reset_offset_by_time(
+        session, a.group, a.topic, a.timestamp, force=_true_unless_false(a.force), cplus=a.cplus
+    )
+
 
 skip_accumulated_message = AdminCommand(
     "skipAccumulatedMessage",

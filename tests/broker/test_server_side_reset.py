@@ -22,9 +22,11 @@ import pytest
 from formats import fastjson
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from tests.admin.test_admin_attributes_real import mqadmin
 from tests.broker.test_pop_real_broker import dispatched
 from tests.support import popwire as w
-from tests.support.oracle5 import HAVE_KIT5, real_cluster5
+from tests.support.cli import invoke_rmq
+from tests.support.oracle5 import HAVE_KIT5, kit5_env, real_cluster5
 from tests.support.serve import ServeProcess, write_conf
 
 SETTING = {"useServerSideResetOffset": "true"}
@@ -115,3 +117,32 @@ def test_server_side_offset_reset_matches_the_real_broker(tmp_path: Path) -> Non
     assert theirs["pull.commit.pending"] == (RS.SUCCESS, "Offset has been previously reset")
     differ = {key: (ours.get(key), theirs[key]) for key in theirs if ours.get(key) != theirs[key]}
     assert differ == {}
+
+
+@pytest.mark.java
+@pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1")
+def test_one_queue_reset_by_mqadmin_5_and_by_rmq(tmp_path: Path) -> None:
+    """5.1.1's ``resetOffsetByTime -b -q -o`` against ``rmq serve``, then rmq's: the same two lines,
+    and each time the queue's next pull is moved to the offset given."""
+    with ServeProcess(tmp_path / "store", write_conf(tmp_path / "broker.conf", **SETTING)) as server:
+        a, n = server.broker, server.namesrv
+        assert w.create_topic(a, "TopicQ", 1).code == RS.SUCCESS
+        for i in range(5):
+            assert w.send(a, "TopicQ", f"q{i}".encode()).code == RS.SUCCESS
+        dispatched(a, "TopicQ", 5)
+        assert pull(a, "GQ", "TopicQ", 0)[0] == RS.SUCCESS  # creates the group
+        for offset, run in (("2", "mqadmin"), ("3", "rmq")):
+            args = ("resetOffsetByTime", "-n", n, "-g", "GQ", "-t", "TopicQ", "-s", "1700000000000")
+            args += ("-b", a, "-q", "0", "-o", offset)
+            if run == "mqadmin":
+                out = mqadmin(kit5_env(tmp_path), *args)
+            else:
+                result = invoke_rmq(*args, check=True)
+                out = result.stdout
+            assert out.endswith(  # mqadmin's JVM may print notices first
+                "start reset consumer offset by specified, group[GQ], topic[TopicQ], queueId[0], "
+                f"broker[{a}], timestamp(string)[1700000000000], timestamp(long)[1700000000000]\n"
+                f"reset consumer offset to {offset}\n"
+            ), (run, out)
+            assert w.query_offset(a, "GQ", "TopicQ", 0) == int(offset)
+            assert pull(a, "GQ", "TopicQ", 5)[:3] == (RS.PULL_OFFSET_MOVED, "OFFSET_RESET", offset), run

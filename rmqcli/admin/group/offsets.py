@@ -151,6 +151,56 @@ def reset_offset_by_time(
     return result
 
 
+@dataclass
+class QueueResetResult:
+    """5.1.1's ``resetOffsetByTime -b -q``: one queue of one broker."""
+
+    group: str
+    topic: str
+    queue_id: int
+    broker_addr: str
+    timestamp_text: str
+    timestamp: int
+    offset: int
+    applied: bool  # mqadmin resets only to an offset above 0
+
+
+def reset_offset_by_queue(
+    session: AdminSession,
+    broker_addr: str,
+    group: str,
+    topic: str,
+    queue_id: int,
+    timestamp_text: str,
+    offset: int | None = None,
+) -> QueueResetResult:
+    """5.1.1's ``resetOffsetByTime`` with ``-b`` and ``-q``: the offset (``-o``, else the queue's
+    offset of the timestamp, SEARCH_OFFSET_BY_TIMESTAMP; "now" is the current time here), then,
+    when above 0 (``resetOffsetByQueueId``), UPDATE_CONSUMER_OFFSET (15) and
+    INVOKE_BROKER_TO_RESET_OFFSET (222) with ``queueId`` and ``offset``: a broker with
+    ``useServerSideResetOffset`` keeps it for the queue's next pull or POP."""
+    import time
+
+    from rmqcli.remoting.codes import RequestCode
+
+    group, topic, text = group.strip(), topic.strip(), timestamp_text.strip()
+    timestamp = int(time.time() * 1000) if text == "now" else parse_timestamp(text)
+    target = offset
+    if target is None:
+        target = mqclient.search_offset(session, broker_addr, topic, queue_id, timestamp)
+    result = QueueResetResult(group, topic, queue_id, broker_addr, text, timestamp, target, target > 0)
+    if result.applied:
+        update = hd.UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=target
+        )
+        session.call(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET, update)
+        header = hd.ResetOffsetRequestHeader(
+            topic=topic, group=group, timestamp=0, is_force=False, queue_id=queue_id, offset=target
+        )
+        session.call(broker_addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+    return result
+
+
 def clone_group_offset(
     session: AdminSession, src_group: str, dest_group: str, topic: str, offline: bool = False
 ) -> list[str]:
