@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import popwire as w
 from tests.support.oracle5 import HAVE_KIT5, real_cluster5
-from tests.support.serve import ServeProcess, wait_until, write_conf
+from tests.support.serve import ServeProcess, write_conf
 
 pytestmark = [
     pytest.mark.java,
@@ -41,25 +40,10 @@ def answer(resp: Any) -> tuple[int, str | None, list[str]]:
     return resp.code, resp.remark, sorted(resp.ext_fields)
 
 
-def dispatched(a: str, topic: str, count: int) -> None:
-    """Wait until queue 0 of ``topic`` holds ``count`` messages: a broker answers a send before its
-    reput has put it in the consume queue (the real broker's ReputMessageService runs behind)."""
-    header = hd.GetMaxOffsetRequestHeader(topic=topic, queue_id=0)
-    wait_until(
-        lambda: int(w.call(a, RC.GET_MAX_OFFSET, header).ext_fields.get("offset", "0")) >= count,
-        10,
-        f"{count} messages of {topic} dispatched",
-        step=0.02,
-    )
-
-
 def scenario(a: str) -> dict[str, Any]:
     """The same requests to one broker; what each answered."""
     seen: dict[str, Any] = {}
-    assert w.create_topic(a, "TopicP", 1).code == RS.SUCCESS
-    for i in range(3):
-        assert w.send(a, "TopicP", f"body{i}".encode()).code == RS.SUCCESS
-    dispatched(a, "TopicP", 3)
+    w.filled(a, "TopicP", [f"body{i}".encode() for i in range(3)])
     info = {"consumerGroup": "GP", "topic": "TopicP", "queueId": 0}
     peek = w.call(a, RC.PEEK_MESSAGE, {**info, "maxMsgNums": 2})
     seen["peek.before"] = (*answer(peek), peek.ext_fields.get("restNum"), len(w.records(peek.body)))
@@ -120,10 +104,7 @@ def scenario(a: str) -> dict[str, Any]:
 
 def orderly(a: str, seen: dict[str, Any]) -> None:
     """Orderly POP: no ck, the queue blocked until its batch is acked, then the next offset."""
-    assert w.create_topic(a, "TopicO", 1).code == RS.SUCCESS
-    for i in range(3):
-        assert w.send(a, "TopicO", f"o{i}".encode()).code == RS.SUCCESS
-    dispatched(a, "TopicO", 3)
+    w.filled(a, "TopicO", [f"o{i}".encode() for i in range(3)])
     first = w.pop(a, "GO", "TopicO", invisible=30000, order=True)
     h = first.ext_fields
     seen["order.pop"] = (*answer(first), h["reviveQid"], h["orderCountInfo"], h["msgOffsetInfo"])
@@ -136,7 +117,7 @@ def orderly(a: str, seen: dict[str, Any]) -> None:
     seen["order.ack1"] = answer(w.ack(a, "GO", msgs[1]))
     seen["order.offset"] = w.query_offset(a, "GO", "TopicO", 0)
     assert w.send(a, "TopicO", b"o3").code == RS.SUCCESS
-    dispatched(a, "TopicO", 4)
+    w.dispatched(a, "TopicO", 4)
     nxt = w.pop(a, "GO", "TopicO", invisible=30000, order=True)
     seen["order.next"] = (*answer(nxt), nxt.ext_fields["msgOffsetInfo"], nxt.ext_fields["orderCountInfo"])
     change = w.change(a, "GO", w.popped(nxt, "TopicO", "GO")[0], 1000)

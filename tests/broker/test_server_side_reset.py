@@ -23,7 +23,6 @@ from formats import fastjson
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.admin.test_admin_attributes_real import mqadmin
-from tests.broker.test_pop_real_broker import dispatched
 from tests.support import popwire as w
 from tests.support.cli import invoke_rmq
 from tests.support.oracle5 import HAVE_KIT5, kit5_env, real_cluster5
@@ -62,10 +61,7 @@ def update_offset(a: str, group: str, topic: str, offset: int) -> tuple[int, str
 
 def scenario(a: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
-    assert w.create_topic(a, "TopicR", 1).code == RS.SUCCESS
-    for i in range(5):
-        assert w.send(a, "TopicR", f"r{i}".encode()).code == RS.SUCCESS
-    dispatched(a, "TopicR", 5)
+    w.filled(a, "TopicR", [f"r{i}".encode() for i in range(5)])
 
     # orderly POP: a reset ends the block of a batch not acked
     first = w.pop(a, "GR", "TopicR", invisible=30000, order=True)
@@ -126,10 +122,7 @@ def test_one_queue_reset_by_mqadmin_5_and_by_rmq(tmp_path: Path) -> None:
     and each time the queue's next pull is moved to the offset given."""
     with ServeProcess(tmp_path / "store", write_conf(tmp_path / "broker.conf", **SETTING)) as server:
         a, n = server.broker, server.namesrv
-        assert w.create_topic(a, "TopicQ", 1).code == RS.SUCCESS
-        for i in range(5):
-            assert w.send(a, "TopicQ", f"q{i}".encode()).code == RS.SUCCESS
-        dispatched(a, "TopicQ", 5)
+        w.filled(a, "TopicQ", [f"q{i}".encode() for i in range(5)])
         assert pull(a, "GQ", "TopicQ", 0)[0] == RS.SUCCESS  # creates the group
         for offset, run in (("2", "mqadmin"), ("3", "rmq")):
             args = ("resetOffsetByTime", "-n", n, "-g", "GQ", "-t", "TopicQ", "-s", "1700000000000")

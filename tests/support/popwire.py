@@ -171,3 +171,27 @@ def query_offset(addr: str, group: str, topic: str, queue_id: int) -> int:
     )
     resp = call(addr, RC.QUERY_CONSUMER_OFFSET, header)
     return int(resp.ext_fields["offset"]) if resp.code == 0 else -1
+
+
+def dispatched(addr: str, topic: str, count: int) -> None:
+    """Wait until queue 0 of ``topic`` holds ``count`` messages: a broker answers a send before its
+    reput has put it in the consume queue (the real broker's ReputMessageService runs behind)."""
+    from tests.support.serve import wait_until
+
+    header = hd.GetMaxOffsetRequestHeader(topic=topic, queue_id=0)
+    wait_until(
+        lambda: int(call(addr, RC.GET_MAX_OFFSET, header).ext_fields.get("offset", "0")) >= count,
+        10,
+        f"{count} messages of {topic} dispatched",
+        step=0.02,
+    )
+
+
+def filled(addr: str, topic: str, bodies: list[bytes]) -> None:
+    """``topic`` created with one queue, ``bodies`` sent to it and in its consume queue."""
+    from rmqcli.remoting.codes import ResponseCode as RS
+
+    assert create_topic(addr, topic, 1).code == RS.SUCCESS
+    for body in bodies:
+        assert send(addr, topic, body).code == RS.SUCCESS
+    dispatched(addr, topic, len(bodies))
