@@ -206,18 +206,19 @@ class BrokerController:
         self.schedule.changed = False
         self.store.persist_config()
 
-    def persist_soon(self) -> None:
-        """``persist`` off the event loop: the texts are taken now and written by a worker thread."""
+    def persist_soon(self, *, topics: bool = True) -> None:
+        """``persist`` off the event loop: the texts are taken now and written by a worker thread
+        (without topics.json when ``topics`` is false)."""
         self.offsets.changed = False
         self.schedule.changed = False
-        self.store.persist_config_soon()
+        self.store.persist_config_soon(topics=topics)
 
     def _topics_changed(self) -> None:
         """A topic created, deleted or changed: topics.json now (``TopicConfigManager.persist``, in
         the request, as 4.9.8: an admin request is answered once it is on disk), the other files
         behind, then a registration."""
         self.store.persist_topics()
-        self.persist_soon()
+        self.persist_soon(topics=False)
         self._register_wanted.set()
 
     # --- background services ------------------------------------------------------------------

@@ -310,10 +310,11 @@ class MessageStore:
         here and now: an admin request is answered once its file is on disk, as 4.9.8 does."""
         self.config_writer.write_now(self.writer.config.texts())
 
-    def persist_config_soon(self) -> None:
+    def persist_config_soon(self, *, topics: bool = True) -> None:
         """``persist_config`` in a worker thread: the texts are taken now, the files written
-        behind (the periodic persist, topics created by sends, the slave's sync)."""
-        self.config_writer.write_later(self.writer.config.texts())
+        behind (the periodic persist, topics created by sends, the slave's sync); without
+        topics.json when ``topics`` is false (just written)."""
+        self.config_writer.write_later(self.writer.config.texts(topics=topics))
 
     def persist_topics(self) -> None:
         """topics.json alone, after a topic's update (``TopicConfigManager.persist``), now."""

@@ -347,6 +347,37 @@ def test_fastjson_round_trip(value, pretty):
     assert fastjson.loads(fastjson.dumps(value, pretty=pretty)) == value
 
 
+string_keyed_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats() | st.text(max_size=10),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300)
+@given(st.one_of(string_keyed_values, json_values), st.booleans())
+def test_fastjson_dumps_is_the_reference_writer_byte_for_byte(value, pretty):
+    """``dumps`` hands string-keyed values to ``json``'s encoder: the text must be the one the
+    level-by-level writer makes, in both forms (and with integer keys the writer's own)."""
+    assert fastjson.dumps(value, pretty=pretty) == fastjson.tree_dumps(value, pretty=pretty)
+
+
+def test_fastjson_dumps_of_the_real_brokers_config_files():
+    from tests.support import SHARED
+
+    files = sorted((SHARED / "fixtures" / "real").glob("*/*/config/*.json"))
+    if not files:
+        pytest.skip("no ../shared/fixtures/real config files")
+    for path in files:
+        value = fastjson.loads(path.read_text())
+        for pretty in (False, True):
+            assert fastjson.dumps(value, pretty=pretty) == fastjson.tree_dumps(value, pretty=pretty), path
+
+
 @given(st.text(max_size=60))
 def test_fastjson_garbage_raises_value_error_only(text):
     try:

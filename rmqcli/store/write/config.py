@@ -109,10 +109,11 @@ class BrokerConfigState:
         """topics.json alone (``TopicConfigManager.persist`` after ``updateTopicConfig``)."""
         write_config(config_dir, TOPICS, self._topics_json())
 
-    def texts(self, *, topics_only: bool = False) -> dict[str, str]:
+    def texts(self, *, topics_only: bool = False, topics: bool = True) -> dict[str, str]:
         """The files' texts as ``write`` makes them (fastjson, pretty), by file name: taken at once,
-        written later (``rmqcli.store.write.configsync``)."""
-        tables: dict[str, dict[str, Any]] = {TOPICS: self._topics_json()}
+        written later (``rmqcli.store.write.configsync``); without topics.json when ``topics`` is
+        false."""
+        tables: dict[str, dict[str, Any]] = {TOPICS: self._topics_json()} if topics else {}
         if not topics_only:
             tables[SUBSCRIPTIONS] = self._groups_json()
             tables[OFFSETS] = {"offsetTable": self.consumer_offsets}
