@@ -53,10 +53,6 @@ class HoldService:
                     del self.waiters[key]
         return Woken.RELEASED if released else Woken.ARRIVED
 
-    def held(self) -> int:
-        """Pulls waiting now."""
-        return sum(len(futures) for futures in self.waiters.values())
-
     def arrived(self, topic: str, queue_id: int) -> None:
         """``NotifyMessageArrivingListener.arriving``."""
         for future in self.waiters.pop((topic, queue_id), []):

@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from formats.consumequeue import CQ_UNIT_SIZE
 from formats.records import record_properties
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.holds import Woken
@@ -158,7 +159,7 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
         return result(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", high)
     max_msgs = max(1, min(h.max_msg_nums, ctl.config.max_transfer_count_in_memory))
     codes, selector = pull.codes, pull.selector
-    want = max(MAX_FILTER_BYTES, h.max_msg_nums * 20) // 20  # units are decoded lazily, as used
+    want = max(MAX_FILTER_BYTES, h.max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE  # decoded lazily, as used
     chunks: list[bytes] = []
     size = 0
     scanned = 0
@@ -281,7 +282,8 @@ def arrival_matches(ctl: BrokerContext, pull: PullRequest, start: int, end: int)
     store = ctl.store
     while start < end:
         units = 0
-        for physical, size, tags_code in store.unit_tuples(h.topic, h.queue_id, start, min(end - start, 800)):
+        chunk = min(end - start, MAX_FILTER_BYTES // CQ_UNIT_SIZE)
+        for physical, size, tags_code in store.unit_tuples(h.topic, h.queue_id, start, chunk):
             units += 1
             if pull.codes is not None and tags_code not in pull.codes:
                 continue
