@@ -237,15 +237,7 @@ def _rollback_table(rows: list[Any]) -> str:
 
 def reset_offset(result: Any) -> str:
     """C.4.7 ``resetOffsetByTime``: the rollback line (``consumerGroup[`` in the offline method),
-    then the 3-column table or the offline 6-column one; for one queue (5.1.1's ``-b -q``) its two
-    lines."""
-    if hasattr(result, "queue_id"):
-        return (
-            f"start reset consumer offset by specified, group[{result.group}], topic[{result.topic}], "
-            f"queueId[{result.queue_id}], broker[{result.broker_addr}], "
-            f"timestamp(string)[{result.timestamp_text}], timestamp(long)[{result.timestamp}]\n"
-            f"reset consumer offset to {result.offset}\n"
-        )
+    then the 3-column table or the offline 6-column one."""
     word = "consumerGroup" if result.offline else "group"
     line = (
         f"rollback consumer offset by specified {word}[{result.group}], topic[{result.topic}], "
@@ -253,6 +245,16 @@ def reset_offset(result: Any) -> str:
         f"timestamp(long)[{result.timestamp}]\n"
     )
     return line + (_rollback_table(result.rollback) if result.offline else _offset_table(result.rows))
+
+
+def reset_queue_offset(result: Any) -> str:
+    """5.1.1's ``resetOffsetByTime -b -q``: its two lines."""
+    return (
+        f"start reset consumer offset by specified, group[{result.group}], topic[{result.topic}], "
+        f"queueId[{result.queue_id}], broker[{result.broker_addr}], "
+        f"timestamp(string)[{result.timestamp_text}], timestamp(long)[{result.timestamp}]\n"
+        f"reset consumer offset to {result.offset}\n"
+    )
 
 
 def skip_accumulated(result: Any) -> str:

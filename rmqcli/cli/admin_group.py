@@ -218,17 +218,25 @@ reset_offset_by_time = AdminCommand(
         opt("offset", "--offset", "-o", "Expect queue offset, not support old version broker"),
     ),
     call=lambda s, a: _reset_offset_by_time(s, a),
-    text=lambda result, a: group_text.reset_offset(result),
+    text=lambda result, a: (
+        group_text.reset_queue_offset(result) if _one_queue(a) else group_text.reset_offset(result)
+    ),
 )
 
 
+def _one_queue(a: Args) -> bool:
+    """5.1.1's mqadmin resets one queue of one broker with ``-b`` and ``-q`` (0 or more)."""
+    return a.broker is not None and _int(a.queue, -1, "-q") >= 0
+
+
 def _reset_offset_by_time(session: Any, a: Args) -> Any:
-    """5.1.1's mqadmin: one queue of one broker with ``-b`` and ``-q`` (0 or more), else every queue."""
-    queue_id = _int(a.queue, -1, "-q")
-    offset = None if a.offset is None else _int(a.offset, 0, "-o")
-    if a.broker is not None and queue_id >= 0:
-        broker = a.broker
-        return groups.reset_offset_by_queue(session, broker, a.group, a.topic, queue_id, a.timestamp, offset)
+    """One queue (``_one_queue``), else every queue of the topic."""
+    if _one_queue(a):
+        offset = None if a.offset is None else _int(a.offset, 0, "-o")
+        queue_id = _int(a.queue, -1, "-q")
+        return groups.reset_offset_by_queue(
+            session, a.broker, a.group, a.topic, queue_id, a.timestamp, offset
+        )
     return groups.reset_offset_by_time(
         session, a.group, a.topic, a.timestamp, force=_true_unless_false(a.force), cplus=a.cplus
     )
