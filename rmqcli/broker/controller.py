@@ -1,12 +1,13 @@
 """The Broker: state, processors, background services (``BrokerController`` of RocketMQ 4.9.x).
 
 ``dispatch`` routes a request to the processor module registered for its code (B.3, B.4) and
-answers REQUEST_CODE_NOT_SUPPORTED for the rest; the processors see the controller as a
-``context.BrokerContext`` and never import this module. Background services: the store's flush, the
-consumer-offset, delay-offset and config persistence (every ``flushConsumerOffsetInterval``), delayed
-delivery (``schedule``), the transaction check (``transaction``), client expiry, and
-REGISTER_BROKER to every name server at start, every ``registerNameServerPeriod`` and whenever the
-topic table changes (A.7, B.6 auto-creation).
+answers REQUEST_CODE_NOT_SUPPORTED for the rest; ``dispatch_vip`` does the same for the VIP channel
+(``fastRemotingServer``, listenPort − 2), where the pulls and POP are not registered. The
+processors see the controller as a ``context.BrokerContext`` and never import this module.
+Background services: the store's flush, the consumer-offset, delay-offset and config persistence
+(every ``flushConsumerOffsetInterval``), delayed delivery (``schedule``), the transaction check
+(``transaction``), client expiry, and REGISTER_BROKER to every name server at start, every
+``registerNameServerPeriod`` and whenever the topic table changes (A.7, B.6 auto-creation).
 """
 
 from __future__ import annotations
@@ -68,6 +69,18 @@ HOUSEKEEPING_SECONDS = 10.0
 SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager: fixed, whatever messageDelayLevel says
 BENCHMARK_TOPIC_QUEUE_NUM = 1024  # TopicConfigManager's BenchmarkTest
 REGISTER_TIMEOUT = 6.0
+# registered on the main port only (4.9.8's and 5.1.1's BrokerController.registerProcessor): on the
+# VIP channel the admin processor, its default, answers them REQUEST_CODE_NOT_SUPPORTED
+MAIN_PORT_ONLY = frozenset(
+    {
+        RC.PULL_MESSAGE,
+        RC.LITE_PULL_MESSAGE,
+        RC.PEEK_MESSAGE,
+        RC.POP_MESSAGE,
+        RC.NOTIFICATION,
+        RC.POLLING_INFO,
+    }
+)
 
 
 class BrokerController:
@@ -127,6 +140,7 @@ class BrokerController:
         self.schedule.escape = self.transactions.escape = self.escape
         for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers, pop):
             self.handlers.update(module.HANDLERS)
+        self.vip_handlers = {code: h for code, h in self.handlers.items() if code not in MAIN_PORT_ONLY}
         self._register_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._special: list[asyncio.Task[None]] = []  # delayed delivery and the transaction check
@@ -152,11 +166,20 @@ class BrokerController:
 
     # --- requests -----------------------------------------------------------------------------
     def dispatch(self, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+        return self._route(self.handlers, req, conn)
+
+    def dispatch_vip(self, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+        """The VIP channel's requests: ACL first (its RPC hook), then every processor but the pulls."""
+        return self._route(self.vip_handlers, req, conn)
+
+    def _route(
+        self, handlers: dict[int, Handler], req: RemotingCommand, conn: Connection
+    ) -> Reply | Awaitable[Reply]:
         if self.acl is not None:
             refusal = self.acl.refusal(req, conn.peer[0])
             if refusal is not None:
                 return refusal
-        handler = self.handlers.get(req.code)
+        handler = handlers.get(req.code)
         if handler is None:
             return not_supported(req)
         return handler(self, req, conn)

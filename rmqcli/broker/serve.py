@@ -69,6 +69,7 @@ class ServeOptions:
     grpc_listen: str = "127.0.0.1"
     grpc_cert: Path | None = None  # with grpc_key: TLS
     grpc_key: Path | None = None
+    vip_port: int | None = None  # the VIP channel; None: listenPort - 2 (fastListenPort); 0: none
 
 
 PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
@@ -285,6 +286,16 @@ async def start_grpc(controller: BrokerController, opts: ServeOptions) -> GrpcEn
     return await start(controller, options)
 
 
+def vip_channel_port(opts: ServeOptions, config: BrokerConfig) -> int:
+    """The VIP channel's port: ``--fast-port``, else 4.9.8's ``fastListenPort``, listenPort − 2
+    (none below 1, where 4.9.8 fails to bind); 0: none. A 4.9.8 slave fetches its master's topics
+    there (``SlaveSynchronize``, ``MixAll.brokerVIPChannel``), clients with ``vipChannelEnabled``
+    send there."""
+    if opts.vip_port is not None:
+        return opts.vip_port
+    return max(config.listen_port - 2, 0)
+
+
 def ha_description(controller: BrokerController) -> str:
     ha = controller.ha
     if ha.is_slave:
@@ -361,6 +372,14 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         broker_server.close_callbacks.append(controller.on_close)
         servers.append(broker_server)
         await listen(broker_server, opts.listen, config.listen_port)
+        vip_port = vip_channel_port(opts, config)
+        if vip_port:
+            vip_server = Server("broker VIP channel", controller.dispatch_vip, limits=limits)
+            vip_server.settle = broker_server.settle
+            vip_server.frame_handler = broker_server.frame_handler
+            vip_server.close_callbacks.append(controller.on_close)
+            servers.append(vip_server)
+            await listen(vip_server, opts.listen, vip_port)
         await start_ha(controller, opts.listen)
         if opts.grpc_port:
             grpc_endpoint = await start_grpc(controller, opts)
@@ -370,7 +389,8 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             parts.append(f"namesrv on {opts.listen}:{opts.namesrv_port}")
         parts.append(
             f"broker {config.broker_name} (cluster {config.broker_cluster_name}, id {config.broker_id}) "
-            f"on {opts.listen}:{config.listen_port}, address {controller.addr}, {config.flush_disk_type}, "
+            f"on {opts.listen}:{config.listen_port} (VIP channel {vip_port or 'off'}), "
+            f"address {controller.addr}, {config.flush_disk_type}, "
             f"{config.broker_role} (HA {ha_description(controller)})"
         )
         if grpc_endpoint is not None:
@@ -387,7 +407,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
             await grpc_endpoint.stop()  # before the store closes under its sends
         if controller is not None:
             for server in servers:
-                if server.name == "broker":
+                if server.name.startswith("broker"):
                     await server.close()
             await controller.shutdown()
         else:

@@ -21,6 +21,14 @@ def serve(
         int | None,
         typer.Option("--port", help="Broker port (default: listenPort of broker.conf, else 10911)."),
     ] = None,
+    fast_port: Annotated[
+        int | None,
+        typer.Option(
+            "--fast-port",
+            help="Port of the broker's VIP channel, where 4.9.8 slaves fetch their master's topics and "
+            "clients with vipChannelEnabled send (default: the broker port - 2, as fastListenPort; 0: none).",
+        ),
+    ] = None,
     listen: Annotated[str, typer.Option("--listen", help="Address to listen on.")] = "127.0.0.1",
     config: Annotated[
         Path | None,
@@ -120,7 +128,9 @@ def serve(
     (haMasterAddress, else the one the NameServer names), builds its own consume queues and index,
     copies the master's topics, groups and offsets every 10 s, serves pulls and refuses sends. A
     master (brokerId 0) serves its slaves on haListenPort (listenPort + 1); a SYNC_MASTER answers a
-    send once a slave has it. broker.conf keys rmq does not implement are named once at start.
+    send once a slave has it. Like a 4.9.8 broker it also listens on its VIP channel (listenPort - 2,
+    --fast-port), where real slaves fetch the topics and clients with vipChannelEnabled send.
+    broker.conf keys rmq does not implement are named once at start.
 
     Retention as a 4.9.8 broker: every cleanResourceInterval ms (from 60 s after start) CommitLog
     files older than fileReservedTime hours go at the deleteWhen hours, or at once when the disk is
@@ -162,6 +172,8 @@ def serve(
         raise UsageError(f"{store}: expected a store directory, not a file")
     if not 0 < namesrv_port < 65536:
         raise UsageError(f"--namesrv-port: bad port {namesrv_port}")
+    if fast_port is not None and not 0 <= fast_port < 65536:
+        raise UsageError(f"--fast-port: bad port {fast_port}")
     from rmqcli.broker.grpc.options import DEFAULT_PORT, check_options
 
     grpc = DEFAULT_PORT if grpc_port is None else grpc_port
@@ -230,6 +242,7 @@ def serve(
         grpc_listen=grpc_listen,
         grpc_cert=grpc_cert,
         grpc_key=grpc_key,
+        vip_port=fast_port,
     )
 
     def announce(line: str) -> None:

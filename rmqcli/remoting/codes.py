@@ -111,6 +111,7 @@ class RequestCode(enum.IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351  # 5.x
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
+    LITE_PULL_MESSAGE = 361  # 5.x: the pull of a lite pull consumer in POP mode
     QUERY_ASSIGNMENT = 400  # 5.x: the broker allocates queues (rmqcli.broker.pop.assignment)
     SET_MESSAGE_REQUEST_MODE = 401  # 5.x: PULL or POP per topic and group
     GET_BROKER_MEMBER_GROUP = 901  # 5.x (SlaveActingMaster)

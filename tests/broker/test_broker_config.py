@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.cli import RMQ
-from tests.support.serve import free_port
+from tests.support.serve import free_port, free_port_pair
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_bad_broker_conf_is_a_usage_error(tmp_path: Path, line: str, message: st
     store = tmp_path / "store"
     proc = subprocess.run(
         [*RMQ, "serve", str(store), "--config", str(conf), "--namesrv-port", str(free_port()),
-         "--port", str(free_port())],
+         "--port", str(free_port_pair())],
         cwd=ROOT, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr

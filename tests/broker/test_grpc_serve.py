@@ -17,7 +17,7 @@ import pytest
 from rmqcli.broker.grpc.producer import consistent_hash, java_string_hash
 from rmqcli.broker.grpc.stubs import load
 from tests.support.cli import one_line_error, rmq_json, run_rmq
-from tests.support.serve import ServeProcess, free_port, write_conf
+from tests.support.serve import ServeProcess, free_port, free_port_pair, write_conf
 
 S = load()
 D, SV = S.definition, S.service
@@ -197,7 +197,7 @@ def test_grpc_port_in_use_is_one_line_and_exit_5(tmp_path: Path, rmq_proc) -> No
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        args = ["--namesrv-port", str(free_port()), "--port", str(free_port()), "--grpc-port", str(port)]
+        args = ["--namesrv-port", str(free_port()), "--port", str(free_port_pair()), "--grpc-port", str(port)]
         proc = rmq_proc("serve", str(tmp_path / "store"), *args, timeout=60)
     assert proc.returncode == 5, (proc.stdout, proc.stderr)
     assert one_line_error(proc.stderr) == (

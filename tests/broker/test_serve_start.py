@@ -15,7 +15,7 @@ from formats.commitlog import offset_msg_id
 from tests.support.broker_drivers import run_driver
 from tests.support.cli import one_line_error
 from tests.support.foreign import HttpLike
-from tests.support.serve import ServeProcess, free_port, write_conf
+from tests.support.serve import ServeProcess, free_port_pair, write_conf
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def test_serve_on_a_port_in_use_exits_5_without_a_stopped_line(
 ) -> None:
     other = "--namesrv-port" if which == "--port" else "--port"
     store = tmp_path / "store"
-    proc = rmq_proc("serve", str(store), which, str(taken_port), other, str(free_port()), timeout=60)
+    proc = rmq_proc("serve", str(store), which, str(taken_port), other, str(free_port_pair()), timeout=60)
     server = "broker" if which == "--port" else "namesrv"
     assert proc.returncode == 5, (proc.stdout, proc.stderr)
     assert proc.stdout == ""  # neither "serving" nor "stopped; store flushed and closed"

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import SHARED
-from tests.support.serve import free_port
+from tests.support.serve import free_port, free_port_pair
 
 KIT = SHARED / "rocketmq-4.9.8"
 
@@ -34,20 +33,7 @@ def _java_17() -> bool:
 HAVE_JAVA = _java_17()
 
 
-def broker_port() -> int:
-    """A listenPort whose listenPort-2 (VIP channel) and listenPort+1 (HA) are free too."""
-    for _ in range(100):
-        port = free_port()
-        if port < 1100:
-            continue
-        try:
-            for other in (port - 2, port + 1):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", other))
-        except OSError:
-            continue
-        return port
-    raise AssertionError("no free port triple")
+broker_port = free_port_pair  # a listenPort whose VIP channel (-2) and HA port (+1) are free too
 
 
 class Jvm:

@@ -25,16 +25,19 @@ def free_port() -> int:
 
 
 def free_port_pair() -> int:
-    """A free port whose next port is free too (a broker's listenPort and its HA port)."""
+    """A free broker listenPort whose HA port (+1) and VIP channel (-2) are free too."""
     for _ in range(100):
         port = free_port()
+        if port < 1026:
+            continue
         try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
+            for other in (port + 1, port - 2):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", other))
         except OSError:
             continue
         return port
-    raise AssertionError("no two free consecutive ports")
+    raise AssertionError("no free broker port with its HA and VIP ports")
 
 
 class ServeProcess:
@@ -56,10 +59,10 @@ class ServeProcess:
         self.command = command or RMQ  # what runs ``rmq``
         self.namesrv_port = free_port()
         self.port = free_port_pair()  # a master also listens on port + 1 (HA)
-        while self.namesrv_port in (self.port, self.port + 1):
+        while self.namesrv_port in (self.port - 2, self.port, self.port + 1):
             self.port = free_port_pair()
         self.grpc_port = 0
-        while grpc and self.grpc_port in (0, self.namesrv_port, self.port, self.port + 1):
+        while grpc and self.grpc_port in (0, self.namesrv_port, self.port - 2, self.port, self.port + 1):
             self.grpc_port = free_port()
         self.proc: subprocess.Popen[str] | None = None
         self.log = store.parent / f"serve-{self.port}.log"
