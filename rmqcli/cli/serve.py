@@ -142,9 +142,11 @@ def serve(
     --grpc-key) is the 5.x proxy in local mode over the same store: routes, settings, heartbeats,
     sends (normal, FIFO message groups, delivery timestamps, transactions), receive / ack / change
     invisible duration by POP (also over remoting, for 5.x remoting clients), dead-letter forwards
-    and client termination. Without it: --grpc-port 0. With aclEnable=true it stays off (its
-    requests are not checked against the ACL yet). Messages with TIMER_DELAY_SEC, TIMER_DELAY_MS or
-    TIMER_DELIVER_MS wait in rmq_sys_wheel_timer until their time, as on a 5.x broker.
+    and client termination. Without it: --grpc-port 0. With aclEnable=true every gRPC call is
+    checked against the same plain_acl.yml as remoting (the 5.x clients' Credentials signatures,
+    as the 5.1.1 proxy checks them; a refusal is gRPC PERMISSION_DENIED). Messages with
+    TIMER_DELAY_SEC, TIMER_DELAY_MS or TIMER_DELIVER_MS wait in rmq_sys_wheel_timer until their
+    time, as on a 5.x broker.
     """
     import asyncio
     import logging
@@ -209,17 +211,10 @@ def serve(
     exposed = exposure_warning(listen, acl_enabled(broker_config, props))
     if exposed:
         typer.echo(exposed, err=True)
-    if grpc and acl_enabled(broker_config, props):
+    if grpc and not is_loopback(grpc_listen) and not acl_enabled(broker_config, props):
         typer.echo(
-            "rmq serve: warning: the gRPC endpoint is off: aclEnable=true and gRPC requests are not "
-            "checked against the ACL yet",
-            err=True,
-        )
-        grpc = 0
-    if grpc and not is_loopback(grpc_listen):
-        typer.echo(
-            f"rmq serve: warning: gRPC listening on {grpc_listen or '*'}: anyone who can connect may "
-            "send messages",
+            f"rmq serve: warning: gRPC listening on {grpc_listen or '*'} without aclEnable=true: "
+            "anyone who can connect may send messages",
             err=True,
         )
     addrs = tuple(a.strip() for a in (namesrv or "").split(";") if a.strip())

@@ -11,12 +11,16 @@ validate`` and ``checkPerm`` of 4.9.x), in 4.9.8's order:
 
 A refusal answers NO_PERMISSION (16) with the ``AclException`` message as remark. (4.9.8 itself
 answers SYSTEM_ERROR (1) with the same message and a stack frame: its RPC hook throws.)
+
+Steps 1 to 4 and the per-resource check are shared with the gRPC endpoint (``grpcacl``), whose
+signature and checker follow 5.1.1.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable, Mapping
 
 from formats.names import TRACE_TOPIC
 from rmqcli.broker.acl.permissions import (
@@ -27,7 +31,7 @@ from rmqcli.broker.acl.permissions import (
     is_group_resource,
     needed_resources,
 )
-from rmqcli.broker.acl.plainacl import PlainAclFiles
+from rmqcli.broker.acl.plainacl import Account, PlainAclFiles
 from rmqcli.remoting.acl import ACCESS_KEY, SIGNATURE, calc_signature, signed_content
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import ResponseCode
@@ -41,13 +45,58 @@ class AccessDenied(Exception):
     """A request the ACL refuses; the message is 4.9.x's ``AclException`` text."""
 
 
+def authenticate(
+    files: PlainAclFiles,
+    remote_host: str,
+    access_key: str | None,
+    content: Callable[[], bytes],
+    signature: str | None,
+) -> Account | None:
+    """Steps 1 to 4: None when a white list lets the request through, else the account whose
+    secret signs ``content()`` into ``signature`` (Base64 HmacSHA1, ``AclUtils.calSignature``)."""
+    if any(match(remote_host) for match in files.global_white):
+        return None
+    if access_key is None:
+        raise AccessDenied("No accessKey is configured")
+    account = files.accounts.get(access_key)
+    if account is None:
+        raise AccessDenied(f"No acl config for {access_key}")
+    if account.matcher(remote_host):
+        return None
+    expected = calc_signature(content(), account.secret_key)
+    if not hmac.compare_digest(expected.encode(), (signature or "").encode()):
+        raise AccessDenied(f"Check signature failed for accessKey={access_key}")
+    return account
+
+
+def check_resources(
+    account: Account, needed: Mapping[str, int], listed: str = "No default permission"
+) -> None:
+    """Each resource against the account's entry for it, else its topic or group default.
+    ``listed`` starts the message of a refusal by an entry (4.9.8 says "No default permission"
+    for both, 5.1.1's ``PlainPermissionChecker`` "No permission" for an entry)."""
+    for resource, perm in needed.items():
+        group = is_group_resource(resource)
+        owned = account.perms.get(resource)
+        if owned is None:
+            owned = account.default_group_perm if group else account.default_topic_perm
+            if not check_permission(perm, owned):
+                raise AccessDenied(f"No default permission for {describe(resource)}")
+        elif not check_permission(perm, owned):
+            raise AccessDenied(f"{listed} for {describe(resource)}")
+
+
+def traced(needed: Mapping[str, int]) -> bool:
+    """A send to RMQ_SYS_TRACE_TOPIC, which needs no permission."""
+    return needed.get(TRACE_TOPIC) == PUB
+
+
 class PlainAccessValidator:
     def __init__(self, files: PlainAclFiles):
         self.files = files
 
     def validate(self, request: RemotingCommand, remote_host: str) -> None:
         """Raise ``AccessDenied`` unless ``request`` from ``remote_host`` may run."""
-        files = self.files
         fields = request.ext_fields
         needed: dict[str, int] = {}
         if fields:
@@ -55,20 +104,15 @@ class PlainAccessValidator:
                 needed = needed_resources(request)
             except Exception as exc:  # parse(): a header or body it cannot read
                 raise AccessDenied(str(exc) or type(exc).__name__) from None
-        if any(match(remote_host) for match in files.global_white):
-            return
         access_key = fields.get(ACCESS_KEY)
-        if access_key is None:
-            raise AccessDenied("No accessKey is configured")
-        account = files.accounts.get(access_key)
-        if account is None:
-            raise AccessDenied(f"No acl config for {access_key}")
-        if account.matcher(remote_host):
-            return
-        expected = calc_signature(signed_content(fields, request.body), account.secret_key)
-        if not hmac.compare_digest(expected.encode(), (fields.get(SIGNATURE) or "").encode()):
-            raise AccessDenied(f"Check signature failed for accessKey={access_key}")
-        if needed.get(TRACE_TOPIC) == PUB:
+        account = authenticate(
+            self.files,
+            remote_host,
+            access_key,
+            lambda: signed_content(fields, request.body),
+            fields.get(SIGNATURE),
+        )
+        if account is None or traced(needed):
             return
         if request.code in ADMIN_CODES and not account.admin:
             raise AccessDenied(
@@ -76,13 +120,7 @@ class PlainAccessValidator:
             )
         if not needed or (not account.has_perms and account.admin):
             return
-        for resource, perm in needed.items():
-            group = is_group_resource(resource)
-            owned = account.perms.get(resource)
-            if owned is None:
-                owned = account.default_group_perm if group else account.default_topic_perm
-            if not check_permission(perm, owned):
-                raise AccessDenied(f"No default permission for {describe(resource)}")
+        check_resources(account, needed)
 
     def refusal(self, request: RemotingCommand, remote_host: str) -> RemotingCommand | None:
         """None when the request may run, else its NO_PERMISSION answer."""

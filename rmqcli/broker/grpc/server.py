@@ -7,11 +7,13 @@ NotifyClientTermination, and the consumer's ReceiveMessage (a stream: status, me
 ``delivery_timestamp``), AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue
 over the broker's POP (``consumer``).
 
-Every call needs ``x-mq-client-id`` (CLIENT_ID_REQUIRED); failures are answered in the response's
-``status``, never as gRPC errors (except a refused Telemetry command, as the proxy). A request may
-be at most ``MAX_MESSAGE_BYTES``. The listener does not share its port (grpc's SO_REUSEPORT is off),
-so a port in use is an error, as for the remoting listeners; with a certificate and key it speaks
-TLS only.
+With ``aclEnable=true`` every request message is first checked against the broker's plain ACL
+(``auth``: a refusal ends the call with gRPC PERMISSION_DENIED, as 5.1.1's proxy). Every call
+needs ``x-mq-client-id`` (CLIENT_ID_REQUIRED); failures are answered in the response's
+``status``, never as gRPC errors (except a refused Telemetry command and an ACL refusal, as the
+proxy). A request may be at most ``MAX_MESSAGE_BYTES``. The listener does not share its port
+(grpc's SO_REUSEPORT is off), so a port in use is an error, as for the remoting listeners; with a
+certificate and key it speaks TLS only.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from rmqcli.broker.grpc import context as cc
 from rmqcli.broker.grpc import route
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc import transaction as tx
+from rmqcli.broker.grpc.auth import GrpcAcl
 from rmqcli.broker.grpc.consumer import Consumer
 from rmqcli.broker.grpc.options import GrpcOptions
 from rmqcli.broker.grpc.producer import Producer
@@ -88,8 +91,13 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
     settings = SettingsStore(d, lambda group: ctl.writer.config.groups.get(group))
     consumer = Consumer(s, ctl, settings)
     known = clients.Clients(s, settings, ctl, producer, consumer)
+    acl = GrpcAcl(ctl.acl) if ctl.acl is not None else None
 
-    async def unary(name: str, response: type, context: Any, work: Callable[[cc.CallContext], Any]) -> Any:
+    async def unary(
+        name: str, response: type, context: Any, request: Any, work: Callable[[cc.CallContext], Any]
+    ) -> Any:
+        if acl is not None:  # before anything else, as the proxy's interceptor
+            await acl.check(context, request, name)
         try:
             ctx = cc.from_call(context.invocation_metadata(), context.peer())
             ctx.require_client_id()
@@ -103,36 +111,37 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
     class Servicer(s.service_grpc.MessagingServiceServicer):  # type: ignore[name-defined,misc]
         async def QueryRoute(self, request: Any, context: Any) -> Any:
             return await unary(
-                "QueryRoute", svc.QueryRouteResponse, context,
+                "QueryRoute", svc.QueryRouteResponse, context, request,
                 lambda ctx: route.query_route(s, ctl, endpoint, request),
             )  # fmt: skip
 
         async def QueryAssignment(self, request: Any, context: Any) -> Any:
             return await unary(
-                "QueryAssignment", svc.QueryAssignmentResponse, context,
+                "QueryAssignment", svc.QueryAssignmentResponse, context, request,
                 lambda ctx: route.query_assignment(s, ctl, endpoint, request),
             )  # fmt: skip
 
         async def SendMessage(self, request: Any, context: Any) -> Any:
             return await unary(
-                "SendMessage", svc.SendMessageResponse, context,
+                "SendMessage", svc.SendMessageResponse, context, request,
                 lambda ctx: producer.send_message(ctx, request),
             )  # fmt: skip
 
         async def EndTransaction(self, request: Any, context: Any) -> Any:
             return await unary(
-                "EndTransaction", svc.EndTransactionResponse, context,
+                "EndTransaction", svc.EndTransactionResponse, context, request,
                 lambda ctx: tx.end_transaction(s, producer, ctx, request),
             )  # fmt: skip
 
         async def Heartbeat(self, request: Any, context: Any) -> Any:
             return await unary(
-                "Heartbeat", svc.HeartbeatResponse, context, lambda ctx: known.heartbeat(ctx, request)
-            )
+                "Heartbeat", svc.HeartbeatResponse, context, request,
+                lambda ctx: known.heartbeat(ctx, request),
+            )  # fmt: skip
 
         async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
             return await unary(
-                "NotifyClientTermination", svc.NotifyClientTerminationResponse, context,
+                "NotifyClientTermination", svc.NotifyClientTerminationResponse, context, request,
                 lambda ctx: known.notify_termination(ctx, request),
             )  # fmt: skip
 
@@ -143,9 +152,14 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
             if not ctx.client_id.strip():
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client id cannot be empty")
                 return
-            await known.telemetry(ctx, request_iterator, context)
+            commands = (
+                request_iterator if acl is None else acl.checked(context, request_iterator, "Telemetry")
+            )
+            await known.telemetry(ctx, commands, context)
 
         async def ReceiveMessage(self, request: Any, context: Any) -> Any:
+            if acl is not None:
+                await acl.check(context, request, "ReceiveMessage")
             sent_status = False
             try:
                 ctx = cc.from_call(context.invocation_metadata(), context.peer())
@@ -163,20 +177,20 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
 
         async def AckMessage(self, request: Any, context: Any) -> Any:
             return await unary(
-                "AckMessage", svc.AckMessageResponse, context, lambda ctx: consumer.ack(ctx, request)
+                "AckMessage", svc.AckMessageResponse, context, request, lambda ctx: consumer.ack(ctx, request)
             )
 
         async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
             name = "ChangeInvisibleDuration"
             return await unary(
-                name, svc.ChangeInvisibleDurationResponse, context,
+                name, svc.ChangeInvisibleDurationResponse, context, request,
                 lambda ctx: consumer.change_invisible(ctx, request),
             )  # fmt: skip
 
         async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
             name = "ForwardMessageToDeadLetterQueue"
             return await unary(
-                name, svc.ForwardMessageToDeadLetterQueueResponse, context,
+                name, svc.ForwardMessageToDeadLetterQueueResponse, context, request,
                 lambda ctx: consumer.forward(ctx, request),
             )  # fmt: skip
 
