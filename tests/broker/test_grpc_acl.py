@@ -278,7 +278,8 @@ def test_validate_in_5_1_1_order(tmp_path: Path) -> None:
 @needs_client5
 def test_rmq_checks_5x_clients_against_plain_acl(rmq_acl: ServeProcess, tmp_path: Path) -> None:
     """Right keys send, receive and ack; every refusal is PERMISSION_DENIED (INTERNAL without the
-    metadata), with no description; rmq's log says why, in the ACL's words."""
+    metadata), with no description; rmq's log says why, in the ACL's words. An application with a
+    wrong secret cannot start its producer; a consumer of a DENY group gets the error on receive."""
     result = client5(rmq_acl.grpc, tmp_path, [call for _, call in CALLS], FLOW)
     answers = dict(zip([label for label, _ in CALLS], result["calls"], strict=True))
     for label, _ in RIGHT:
@@ -295,6 +296,11 @@ def test_rmq_checks_5x_clients_against_plain_acl(rmq_acl: ServeProcess, tmp_path
     flow = result["flow"]
     assert flow["error"] is None and len(flow["sent"]) == 3
     assert {"acl-0", "acl-1", "acl-2"} <= set(flow["received"]) and flow["acked"] == len(flow["received"])
+    wrong = client5(rmq_acl.grpc, tmp_path, [], {**FLOW, "sk": "wrongSecret01"})["flow"]
+    assert wrong["error"] == f"Exception: failed to fetch topic:{FLOW['topic']} route." and not wrong["sent"]
+    denied = client5(rmq_acl.grpc, tmp_path, [], {**FLOW, "group": "GroupDenied"})["flow"]
+    assert len(denied["sent"]) == 3 and not denied["received"]  # its producer may send
+    assert "StatusCode.PERMISSION_DENIED" in denied["error"]  # its receive raises
     log = rmq_acl.output()
     for line in [
         f"gRPC QueryRoute from 127.0.0.1 refused: Check signature failed for accessKey={USER.access_key}",
@@ -365,6 +371,8 @@ def test_rmq_answers_the_calls_as_the_real_5_1_1_proxy(rmq_acl: ServeProcess, tm
     ) as proxy:
         create_topics(proxy.namesrv, proxy.broker)
         theirs = client5(proxy.endpoint, tmp_path, calls, {**FLOW, "receive_first": True})
+        wrong = client5(proxy.endpoint, tmp_path, [], {**FLOW, "sk": "wrongSecret01"})["flow"]
+    assert wrong["error"] == f"Exception: failed to fetch topic:{FLOW['topic']} route.", wrong
     labels = [label for label, _ in CALLS]
     mine = dict(zip(labels, ours["calls"], strict=True))
     real = dict(zip(labels, theirs["calls"], strict=True))

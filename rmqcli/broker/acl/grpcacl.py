@@ -13,26 +13,20 @@ Every request message (each command of a Telemetry stream too) is checked:
    which its clients see as gRPC INTERNAL);
 2. ``validator.authenticate``: global white list, access key, the account's white list, and the
    signature: HmacSHA1 of the ``x-mq-date-time`` value with the secret key, sent in hex (the
-   date is not checked against the clock, as 5.1.1);
+   date is not checked against the clock, and ``x-mq-session-token`` not at all, as 5.1.1);
 3. a send to RMQ_SYS_TRACE_TOPIC passes; an ``admin: true`` account passes everything;
 4. each resource against the account's entry, else its default (``validator.check_resources``).
 
 The resources (``parse``'s switch; PUB, SUB, ANY as ``permissions``):
 
-=================================  ==========================================================
-QueryRoute                         topic ANY
-QueryAssignment                    group SUB, topic SUB
-SendMessage                        its messages' one topic PUB (none, or two topics: refused)
-EndTransaction                     topic PUB
-Heartbeat                          a consumer's group SUB (a consumer without group: refused)
-ReceiveMessage                     group SUB, the queue's topic SUB
-AckMessage, ChangeInvisibleDura-   group SUB, topic SUB
-tion, ForwardMessageToDeadLet-
-terQueue
-NotifyClientTermination            group SUB
-Telemetry ``settings``             publishing: each topic PUB; subscription: group SUB, each
-                                   topic SUB; neither: refused. Other commands: none
-=================================  ==========================================================
+* QueryRoute: the topic ANY;
+* SendMessage: its messages' one topic PUB (no message, or two topics: refused); EndTransaction:
+  the topic PUB;
+* QueryAssignment, ReceiveMessage (the queue's topic), AckMessage, ChangeInvisibleDuration,
+  ForwardMessageToDeadLetterQueue: the group SUB and the topic SUB;
+* Heartbeat of a consumer: its group SUB (none: refused); NotifyClientTermination: the group SUB;
+* Telemetry ``settings``: each publishing topic PUB; the subscription's group SUB and each of its
+  topics SUB; neither publishing nor subscription: refused. Other commands name nothing.
 
 No MessagingService call maps to an admin request code (``RequestMapping``), so none is
 admin-only. Two deliberate differences from 5.1.1:
