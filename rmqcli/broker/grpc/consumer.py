@@ -19,7 +19,17 @@ messages that could not be written (the call ended) are made visible again after
 
 The ack, change and forward calls decode the handle (INVALID_RECEIPT_HANDLE if it does not) and
 act on the real topic (``%RETRY%<group>_<topic>`` for a retried message); a handle the server
-renews is replaced by its latest form first.
+renews is replaced by its latest form first. An ack or change with an expired handle (its retrieve
+time plus its invisible time has passed: ``ReceiptHandle.isExpired``, checked by the proxy's
+``AbstractProcessor.validateReceiptHandle`` before the broker sees the request) is
+INVALID_RECEIPT_HANDLE "receipt handle is expired": a consumer cannot ack or change a message once
+its time is up, whoever holds it since. The broker itself takes any handle of a message still in its
+queue (another group's, an old checkpoint's: no effect). A forward to the DLQ acks afterwards, and
+that ack's failure is not the answer (``forwardMessageToDeadLetterQueue`` does not wait on it).
+Where rmq differs on purpose: a handle that does not decode is INVALID_RECEIPT_HANDLE (the proxy's
+``ReceiptHandle.decode`` throws, answered INTERNAL_SERVER_ERROR); the handle a change answers starts
+at the message's own offset (the new checkpoint's start), not the batch's, so that an ack with it
+clears that checkpoint (5.1.1's proxy keeps the batch's start offset and the ack misses it).
 """
 
 from __future__ import annotations
@@ -85,9 +95,26 @@ def _millis(duration: Any) -> int:
     return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
 
 
+def check_invisible(invisible: int, minimum: int) -> None:
+    """``GrpcValidator.validateInvisibleTime``: ILLEGAL_INVISIBLE_TIME below ``minimum`` or above
+    ``maxInvisibleTimeMills``."""
+    if invisible < minimum:
+        raise st.GrpcStatusError(ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {minimum}")
+    if invisible > MAX_INVISIBLE_MS:
+        raise st.GrpcStatusError(
+            ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {MAX_INVISIBLE_MS}"
+        )
+
+
 def _version_before(version: str, than: str) -> bool:
     """Java's ``String.compareTo`` as the proxy compares client versions (null: before)."""
     return not version or version < than
+
+
+def check_unexpired(extra: k.ExtraInfo, now: int | None = None) -> None:
+    """``validateReceiptHandle``: INVALID_RECEIPT_HANDLE once ``pop_time + invisible_time <= now``."""
+    if extra.pop_time + extra.invisible_time <= (now_ms() if now is None else now):
+        raise st.GrpcStatusError(st.INVALID_RECEIPT_HANDLE, "receipt handle is expired", wrapped=True)
 
 
 def handle_of(text: str) -> k.ExtraInfo:
@@ -172,11 +199,7 @@ class Consumer:
             invisible = DEFAULT_INVISIBLE_MS
         else:
             invisible = _millis(request.invisible_duration)
-            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
-                raise st.GrpcStatusError(
-                    ILLEGAL_INVISIBLE_TIME,
-                    f"the invisibleTime is illegal, must between {MIN_INVISIBLE_MS} and {MAX_INVISIBLE_MS}",
-                )
+            check_invisible(invisible, MIN_INVISIBLE_MS)
         expression = request.filter_expression
         exp_type = "SQL92" if expression.type == FILTER_SQL else "TAG"
         exp = expression.expression or "*"
@@ -289,12 +312,13 @@ class Consumer:
         try:
             call(*args)
         except (st.GrpcStatusError, pop_mod.PopError) as exc:
-            log.info("gRPC receive: %s of a filtered message failed: %s", call.__name__, exc)
+            log.info("gRPC: %s of a message failed: %s", call.__name__, exc)
 
     # --- ack / change / forward ---------------------------------------------------------------
     def ack_handle(self, group: str, topic: str, handle: str, message_id: str = "") -> None:
         extra = handle_of(handle)
         assert extra.msg_queue_offset is not None
+        check_unexpired(extra)
         pop_ack.ack_message(
             self.ctl,
             pop_ack.AckRequest(
@@ -318,7 +342,7 @@ class Consumer:
                 status = st.make(d, st.OK)
                 self.renewer.forget(ctx.client_id, group, entry.message_id)
             except st.GrpcStatusError as exc:
-                status = st.make(d, exc.code, exc.message)
+                status = st.make(d, exc.code, exc.status_text)
             except pop_mod.PopError as exc:
                 status = st.make(d, st.INTERNAL_SERVER_ERROR, f"ack failed: {exc.remark}")
             entries.append(
@@ -334,6 +358,7 @@ class Consumer:
         """Change the invisible time of ``handle``; the new handle (``ReceiptHandle.encode``)."""
         extra = handle_of(handle)
         assert extra.msg_queue_offset is not None
+        check_unexpired(extra)
         res = pop_ack.change_invisible_time(
             self.ctl,
             pop_ack.ChangeInvisibleRequest(
@@ -362,10 +387,7 @@ class Consumer:
         convert.check_topic(topic)
         check_group(group)
         invisible = _millis(request.invisible_duration)
-        if not 0 <= invisible <= MAX_INVISIBLE_MS:
-            raise st.GrpcStatusError(
-                ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is illegal, must between 0 and {MAX_INVISIBLE_MS}"
-            )
+        check_invisible(invisible, 0)
         handle = self.renewer.resolve(ctx.client_id, group, request.message_id, request.receipt_handle)
         try:
             new = self._change(group, topic, handle, invisible)
@@ -379,7 +401,7 @@ class Consumer:
         ``%DLQ%<group>`` (delay level -1), then the ack; the remoting code."""
         extra = handle_of(handle)
         if extra.commit_log_offset is None or extra.commit_log_offset < 0:
-            raise st.GrpcStatusError(st.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+            raise st.GrpcStatusError(st.INVALID_RECEIPT_HANDLE, "commit log offset is empty", wrapped=True)
         header = hd.ConsumerSendMsgBackRequestHeader(
             offset=extra.commit_log_offset,
             group=group,
@@ -394,8 +416,8 @@ class Consumer:
             raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, "the send-back did not answer at once")
         if self.ctl.defer_dispatch:
             self.ctl.store.catch_up()
-        if reply.code == RS.SUCCESS:
-            self.ack_handle(group, topic, handle, message_id)
+        if reply.code == RS.SUCCESS:  # the proxy does not wait on this ack, nor answer its failure
+            self._quiet(self.ack_handle, group, topic, handle, message_id)
         return reply.code
 
     def forward(self, ctx: CallContext, request: Any) -> Any:

@@ -39,6 +39,7 @@ RECONSUME_TIME = "RECONSUME_TIME"
 PGROUP = "PGROUP"
 SHARDING_KEY = "__SHARDINGKEY"
 TRACE_CONTEXT = "TRACE_CONTEXT"
+TRANSACTION_ID = "__transactionId__"  # MessageConst.PROPERTY_TRANSACTION_ID: not a system key
 BORN_HOST = "__BORNHOST"
 BORN_TIMESTAMP = "BORN_TIMESTAMP"
 
@@ -276,6 +277,7 @@ def check_type(topic: str, config: dict | None, props: dict[str, str]) -> None:
             st.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
             f"TopicMessageType validate failed, topic type is {TYPE_NAMES[expected]}, "
             f"message type is {TYPE_NAMES[actual]}",
+            wrapped=True,  # a ProxyException of DefaultTopicMessageTypeValidator
         )
 
 

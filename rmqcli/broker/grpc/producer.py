@@ -9,11 +9,17 @@ queue is chosen here, not by the client: a message group hashes to a write queue
 ``consistentHash`` of Java's ``String.hashCode``), other messages take the write queues in turn. A
 topic with a ``message.type`` attribute takes only messages of that type.
 
+A half message (TRANSACTION) also gets ``__transactionId__`` = its ``UNIQ_KEY``, as the 5.1.1
+broker's ``TransactionalMessageBridge.parseHalfMessageInner`` puts it (4.9.8's does not, and rmq's
+remoting path follows 4.9.8; a 5.x client only ever meets a 5.x broker): the check-back and the
+committed message carry it as a user property.
+
 Answer per message: SUCCESS -> OK with the queue offset, ``message_id`` = the client's id
-(``UNIQ_KEY``) and, for a transactional message, ``transaction_id`` = that id too (5.1's
-``SendMessageProcessor``); FLUSH_DISK_TIMEOUT -> MASTER_PERSISTENCE_TIMEOUT, FLUSH_SLAVE_TIMEOUT ->
-SLAVE_PERSISTENCE_TIMEOUT, SLAVE_NOT_AVAILABLE -> HA_NOT_AVAILABLE; any other broker refusal ->
-INTERNAL_SERVER_ERROR with the broker's remark (``LocalMessageService``: a ProxyException).
+(``UNIQ_KEY``) and ``transaction_id`` = that id too, for every message (5.1's
+``SendMessageProcessor`` answers every message's ``UNIQ_KEY``); FLUSH_DISK_TIMEOUT ->
+MASTER_PERSISTENCE_TIMEOUT, FLUSH_SLAVE_TIMEOUT -> SLAVE_PERSISTENCE_TIMEOUT, SLAVE_NOT_AVAILABLE ->
+HA_NOT_AVAILABLE; any other broker refusal -> INTERNAL_SERVER_ERROR with the broker's remark
+(``LocalMessageService``: a ProxyException, so the text starts with its class name).
 
 rmq stores the messages of a request with more than one message one by one (an entry each; the
 proxy sends them as one batch with one entry): the 5.x clients send one message per request.
@@ -110,7 +116,7 @@ class Producer:
     def select_queue(self, topic: str, config: dict, group: str) -> int:
         writes = config["writeQueueNums"] if is_writable(config["perm"]) else 0
         if writes <= 0:
-            raise st.GrpcStatusError(st.FORBIDDEN, "no writable queue")
+            raise st.GrpcStatusError(st.FORBIDDEN, "no writable queue", wrapped=True)
         if group:
             return consistent_hash(java_string_hash(group), writes)
         turn = self._turns.get(topic)
@@ -160,6 +166,8 @@ class Producer:
 
     async def store(self, ctx: CallContext, out: convert.Outgoing, queue_id: int) -> Any:
         d, s = self.s.definition, self.s.service
+        if out.properties.get(convert.TRAN_MSG) == "true":  # 5.1.1's parseHalfMessageInner
+            out.properties[convert.TRANSACTION_ID] = out.properties[convert.UNIQ_KEY]
         request = self.request(out, queue_id)
         reply = send.send(self.ctl, request, cast("Connection", CallChannel(ctx)))
         if self.ctl.defer_dispatch:
@@ -171,19 +179,17 @@ class Producer:
         if reply.code in ENTRY_CODES:
             text = f"send message failed, sendStatus={SEND_STATUS[reply.code]}"
             return s.SendResultEntry(status=st.make(d, ENTRY_CODES[reply.code], text))
-        if reply.code != RS.SUCCESS:
-            raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, reply.remark or str(reply.code))
+        if reply.code != RS.SUCCESS:  # LocalMessageService: a ProxyException with the broker's remark
+            raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, reply.remark or str(reply.code), wrapped=True)
         header = reply.header(hd.SendMessageResponseHeader)
         message_id = out.properties[convert.UNIQ_KEY]
-        transaction_id = ""
         if out.properties.get(convert.TRAN_MSG) == "true":
-            transaction_id = message_id
-            self.remember(out.topic, transaction_id, header.msg_id, header.queue_offset)
+            self.remember(out.topic, message_id, header.msg_id, header.queue_offset)
         return s.SendResultEntry(
             status=st.make(d, st.OK),
             offset=header.queue_offset,
             message_id=message_id,
-            transaction_id=transaction_id,
+            transaction_id=message_id,  # the broker's answer carries every message's UNIQ_KEY
         )
 
     def remember(self, topic: str, transaction_id: str, offset_msg_id: str, queue_offset: int) -> None:

@@ -6,7 +6,10 @@ Errors are not gRPC errors: every response carries ``status {code, message}``. A
 SYSTEM_BUSY -> TOO_MANY_REQUESTS, REQUEST_CODE_NOT_SUPPORTED -> NOT_IMPLEMENTED,
 SUBSCRIPTION_GROUP_NOT_EXIST -> CONSUMER_GROUP_NOT_FOUND, anything else INTERNAL_SERVER_ERROR);
 an unexpected exception is INTERNAL_SERVER_ERROR with a one-line description (logged with its
-traceback, at most 10 a minute).
+traceback, at most 10 a minute). What the proxy raises as a ``ProxyException`` (a message type
+conflict, an expired receipt handle, ...) reaches the client wrapped in a ``GrpcProxyException(cause)``,
+whose message is the cause's ``toString()``: the class name, then the text (seen with the real
+5.1.1 proxy); such errors say ``wrapped``.
 """
 
 from __future__ import annotations
@@ -64,13 +67,23 @@ REMOTING_CODES = {
 _failures = LogLimiter(10, "about failed gRPC calls")  # a client cannot flood the log
 
 
-class GrpcStatusError(Exception):
-    """A request answered with ``code`` and ``message`` (``GrpcProxyException``)."""
+PROXY_EXCEPTION = "org.apache.rocketmq.proxy.common.ProxyException: "  # the wrapped cause's class
 
-    def __init__(self, code: int, message: str):
+
+class GrpcStatusError(Exception):
+    """A request answered with ``code`` and ``message`` (``GrpcProxyException``); ``wrapped``: a
+    ``ProxyException`` of the proxy, whose status text starts with its class name."""
+
+    def __init__(self, code: int, message: str, wrapped: bool = False):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.wrapped = wrapped
+
+    @property
+    def status_text(self) -> str:
+        """The status message the client reads."""
+        return PROXY_EXCEPTION + self.message if self.wrapped else self.message
 
 
 def from_remoting(code: int) -> int:
@@ -89,7 +102,7 @@ def of_exception(definition: Any, exc: BaseException, what: str) -> Any:
     """``ResponseBuilder.buildStatus(Throwable)``: a ``GrpcStatusError`` as it says, anything else
     INTERNAL_SERVER_ERROR (logged once with its traceback, answered in one line)."""
     if isinstance(exc, GrpcStatusError):
-        return make(definition, exc.code, exc.message)
+        return make(definition, exc.code, exc.status_text)
     suffix = _failures.admit()
     if suffix is not None:
         log.error("gRPC %s failed%s", what, suffix, exc_info=exc)
