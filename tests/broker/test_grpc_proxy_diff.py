@@ -3,7 +3,8 @@
 against each, and what the client observed compared step by step: routes, Settings replies, sends of
 every message type, receive and ack, held empty receives, a group made after the sends, invalid
 requests, change-invisible-duration and each receipt handle afterwards, FIFO order and redelivery,
-delivery timestamps, transactions and the check-back. The two servers get the same broker settings
+delivery timestamps, transactions and the check-back; then the 5.x Node.js client's send, receive and
+ack (``tests/js/grpc5_consume.js``, ``js`` marker). The two servers get the same broker settings
 and the same topics and groups (made with ``rmq updateTopic`` / ``updateSubGroup``, the mqadmin
 requests, against each broker).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import JS, ROOT
 from tests.support.cli import run_rmq
 from tests.support.proxy5 import HAVE_PROXY, WHY_NO_PROXY, real_proxy
 from tests.support.serve import ServeProcess, wait_until, write_conf
@@ -55,7 +57,9 @@ TOPICS = [
     ("DiffF", ["-o", "true", "-a", "+message.type=FIFO"]),
     ("DiffD", ["-a", "+message.type=DELAY"]),
     ("DiffX", ["-a", "+message.type=TRANSACTION"]),
+    ("DiffNode", ["-a", "+message.type=NORMAL"]),  # the Node.js client's
 ]
+NODE_CLIENT = JS / "node_modules" / "rocketmq-client-nodejs" / "package.json"
 
 # Steps where rmq deliberately answers otherwise: step -> (the proxy's observation, rmq's).
 # A garbage receipt handle: the proxy's ReceiptHandle.decode throws (IllegalArgumentException /
@@ -105,6 +109,23 @@ def scenario(endpoint: str, home: Path) -> dict[str, Any]:
     return result
 
 
+def node_consume(endpoint: str, home: Path) -> dict | None:
+    """The 5.x Node.js client's send of three messages, receive and ack, and one more receive
+    (``tests/js/grpc5_consume.js``); None without node or the client."""
+    if shutil.which("node") is None or not NODE_CLIENT.is_file():
+        return None
+    home.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["node", str(JS / "grpc5_consume.js"), endpoint, "DiffNode", "GDiffNode"],
+        cwd=home, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(home)},
+    )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(lines[0][len("RESULT ") :])
+    ids_match = result.pop("sent") == result.pop("ids")  # the client's own ids, new each run
+    return {**result, "ids_are_the_sent_ids": ids_match}
+
+
 def matches(observed: Any, expected: Any) -> bool:
     """``observed`` is ``expected``; for a dict: has every key of ``expected`` with its value."""
     if isinstance(expected, dict):
@@ -123,6 +144,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, d
             with real_proxy(tmp / "proxy", broker_settings=BROKER) as proxy:
                 make_topics(proxy.namesrv, proxy.broker)
                 results["proxy"] = scenario(proxy.endpoint, tmp / "client-proxy")
+                results["proxy"]["node"] = node_consume(proxy.endpoint, tmp / "node-proxy")
         except BaseException as exc:  # reported by the test
             results["proxy"] = exc
 
@@ -132,6 +154,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, d
             with ServeProcess(tmp / "store", conf, extra=["-v"], grpc=True) as serve:
                 make_topics(serve.namesrv, serve.broker)
                 results["rmq"] = scenario(serve.grpc, tmp / "client-rmq")
+                results["rmq"]["node"] = node_consume(serve.grpc, tmp / "node-rmq")
         except BaseException as exc:
             results["rmq"] = exc
 
@@ -190,3 +213,12 @@ def test_times_are_within_the_same_bounds(observed: tuple[dict, dict], server: i
     assert 0 <= timing["delay.late_ms"] <= 1500, timing["delay.late_ms"]
     assert 9.5 <= timing["fifo.redelivered_after"] <= 25, timing["fifo.redelivered_after"]
     assert timing["transaction.checked_after"] <= 15, timing["transaction.checked_after"]
+
+
+@pytest.mark.js
+def test_the_nodejs_client_sees_the_same(observed: tuple[dict, dict]) -> None:
+    proxy, rmq = observed[0]["node"], observed[1]["node"]
+    if proxy is None:
+        pytest.skip("no node or rocketmq-client-nodejs in tests/js (npm ci --prefix tests/js)")
+    assert proxy["received"] == ["node-0", "node-1", "node-2"] and proxy["ids_are_the_sent_ids"]
+    assert rmq == proxy
