@@ -19,6 +19,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ from tests.support.acl import exchange, is_refusal, keys, send_request, signed
 from tests.support.cli import run_rmq
 from tests.support.client5 import PYTHON5, needs_client5
 from tests.support.proxy5 import HAVE_PROXY, WHY_NO_PROXY, real_proxy
-from tests.support.serve import ServeProcess, write_conf
+from tests.support.serve import ServeProcess, wait_until, write_conf
 
 CLIENT = Path(__file__).with_name("grpc5_acl_client.py")
 
@@ -129,11 +130,19 @@ def write_acl(home: Path) -> Path:
 
 
 def create_topics(namesrv: str, broker: str) -> None:
+    """The topics, signed by ADMIN; back once the NameServer has their routes (a 5.1.1 broker
+    registers a new topic in the background)."""
     for topic in TOPICS:
         run_rmq(
             "updateTopic", "-n", namesrv, "-b", broker, "-t", topic, "-a", "+message.type=NORMAL",
             *keys(ADMIN), check=True,
         )  # fmt: skip
+
+    def routed(topic: str) -> bool:
+        return run_rmq("topicRoute", "-n", namesrv, "-t", topic).returncode == 0
+
+    for topic in TOPICS:
+        wait_until(partial(routed, topic), 30, f"the route of {topic}", step=0.3)
 
 
 def start_rmq(tmp: Path) -> ServeProcess:
