@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from formats import fastjson
 from rmqcli.remoting import headers as hd
+from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from tests.support.cli import run_rmq
 from tests.support.oracle import KIT, Jvm, broker_port, kit_env
+from tests.support.oracle5 import HAVE_KIT5, KIT5, kit5_env
 from tests.support.popwire import call
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 from tests.support.stores import ends_meet
@@ -106,7 +110,9 @@ def comparable(tables: dict[str, object], topic: str) -> dict[str, object]:
     }
 
 
-def synced_within_a_round(master: str, slave_store: Path, topic: str) -> dict[str, object]:
+def synced_within_a_round(
+    master: str, slave_store: Path, topic: str, round_seconds: float
+) -> dict[str, object]:
     """Wait (at most a round and a half) for the slave's files to equal the master's tables."""
     expected: dict[str, object] = {}
 
@@ -116,7 +122,10 @@ def synced_within_a_round(master: str, slave_store: Path, topic: str) -> dict[st
 
     try:
         wait_until(
-            same, ROUND * 1.5 + 2, "the slave's topics, offsets and delay offsets equal the master's", 0.5
+            same,
+            round_seconds * 1.5 + 2,
+            "the slave's topics, offsets and delay offsets equal the master's",
+            0.5,
         )
     except AssertionError:
         assert comparable(file_tables(slave_store), topic) == expected
@@ -135,87 +144,118 @@ def stable(master: str, topic: str) -> None:
     wait_until(settled, 30, "the master's offsets settled", 1.0)
 
 
-def test_rmq_master_and_real_4_9_8_slave_the_slave_serves_everything_after_kill_9(tmp_path: Path) -> None:
-    env = kit_env(tmp_path)
-    ns_port, slave_port = free_port(), broker_port()
+@dataclass(frozen=True)
+class Kit:
+    """A real RocketMQ and what its groups need: its NameServer's settings, its brokers' extra keys
+    (given to both members), its slaves' sync round."""
+
+    root: Path
+    round: float
+    namesrv_props: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def env(self, tmp: Path) -> dict[str, str]:
+        return kit5_env(tmp) if self.root == KIT5 else kit_env(tmp)
+
+
+V4 = Kit(KIT, ROUND)
+# SlaveActingMaster: the slave reads while it acts (slaveReadEnable, as 5.1.1 asks); a 5.1.1 slave
+# syncs 60 s after its start, then every 60 s
+V5_ACTING = Kit(
+    KIT5, 60, {"supportActingMaster": "true"}, {"enableSlaveActingMaster": "true", "slaveReadEnable": "true"}
+)
+
+
+def members(ns: str, name: str) -> set[int]:
+    """The broker ids the NameServer lists for group ``name``."""
+    info = jb.decode(jb.ClusterInfo, call(ns, RC.GET_BROKER_CLUSTER_INFO).body)
+    data = info.broker_addr_table.get(name)
+    return set(data.broker_addrs) if data is not None else set()
+
+
+def namesrv_jvm(kit: Kit, tmp: Path, port: int, env: dict[str, str]) -> Jvm:
+    args = [str(kit.root / "bin" / "namesrv"), "-p", str(port)]
+    if kit.namesrv_props:
+        props = tmp / "namesrv.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in kit.namesrv_props.items()))
+        args += ["-c", str(props)]
+    return Jvm(args, tmp / "namesrv.out", env)
+
+
+def fail_over(tmp_path: Path, kit: Kit, real_master: bool, topic: str) -> None:
+    """One group (SYNC_MASTER + SLAVE), one member real, under a real NameServer: 2,000 sends and a
+    consumer's commits, one delayed message; the slave's tables equal the master's within a round;
+    kill -9 of the master; a new Java consumer receives all 2,001 messages from the slave."""
+    env = kit.env(tmp_path)
+    ns_port, real_port = free_port(), broker_port()
     ns = f"127.0.0.1:{ns_port}"
-    topic = "TopicFailA"
-    master_conf = write_conf(
-        tmp_path / "master.conf", brokerName="fail-a", brokerClusterName="FailCluster",
-        brokerRole="SYNC_MASTER", mappedFileSizeCommitLog=str(FILE), brokerIP1="127.0.0.1",
-        messageDelayLevel="1s 2s 3s",
+    name = f"fail-{topic.lower()}"
+    real_store = tmp_path / "real"
+    real_role = ("SYNC_MASTER", 0) if real_master else ("SLAVE", 1)
+    real_file = real_conf(
+        tmp_path / "real.conf", brokerName=name, brokerId=real_role[1], brokerRole=real_role[0],
+        listenPort=real_port, storePathRootDir=real_store, namesrvAddr=ns, **kit.keys,
     )  # fmt: skip
-    master = ServeProcess(
-        tmp_path / "rmq-master", master_conf, ["--no-namesrv", "--namesrv", ns, "--verbose"]
+    rmq_file = write_conf(
+        tmp_path / "rmq.conf", brokerName=name, brokerClusterName="FailCluster", brokerIP1="127.0.0.1",
+        brokerId="1" if real_master else "0", brokerRole="SLAVE" if real_master else "SYNC_MASTER",
+        mappedFileSizeCommitLog=str(FILE), messageDelayLevel="1s 2s 3s", **kit.keys,
+    )  # fmt: skip
+    member = ServeProcess(tmp_path / "rmq", rmq_file, ["--no-namesrv", "--namesrv", ns, "--verbose"])
+    namesrv = namesrv_jvm(kit, tmp_path, ns_port, env)
+    real = Jvm([str(kit.root / "bin" / "broker"), "-c", str(real_file)], tmp_path / "real.out", env)
+    master, slave_store = (
+        (f"127.0.0.1:{real_port}", member.store) if real_master else (member.broker, real_store)
     )
-    slave_store = tmp_path / "real-slave"
-    slave_conf = real_conf(
-        tmp_path / "slave.conf", brokerName="fail-a", brokerId=1, brokerRole="SLAVE", listenPort=slave_port,
-        storePathRootDir=slave_store, namesrvAddr=ns,
-    )  # fmt: skip
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp_path / "namesrv.out", env)
-    slave = Jvm([str(KIT / "bin" / "broker"), "-c", str(slave_conf)], tmp_path / "slave.out", env)
+    master_store = real_store if real_master else member.store
     try:
         namesrv.wait_for("The Name Server boot success")
-        master.start()
-        slave.wait_for("boot success")
-        wait_until(
-            lambda: "master transfer data from" in master.output(), 60, "the real slave's first report"
-        )
+        member.start()
+        real.wait_for("boot success")
+        # a 5.1.1 broker registers 10 s after its start (before, its topics have no route)
+        wait_until(lambda: members(ns, name) == {0, 1}, 30, "both members registered", 0.5)
+        # a SYNC_MASTER's sends wait for its slave's first offset report (haSendHeartbeatInterval)
+        if real_master:
+            time.sleep(6)
+        else:
+            reported = "master transfer data from"
+            wait_until(lambda: reported in member.output(), 60, "the real slave's first report")
+        created = run_rmq("updateTopic", "-b", master, "-t", topic, "-r", "4", "-w", "4")
+        assert created.returncode == 0, created.stderr
         out = clienttest(ns, topic, COUNT, "push", env, tmp_path)
         assert f"RESULT sent={COUNT} sendOk={COUNT} received=" in out and f"distinct={COUNT}" in out, out
-        delayed_send(master.broker, topic)
-        stable(master.broker, topic)
-        synced = synced_within_a_round(master.broker, slave_store, topic)
+        delayed_send(master, topic)
+        stable(master, topic)
+        synced = synced_within_a_round(master, slave_store, topic, kit.round)
         assert topic in synced["topics"] and synced["offsets"] and synced["delays"]  # type: ignore[operator]
-        wait_until(ends_meet(slave_store, master.store), 30, "the real slave caught up")
-        master.kill()  # kill -9: the name server drops it as its connection closes
+        wait_until(ends_meet(slave_store, master_store), 30, "the slave caught up")
+        if real_master:
+            real.proc.kill()  # kill -9: the name server drops it as its connection closes
+            real.proc.wait(10)
+        else:
+            member.kill()
         out = clienttest(ns, topic, COUNT + 1, "consume", env, tmp_path)  # the delayed one too
         assert f"distinct={COUNT + 1}" in out, out
     finally:
-        master.kill()
-        slave.stop()
+        member.kill()
+        real.proc.kill()
+        real.wait()
         namesrv.stop()
 
 
-def test_real_4_9_8_master_and_rmq_slave_the_slave_serves_everything_after_kill_9(tmp_path: Path) -> None:
-    env = kit_env(tmp_path)
-    ns_port, master_port = free_port(), broker_port()
-    ns = f"127.0.0.1:{ns_port}"
-    master_addr = f"127.0.0.1:{master_port}"
-    topic = "TopicFailB"
-    master_store = tmp_path / "real-master"
-    master_conf = real_conf(
-        tmp_path / "master.conf", brokerName="fail-b", brokerId=0, brokerRole="SYNC_MASTER",
-        listenPort=master_port, storePathRootDir=master_store, namesrvAddr=ns,
-    )  # fmt: skip
-    namesrv = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], tmp_path / "namesrv.out", env)
-    master = Jvm([str(KIT / "bin" / "broker"), "-c", str(master_conf)], tmp_path / "master.out", env)
-    slave_conf = write_conf(
-        tmp_path / "slave.conf", brokerName="fail-b", brokerClusterName="FailCluster", brokerId="1",
-        brokerRole="SLAVE", mappedFileSizeCommitLog=str(FILE), messageDelayLevel="1s 2s 3s",
-    )  # fmt: skip
-    slave = ServeProcess(tmp_path / "rmq-slave", slave_conf, ["--no-namesrv", "--namesrv", ns, "--verbose"])
-    try:
-        namesrv.wait_for("The Name Server boot success")
-        master.wait_for("boot success")
-        slave.start()
-        wait_until(lambda: "update master address" in slave.output(), 30, "the slave learns its master")
-        time.sleep(
-            6
-        )  # the slave's first offset report (haSendHeartbeatInterval): SYNC_MASTER sends wait on it
-        out = clienttest(ns, topic, COUNT, "push", env, tmp_path)
-        assert f"RESULT sent={COUNT} sendOk={COUNT} received=" in out and f"distinct={COUNT}" in out, out
-        delayed_send(master_addr, topic)
-        stable(master_addr, topic)
-        synced = synced_within_a_round(master_addr, slave.store, topic)
-        assert topic in synced["topics"] and synced["offsets"] and synced["delays"]  # type: ignore[operator]
-        wait_until(ends_meet(slave.store, master_store), 30, "the rmq slave caught up")
-        master.proc.kill()  # kill -9
-        master.proc.wait(10)
-        out = clienttest(ns, topic, COUNT + 1, "consume", env, tmp_path)  # the delayed one too
-        assert f"distinct={COUNT + 1}" in out, out
-    finally:
-        slave.kill()
-        master.stop()
-        namesrv.stop()
+def test_rmq_master_and_real_4_9_8_slave(tmp_path: Path) -> None:
+    fail_over(tmp_path, V4, real_master=False, topic="TopicFailA")
+
+
+def test_real_4_9_8_master_and_rmq_slave(tmp_path: Path) -> None:
+    fail_over(tmp_path, V4, real_master=True, topic="TopicFailB")
+
+
+@pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1")
+def test_rmq_master_and_real_5_1_1_acting_slave(tmp_path: Path) -> None:
+    fail_over(tmp_path, V5_ACTING, real_master=False, topic="TopicFailC")
+
+
+@pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1")
+def test_real_5_1_1_master_and_rmq_acting_slave(tmp_path: Path) -> None:
+    fail_over(tmp_path, V5_ACTING, real_master=True, topic="TopicFailD")
