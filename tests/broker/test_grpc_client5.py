@@ -12,29 +12,19 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import JS, ROOT
+from tests.support import JS
 from tests.support.broker_drivers import HAVE_CLIENT, Driver
 from tests.support.cli import rmq_json, run_rmq
+from tests.support.client5 import PYTHON5, needs_client5
+from tests.support.grpcserve import server_fixture
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
-PYTHON5 = ROOT / ".venv-rmq5" / "bin" / "python"
 CLIENT = Path(__file__).with_name("grpc5_client.py")
 TOPIC = "TopicG5"
-
-
-def _have_client5() -> bool:
-    if not PYTHON5.exists():
-        return False
-    probe = subprocess.run([str(PYTHON5), "-c", "import rocketmq.v5"], capture_output=True, timeout=60)
-    return probe.returncode == 0
-
-
-needs_client5 = pytest.mark.skipif(not _have_client5(), reason="no .venv-rmq5 with rocketmq-python-client")
 
 
 def client5(spec: dict, env: dict[str, str] | None = None, home: Path | None = None) -> dict:
@@ -49,15 +39,7 @@ def client5(spec: dict, env: dict[str, str] | None = None, home: Path | None = N
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    tmp = tmp_path_factory.mktemp("grpc5")
-    serve = ServeProcess(tmp / "store", write_conf(tmp / "broker.conf"), extra=["-v"], grpc=True).start()
-    try:
-        run_rmq("updateTopic", "-n", serve.namesrv, "-c", "DefaultCluster", "-t", TOPIC, check=True)
-        yield serve
-    finally:
-        serve.stop()
+server = server_fixture(TOPIC, extra=["-v"])
 
 
 @needs_client5

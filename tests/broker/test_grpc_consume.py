@@ -18,23 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
 from tests.support.cli import rmq_json, run_rmq
+from tests.support.client5 import PYTHON5, needs_client5
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
-PYTHON5 = ROOT / ".venv-rmq5" / "bin" / "python"
 CONSUMER = Path(__file__).with_name("grpc5_consumer.py")
 QUEUES = 4
-
-
-def _have_client5() -> bool:
-    if not PYTHON5.exists():
-        return False
-    probe = subprocess.run([str(PYTHON5), "-c", "import rocketmq.v5"], capture_output=True, timeout=60)
-    return probe.returncode == 0
-
-
-needs_client5 = pytest.mark.skipif(not _have_client5(), reason="no .venv-rmq5 with rocketmq-python-client")
 
 
 def consumer5_cmd(spec: dict) -> list[str]:

@@ -8,16 +8,14 @@ message. Over a real socket with grpcio and rmq's stubs."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import grpc
 import pytest
 
 from rmqcli.broker.grpc import consumer as cons
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.stubs import load
-from tests.support.cli import run_rmq
-from tests.support.serve import ServeProcess, wait_until, write_conf
+from tests.support.grpcserve import server_fixture, stub_fixture
+from tests.support.serve import wait_until
 
 S = load()
 D, SV = S.definition, S.service
@@ -49,21 +47,8 @@ def test_invisible_time_refusals_say_what_the_proxy_says() -> None:
     cons.check_invisible(cons.MAX_INVISIBLE_MS, cons.MIN_INVISIBLE_MS)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    tmp = tmp_path_factory.mktemp("grpch")
-    serve = ServeProcess(tmp / "store", write_conf(tmp / "broker.conf"), grpc=True).start()
-    try:
-        run_rmq("updateTopic", "-n", serve.namesrv, "-c", "DefaultCluster", "-t", TOPIC, check=True)
-        yield serve
-    finally:
-        serve.stop()
-
-
-@pytest.fixture(scope="module")
-def stub(server: ServeProcess) -> Iterator[object]:
-    with grpc.insecure_channel(server.grpc) as channel:
-        yield S.service_grpc.MessagingServiceStub(channel)
+server = server_fixture(TOPIC)
+stub = stub_fixture()
 
 
 def send(stub, body: bytes, message_id: str, message_type: int = D.NORMAL) -> object:  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -17,6 +16,7 @@ import pytest
 from rmqcli.broker.grpc.producer import consistent_hash, java_string_hash
 from rmqcli.broker.grpc.stubs import load
 from tests.support.cli import one_line_error, rmq_json, run_rmq
+from tests.support.grpcserve import server_fixture, stub_fixture
 from tests.support.serve import ServeProcess, free_port, free_port_pair, write_conf
 
 S = load()
@@ -25,21 +25,8 @@ TOPIC = "TopicGS"
 META = [("x-mq-client-id", "test@1@0@x"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2")]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    tmp = tmp_path_factory.mktemp("grpcs")
-    serve = ServeProcess(tmp / "store", write_conf(tmp / "broker.conf"), grpc=True).start()
-    try:
-        run_rmq("updateTopic", "-n", serve.namesrv, "-c", "DefaultCluster", "-t", TOPIC, check=True)
-        yield serve
-    finally:
-        serve.stop()
-
-
-@pytest.fixture(scope="module")
-def stub(server: ServeProcess) -> Iterator[object]:
-    with grpc.insecure_channel(server.grpc) as channel:
-        yield S.service_grpc.MessagingServiceStub(channel)
+server = server_fixture(TOPIC)
+stub = stub_fixture()
 
 
 def message(body: bytes, message_id: str, **system: object) -> object:

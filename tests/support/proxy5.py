@@ -5,7 +5,6 @@ other kits: without Java 17, the base kit or the proxy kit."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,9 +82,3 @@ def real_proxy(
         namesrv.proc.kill()
         proxy.wait()
         namesrv.wait()
-
-
-def proxy_cpu_seconds(proxy: RealProxy) -> float:
-    """User + system CPU seconds the proxy JVM has used so far (``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{proxy.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
