@@ -7,6 +7,11 @@ in ``.venv-rmq5``) against ``rmq serve``'s gRPC endpoint, beside the 4.x C++ cli
 - 5.x SimpleConsumer, receive (batches of 32) and ack of each message, one thread (gRPC
   ReceiveMessage + AckMessage over the broker's POP).
 
+The two 5.x rows run again against the real RocketMQ 5.1.1 proxy in local mode (its broker in the
+same JVM; ``../shared/rocketmq-5.1.1-proxy``, skipped without it). Against either server a warm-up
+run of a fifth of the messages comes first: rmq's rates as ratios of the proxy's, and each server's CPU seconds per 1,000
+messages (target: rmq at most 0.5x the proxy's).
+
 The 5.x rows are printed with their ratio to the C++ client's sync sends, and each row with the
 CPU time ``rmq serve`` used per message (is the server or the client the bottleneck). Figures are
 printed, never asserted. Run as ``python -m tests.bench.grpc [--count N]``; ``make bench`` runs it
@@ -39,6 +44,32 @@ def client5(tmp: Path, spec: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def warm_up(count: int) -> int:
+    """Messages of the untimed run before the timed one, against either server."""
+    return max(count // 5, 100)
+
+
+def proxy_rows(tmp: Path, count: int) -> tuple[dict, float] | None:
+    """The same 5.x rows against the real 5.1.1 proxy (local mode), its JVM's CPU seconds for them;
+    None without Java 17 and the kits."""
+    from tests.bench.broker import process_cpu
+    from tests.broker.test_grpc_consume import QUEUES
+    from tests.support.cli import run_rmq
+    from tests.support.proxy5 import HAVE_PROXY, real_proxy
+
+    if not HAVE_PROXY:
+        return None
+    with real_proxy(tmp / "proxy") as proxy:
+        queues = str(QUEUES)
+        run_rmq("updateTopic", "-b", proxy.broker, "-t", TOPIC_5, "-r", queues, "-w", queues, check=True)
+        run_rmq("updateSubGroup", "-b", proxy.broker, "-g", GROUP_5, check=True)
+        spec = {"endpoint": proxy.endpoint, "group": GROUP_5, "topic": TOPIC_5, "mode": "bench", "body": BODY}
+        client5(tmp, {**spec, "count": warm_up(count)})  # the JVM's JIT warmed, as a running proxy is
+        cpu = process_cpu(proxy.pid)
+        result = client5(tmp, {**spec, "count": count})
+        return result, process_cpu(proxy.pid) - cpu
+
+
 def main(argv: list[str] | None = None) -> None:
     from tests.bench.broker import client, process_cpu
     from tests.broker.test_grpc_consume import PYTHON5, prepare
@@ -66,11 +97,18 @@ def main(argv: list[str] | None = None) -> None:
             cpu = process_cpu(pid)
             cpp = args.count / client(tmp, cmd)["seconds"]
             cpp_cpu = process_cpu(pid) - cpu
-            spec = {"endpoint": server.grpc, "group": GROUP_5, "topic": TOPIC_5, "mode": "bench",
-                    "count": args.count, "body": BODY}  # fmt: skip
+            spec = {
+                "endpoint": server.grpc,
+                "group": GROUP_5,
+                "topic": TOPIC_5,
+                "mode": "bench",
+                "body": BODY,
+            }
+            client5(tmp, {**spec, "count": warm_up(args.count)})  # as for the proxy below
             cpu = process_cpu(pid)
-            result = client5(tmp, spec)
+            result = client5(tmp, {**spec, "count": args.count})
             cpu5 = process_cpu(pid) - cpu  # both 5.x rows (and the clients' start-up)
+        real = proxy_rows(tmp, args.count)
     send5 = args.count / result["send_seconds"]
     receive5 = result["received"] / result["receive_seconds"]
     print(f"gRPC endpoint, {args.count} messages of {BODY} bytes each row, msgs/s")
@@ -83,6 +121,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     per = cpu5 / (args.count + result["received"]) * 1e6
     print(f"  {'server CPU of the two 5.x rows':48} {per:>10,.0f} us/msg (send or receive + ack)")
+    if real is None:
+        print("  real 5.1.1 proxy: skipped (needs Java 17, ../shared/rocketmq-5.1.1 and its proxy kit)")
+        return
+    proxy, proxy_cpu = real
+    send_p = args.count / proxy["send_seconds"]
+    receive_p = proxy["received"] / proxy["receive_seconds"]
+    per_p = proxy_cpu / (args.count + proxy["received"]) * 1e6
+    print("  the same 5.x client against the real 5.1.1 proxy (local mode, warmed), rmq / proxy:")
+    print(f"  {'  sync send':48} {send_p:>10,.0f}   rmq {send5 / send_p:.2f}x")
+    print(f"  {'  receive + ack':48} {receive_p:>10,.0f}   rmq {receive5 / receive_p:.2f}x")
+    print(
+        f"  {'  server CPU s per 1,000 messages':48} {per_p / 1e3:>10.3f}   rmq {per / 1e3:.3f} s, "
+        f"{per / per_p:.2f}x the proxy's (target <= 0.5x)"
+    )
 
 
 if __name__ == "__main__":
