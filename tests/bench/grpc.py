@@ -9,8 +9,8 @@ in ``.venv-rmq5``) against ``rmq serve``'s gRPC endpoint, beside the 4.x C++ cli
 
 The two 5.x rows run again against the real RocketMQ 5.1.1 proxy in local mode (its broker in the
 same JVM; ``../shared/rocketmq-5.1.1-proxy``, skipped without it). Against either server a warm-up
-run of a fifth of the messages comes first: rmq's rates as ratios of the proxy's, and each server's CPU seconds per 1,000
-messages (target: rmq at most 0.5x the proxy's).
+run of a fifth of the messages comes first. Printed: rmq's rates as ratios of the proxy's, and each
+server's CPU seconds per 1,000 messages (target: rmq at most 0.5x the proxy's).
 
 The 5.x rows are printed with their ratio to the C++ client's sync sends, and each row with the
 CPU time ``rmq serve`` used per message (is the server or the client the bottleneck). Figures are
