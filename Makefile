@@ -21,11 +21,11 @@ $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 
 # The Apache RocketMQ 5.x Python client for tests/broker/test_grpc_client5.py (gRPC), in a venv of
 # its own: its package `rocketmq` is not the C++ client's of .venv. Those tests skip without it
-# (no index reachable: a warning, and the next `make test` tries again).
+# (no index reachable: a warning, and the next `make test` tries again; in CI they fail).
 $(RMQ5_STAMP):
 	test -x $(RMQ5_VENV)/bin/python || $(PYTHON) -m venv $(RMQ5_VENV)
 	if $(RMQ5_VENV)/bin/python -m pip install -q rocketmq-python-client==5.1.2; then touch $(RMQ5_STAMP); \
-	else echo "warning: rocketmq-python-client not installed; the gRPC client tests will skip"; fi
+	else echo "warning: rocketmq-python-client not installed; the gRPC client tests will skip (fail in CI)"; fi
 
 demo: $(STAMP)
 	rm -rf demo-store

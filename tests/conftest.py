@@ -2,10 +2,10 @@
 
 ``rmq`` runs the CLI in process (typer's runner, returns the Result); ``rmq_proc`` runs it as a
 child process (returns the CompletedProcess). Tests that need an optional component carry its
-marker: ``spark`` (PySpark and Java 17+; given to every test that uses the ``spark`` fixture),
-``cpp`` (the ``rocketmq`` 0.4.4 C++ client), ``js`` (node and tests/js's ali-ons) and ``java``
-(Java 17 and ../shared/rocketmq-4.9.8); the test is skipped, saying why, where it is missing.
-``pytest -m "not spark and not java and not cpp and not js"`` runs what needs none of them.
+marker (``tests.support.components``: ``real``, ``java``, ``java5``, ``proxy5``, ``cpp``,
+``client5``, ``js``, ``spark``, the last given to every test that uses the ``spark`` fixture); where
+one is missing the test skips saying why, or fails where it is required (in CI). The run ends
+with a census: the tests run, passed and skipped under each component.
 """
 
 from __future__ import annotations
@@ -16,58 +16,40 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import JS
+from tests.support.census import CENSUS
 from tests.support.cli import invoke_rmq, run_rmq
+from tests.support.components import COMPONENTS, require
 from tests.support.realfixtures import variants
 from tests.support.stores import tear_last_record
 
 
-def _have_cpp() -> str | None:
-    from tests.support.broker_drivers import HAVE_CLIENT
-
-    return None if HAVE_CLIENT else "the rocketmq 0.4.4 C++ client is not installed"
-
-
-def _have_js() -> str | None:
-    if shutil.which("node") is not None and (JS / "node_modules" / "ali-ons" / "package.json").is_file():
-        return None
-    return "node or tests/js/node_modules/ali-ons is missing"
-
-
-def _have_java() -> str | None:
-    from tests.support.oracle import HAVE_JAVA
-
-    return None if HAVE_JAVA else "Java 17 or ../shared/rocketmq-4.9.8 is missing"
-
-
-def _have_spark() -> str | None:
-    from rmqcli.errors import UsageError
-    from rmqcli.pipeline import env
-
-    try:
-        env.require_spark()
-    except UsageError as exc:
-        return str(exc)
-    return None
-
-
-NEEDS: dict[str, Callable[[], str | None]] = {"cpp": _have_cpp, "js": _have_js, "java": _have_java}
+def pytest_configure(config: pytest.Config) -> None:
+    for component in COMPONENTS.values():
+        config.addinivalue_line("markers", f"{component.name}: needs {component.what}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """``spark`` for users of the fixture (which skips without Spark); a skip for each other marker
-    whose component is missing (checked once, only when a collected test needs it)."""
-    missing: dict[str, str | None] = {}
+    """``spark`` for the users of the fixture; the census counts each test under its components."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        for name, check in NEEDS.items():
-            if item.get_closest_marker(name) is None:
-                continue
-            if name not in missing:
-                missing[name] = check()
-            if missing[name] is not None:
-                item.add_marker(pytest.mark.skip(reason=missing[name]))
+        CENSUS.collected(item.nodeid, [n for n in COMPONENTS if item.get_closest_marker(n) is not None])
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each component the test's markers name: here, or a skip (a failure where it is required)."""
+    for name in COMPONENTS:
+        if item.get_closest_marker(name) is not None:
+            require(name)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    CENSUS.report(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if CENSUS.outcomes:
+        terminalreporter.write_line(CENSUS.line())
 
 
 # --- rmq --------------------------------------------------------------------------------------------
@@ -118,9 +100,7 @@ def damaged_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """The one local[2] Spark session of the run (``rmq pipeline`` commands reuse it)."""
-    reason = _have_spark()
-    if reason is not None:
-        pytest.skip(reason)
+    require("spark")
     from rmqcli.pipeline.session import spark_session
 
     with spark_session("local[2]", "rmq pipeline tests") as session:

@@ -22,7 +22,8 @@ from formats.commitlog import SCHEDULE_TOPIC
 from formats.names import BENCHMARK_TOPIC
 from rmqcli.broker import admin, consumer, pop, pull, query, send, sendback, timer, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
-from rmqcli.broker.acl.setup import BrokerAcl, open_acl
+from rmqcli.broker.acl.hagate import HaGate
+from rmqcli.broker.acl.setup import BrokerAcl, broker_credentials, open_acl
 from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership, Identity
 from rmqcli.broker.acting.preonline import take_locks, take_offsets
@@ -117,7 +118,7 @@ class BrokerController:
         if acl is None and config.acl_enable:
             acl = open_acl(config)
         self.acl = acl  # every request is checked
-        self.remoting = RemotingClient()
+        self.remoting = RemotingClient(credentials=broker_credentials(config, acl))  # acl.brokerkeys
         self.ha = Replication(
             config.broker_role,
             config.ha,
@@ -129,6 +130,11 @@ class BrokerController:
             flush_interval_ms=config.flush_interval_commit_log,
         )
         self.store.append_hooks.append(self.ha.appended)
+        if acl is not None and self.ha.master is not None:  # the group's slaves only (acl.hagate)
+            gate = HaGate(
+                acl, config.ha.allowed_addresses, config.broker_name, namesrv_addrs, self.remoting.invoke
+            )
+            self.ha.master.admit = gate.admit
         self.retention = RetentionService(self.store, self.ha, lambda: self.config.retention, disk_usage)
         # regular sends answered from their frames, on a master without ACL (a slave refuses; with
         # ACL every request goes through dispatch)
@@ -176,7 +182,7 @@ class BrokerController:
         self, handlers: dict[int, Handler], req: RemotingCommand, conn: Connection
     ) -> Reply | Awaitable[Reply]:
         if self.acl is not None:
-            refusal = self.acl.refusal(req, conn.peer[0])
+            refusal = self.acl.refusal(req, conn.peer[0], self.store.look_message)
             if refusal is not None:
                 return refusal
         handler = handlers.get(req.code)

@@ -81,6 +81,7 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     """The keys of broker.conf that rmq does not implement (a broker's other settings): ``rmq
     serve`` names them once at start rather than drop them silently. ``storePathRootDir`` is not one
     (``root_dir_warning``)."""
+    from rmqcli.broker.acl.brokerkeys import PROPERTY_NAMES as SIGNING_KEYS
     from rmqcli.broker.acting.config import implemented as acting_keys
     from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
     from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
@@ -98,6 +99,7 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
         *NAMESRV_KEYS,
         *POP_KEYS,
         *TIMER_KEYS,
+        *SIGNING_KEYS,
         PENDING_BYTES_KEY,
         CONNECTIONS_KEY,
     }

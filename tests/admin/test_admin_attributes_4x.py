@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.admin.runner import run
-from tests.support.oracle import HAVE_JAVA, real_cluster
+from tests.support.oracle import real_cluster
 from tests.support.serve import ServeProcess, write_conf
 
-pytestmark = pytest.mark.skipif(not HAVE_JAVA, reason="needs Java 17 and the RocketMQ 4.9.8 kit")
+pytestmark = pytest.mark.java
 
 WARNING = (
     "does not support topic attributes (a RocketMQ 4.x broker): -a +message.type=FIFO was not applied there"

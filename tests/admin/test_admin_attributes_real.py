@@ -20,13 +20,10 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.admin.runner import rmq
 from tests.support import popwire as w
-from tests.support.oracle5 import HAVE_KIT5, KIT5, kit5_env, real_cluster5
+from tests.support.oracle5 import KIT5, kit5_env, real_cluster5
 from tests.support.serve import ServeProcess, write_conf
 
-pytestmark = [
-    pytest.mark.java,
-    pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1"),
-]
+pytestmark = [pytest.mark.java, pytest.mark.java5]
 
 # (topic, attributes header): in this order to each broker; parse errors, the alter rules in
 # 5.1.1's order (HashMap order decides which of several problems is named), creation vs update

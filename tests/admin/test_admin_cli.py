@@ -21,7 +21,7 @@ from tests.admin.adminserver import AdminServer
 from tests.admin.runner import closed_port, local_millis, rmq, rmq_fail, run, run_together
 from tests.support import REAL_ROOT as REAL
 
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real is absent")
+needs_real = pytest.mark.real
 SINGLE = (("DefaultCluster", "broker-a", 0),)
 DESCRIPTIONS = {name: resolve(name).description for name in ADMIN}  # mqadmin's commandDesc()
 

@@ -21,7 +21,8 @@ from rmqcli.admin.session import AdminSession
 from rmqcli.cli.admin_format import gmt8_stamp
 from rmqcli.remoting import json_body as jb
 from tests.support.cli import invoke_rmq, one_line_error
-from tests.support.oracle import HAVE_JAVA, KIT
+from tests.support.components import require
+from tests.support.oracle import KIT
 from tests.support.serve import ServeProcess, write_conf
 
 HEADER = "#Cluster Name             #Broker Name              #RT   #successCount  #failCount\n"
@@ -194,8 +195,7 @@ def test_number_formats_are_javas() -> None:
 # --- the real 4.9.8 broker --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    require("java")
     from tests.admin.test_admin_export import real_kit
 
     with real_kit(tmp_path_factory.mktemp("real-rt")) as (ns, broker, _env):

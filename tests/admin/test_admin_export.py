@@ -28,9 +28,10 @@ from formats.javahash import chm_order
 from formats.javatext import java_double
 from rmqcli.admin.export import fastjson_text
 from rmqcli.store.write.config import subscription_group_config
-from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
+from tests.support.broker_drivers import Driver, run_driver
 from tests.support.cli import invoke_rmq, one_line_error
-from tests.support.oracle import HAVE_JAVA, KIT, real_cluster
+from tests.support.components import require
+from tests.support.oracle import KIT, real_cluster
 from tests.support.serve import ServeProcess, write_conf
 
 UNKNOWN = "[error] Make sure the specified clusterName exists or the name server connected to is correct."
@@ -77,7 +78,7 @@ def group(name: str, retry_queues: int = 1, **changes: Any) -> dict[str, Any]:
     return {**subscription_group_config(name), "retryQueueNums": retry_queues, **changes}
 
 
-def stage(ns: str, broker: str, tmp: Path) -> Driver | None:
+def stage(ns: str, broker: str, tmp: Path) -> Driver:
     """TopicA (4/4) and GroupA on the cluster, TopicB (read 2, write 3) and GroupB (2 retry queues,
     broadcast off) on the broker; 8 messages to TopicA by the C++ producer, consumed by the C++
     consumer of GroupC, which is left online (returned)."""
@@ -85,8 +86,7 @@ def stage(ns: str, broker: str, tmp: Path) -> Driver | None:
     rmq("updateTopic", "-n", ns, "-b", broker, "-t", "TopicB", "-r", "2", "-w", "3")
     rmq("updateSubGroup", "-n", ns, "-c", "DefaultCluster", "-g", "GroupA")
     rmq("updateSubGroup", "-n", ns, "-b", broker, "-g", "GroupB", "-q", "2", "-d", "false")
-    if not HAVE_CLIENT:
-        return None
+    require("cpp")
     keys = [f"k{i}" for i in range(8)]
     run_driver(tmp, "produce", {"op": "produce", "namesrv": ns, "topic": "TopicA", "keys": keys})
     consumer = Driver(tmp, "consume", {"op": "consume", "namesrv": ns, "topic": "TopicA", "group": CONSUMER})
@@ -123,8 +123,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProc
         try:
             yield server, root
         finally:
-            if consumer is not None:
-                consumer.stop()
+            consumer.stop()
             server.stop()
 
 
@@ -133,6 +132,7 @@ def broker_config(ns: str, broker: str) -> dict[str, str]:
     return dict(doc["properties"])
 
 
+@pytest.mark.cpp
 def test_export_configs(served: tuple[ServeProcess, Path]) -> None:
     server, root = served
     out = rmq("exportConfigs", "-n", server.namesrv, "-c", "DefaultCluster", "-f", str(root / "cfg"))
@@ -169,6 +169,7 @@ def test_export_configs(served: tuple[ServeProcess, Path]) -> None:
     )
 
 
+@pytest.mark.cpp
 def test_export_configs_of_an_unknown_cluster(served: tuple[ServeProcess, Path]) -> None:
     server, root = served
     out = rmq("exportConfigs", "-n", server.namesrv, "-c", "Nope", "-f", str(root / "none"))
@@ -186,6 +187,7 @@ def test_export_configs_of_an_unknown_cluster(served: tuple[ServeProcess, Path])
     assert str(root / "afile") in one_line_error(err)
 
 
+@pytest.mark.cpp
 def test_export_metadata_of_the_cluster(served: tuple[ServeProcess, Path]) -> None:
     server, root = served
     before = int(time.time() * 1000)
@@ -204,8 +206,7 @@ def test_export_metadata_of_the_cluster(served: tuple[ServeProcess, Path]) -> No
     assert groups["GroupB"] == group("GroupB", 2, consumeBroadcastEnable=False, consumeFromMinEnable=False)
     assert all(list(g) == GROUP_KEYS for g in groups.values())
     assert not {"TOOLS_CONSUMER", "SELF_TEST_C_GROUP", "CID_RMQ_SYS_TRANS", "DEFAULT_CONSUMER"} & set(groups)
-    if HAVE_CLIENT:
-        assert groups[CONSUMER]["groupName"] == CONSUMER  # created by the C++ consumer's heartbeat
+    assert groups[CONSUMER]["groupName"] == CONSUMER  # created by the C++ consumer's heartbeat
     # -t and -g: only that table, in topic.json / subscriptionGroup.json; -s keeps retry topics
     out = rmq(
         "exportMetadata", "-n", server.namesrv, "-c", "DefaultCluster", "-t", "-s", "-f", str(root / "md")
@@ -213,7 +214,7 @@ def test_export_metadata_of_the_cluster(served: tuple[ServeProcess, Path]) -> No
     assert out == f"export {root / 'md'}/topic.json success\n"
     only = load(root / "md" / "topic.json")
     assert list(only) == ["exportTime", "topicConfigTable"]
-    assert set(only["topicConfigTable"]) - set(topics) == ({f"%RETRY%{CONSUMER}"} if HAVE_CLIENT else set())
+    assert set(only["topicConfigTable"]) - set(topics) == {f"%RETRY%{CONSUMER}"}
     rmq("exportMetadata", "-n", server.namesrv, "-c", "DefaultCluster", "-g", "-f", str(root / "md"))
     only = load(root / "md" / "subscriptionGroup.json")
     assert list(only) == ["exportTime", "subscriptionGroupTable"] and only["subscriptionGroupTable"] == groups
@@ -223,6 +224,7 @@ def test_export_metadata_of_the_cluster(served: tuple[ServeProcess, Path]) -> No
     assert doc["topicConfigTable"] == topics and doc["subscriptionGroupTable"] == groups
 
 
+@pytest.mark.cpp
 def test_export_metadata_of_a_broker(served: tuple[ServeProcess, Path]) -> None:
     server, root = served
     from rmqcli.store.configfiles import load_config
@@ -249,6 +251,7 @@ def test_export_metadata_of_a_broker(served: tuple[ServeProcess, Path]) -> None:
     assert "-c/--clusterName" in one_line_error(rmq("exportMetadata", "-n", server.namesrv, code=2))
 
 
+@pytest.mark.cpp
 def test_export_metadata_of_an_unknown_cluster(served: tuple[ServeProcess, Path]) -> None:
     server, root = served
     out = rmq("exportMetadata", "-n", server.namesrv, "-c", "Nope", "-f", str(root / "none"))
@@ -258,6 +261,7 @@ def test_export_metadata_of_an_unknown_cluster(served: tuple[ServeProcess, Path]
     assert doc["topicConfigTable"] == {} and doc["subscriptionGroupTable"] == {}
 
 
+@pytest.mark.cpp
 def test_export_metrics(served: tuple[ServeProcess, Path]) -> None:
     server, root = served
     out = rmq("exportMetrics", "-n", server.namesrv, "-c", "DefaultCluster", "-f", str(root / "mx"))
@@ -295,15 +299,15 @@ def test_export_metrics(served: tuple[ServeProcess, Path]) -> None:
     assert puts > 0 and quota["messageAverageSize"] == kv["putMessageAverageSize"]
     assert float(quota["messageAverageSize"]) == total / puts
     assert report["runtimeEnv"] == {"cpuNum": str(os.cpu_count())}
-    if HAVE_CLIENT:  # the C++ consumer of GroupC is online: its language and version
-        (info,) = report["runtimeVersion"]["clientInfo"]
-        assert re.fullmatch(r"CPP%V\d_\d_\d", info), info
-        assert re.search(r'"clientInfo":\["CPP%V\d_\d_\d"\]', path.read_text())  # a HashSet: one line
+    (info,) = report["runtimeVersion"]["clientInfo"]  # the C++ consumer of GroupC is online
+    assert re.fullmatch(r"CPP%V\d_\d_\d", info), info
+    assert re.search(r'"clientInfo":\["CPP%V\d_\d_\d"\]', path.read_text())  # a HashSet: one line
     assert json.loads(
         rmq("exportMetrics", "-n", server.namesrv, "-c", "DefaultCluster", "-f", str(root / "mx"), "--json")
     )["evaluateReport"].keys() == {"broker-a"}
 
 
+@pytest.mark.cpp
 def test_export_metrics_of_an_unknown_cluster(served: tuple[ServeProcess, Path]) -> None:
     """mqadmin fails with a NullPointerException (and exits 0); rmq says why and exits 3."""
     server, root = served
@@ -349,16 +353,14 @@ def real_kit(tmp: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, dict[str, str], Path]]:
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    require("java")
     tmp = tmp_path_factory.mktemp("real-export")
     with real_kit(tmp) as (ns, broker, env):
         consumer = stage(ns, broker, tmp)
         try:
             yield ns, broker, env, tmp
         finally:
-            if consumer is not None:
-                consumer.stop()
+            consumer.stop()
 
 
 def both(real: tuple[str, str, dict[str, str], Path], name: str, *args: str) -> tuple[str, str, Path, Path]:
@@ -389,6 +391,7 @@ def same_files(theirs: Path, ours: Path, volatile: str = "exportTime") -> None:
         assert pattern.sub("", a) == pattern.sub("", b)  # the same bytes, key order included
 
 
+@pytest.mark.cpp
 @pytest.mark.java
 def test_export_configs_matches_mqadmin(real: tuple[str, str, dict[str, str], Path]) -> None:
     theirs_out, ours_out, theirs, ours = both(real, "configs", "exportConfigs", "-c", "DefaultCluster")
@@ -401,6 +404,7 @@ def test_export_configs_matches_mqadmin(real: tuple[str, str, dict[str, str], Pa
     assert len(load(ours / "configs.json")["brokerConfigs"]["broker-a"]) == 16
 
 
+@pytest.mark.cpp
 @pytest.mark.java
 def test_export_metadata_matches_mqadmin(real: tuple[str, str, dict[str, str], Path]) -> None:
     _, broker, _, _ = real
@@ -416,10 +420,10 @@ def test_export_metadata_matches_mqadmin(real: tuple[str, str, dict[str, str], P
     doc = load(ours.parent / "rmq-cluster" / "metadata.json")
     assert doc["topicConfigTable"]["TopicB"] == topic("TopicB", 2, 3)
     assert set(doc["topicConfigTable"]) == {"TopicA", "TopicB"}  # the broker's own topics are system ones
-    if HAVE_CLIENT:
-        assert f"%RETRY%{CONSUMER}" in load(ours.parent / "rmq-topics" / "topic.json")["topicConfigTable"]
+    assert f"%RETRY%{CONSUMER}" in load(ours.parent / "rmq-topics" / "topic.json")["topicConfigTable"]
 
 
+@pytest.mark.cpp
 @pytest.mark.java
 def test_export_metrics_has_mqadmins_shape(real: tuple[str, str, dict[str, str], Path]) -> None:
     _, _, theirs, ours = both(real, "metrics", "exportMetrics", "-c", "DefaultCluster")

@@ -24,9 +24,10 @@ from rmqcli.admin.session import AdminSession
 from rmqcli.remoting.json_body import MessageQueue
 from tests.admin.runner import closed_port
 from tests.support import ROOT
-from tests.support.broker_drivers import HAVE_CLIENT, run_driver
+from tests.support.broker_drivers import run_driver
 from tests.support.cli import RMQ, one_line_error, rmq_env
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, real_cluster
+from tests.support.components import require
+from tests.support.oracle import KIT, Jvm, real_cluster
 from tests.support.served import BROKER, CLUSTER, Served, route, wait_for
 
 # A C++ push consumer with one consume thread; while the block file exists the callback waits,
@@ -105,7 +106,6 @@ def reports(out: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.cpp
-@pytest.mark.skipif(not HAVE_CLIENT, reason="the C++ client (PyPI rocketmq) is missing")
 def test_monitor_reports_a_lagging_cpp_consumer(served: Served, tmp_path: Path) -> None:
     s = served
     topic, group = "MonitorTopic", "CG_MONITOR"
@@ -284,8 +284,7 @@ def test_monitor_options_are_checked() -> None:
 @pytest.fixture(scope="module")
 def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
     """The real NameServer and Broker; yields their addresses and a directory for more."""
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    require("java")
     tmp = tmp_path_factory.mktemp("real-monitor")
     with real_cluster(tmp, "RealCluster", "real-a") as real:
         yield real.namesrv, real.broker, tmp

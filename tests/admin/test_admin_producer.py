@@ -19,9 +19,10 @@ import pytest
 from rmqcli.admin.session import AdminSession
 from rmqcli.remoting.codes import RequestCode
 from tests.admin.runner import closed_port, rmq, rmq_fail, run
-from tests.support.broker_drivers import HAVE_CLIENT, Driver
+from tests.support.broker_drivers import Driver
 from tests.support.cli import one_line_error
-from tests.support.oracle import HAVE_JAVA, KIT, real_cluster
+from tests.support.components import require
+from tests.support.oracle import KIT, real_cluster
 from tests.support.served import Served, wait_for
 
 LINE = re.compile(
@@ -42,7 +43,6 @@ def producer_json(s: Served, broker: str) -> dict[str, Any]:
 
 
 @pytest.mark.cpp
-@pytest.mark.skipif(not HAVE_CLIENT, reason="the C++ client (PyPI rocketmq) is missing")
 def test_producer_lists_a_cpp_producer_of_rmq_serve(served: Served, tmp_path: Path) -> None:
     s = served
     # no producer yet: 4.9.8 answers SUCCESS with an empty table, and mqadmin prints nothing
@@ -152,8 +152,7 @@ class JavaProducer:
 def real_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path, dict[str, str]]]:
     """The real NameServer and Broker, and HoldProducer compiled; yields the two addresses, the
     classes directory and the JVMs' environment."""
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    require("java")
     tmp = tmp_path_factory.mktemp("real-producer")
     env = {**os.environ, "ORACLE_STATE_DIR": str(tmp / "state")}
     classes = tmp / "classes"

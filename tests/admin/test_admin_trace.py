@@ -15,8 +15,9 @@ from formats.javahash import hashmap_order
 from rmqcli.admin.trace import decode_body, decode_records, java_split, views
 from rmqcli.cli.admin_format_messages import query_msg_trace
 from tests.support.cli import invoke_rmq, one_line_error
+from tests.support.components import require
 from tests.support.java import compile_programs, mqadmin, trace_round_trip
-from tests.support.oracle import HAVE_JAVA, real_cluster
+from tests.support.oracle import real_cluster
 from tests.support.serve import wait_until
 
 MSG_ID = "C0000202312E5FFD2B2781DF6D8A0000"
@@ -217,8 +218,7 @@ def test_text_pub_rows_then_sub_groups_in_hashmap_order() -> None:
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The real NameServer and Broker with ``traceTopicEnable=true``: the name server's address and
     a state directory for the kit's tools."""
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    require("java")
     tmp = tmp_path_factory.mktemp("real-trace")
     with real_cluster(tmp, "RealTraceCluster", "real-trace", traceTopicEnable="true") as real:
         yield real.namesrv, tmp / "tools"

@@ -19,7 +19,8 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support.acl import PREFIX, exchange, is_refusal, keys, send_request, signed, start_serve
-from tests.support.oracle import HAVE_JAVA, KIT, kit_env, real_cluster
+from tests.support.components import require
+from tests.support.oracle import KIT, kit_env, real_cluster
 
 # --- rmq against the real 4.9.8 broker with its stock plain_acl.yml -------------------------------
 STOCK_USER = Credentials("RocketMQ", "12345678")
@@ -45,8 +46,7 @@ def real_broker(tmp_path_factory: pytest.TempPathFactory, rmq_proc) -> Iterator[
     """The real NameServer and Broker (``aclEnable=true``, ``rocketmq.home.dir`` a copy of the kit's
     conf: the stock ``plain_acl.yml``); topicB and topicC created by the admin account. Yields the
     namesrv and broker addresses and the broker's ACL file."""
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    require("java")
     tmp = tmp_path_factory.mktemp("real-acl")
     acl_file = stock_copy(tmp / "home")
     env = kit_env(tmp, JAVA_OPT_EXT=f"-Drocketmq.home.dir={tmp / 'home'}")  # after the launcher's: it wins

@@ -224,6 +224,7 @@ def two_groups(rmq, tmp: Path, **keys: str) -> Iterator[tuple[Member, Member, Me
         b.kill()
 
 
+@pytest.mark.cpp
 def test_a_half_message_unknown_at_the_kill_is_checked_back_through_another_group(
     rmq, tmp_path: Path
 ) -> None:

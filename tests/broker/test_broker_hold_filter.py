@@ -28,8 +28,9 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.messages import Message
+from tests.support.components import require
 from tests.support.controller import broker_controller
-from tests.support.oracle import HAVE_JAVA, real_cluster
+from tests.support.oracle import real_cluster
 from tests.support.records import body_records
 from tests.support.serve import ServeProcess, write_conf
 
@@ -46,7 +47,7 @@ class Broker:
     addr: str
 
 
-@pytest.fixture(scope="module", params=["rmq", "real"])
+@pytest.fixture(scope="module", params=["rmq", pytest.param("real", marks=pytest.mark.java)])
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     tmp = tmp_path_factory.mktemp(request.param)
     if request.param == "rmq":
@@ -55,8 +56,7 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         ) as proc:
             yield Broker("rmq", proc.broker)
         return
-    if not HAVE_JAVA:
-        pytest.skip("needs Java 17 and the RocketMQ 4.9.8 kit")
+    require("java")
     with real_cluster(tmp, autoCreateTopicEnable="true", enablePropertyFilter="true") as real:
         time.sleep(1.5)  # the kit's README: give the broker a moment after "boot success"
         yield Broker("real", real.broker)

@@ -15,14 +15,11 @@ import pytest
 
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.store import Store
-from tests.support.broker_drivers import HAVE_CLIENT, run_driver
-from tests.support.oracle import HAVE_JAVA, real_cluster
+from tests.support.broker_drivers import run_driver
+from tests.support.oracle import real_cluster
 from tests.support.serve import ServeProcess, write_conf
 
-pytestmark = [
-    pytest.mark.skipif(not HAVE_JAVA, reason="needs Java 17 and the RocketMQ 4.9.8 kit"),
-    pytest.mark.skipif(not HAVE_CLIENT, reason="needs the C++ client (rocketmq 0.4.4)"),
-]
+pytestmark = [pytest.mark.java, pytest.mark.cpp]
 
 TOPIC = "PropertyOrderTopic"
 USER_PROPERTIES = {f"k{n}": n for n in range(27)}  # key -> how many user properties it carries

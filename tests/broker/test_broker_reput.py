@@ -22,7 +22,7 @@ from rmqcli.store.write.messages import InnerMessage, apply_delay
 from tests.support.realfixtures import REAL_ROOT
 
 BASIC = REAL_ROOT / "basic-1" / "store"
-pytestmark = pytest.mark.skipif(not BASIC.is_dir(), reason="../shared/fixtures/real/basic-1 is absent")
+pytestmark = pytest.mark.real
 
 
 @dataclass

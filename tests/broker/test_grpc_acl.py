@@ -35,7 +35,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support.acl import exchange, is_refusal, keys, send_request, signed
 from tests.support.cli import run_rmq
 from tests.support.client5 import PYTHON5, needs_client5
-from tests.support.proxy5 import HAVE_PROXY, WHY_NO_PROXY, real_proxy
+from tests.support.proxy5 import real_proxy
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
 CLIENT = Path(__file__).with_name("grpc5_acl_client.py")
@@ -363,7 +363,7 @@ def test_an_edited_acl_file_applies_to_grpc_calls(tmp_path: Path) -> None:
 
 @pytest.mark.java
 @needs_client5
-@pytest.mark.skipif(not HAVE_PROXY, reason=WHY_NO_PROXY)
+@pytest.mark.proxy5
 def test_rmq_answers_the_calls_as_the_real_5_1_1_proxy(rmq_acl: ServeProcess, tmp_path: Path) -> None:
     """Each call's gRPC status and response code from rmq and from the real proxy (enableACL,
     the same plain_acl.yml) are the same, but for a DENY group: 5.1.1 checks the group's name as

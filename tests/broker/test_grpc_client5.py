@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import JS
-from tests.support.broker_drivers import HAVE_CLIENT, Driver
+from tests.support.broker_drivers import Driver
 from tests.support.cli import rmq_json, run_rmq
 from tests.support.client5 import PYTHON5, needs_client5
 from tests.support.grpcserve import server_fixture
@@ -78,7 +78,7 @@ def test_sends_of_the_5x_python_client_are_stored_as_the_proxy_stores_them(
 
 
 @needs_client5
-@pytest.mark.skipif(not HAVE_CLIENT, reason="no rocketmq 0.4.4 C++ client")
+@pytest.mark.cpp
 def test_a_4x_client_consumes_what_the_5x_client_sent(server: ServeProcess, tmp_path: Path) -> None:
     topic = "TopicG5Cpp"
     run_rmq("updateTopic", "-n", server.namesrv, "-c", "DefaultCluster", "-t", topic, check=True)
@@ -139,10 +139,6 @@ def test_tls_with_a_self_signed_certificate(tmp_path: Path) -> None:
 
 
 @pytest.mark.js
-@pytest.mark.skipif(
-    not (JS / "node_modules" / "rocketmq-client-nodejs" / "package.json").is_file(),
-    reason="no rocketmq-client-nodejs in tests/js (npm ci --prefix tests/js)",
-)
 def test_a_send_of_the_5x_nodejs_client(server: ServeProcess, tmp_path: Path) -> None:
     proc = subprocess.run(
         ["node", str(JS / "grpc5_send.js"), server.grpc, TOPIC],

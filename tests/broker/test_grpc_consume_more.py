@@ -16,13 +16,12 @@ import pytest
 
 from tests.broker.test_grpc_consume import consumer5, consumer5_cmd, needs_client5, prepare, sent
 from tests.support import JS
-from tests.support.broker_drivers import HAVE_CLIENT, Driver
+from tests.support.broker_drivers import Driver
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
 
 @needs_client5
 @pytest.mark.cpp
-@pytest.mark.skipif(not HAVE_CLIENT, reason="no rocketmq 0.4.4 C++ client")
 def test_a_4x_and_a_5x_consumer_of_two_groups_each_see_every_message(tmp_path: Path) -> None:
     prepare(tmp_path / "store", {"TopicBoth5": {}}, {"G5BOTH": {}})
     with ServeProcess(tmp_path / "store", write_conf(tmp_path / "broker.conf"), grpc=True) as server:
@@ -115,10 +114,6 @@ def test_sigkill_under_load_loses_no_acknowledged_send(tmp_path: Path) -> None:
 
 
 @pytest.mark.js
-@pytest.mark.skipif(
-    not (JS / "node_modules" / "rocketmq-client-nodejs" / "package.json").is_file(),
-    reason="no rocketmq-client-nodejs in tests/js (npm ci --prefix tests/js)",
-)
 def test_a_simple_consumer_of_the_5x_nodejs_client(tmp_path: Path) -> None:
     prepare(tmp_path / "store", {"TopicNode5": {}}, {"GNODE5": {}})
     with ServeProcess(tmp_path / "store", write_conf(tmp_path / "broker.conf"), grpc=True) as server:

@@ -29,17 +29,14 @@ import pytest
 
 from tests.support import JS, ROOT
 from tests.support.cli import run_rmq
-from tests.support.proxy5 import HAVE_PROXY, WHY_NO_PROXY, real_proxy
+from tests.support.components import require
+from tests.support.proxy5 import real_proxy
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
 PYTHON5 = ROOT / ".venv-rmq5" / "bin" / "python"
 SCENARIO = Path(__file__).with_name("grpc5_scenario.py")
 
-pytestmark = [
-    pytest.mark.java,
-    pytest.mark.skipif(not HAVE_PROXY, reason=WHY_NO_PROXY),
-    pytest.mark.skipif(not PYTHON5.exists(), reason="no .venv-rmq5 with rocketmq-python-client"),
-]
+pytestmark = [pytest.mark.java, pytest.mark.proxy5, pytest.mark.client5]
 
 # The same broker.conf lines for both: a transaction check within seconds (5.1.1's defaults: a
 # half message is checked after 6 s, in rounds of 30 s). 5.1.1 writes the op messages of ended
@@ -219,6 +216,6 @@ def test_times_are_within_the_same_bounds(observed: tuple[dict, dict], server: i
 def test_the_nodejs_client_sees_the_same(observed: tuple[dict, dict]) -> None:
     proxy, rmq = observed[0]["node"], observed[1]["node"]
     if proxy is None:
-        pytest.skip("no node or rocketmq-client-nodejs in tests/js (npm ci --prefix tests/js)")
+        require("js")
     assert proxy["received"] == ["node-0", "node-1", "node-2"] and proxy["ids_are_the_sent_ids"]
     assert rmq == proxy

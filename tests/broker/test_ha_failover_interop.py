@@ -20,7 +20,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support.cli import run_rmq
 from tests.support.oracle import KIT, Jvm, broker_port, kit_env
-from tests.support.oracle5 import HAVE_KIT5, KIT5, kit5_env
+from tests.support.oracle5 import KIT5, kit5_env
 from tests.support.popwire import call
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 from tests.support.stores import ends_meet
@@ -251,11 +251,11 @@ def test_real_4_9_8_master_and_rmq_slave(tmp_path: Path) -> None:
     fail_over(tmp_path, V4, real_master=True, topic="TopicFailB")
 
 
-@pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1")
+@pytest.mark.java5
 def test_rmq_master_and_real_5_1_1_acting_slave(tmp_path: Path) -> None:
     fail_over(tmp_path, V5_ACTING, real_master=False, topic="TopicFailC")
 
 
-@pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1")
+@pytest.mark.java5
 def test_real_5_1_1_master_and_rmq_acting_slave(tmp_path: Path) -> None:
     fail_over(tmp_path, V5_ACTING, real_master=True, topic="TopicFailD")

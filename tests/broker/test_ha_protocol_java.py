@@ -23,8 +23,9 @@ from rmqcli.broker.ha.slave import HASlave, SlaveState
 from rmqcli.broker.ha.source import StoreFilesSource
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.read.commitlog import CommitLog
+from tests.support.components import require
 from tests.support.ha import FILE, REAL, REAL_END, SLAVE_LOG, commitlog_files, lines, writable_copy
-from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
+from tests.support.oracle import KIT, Jvm, broker_port
 from tests.support.serve import free_port
 
 # --- interop with the real 4.9.8 broker --------------------------------------------------------------
@@ -73,8 +74,8 @@ def _conf(path: Path, **keys: object) -> Path:
 def kit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
     """A NameServer, a real ASYNC_MASTER (group ``ha-real``) and a real SLAVE (group ``ha-rmq``)
     whose master is rmq's HA service over a copy of the real store; started together."""
-    if not HAVE_JAVA or not REAL.is_dir():
-        pytest.skip("Java 17, ../shared/rocketmq-4.9.8 or ../shared/fixtures/real is missing")
+    require("java")
+    require("real")
     tmp = tmp_path_factory.mktemp("ha-kit")
     env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
     env["ORACLE_STATE_DIR"] = str(tmp / "state")

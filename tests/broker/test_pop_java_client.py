@@ -17,13 +17,10 @@ import pytest
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import popwire as w
-from tests.support.oracle5 import HAVE_KIT5, KIT5
+from tests.support.oracle5 import KIT5
 from tests.support.serve import ServeProcess, write_conf
 
-pytestmark = [
-    pytest.mark.java,
-    pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1"),
-]
+pytestmark = [pytest.mark.java, pytest.mark.java5]
 
 PROGRAM = Path(__file__).parent / "java5" / "PopPushConsumer.java"
 

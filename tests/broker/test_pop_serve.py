@@ -13,7 +13,7 @@ import pytest
 
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import popwire as w
-from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
+from tests.support.broker_drivers import Driver, run_driver
 from tests.support.serve import ServeProcess, write_conf
 
 
@@ -49,7 +49,6 @@ def test_sigkill_keeps_offsets_and_redelivers_unacked(tmp_path: Path) -> None:
 
 
 @pytest.mark.cpp
-@pytest.mark.skipif(not HAVE_CLIENT, reason="the C++ client (PyPI rocketmq) is not installed")
 def test_a_cpp_push_consumer_and_a_pop_consumer_each_see_every_message(tmp_path: Path) -> None:
     keys = [f"both{i}" for i in range(12)]
     with ServeProcess(tmp_path / "store", write_conf(tmp_path / "broker.conf")) as server:

@@ -27,8 +27,9 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.retention import HOUR_MS, disk_used_ratio
 from rmqcli.store.settings import read_properties
-from tests.support.broker_drivers import HAVE_CLIENT, Driver, run_driver
+from tests.support.broker_drivers import Driver, run_driver
 from tests.support.cli import invoke_rmq
+from tests.support.components import require
 from tests.support.oracle import HAVE_JAVA, KIT, Jvm, broker_port
 from tests.support.retention import (
     TOPIC,
@@ -42,7 +43,7 @@ from tests.support.retention import (
 )
 from tests.support.serve import ServeProcess, wait_until
 
-needs_client = pytest.mark.skipif(not HAVE_CLIENT, reason="the rocketmq C++ client is not installed")
+needs_client = pytest.mark.cpp
 
 HOUR = time.localtime().tm_hour
 THIS_HOUR = f"{HOUR:02d};{(HOUR + 1) % 24:02d}"  # the round may come in the next hour
@@ -307,7 +308,7 @@ def test_above_the_warning_level_sends_are_refused_until_space_returns(
 def test_the_real_broker_deletes_the_files_rmq_deletes_and_plans(cases: dict[str, Case]) -> None:
     case = cases["mirror"]
     if case.real is None:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+        require("java")
     names = initial_commitlog(case)
     wait_until(lambda: commitlog_names(case.real) == names[2:], ROUND_WAIT, "the real broker's deletion")
     wait_until(lambda: commitlog_names(case.store) == names[2:], 30, "rmq serve's deletion")

@@ -25,7 +25,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from tests.admin.test_admin_attributes_real import mqadmin
 from tests.support import popwire as w
 from tests.support.cli import invoke_rmq
-from tests.support.oracle5 import HAVE_KIT5, kit5_env, real_cluster5
+from tests.support.oracle5 import kit5_env, real_cluster5
 from tests.support.serve import ServeProcess, write_conf
 
 SETTING = {"useServerSideResetOffset": "true"}
@@ -98,7 +98,7 @@ def scenario(a: str) -> dict[str, Any]:
 
 
 @pytest.mark.java
-@pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1")
+@pytest.mark.java5
 def test_server_side_offset_reset_matches_the_real_broker(tmp_path: Path) -> None:
     (tmp_path / "rmq").mkdir()
     with ServeProcess(tmp_path / "rmq" / "store", write_conf(tmp_path / "broker.conf", **SETTING)) as server:
@@ -116,7 +116,7 @@ def test_server_side_offset_reset_matches_the_real_broker(tmp_path: Path) -> Non
 
 
 @pytest.mark.java
-@pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1")
+@pytest.mark.java5
 def test_one_queue_reset_by_mqadmin_5_and_by_rmq(tmp_path: Path) -> None:
     """5.1.1's ``resetOffsetByTime -b -q -o`` against ``rmq serve``, then rmq's: the same two lines,
     and each time the queue's next pull is moved to the offset given."""

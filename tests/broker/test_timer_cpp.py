@@ -16,10 +16,10 @@ import pytest
 
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import popwire as w
-from tests.support.broker_drivers import HAVE_CLIENT, Driver
+from tests.support.broker_drivers import Driver
 from tests.support.serve import ServeProcess, write_conf
 
-pytestmark = pytest.mark.skipif(not HAVE_CLIENT, reason="no rocketmq 0.4.4 C++ client")
+pytestmark = pytest.mark.cpp
 
 TOPIC = "TopicTimerCpp"
 PRODUCER = textwrap.dedent(

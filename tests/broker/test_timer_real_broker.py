@@ -19,13 +19,10 @@ import pytest
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.broker.test_timer_serve import tsend
 from tests.support import popwire as w
-from tests.support.oracle5 import HAVE_KIT5, real_cluster5
+from tests.support.oracle5 import real_cluster5
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
-pytestmark = [
-    pytest.mark.java,
-    pytest.mark.skipif(not HAVE_KIT5, reason="needs Java 17 and ../shared/rocketmq-5.1.1"),
-]
+pytestmark = [pytest.mark.java, pytest.mark.java5]
 
 TOPIC = "TopicTimer"
 EVERY_SEND = {"MSG_REGION", "TRACE_ON", "transactionId"}  # 5.1.1's, for every message (see above)

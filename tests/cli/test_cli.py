@@ -18,7 +18,7 @@ from tests.support.stores import writable_copy
 
 FIXTURE = REAL_ROOT / "ipv6"
 STORE = FIXTURE / "store"
-pytestmark = pytest.mark.skipif(not STORE.is_dir(), reason="no real fixture store")
+pytestmark = pytest.mark.real
 
 
 def records() -> list[dict]:

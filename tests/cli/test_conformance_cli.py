@@ -25,7 +25,7 @@ def _variants() -> list[tuple[Path, str, dict]]:
 
 
 VARIANTS = _variants()
-pytestmark = pytest.mark.skipif(not VARIANTS, reason="no real fixtures")
+pytestmark = pytest.mark.real
 IDS = [f"{d.name}/{v}" for d, v, _ in VARIANTS]
 
 

@@ -27,7 +27,7 @@ from tests.support.realfixtures import REAL_ROOT
 from tests.support.stores import writable_copy
 
 BASIC = REAL_ROOT / "basic-1"
-pytestmark = pytest.mark.skipif(not (BASIC / "store").is_dir(), reason="../shared/fixtures/real is absent")
+pytestmark = pytest.mark.real
 
 FILE_2 = "00000000000001048576"
 INT32_MIN = b"\x80\x00\x00\x00"

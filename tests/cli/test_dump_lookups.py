@@ -13,7 +13,7 @@ from tests.support.cli import invoke_rmq, one_line_error
 from tests.support.realfixtures import REAL_ROOT
 
 REAL_BASIC = REAL_ROOT / "basic-1" / "store"
-needs_basic = pytest.mark.skipif(not REAL_BASIC.is_dir(), reason="../shared/fixtures/real is absent")
+needs_basic = pytest.mark.real
 
 
 @needs_basic

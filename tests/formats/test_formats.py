@@ -13,6 +13,7 @@ from formats import checkpoint, commitlog, consumequeue, fastjson, indexfile
 from formats.derive import compile_struct, field_offsets
 from formats.javahash import java_string_hash, string_hash
 from rmqcli.store.read.commitlog import RecordError, decode_record
+from tests.support.components import require
 from tests.support.records import GOLDEN_RECORD, golden_fields
 
 
@@ -371,7 +372,7 @@ def test_fastjson_dumps_of_the_real_brokers_config_files():
 
     files = sorted((SHARED / "fixtures" / "real").glob("*/*/config/*.json"))
     if not files:
-        pytest.skip("no ../shared/fixtures/real config files")
+        require("real")
     for path in files:
         value = fastjson.loads(path.read_text())
         for pretty in (False, True):

@@ -13,7 +13,7 @@ from rmqcli.store import Store
 from tests.support import REAL_ROOT
 
 REAL = REAL_ROOT / "basic-1" / "store"
-pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real/basic-1 is missing")
+pytestmark = pytest.mark.real
 
 
 def replica(tmp_path: Path, name: str) -> Path:

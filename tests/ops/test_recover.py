@@ -18,7 +18,7 @@ from tests.support.stores import cq_files, file_bytes, index_contents, writable_
 CRASH = REAL_ROOT / "crash-1"
 
 
-@pytest.mark.skipif(not CRASH.is_dir(), reason="../shared/fixtures/real is absent")
+@pytest.mark.real
 def test_crash_store_recovers_like_the_broker(tmp_path):
     root = writable_copy(CRASH / "store-raw", tmp_path / "store")
     expected = CRASH / "store-recovered-by-broker"

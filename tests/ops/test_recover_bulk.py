@@ -129,7 +129,7 @@ def test_queues_deleted_normal_recovery_falls_back(tmp_path, caplog):
     assert not went_bulk and plan["dispatched"] > 0
 
 
-@pytest.mark.skipif(not (REAL_ROOT / "crash-1").is_dir(), reason="../shared/fixtures/real is absent")
+@pytest.mark.real
 def test_real_broker_crash_store(tmp_path, caplog):
     root = writable_copy(REAL_ROOT / "crash-1" / "store-raw", tmp_path / "store")
     plan, went_bulk = both_ways(root, tmp_path, caplog)

@@ -30,7 +30,7 @@ from tests.support.stores import converges_at_every_crash_point, store_state, wr
 
 BASIC = REAL_ROOT / "basic-1"
 CRASH = REAL_ROOT / "crash-1"
-pytestmark = pytest.mark.skipif(not BASIC.is_dir(), reason="../shared/fixtures/real is absent")
+pytestmark = pytest.mark.real
 
 DAMAGED_INDEX = "20261122122105405"  # the second of basic-1's four index files
 CUT = 4 * 1024 * 1024  # the start of basic-1's last CommitLog file

@@ -18,7 +18,7 @@ from tests.support.cli import invoke_rmq
 from tests.support.controller import broker_controller
 
 BASIC = SHARED / "fixtures" / "real" / "basic-1"
-needs_basic = pytest.mark.skipif(not BASIC.is_dir(), reason="../shared/fixtures/real is absent")
+needs_basic = pytest.mark.real
 T0 = 1_800_000_000_000
 
 

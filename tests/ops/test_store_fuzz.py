@@ -41,7 +41,7 @@ MISSING_RECORD_KINDS = {
     "commitlog-file-gap", "commitlog-file-size", "bad-blank", "missing-blank",
 }  # fmt: skip
 
-pytestmark = pytest.mark.skipif(not REAL_ROOT.is_dir(), reason="../shared/fixtures/real is absent")
+pytestmark = pytest.mark.real
 
 
 @dataclass(frozen=True)

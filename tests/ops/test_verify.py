@@ -18,6 +18,7 @@ from rmqcli.cli.main import invoke
 from rmqcli.ops.verify import VerifyReport, verify_store
 from rmqcli.store import Store
 from rmqcli.store.read.index import IndexFile
+from tests.support.components import require
 from tests.support.realfixtures import REAL_ROOT, variant_params
 from tests.support.stores import writable_copy
 
@@ -49,8 +50,7 @@ def _find(report: VerifyReport, kind: str, file: str | None = None, offset: int 
 def damaged(request, tmp_path, pristine) -> Path:
     """A writable copy of a store to damage."""
     if request.param == "basic-1":
-        if not BASIC.is_dir():
-            pytest.skip("../shared/fixtures/real is absent")
+        require("real")
         src = BASIC
     else:
         src = pristine
@@ -99,7 +99,7 @@ def test_real_stores_have_no_errors(variant) -> None:
 def test_real_crash_store_warnings() -> None:
     raw = REAL_ROOT / "crash-1" / "store-raw"
     if not raw.is_dir():
-        pytest.skip("../shared/fixtures/real is absent")
+        require("real")
     report = _verify(raw)
     assert report.errors == 0
     _find(report, "abort", "abort")

@@ -17,6 +17,7 @@ from rmqcli.ops.verify_commitlog import CommitLogVerifier
 from rmqcli.ops.verify_common import Collector
 from rmqcli.ops.verify_table import RecordTable, narrowest
 from rmqcli.store import Store
+from tests.support.components import require
 from tests.support.realfixtures import REAL_ROOT
 
 BASIC = REAL_ROOT / "basic-1" / "store"
@@ -25,8 +26,7 @@ BASIC = REAL_ROOT / "basic-1" / "store"
 @pytest.fixture(scope="module", params=["generated", "basic-1"])
 def store_dir(request, tmp_path_factory) -> Path:
     if request.param == "basic-1":
-        if not BASIC.is_dir():
-            pytest.skip("../shared/fixtures/real is absent")
+        require("real")
         return BASIC
     path = tmp_path_factory.mktemp("columns") / "small"
     generate(path, "small")

@@ -21,6 +21,7 @@ from formats import commitlog as fmt
 from rmqcli.cli.main import invoke
 from rmqcli.ops.verify import VerifyReport, verify_store
 from rmqcli.store import Store
+from tests.support.components import require
 from tests.support.realfixtures import REAL_ROOT
 from tests.support.stores import geometry, writable_copy
 
@@ -31,7 +32,7 @@ BASIC_CONF = REAL_ROOT / "basic-1" / "broker.conf"
 
 def _copy(src: Path, dst: Path) -> Path:
     if not src.is_dir():
-        pytest.skip("../shared/fixtures/real is absent")
+        require("real")
     return writable_copy(src, dst)
 
 

@@ -18,6 +18,7 @@ from rmqcli.ops.verify import verify_store
 from rmqcli.ops.verify_commitlog import CommitLogVerifier
 from rmqcli.ops.verify_common import Collector
 from rmqcli.store import Store
+from tests.support.components import require
 from tests.support.realfixtures import REAL_ROOT
 from tests.support.stores import writable_copy
 
@@ -145,7 +146,7 @@ def test_the_command_prints_alike(damaged: Path, argv: list[str], monkeypatch, c
 def test_real_stores_report_alike(name: str, monkeypatch) -> None:
     path = REAL_ROOT / name
     if not path.is_dir():
-        pytest.skip("../shared/fixtures/real is absent")
+        require("real")
     for kw in ({}, {"crc": False, "max_problems": 3}):
         alone, workers = _both(path, monkeypatch, **kw)
         assert workers == alone

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 
 import pytest
 
 from rmqcli.cli.main import invoke
-from rmqcli.pipeline.stats import percentiles
+from rmqcli.pipeline.stats import PERCENTILES
 from rmqcli.store import Store
 from tests.support.cli import rmq_json
 from tests.support.stores import writable_copy
@@ -54,11 +55,18 @@ def test_histograms_match_the_records(pipeline_docs, all_stores):
         assert Counter({(r["topic"], r["property"]): r["messages"] for r in doc["properties"]}) == props, (
             store
         )
-        assert doc["sizes"] == [{"topic": t, **percentiles(sizes[t])} for t in sorted(sizes)]
-        for row in doc["sizes"]:
-            ordered = sorted(s for s, n in sizes[row["topic"]].items() for _ in range(n))
-            assert row["p50"] == ordered[(len(ordered) + 1) // 2 - 1]
-            assert row["min"] == ordered[0] and row["max"] == ordered[-1]
+        assert doc["sizes"] == [{"topic": t, **nearest_rank(sizes[t])} for t in sorted(sizes)]
+
+
+def nearest_rank(sizes: Counter) -> dict:
+    """The expected row, from the sorted list of every size: count, min, max, mean to one decimal,
+    and each percentile as the size at rank ceil(p% of n) (nearest rank)."""
+    ordered = sorted(size for size, n in sizes.items() for _ in range(n))
+    row = {"messages": len(ordered), "min": ordered[0], "max": ordered[-1]}
+    row["mean"] = round(sum(ordered) / len(ordered), 1)
+    for p in PERCENTILES:
+        row[f"p{p}"] = ordered[max(1, math.ceil(p * len(ordered) / 100)) - 1]
+    return row
 
 
 def test_parquet_tables(spark, pipeline_docs):

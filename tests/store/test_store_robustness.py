@@ -13,6 +13,7 @@ from rmqcli.errors import CorruptDataError
 from rmqcli.store import Store
 from rmqcli.store.naming import offset_to_name
 from rmqcli.store.read.commitlog import Corruption, Record
+from tests.support.components import require
 from tests.support.realfixtures import variants
 from tests.support.records import record
 
@@ -50,9 +51,7 @@ def test_separate_and_multi_path_commitlog(tmp_path):
     """``storePathCommitLog`` in broker.conf, one directory or several separated by commas."""
     real = variants()
     if not real:
-        import pytest
-
-        pytest.skip("../shared/fixtures/real is absent")
+        require("real")
     source = next(v for v in real if v.id == "basic-1/store").store
     expected = [(r.position, r.msg_id) for r in Store.open(source).commitlog.records()]
     dirs = [tmp_path / "cl-even", tmp_path / "cl-odd"]

@@ -46,6 +46,7 @@ from rmqcli.store.write.messages import (
 )
 from rmqcli.store.write.records import encode_record
 from rmqcli.store.write.writer import StoreWriter
+from tests.support.components import require
 from tests.support.realfixtures import REAL_ROOT
 from tests.support.stores import TINY
 
@@ -330,8 +331,8 @@ def replay(real: Path, out: Path, settings_: StoreSettings, *, store_host: Host 
 
 def _real_store(name: str) -> Path:
     path = REAL_ROOT / name
-    if not path.is_dir():
-        pytest.skip(f"{path} is absent")
+    require("real")
+    assert path.is_dir(), f"{path} is absent"
     return path
 
 

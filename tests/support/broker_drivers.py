@@ -16,12 +16,9 @@ import textwrap
 import time
 from pathlib import Path
 
-try:  # the C++ client: only on x86-64 Linux wheels
-    import rocketmq.client  # noqa: F401
+from tests.support.components import missing
 
-    HAVE_CLIENT = True
-except (ImportError, OSError):
-    HAVE_CLIENT = False
+HAVE_CLIENT = missing("cpp") is None
 
 DRIVER = textwrap.dedent(
     r"""

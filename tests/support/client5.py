@@ -5,20 +5,16 @@ process."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from tests.support import ROOT
+from tests.support.components import missing
 
 PYTHON5 = ROOT / ".venv-rmq5" / "bin" / "python"
 
 
 def have_client5() -> bool:
-    if not PYTHON5.exists():
-        return False
-    probe = subprocess.run([str(PYTHON5), "-c", "import rocketmq.v5"], capture_output=True, timeout=60)
-    return probe.returncode == 0
+    return missing("client5") is None
 
 
-needs_client5 = pytest.mark.skipif(not have_client5(), reason="no .venv-rmq5 with rocketmq-python-client")
+needs_client5 = pytest.mark.client5

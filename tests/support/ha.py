@@ -29,7 +29,7 @@ FAST = HAConfig(ha_send_heartbeat_interval=200, ha_housekeeping_interval=1000)
 SLAVE_LOG = "rmqcli.broker.ha.slave"
 MASTER_LOG = "rmqcli.broker.ha.master"
 
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures/real is absent")
+needs_real = pytest.mark.real
 
 
 # --- helpers ---------------------------------------------------------------------------------------

@@ -4,8 +4,6 @@ run here (Java 17 and the kit), free broker ports, and its launchers as child pr
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import signal
 import subprocess
 import time
@@ -15,22 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import SHARED
+from tests.support.components import missing
 from tests.support.serve import free_port, free_port_pair
 
 KIT = SHARED / "rocketmq-4.9.8"
-
-
-def _java_17() -> bool:
-    if shutil.which("java") is None or not (KIT / "bin" / "broker").is_file():
-        return False
-    try:
-        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return re.search(r'version "17[."]', out.stderr + out.stdout) is not None
-
-
-HAVE_JAVA = _java_17()
+HAVE_JAVA = missing("java") is None
 
 
 broker_port = free_port_pair  # a listenPort whose VIP channel (-2) and HA port (+1) are free too

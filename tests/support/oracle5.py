@@ -10,11 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support import SHARED
-from tests.support.oracle import HAVE_JAVA, Jvm, RealCluster, broker_port, kit_env, write_broker_conf
+from tests.support.components import missing
+from tests.support.oracle import Jvm, RealCluster, broker_port, kit_env, write_broker_conf
 from tests.support.serve import free_port
 
 KIT5 = SHARED / "rocketmq-5.1.1"
-HAVE_KIT5 = HAVE_JAVA and (KIT5 / "bin" / "broker").is_file()
+HAVE_KIT5 = missing("java5") is None
 
 
 def kit5_env(home: Path) -> dict[str, str]:

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import SHARED
+from tests.support.components import missing
 from tests.support.oracle import Jvm, broker_port
-from tests.support.oracle5 import HAVE_KIT5, KIT5, kit5_env
+from tests.support.oracle5 import KIT5, kit5_env
 from tests.support.serve import free_port
 
 PROXY_KIT = SHARED / "rocketmq-5.1.1-proxy"
-HAVE_PROXY = HAVE_KIT5 and (PROXY_KIT / "bin" / "proxy").is_file()
+HAVE_PROXY = missing("proxy5") is None and missing("java5") is None
 WHY_NO_PROXY = "needs Java 17, ../shared/rocketmq-5.1.1 and ../shared/rocketmq-5.1.1-proxy"
 
 

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqcli.broker.acl.addresses import AclConfigError
-from rmqcli.broker.acl.permissions import NAMESRV_ADMIN_CODES
+from rmqcli.broker.acl.brokerkeys import configured_credentials, process_credentials
+from rmqcli.broker.acl.messages import Lookup
+from rmqcli.broker.acl.permissions import NAMESRV_ADMIN_CODES, NAMESRV_BROKER_CODES
 from rmqcli.broker.acl.plainacl import ACL_DIR, DEFAULT_FILE, WATCH_SECONDS, PlainAclFiles
-from rmqcli.broker.acl.validator import PlainAccessValidator
+from rmqcli.broker.acl.validator import PlainAccessValidator, signature_matches
 from rmqcli.errors import UsageError
+from rmqcli.remoting.acl import ACCESS_KEY, SIGNATURE, Credentials, signed_content
 
 if TYPE_CHECKING:
     from rmqcli.broker.config import BrokerConfig
@@ -28,24 +31,47 @@ WATCH_ENV = "RMQ_ACL_WATCH_SECONDS"  # how often the files are checked (default 
 
 
 class BrokerAcl:
-    """The validator and its files, as the controller uses them."""
+    """The validator and its files, as the controller uses them; ``own`` is the key this process's
+    broker signs with when broker.conf gives none (``brokerkeys``)."""
 
     def __init__(self, files: PlainAclFiles, watch_seconds: float = WATCH_SECONDS):
         self.files = files
         self.validator = PlainAccessValidator(files)
         self.watch_seconds = watch_seconds
+        self.own = process_credentials()
 
-    def refusal(self, request: RemotingCommand, host: str) -> RemotingCommand | None:
-        return self.validator.refusal(request, plain_host(host))
+    def refusal(
+        self, request: RemotingCommand, host: str, look: Lookup | None = None
+    ) -> RemotingCommand | None:
+        return self.validator.refusal(request, plain_host(host), look)
+
+    def signed_by_own(self, request: RemotingCommand) -> bool:
+        """``request`` carries this process's key and its signature."""
+        fields = request.ext_fields
+        if fields.get(ACCESS_KEY) != self.own.access_key:
+            return False
+        content = signed_content(fields, request.body)
+        return signature_matches(content, self.own.secret_key, fields.get(SIGNATURE))
+
+
+def broker_credentials(config: BrokerConfig, acl: BrokerAcl | None) -> Credentials | None:
+    """What the broker signs its requests with: broker.conf's keys, else its process's key (with
+    ACL), else nothing."""
+    configured = configured_credentials(config)
+    if configured is None and acl is not None:
+        return acl.own
+    return configured
 
 
 def guard_namesrv(handle: Callable[..., Any], acl: BrokerAcl) -> Callable[..., Any]:
-    """The embedded NameServer's dispatch with its write requests (``NAMESRV_ADMIN_CODES``) kept
-    for admin accounts. 4.9.8's NameServer checks nothing; brokers register unsigned, so
-    REGISTER_BROKER and route queries stay open."""
+    """The embedded NameServer's dispatch with its writes (``NAMESRV_ADMIN_CODES``) and the brokers'
+    registrations (``NAMESRV_BROKER_CODES``) kept for admin accounts; a registration may also be
+    signed by this process's broker. 4.9.8's NameServer checks nothing (anyone may unregister a
+    broker or register another address under its name); route queries stay open."""
 
     def guarded(request: RemotingCommand, connection: Any) -> Any:
-        if request.code in NAMESRV_ADMIN_CODES:
+        code = request.code
+        if code in NAMESRV_ADMIN_CODES or (code in NAMESRV_BROKER_CODES and not acl.signed_by_own(request)):
             refusal = acl.refusal(request, connection.peer[0])
             if refusal is not None:
                 return refusal

@@ -5,9 +5,12 @@ validate`` and ``checkPerm`` of 4.9.x), in 4.9.8's order:
 2. no ``AccessKey``: refused; an unknown one: refused;
 3. an address in the account's own white list passes;
 4. the ``Signature`` must be the HmacSHA1 of the request's sorted ext fields and body;
-5. a send to RMQ_SYS_TRACE_TOPIC passes; codes in ``ADMIN_CODES`` need ``admin: true``;
+5. a send to RMQ_SYS_TRACE_TOPIC passes; codes in ``ADMIN_CODES`` need ``admin: true``, and so
+   does a system topic holding other topics' messages (rmq's own: ``ownership``);
 6. each resource the request names needs its permission: the account's entry for it, else the
-   account's default for topics or groups (an admin account without entries passes).
+   account's default for topics or groups (an admin account without entries passes). The
+   resources are 4.9.8's (``permissions``), rmq's additions (``ownership``) and, for a request
+   naming a stored message by offset, that message's topic (``messages``).
 
 A refusal answers NO_PERMISSION (16) with the ``AclException`` message as remark. (4.9.8 itself
 answers SYSTEM_ERROR (1) with the same message and a stack frame: its RPC hook throws.)
@@ -23,6 +26,8 @@ import logging
 from collections.abc import Callable, Mapping
 
 from formats.names import TRACE_TOPIC
+from rmqcli.broker.acl.messages import Lookup, message_resources
+from rmqcli.broker.acl.ownership import admin_topic, extra_resources
 from rmqcli.broker.acl.permissions import (
     ADMIN_CODES,
     PUB,
@@ -63,10 +68,15 @@ def authenticate(
         raise AccessDenied(f"No acl config for {access_key}")
     if account.matcher(remote_host):
         return None
-    expected = calc_signature(content(), account.secret_key)
-    if not hmac.compare_digest(expected.encode(), (signature or "").encode()):
+    if not signature_matches(content(), account.secret_key, signature):
         raise AccessDenied(f"Check signature failed for accessKey={access_key}")
     return account
+
+
+def signature_matches(content: bytes, secret_key: str, signature: str | None) -> bool:
+    """``signature`` is the Base64 HmacSHA1 of ``content`` with ``secret_key`` (``AclUtils.calSignature``)."""
+    expected = calc_signature(content, secret_key)
+    return hmac.compare_digest(expected.encode(), (signature or "").encode())
 
 
 def check_resources(
@@ -95,8 +105,9 @@ class PlainAccessValidator:
     def __init__(self, files: PlainAclFiles):
         self.files = files
 
-    def validate(self, request: RemotingCommand, remote_host: str) -> None:
-        """Raise ``AccessDenied`` unless ``request`` from ``remote_host`` may run."""
+    def validate(self, request: RemotingCommand, remote_host: str, look: Lookup | None = None) -> None:
+        """Raise ``AccessDenied`` unless ``request`` from ``remote_host`` may run; ``look`` finds
+        the stored message a request names by offset."""
         fields = request.ext_fields
         needed: dict[str, int] = {}
         if fields:
@@ -104,6 +115,8 @@ class PlainAccessValidator:
                 needed = needed_resources(request)
             except Exception as exc:  # parse(): a header or body it cannot read
                 raise AccessDenied(str(exc) or type(exc).__name__) from None
+            for resource, perm in extra_resources(request).items():
+                needed.setdefault(resource, perm)
         access_key = fields.get(ACCESS_KEY)
         account = authenticate(
             self.files,
@@ -114,18 +127,23 @@ class PlainAccessValidator:
         )
         if account is None or traced(needed):
             return
-        if request.code in ADMIN_CODES and not account.admin:
-            raise AccessDenied(
-                f"Need admin permission for request code={request.code}, but accessKey={access_key} is not"
-            )
-        if not needed or (not account.has_perms and account.admin):
+        stored = message_resources(request, look) if look is not None else {}
+        if not account.admin:
+            held = admin_topic(needed) or admin_topic(stored)
+            if request.code in ADMIN_CODES or held is not None:
+                what = f"request code={request.code}" if held is None else f"topic:{held}"
+                raise AccessDenied(f"Need admin permission for {what}, but accessKey={access_key} is not")
+        if not account.has_perms and account.admin:
             return
         check_resources(account, needed)
+        check_resources(account, stored)
 
-    def refusal(self, request: RemotingCommand, remote_host: str) -> RemotingCommand | None:
+    def refusal(
+        self, request: RemotingCommand, remote_host: str, look: Lookup | None = None
+    ) -> RemotingCommand | None:
         """None when the request may run, else its NO_PERMISSION answer."""
         try:
-            self.validate(request, remote_host)
+            self.validate(request, remote_host, look)
         except AccessDenied as exc:
             return request.response(ResponseCode.NO_PERMISSION, REMARK_PREFIX + str(exc))
         return None

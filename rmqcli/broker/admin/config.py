@@ -23,6 +23,8 @@ import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from rmqcli.broker.acl.brokerkeys import HIDDEN
+from rmqcli.broker.acl.brokerkeys import SECRET_KEY as SIGNING_SECRET
 from rmqcli.broker.acting.config import PROPERTY_NAMES as ACTING_KEYS
 from rmqcli.broker.bodies import properties_body, properties_text
 from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
@@ -121,6 +123,8 @@ def current_properties(ctl: BrokerContext) -> dict[str, str]:
     if not ctl.writer.settings.store_path_commitlog:
         props["storePathCommitLog"] = str(ctl.writer.commitlog.directory)
     props[STORE_ROOT_KEY] = str(ctl.writer.root)
+    if SIGNING_SECRET in props:
+        props[SIGNING_SECRET] = HIDDEN
     return props
 
 

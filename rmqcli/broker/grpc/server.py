@@ -11,7 +11,9 @@ With ``aclEnable=true`` every request message is first checked against the broke
 (``auth``: a refusal ends the call with gRPC PERMISSION_DENIED, as 5.1.1's proxy). Every call
 needs ``x-mq-client-id`` (CLIENT_ID_REQUIRED); failures are answered in the response's
 ``status``, never as gRPC errors (except a refused Telemetry command and an ACL refusal, as the
-proxy). A request may be at most ``MAX_MESSAGE_BYTES``. The listener does not share its port
+proxy). A request may be at most ``MAX_MESSAGE_BYTES`` (a Telemetry command 1 MiB); one that does
+not decode is answered BAD_REQUEST and logged at most once a minute per client address and method
+(``decoding``). The listener does not share its port
 (grpc's SO_REUSEPORT is off), so a port in use is an error, as for the remoting listeners; with a
 certificate and key it speaks TLS only.
 """
@@ -34,6 +36,7 @@ from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc import transaction as tx
 from rmqcli.broker.grpc.auth import GrpcAcl
 from rmqcli.broker.grpc.consumer import Consumer
+from rmqcli.broker.grpc.decoding import BadRequests, Undecodable, add_servicer
 from rmqcli.broker.grpc.options import GrpcOptions
 from rmqcli.broker.grpc.producer import Producer
 from rmqcli.broker.grpc.settings import SettingsStore
@@ -92,10 +95,22 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
     consumer = Consumer(s, ctl, settings)
     known = clients.Clients(s, settings, ctl, producer, consumer)
     acl = GrpcAcl(ctl.acl) if ctl.acl is not None else None
+    bad = BadRequests()
+
+    def undecodable(context: Any, request: Undecodable) -> Any:
+        """The status of a request that did not decode (logged, limited per client)."""
+        ctx = cc.from_call(context.invocation_metadata(), context.peer())
+        where = ctx.remote_host or context.peer() or "?"
+        bad.note(
+            where, ctx.client_id, f"undecodable {request.method}", f"{request.size} bytes: {request.reason}"
+        )
+        return st.make(d, st.BAD_REQUEST, f"the request does not decode: {request.reason}")
 
     async def unary(
         name: str, response: type, context: Any, request: Any, work: Callable[[cc.CallContext], Any]
     ) -> Any:
+        if isinstance(request, Undecodable):
+            return response(status=undecodable(context, request))
         if acl is not None:  # before anything else, as the proxy's interceptor
             await acl.check(context, request, name)
         try:
@@ -152,12 +167,22 @@ def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any
             if not ctx.client_id.strip():
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client id cannot be empty")
                 return
-            commands = (
-                request_iterator if acl is None else acl.checked(context, request_iterator, "Telemetry")
-            )
+
+            async def decoded() -> Any:
+                async for command in request_iterator:
+                    if isinstance(command, Undecodable):
+                        status = undecodable(context, command)
+                        text = f"process client telemetryCommand failed. {status.message}"
+                        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
+                    yield command
+
+            commands = decoded() if acl is None else acl.checked(context, decoded(), "Telemetry")
             await known.telemetry(ctx, commands, context)
 
         async def ReceiveMessage(self, request: Any, context: Any) -> Any:
+            if isinstance(request, Undecodable):
+                yield svc.ReceiveMessageResponse(status=undecodable(context, request))
+                return
             if acl is not None:
                 await acl.check(context, request, "ReceiveMessage")
             sent_status = False
@@ -231,7 +256,7 @@ async def start(ctl: BrokerContext, options: GrpcOptions) -> GrpcEndpoint:
     host = options.host
     address = f"[{host}]:{options.port}" if ":" in host else f"{host}:{options.port}"
     endpoint = route.Endpoint(endpoint_host(options, ctl.config.broker_ip1), options.port)
-    s.service_grpc.add_MessagingServiceServicer_to_server(make_servicer(s, ctl, endpoint), server)
+    add_servicer(s, make_servicer(s, ctl, endpoint), server)
     try:
         port = (
             server.add_secure_port(address, creds) if creds is not None else server.add_insecure_port(address)

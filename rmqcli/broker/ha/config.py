@@ -27,6 +27,9 @@ class HAConfig:
     slave_timeout: int = 3000  # ms: SYNC_MASTER's wait for a slave (CommitLog.submitReplicaRequest)
     ha_master_address: str | None = None  # a slave's master HA address; else from registration
     ha_listen_port: int = DEFAULT_LISTEN_PORT + 1  # BrokerStartup sets listenPort + 1 (see below)
+    # rmq's own ``rmqHaAllowedAddresses``: with aclEnable, who else may connect to the HA port
+    # (comma-separated white-list patterns; rmqcli.broker.acl.hagate)
+    allowed_addresses: str = ""
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -41,6 +44,7 @@ class HAConfig:
         return self.slave_timeout / 1000
 
 
+ALLOWED_KEY = "rmqHaAllowedAddresses"
 PROPERTY_NAMES = {
     "haSendHeartbeatInterval": "ha_send_heartbeat_interval",
     "haHousekeepingInterval": "ha_housekeeping_interval",
@@ -49,6 +53,7 @@ PROPERTY_NAMES = {
     "slaveTimeout": "slave_timeout",
     "haMasterAddress": "ha_master_address",
     "haListenPort": "ha_listen_port",
+    ALLOWED_KEY: "allowed_addresses",
 }
 
 
@@ -58,6 +63,7 @@ def ha_config_from_properties(props: dict[str, str]) -> HAConfig:
     ``haListenPort`` defaults to ``listenPort + 1``. 4.9.8's ``BrokerStartup`` sets it to
     ``listenPort + 1`` after reading the file, so a 4.9.8 broker ignores the key; rmq honours it.
     ``haMasterAddress`` counts only from 6 characters on (``BrokerController.initialize``).
+    ``rmqHaAllowedAddresses`` is rmq's own (``rmqcli.broker.acl.hagate``).
     """
     kinds = {f.name: f.type for f in fields(HAConfig)}
     changes: dict[str, object] = {}
@@ -66,7 +72,9 @@ def ha_config_from_properties(props: dict[str, str]) -> HAConfig:
         if raw is None:
             continue
         raw = raw.strip()
-        if kinds[name] == "int":
+        if key == ALLOWED_KEY:
+            changes[name] = raw
+        elif kinds[name] == "int":
             try:
                 value = int(raw)
             except ValueError as exc:

@@ -47,7 +47,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from formats.ha import MASTER_READ_BUFFER_SIZE, SLAVE_REPORT_SIZE, SLAVE_REPORT_STRUCT, TRANSFER_HEADER_STRUCT
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
 PUSH_READ = 1024 * 1024  # CommitLog bytes read at once for consecutive pushes (a catching-up slave)
+REFUSED_LOG_SECONDS = 10.0  # refused connections are logged at most this often
 DIRECT_PUSH_BUFFER = 256 * 1024  # a push is written from ``notify_append`` while less than this is unsent
 _HEADER = TRANSFER_HEADER_STRUCT
 _REPORT = SLAVE_REPORT_STRUCT
@@ -103,6 +104,9 @@ class HAMaster:
         self._waiters: list[tuple[int, int, _Waiter]] = []
         self._counted_waits = False  # a waiter needs more than one slave (a quorum write)
         self._seq = itertools.count()
+        self.admit: Callable[[str], Awaitable[bool]] | None = None  # with ACL: the group's slaves only
+        self._refused = 0
+        self._refused_logged = -REFUSED_LOG_SECONDS
 
     # --- life cycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -129,6 +133,9 @@ class HAMaster:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        if self.admit is not None and not await self._admitted(writer):
+            self._tasks.discard(task)
+            return
         conn = _Connection(self, reader, writer)
         self._connections.add(conn)
         log.info("HAService receive new connection, %s", conn.address)
@@ -140,6 +147,31 @@ class HAMaster:
             self._connections.discard(conn)
             self._tasks.discard(task)
             conn.close()
+
+    async def _admitted(self, writer: asyncio.StreamWriter) -> bool:
+        """``admit`` lets the peer's host in; else the connection is closed before a byte is read
+        (one log line per ``REFUSED_LOG_SECONDS``, with the count)."""
+        assert self.admit is not None
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if peer else ""
+        try:
+            admitted = await self.admit(host)
+        except Exception:  # a failed lookup admits no one
+            log.exception("HA: checking %s failed", host)
+            admitted = False
+        if admitted:
+            return True
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._refused_logged >= REFUSED_LOG_SECONDS:
+            log.warning(
+                "HA: refused %d connection(s), the last from %s: not a slave of this group",
+                self._refused,
+                host,
+            )
+            self._refused, self._refused_logged = 0, now
+        writer.close()
+        return False
 
     # --- what the broker calls ----------------------------------------------------------------------
     def notify_append(self) -> None:

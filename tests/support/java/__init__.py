@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.oracle import HAVE_JAVA, KIT
+from tests.support.components import require
+from tests.support.oracle import KIT
 
 HERE = Path(__file__).parent
 
@@ -26,8 +27,7 @@ def kit_env(state: Path) -> dict[str, str]:
 def compile_programs(out: Path) -> Path:
     """Every ``*.java`` here compiled into ``out`` (``javac``); skips the test when Java 17, the kit
     or ``javac`` is missing."""
-    if not HAVE_JAVA:
-        pytest.skip("Java 17 or ../shared/rocketmq-4.9.8 is missing")
+    require("java")
     if shutil.which("javac") is None:
         pytest.skip("javac is missing")
     made = javac(out)
