@@ -27,14 +27,23 @@ NAMESRV_ADMIN_CODES = frozenset(
      RC.DELETE_TOPIC_IN_NAMESRV, RC.UPDATE_NAMESRV_CONFIG, RC.REGISTER_TOPIC_IN_NAMESRV}
 )  # fmt: skip
 """The embedded NameServer's writes: kept for admin accounts when the broker has ``aclEnable``."""
-ADMIN_CODES = ADMIN_CODES_498 | NAMESRV_ADMIN_CODES | frozenset(
+NAMESRV_BROKER_CODES = frozenset({RC.REGISTER_BROKER, RC.UNREGISTER_BROKER, RC.BROKER_HEARTBEAT})
+"""A broker's own requests to the embedded NameServer: with ``aclEnable`` signed by an admin
+account or by the broker of the same process (4.9.8 and 5.1.1 brokers sign none: an address in
+``globalWhiteRemoteAddresses`` lets a Java broker's requests through)."""
+ADMIN_CODES = ADMIN_CODES_498 | NAMESRV_ADMIN_CODES | NAMESRV_BROKER_CODES | frozenset(
     {RC.UPDATE_AND_CREATE_TOPIC_LIST, RC.UPDATE_AND_CREATE_ACL_CONFIG, RC.DELETE_ACL_CONFIG,
      RC.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, RC.GET_BROKER_CLUSTER_ACL_CONFIG, RC.TRIGGER_DELETE_FILES,
      RC.CLEAN_EXPIRED_CONSUMEQUEUE, RC.CLEAN_UNUSED_TOPIC, RC.DELETE_EXPIRED_COMMITLOG,
      RC.RESET_CONSUMER_OFFSET_IN_BROKER, RC.INVOKE_BROKER_TO_RESET_OFFSET, RC.CLONE_GROUP_OFFSET,
      RC.SET_MESSAGE_REQUEST_MODE}
+) | frozenset(
+    {RC.GET_ALL_TOPIC_CONFIG, RC.GET_ALL_CONSUMER_OFFSET, RC.GET_ALL_DELAY_OFFSET,
+     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RC.GET_BROKER_CONFIG, RC.GET_BROKER_RUNTIME_INFO}
 )  # fmt: skip
-"""Codes only an ``admin: true`` account may send: 4.9.8's five, and rmq's additions."""
+"""Codes only an ``admin: true`` account may send: 4.9.8's five, and rmq's additions (the ACL's
+own updates, the commands that delete data, and the broker's whole tables and settings, which a
+slave copies: its account must be an admin, or its address in ``globalWhiteRemoteAddresses``)."""
 
 
 def parse_perm(text: object) -> int:
@@ -116,6 +125,9 @@ POP_FAMILY = frozenset(
 ``PlainAccessResource.parse`` has no case for them: any account with a valid signature may pop)."""
 
 
+SEND_V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.SEND_REPLY_MESSAGE_V2})
+
+
 def needed_resources(request: RemotingCommand) -> dict[str, int]:
     """The resources ``request`` touches and the permission each needs (``parse``'s switch)."""
     f = request.ext_fields
@@ -132,7 +144,7 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
             add(retry_topic(f.get("group")), SUB)
         else:
             add(topic, PUB)
-    elif code in (RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.SEND_REPLY_MESSAGE_V2):
+    elif code in SEND_V2_CODES:
         topic = f.get("b")
         if topic is not None and is_group_resource(topic):
             add(retry_topic(f.get("a")), SUB)
