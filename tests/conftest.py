@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.census import CENSUS
 from tests.support.cli import invoke_rmq, run_rmq
@@ -24,6 +25,9 @@ from tests.support.stores import tear_last_record
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # no per-example deadline: a loaded machine must not fail a property that holds
+    settings.register_profile("rmq", deadline=None)
+    settings.load_profile("rmq")
     for component in COMPONENTS.values():
         config.addinivalue_line("markers", f"{component.name}: needs {component.what}")
 

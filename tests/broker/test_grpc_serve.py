@@ -17,7 +17,7 @@ from rmqcli.broker.grpc.producer import consistent_hash, java_string_hash
 from rmqcli.broker.grpc.stubs import load
 from tests.support.cli import one_line_error, rmq_json, run_rmq
 from tests.support.grpcserve import server_fixture, stub_fixture
-from tests.support.serve import ServeProcess, free_port, free_port_pair, write_conf
+from tests.support.serve import ServeProcess, free_port, free_port_pair, listening_ports, write_conf
 
 S = load()
 D, SV = S.definition, S.service
@@ -201,8 +201,14 @@ def test_tls_options_go_together(tmp_path: Path, rmq_proc) -> None:
 
 
 def test_grpc_port_0_serves_no_grpc(tmp_path: Path) -> None:
+    """With --grpc-port 0 the process listens on the NameServer, broker, VIP and HA ports only."""
     with ServeProcess(tmp_path / "store") as s:
         assert "gRPC" not in s.output()
+        assert s.proc is not None
+        assert listening_ports(s.proc.pid) == {s.namesrv_port, s.port, s.port - 2, s.port + 1}
+    with ServeProcess(tmp_path / "store", grpc=True) as s:  # the same check sees a gRPC port
+        assert s.proc is not None
+        assert s.grpc_port in listening_ports(s.proc.pid)
 
 
 def test_a_topic_with_a_message_type_takes_only_that_type(tmp_path: Path) -> None:

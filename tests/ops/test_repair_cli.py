@@ -8,9 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from rmqcli.ops.safety.journal import BACKUP_DIR, JOURNAL, STAGING_DIR
 from tests.support import ROOT
 from tests.support.cli import RMQ
 from tests.support.stores import broker_lock, converges_at_every_crash_point, store_state, writable_copy
@@ -87,19 +89,38 @@ def test_killed_at_every_crash_point_then_rerun(command, damaged_source, tmp_pat
     assert points >= 10, points  # with both commands: at least 20 distinct kill points
 
 
+def phase_left(root: Path) -> str:
+    """Where a killed ``rmq recover`` was, from what it left: a journal (applying), a staged copy
+    and no journal (staging), or nothing (planning: it had written nothing yet)."""
+    if any((root / BACKUP_DIR).glob(f"*/{JOURNAL}")):
+        return "applying"
+    if (root / STAGING_DIR / "recover").exists():
+        return "staging"
+    return "planning"
+
+
 def test_killed_at_random_moments_then_rerun(damaged_source, tmp_path, rmq_proc):
-    """Timed SIGKILLs also land in the planning and staging phases, before any journal exists."""
+    """Timed SIGKILLs land in the planning and staging phases too, before any journal exists (each
+    kill's phase is read from what it left), and every rerun converges on the same store."""
     reference = writable_copy(damaged_source, tmp_path / "ref")
+    started = time.monotonic()
     rmq_proc("recover", str(reference), "--yes", check=True)
+    whole = time.monotonic() - started
     expected = store_state(reference)
-    for i, delay in enumerate([0.3, 0.5, 0.7, 0.9, 1.1]):
+    phases: list[str] = []
+    for i in range(16):
         root = writable_copy(damaged_source, tmp_path / f"t{i}")
         child = subprocess.Popen([*RMQ, "recover", str(root), "--yes"], stdout=subprocess.DEVNULL)
-        time.sleep(delay)
+        time.sleep(whole * (0.35 + 0.6 * (i % 8) / 8))  # from its start-up to its end
+        finished = child.poll() is not None
         child.send_signal(signal.SIGKILL)
         child.wait()
+        phases.append("done" if finished else phase_left(root))
         rmq_proc("recover", str(root), "--yes", check=True)
-        assert store_state(root) == expected, delay
+        assert store_state(root) == expected, phases
+        if {"planning", "staging"} <= set(phases) and i >= 5:
+            break
+    assert {"planning", "staging"} <= set(phases), phases
 
 
 # `rmq recover --yes` whose staging fails half-way (after the staged copy was made)
