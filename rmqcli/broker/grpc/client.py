@@ -4,14 +4,14 @@ Telemetry is the client's long-lived stream. Each ``settings`` command it sends 
 publishing client's topics as ``GrpcValidator.validateTopic``, a subscribing client's group as
 ``validateConsumerGroup``; settings with neither: the stream ends with INVALID_ARGUMENT "there is no
 publishing or subscription data in settings"), kept by client id and answered with ``{status OK,
-settings}`` merged by ``settings.SettingsStore``. A refused command ends the stream with
-INVALID_ARGUMENT for a 4xxxx code and INTERNAL otherwise (``processTelemetryException``). The
-client's ``thread_stack_trace`` and ``verify_message_result`` answer the admin's requests the
-channel relayed (``channels``). While its stream is open a producer is in the broker's client
-table (``channels``), so the transaction check can reach it; a consumer is in its group there
-(``registerConsumer``: CONSUME_ACTIVELY for a simple consumer, CONSUME_PASSIVELY for a push
-consumer, CLUSTERING, CONSUME_FROM_LAST_OFFSET, the subscriptions of its settings), so the admin's
-consumerConnection and consumerStatus see it.
+settings}`` merged by ``settings.SettingsStore`` (settings over its bounds: BAD_REQUEST). A refused
+command ends the stream with INVALID_ARGUMENT for a 4xxxx code and INTERNAL otherwise
+(``processTelemetryException``). The client's ``thread_stack_trace`` and ``verify_message_result``
+answer the admin's requests the channel relayed (``channels``). While its stream is open a producer
+is in the broker's client table (``channels``), so the transaction check can reach it; a consumer is
+in its group there (``registerConsumer``: CONSUME_ACTIVELY for a simple consumer, CONSUME_PASSIVELY
+for a push consumer, CLUSTERING, CONSUME_FROM_LAST_OFFSET, the subscriptions of its settings), so
+the admin's consumerConnection and consumerStatus see it.
 
 Heartbeat needs the client's settings (else UNRECOGNIZED_CLIENT_TYPE "cannot find client settings
 for this client"); a consumer's group must be legal. NotifyClientTermination forgets the settings
@@ -30,7 +30,7 @@ from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.channels import GrpcClientChannel
 from rmqcli.broker.grpc.context import CallContext
 from rmqcli.broker.grpc.route import check_group
-from rmqcli.broker.grpc.settings import SettingsStore
+from rmqcli.broker.grpc.settings import SettingsStore, SettingsTooLarge, check_size
 from rmqcli.broker.state import ClientChannel, ConsumerGroupInfo, tags_code
 from rmqcli.remoting import json_body as jb
 
@@ -123,6 +123,10 @@ class Clients:
     def settings_command(self, ctx: CallContext, command: Any) -> Any:
         """``processAndWriteClientSettings``: the answer to one ``settings`` command."""
         settings = command.settings
+        try:
+            check_size(settings)
+        except SettingsTooLarge as exc:
+            raise st.GrpcStatusError(st.BAD_REQUEST, str(exc)) from None
         which = settings.WhichOneof("pub_sub")
         if which == "publishing":
             for topic in settings.publishing.topics:

@@ -17,16 +17,19 @@ acked. The stream: a status (OK; MESSAGE_NOT_FOUND "no new message" / "no match 
 TOO_MANY_REQUESTS "polling full"; or the error), the messages, then ``delivery_timestamp``; the
 messages that could not be written (the call ended) are made visible again after 1 s.
 
-The ack, change and forward calls decode the handle (INVALID_RECEIPT_HANDLE if it does not) and
-act on the real topic (``%RETRY%<group>_<topic>`` for a retried message); a handle the server
+The ack, change and forward calls open the handle (``seal``: a handle not sealed by this endpoint
+for the call's group and topic is INVALID_RECEIPT_HANDLE "receipt handle is invalid" before any
+work; a handle acked before is answered OK without another ack message), decode it and act on the
+real topic (``%RETRY%<group>_<topic>`` for a retried message); a handle the server
 renews is replaced by its latest form first. An ack or change with an expired handle (its retrieve
 time plus its invisible time has passed: ``ReceiptHandle.isExpired``, checked by the proxy's
 ``AbstractProcessor.validateReceiptHandle`` before the broker sees the request) is
 INVALID_RECEIPT_HANDLE "receipt handle is expired": a consumer cannot ack or change a message once
-its time is up, whoever holds it since. The broker itself takes any handle of a message still in its
-queue (another group's, an old checkpoint's: no effect). A forward to the DLQ acks afterwards, and
+its time is up, whoever holds it since. A forward to the DLQ acks afterwards, and
 that ack's failure is not the answer (``forwardMessageToDeadLetterQueue`` does not wait on it).
-Where rmq differs on purpose: a handle that does not decode is INVALID_RECEIPT_HANDLE (the proxy's
+Where rmq differs on purpose: handles are sealed (the proxy takes any well-formed handle, another
+group's included); a message's own ``POP_CK`` property is not taken for its handle; a handle that
+does not decode is INVALID_RECEIPT_HANDLE (the proxy's
 ``ReceiptHandle.decode`` throws, answered INTERNAL_SERVER_ERROR); the handle a change answers starts
 at the message's own offset (the new checkpoint's start), not the batch's, so that an ack with it
 clears that checkpoint (5.1.1's proxy keeps the batch's start offset and the ack misses it).
@@ -47,6 +50,7 @@ from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.context import CallContext
 from rmqcli.broker.grpc.renew import Renewer
 from rmqcli.broker.grpc.route import check_group
+from rmqcli.broker.grpc.seal import Acked, Sealer
 from rmqcli.broker.grpc.settings import SettingsStore
 from rmqcli.broker.pop import ack as pop_ack
 from rmqcli.broker.pop import constants as k
@@ -155,6 +159,8 @@ class Consumer:
         self.ctl = ctl
         self.settings = settings
         self.renewer = Renewer(ctl, self._change)
+        self.sealer = Sealer()
+        self.acked = Acked()
 
     # --- settings -----------------------------------------------------------------------------
     def subscription_settings(self, client_id: str, group: str) -> Any:
@@ -271,22 +277,20 @@ class Consumer:
                 log.warning("gRPC receive: a popped record of %s does not decode: %s", topic, exc)
                 continue
             props = record.properties
-            extra = props.get(k.PROPERTY_POP_CK)
-            if not extra:
-                key = f"{k.type_tag(retry)}@{queue_id}"
-                start = int(starts[key][0]) if key in starts else queue_offset
-                real = k.pop_retry_topic(topic, group) if retry else topic
-                extra = k.build_extra_info(
-                    start,
-                    result.pop_time,
-                    result.invisible_time,
-                    result.revive_qid,
-                    real,
-                    self.ctl.config.broker_name,
-                    queue_id,
-                    queue_offset,
-                )
-            handle = f"{extra} {record.physical_offset}"
+            key = f"{k.type_tag(retry)}@{queue_id}"  # POP_CK of the record is not trusted: built here
+            start = int(starts[key][0]) if key in starts else queue_offset
+            real = k.pop_retry_topic(topic, group) if retry else topic
+            extra = k.build_extra_info(
+                start,
+                result.pop_time,
+                result.invisible_time,
+                result.revive_qid,
+                real,
+                self.ctl.config.broker_name,
+                queue_id,
+                queue_offset,
+            )
+            handle = self.sealer.seal(f"{extra} {record.physical_offset}", group, topic)
             reconsume = record.reconsume_times
             if result.order_count_info:  # processPopResponse: the count of an orderly pop
                 key = f"{k.type_tag(retry)}@qo{queue_id}%{queue_offset}"
@@ -315,16 +319,26 @@ class Consumer:
             log.info("gRPC: %s of a message failed: %s", call.__name__, exc)
 
     # --- ack / change / forward ---------------------------------------------------------------
-    def ack_handle(self, group: str, topic: str, handle: str, message_id: str = "") -> None:
-        extra = handle_of(handle)
-        assert extra.msg_queue_offset is not None
+    def opened(self, group: str, topic: str, handle: str) -> tuple[str, str, k.ExtraInfo]:
+        """The plain handle, its MAC and its fields: INVALID_RECEIPT_HANDLE for a handle not sealed
+        here for ``group`` and ``topic`` (``seal``) or whose time is up."""
+        plain, mac = self.sealer.open(handle, group, topic)
+        extra = handle_of(plain)
         check_unexpired(extra)
+        return plain, mac, extra
+
+    def ack_handle(self, group: str, topic: str, handle: str, message_id: str = "") -> None:
+        plain, mac, extra = self.opened(group, topic, handle)
+        assert extra.msg_queue_offset is not None
+        if mac in self.acked:  # acked before: answered as the broker would, without another ack
+            return
         pop_ack.ack_message(
             self.ctl,
             pop_ack.AckRequest(
-                group, extra.real_topic(topic, group), extra.queue_id, handle, extra.msg_queue_offset
+                group, extra.real_topic(topic, group), extra.queue_id, plain, extra.msg_queue_offset
             ),
         )
+        self.acked.add(mac)
 
     def ack(self, ctx: CallContext, request: Any) -> Any:
         d, svc = self.s.definition, self.s.service
@@ -356,16 +370,15 @@ class Consumer:
 
     def _change(self, group: str, topic: str, handle: str, invisible: int) -> str:
         """Change the invisible time of ``handle``; the new handle (``ReceiptHandle.encode``)."""
-        extra = handle_of(handle)
+        plain, _, extra = self.opened(group, topic, handle)
         assert extra.msg_queue_offset is not None
-        check_unexpired(extra)
         res = pop_ack.change_invisible_time(
             self.ctl,
             pop_ack.ChangeInvisibleRequest(
                 group,
                 extra.real_topic(topic, group),
                 extra.queue_id,
-                handle,
+                plain,
                 extra.msg_queue_offset,
                 invisible,
             ),
@@ -378,7 +391,7 @@ class Consumer:
             invisible_time=res.invisible_time,
             revive_qid=res.revive_qid,
         )
-        return new.encode()
+        return self.sealer.seal(new.encode(), group, topic)
 
     def change_invisible(self, ctx: CallContext, request: Any) -> Any:
         d, svc = self.s.definition, self.s.service
@@ -399,7 +412,7 @@ class Consumer:
     def forward_handle(self, ctx: CallContext, group: str, topic: str, handle: str, message_id: str) -> int:
         """``ProducerProcessor.forwardMessageToDeadLetterQueue``: the broker's send-back to
         ``%DLQ%<group>`` (delay level -1), then the ack; the remoting code."""
-        extra = handle_of(handle)
+        extra = handle_of(self.sealer.open(handle, group, topic)[0])
         if extra.commit_log_offset is None or extra.commit_log_offset < 0:
             raise st.GrpcStatusError(st.INVALID_RECEIPT_HANDLE, "commit log offset is empty", wrapped=True)
         header = hd.ConsumerSendMsgBackRequestHeader(

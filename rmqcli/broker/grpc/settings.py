@@ -9,8 +9,11 @@ the group's ``consumeMessageOrderly``, and ``max_attempts`` = ``retryMaxTimes`` 
 group's retry policy (``groupRetryPolicy``: EXPONENTIAL, else CUSTOMIZED with the 5.x default
 steps). Every answer carries ``metric {on: false}``.
 
-Settings are kept per client id until NotifyClientTermination; at most ``MAX_CLIENTS`` (the oldest
-is forgotten first), so a flood of client ids cannot grow the table without bound.
+Settings are kept per client id until NotifyClientTermination; at most ``MAX_CLIENTS`` and
+``MAX_TOTAL_BYTES`` of them (the oldest is forgotten first), so a flood of client ids or of large
+settings cannot grow the table without bound. One client's settings may be at most
+``MAX_SETTINGS_BYTES`` and name at most ``MAX_TOPICS`` topics or subscriptions (``check_size``:
+BAD_REQUEST, rmq's own bounds; the proxy has none but the message size).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_CLIENTS = 10_000
+MAX_SETTINGS_BYTES = 256 * 1024  # 1,024 topics of 127 characters fit
+MAX_TOPICS = 1024
+MAX_TOTAL_BYTES = 64 * 1024 * 1024
 PRODUCER_MAX_ATTEMPTS = 3  # grpcClientProducerMaxAttempts
 PRODUCER_BACKOFF_MS = (10, 1000, 2.0)  # initial, max, multiplier
 MAX_BODY_SIZE = 4 * 1024 * 1024  # ProxyConfig.maxMessageSize
@@ -35,6 +41,20 @@ EXPONENTIAL_DEFAULT = (5000, 7_200_000, 2)  # ExponentialRetryPolicy: initial, m
 GroupLookup = Callable[[str], "dict | None"]
 
 
+class SettingsTooLarge(ValueError):
+    """Settings over ``MAX_SETTINGS_BYTES`` or ``MAX_TOPICS``."""
+
+
+def check_size(settings: Any) -> None:
+    """Raise ``SettingsTooLarge`` for settings over rmq's bounds."""
+    size = settings.ByteSize()
+    if size > MAX_SETTINGS_BYTES:
+        raise SettingsTooLarge(f"settings of {size} bytes, more than {MAX_SETTINGS_BYTES}")
+    count = max(len(settings.publishing.topics), len(settings.subscription.subscriptions))
+    if count > MAX_TOPICS:
+        raise SettingsTooLarge(f"settings naming {count} topics, more than {MAX_TOPICS}")
+
+
 class SettingsStore:
     """The settings of the connected clients, by client id."""
 
@@ -42,6 +62,8 @@ class SettingsStore:
         self.d = definition
         self.group_config = group_config
         self._raw: OrderedDict[str, Any] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self.total_bytes = 0
 
     def __len__(self) -> int:
         return len(self._raw)
@@ -53,10 +75,16 @@ class SettingsStore:
             self._merge_subscription(base, None)
             base.MergeFrom(settings)
             settings = base
+        self._forget(client_id)
         self._raw[client_id] = settings
-        self._raw.move_to_end(client_id)
-        while len(self._raw) > MAX_CLIENTS:
-            self._raw.popitem(last=False)
+        self._sizes[client_id] = size = settings.ByteSize()
+        self.total_bytes += size
+        while len(self._raw) > MAX_CLIENTS or self.total_bytes > MAX_TOTAL_BYTES:
+            self._forget(next(iter(self._raw)))
+
+    def _forget(self, client_id: str) -> Any | None:
+        self.total_bytes -= self._sizes.pop(client_id, 0)
+        return self._raw.pop(client_id, None)
 
     def raw(self, client_id: str) -> Any | None:
         return self._raw.get(client_id)
@@ -67,7 +95,7 @@ class SettingsStore:
         return None if settings is None else self.merged(settings)
 
     def remove(self, client_id: str) -> Any | None:
-        settings = self._raw.pop(client_id, None)
+        settings = self._forget(client_id)
         return None if settings is None else self.merged(settings)
 
     def merged(self, settings: Any) -> Any:

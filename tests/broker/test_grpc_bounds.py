@@ -1,0 +1,123 @@
+"""Bounded memory and log per gRPC client (issue 41), over a real socket with grpcio: Telemetry
+commands of 8 MiB from 40 clients at once (twice) are refused before they are parsed and leave the
+server's RSS (read from /proc) within 80 MiB of where it was, the second round within 24 MiB of the
+first; settings naming too many topics are refused; requests that do not decode are answered
+BAD_REQUEST and logged once per client address and kind, without a traceback."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import grpc
+
+from rmqcli.broker.grpc.settings import MAX_TOPICS
+from rmqcli.broker.grpc.stubs import load
+from tests.support.grpcserve import server_fixture, stub_fixture
+from tests.support.serve import ServeProcess, wait_until
+
+S = load()
+D, SV = S.definition, S.service
+TOPIC = "TopicBounds"
+METHOD = "/apache.rocketmq.v2.MessagingService/"
+
+server = server_fixture(TOPIC)
+stub = stub_fixture()
+
+
+def rss_mib(serve: ServeProcess) -> float:
+    assert serve.proc is not None
+    for line in Path(f"/proc/{serve.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def meta(client: str) -> list[tuple[str, str]]:
+    return [("x-mq-client-id", client), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "5.1.2")]
+
+
+def settings_command(topics: list[str]) -> object:
+    settings = D.Settings(client_type=D.PRODUCER)
+    for name in topics:
+        settings.publishing.topics.add(name=name)
+    return SV.TelemetryCommand(settings=settings)
+
+
+def telemetry(stub, client: str, command: object) -> tuple[object, list]:  # type: ignore[no-untyped-def]
+    """The stream's final status and its answers to one command."""
+    call = stub.Telemetry(iter([command]), metadata=meta(client), timeout=30)
+    answers = []
+    try:
+        answers = list(call)
+    except grpc.RpcError as exc:
+        return exc.code(), answers
+    return grpc.StatusCode.OK, answers
+
+
+def test_large_telemetry_settings_are_refused_and_memory_stays_bounded(server, stub) -> None:  # type: ignore[no-untyped-def]
+    before = rss_mib(server)
+    huge = settings_command([f"T{i:07d}" + "x" * 100 for i in range(8 * 1024 * 1024 // 110)])
+    assert huge.ByteSize() > 8 * 1024 * 1024
+    codes: list = []
+    peak = [before]
+
+    def client(i: int) -> None:
+        codes.append(telemetry(stub, f"big@{i}", huge)[0])
+        peak[0] = max(peak[0], rss_mib(server))
+
+    afters = []
+    for round_ in range(2):  # the second round takes no more than the first
+        threads = [threading.Thread(target=client, args=(round_ * 40 + i,)) for i in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        afters.append(rss_mib(server))
+    assert codes == [grpc.StatusCode.INVALID_ARGUMENT] * 80
+    assert afters[1] - before < 80, (before, peak[0], afters)
+    assert afters[1] - afters[0] < 24, (before, peak[0], afters)
+    # settings over the topic count are refused; at the bound they are kept
+    assert telemetry(stub, "many@1", settings_command([f"T{i}" for i in range(MAX_TOPICS + 1)]))[0] == (
+        grpc.StatusCode.INVALID_ARGUMENT
+    )
+    code, answers = telemetry(stub, "fits@1", settings_command([TOPIC] * MAX_TOPICS))
+    assert code == grpc.StatusCode.OK and answers[0].status.code == D.OK
+    print(f"RSS before {before:.0f} MiB, peak {peak[0]:.0f} MiB, after rounds {afters}")
+
+
+def test_undecodable_requests_are_answered_and_logged_once_per_client_and_kind(server) -> None:  # type: ignore[no-untyped-def]
+    size = len(server.output())
+    with grpc.insecure_channel(server.grpc) as channel:
+        calls = {
+            name: channel.unary_unary(METHOD + name, request_serializer=None, response_deserializer=None)
+            for name in ("SendMessage", "AckMessage", "QueryRoute")
+        }
+        for _ in range(300):
+            for name, call in calls.items():
+                raw = call(b"\xff\xff\xff\xff", metadata=meta("garbage@1"), timeout=5)
+                answer = getattr(SV, name + "Response").FromString(raw)
+                assert answer.status.code == D.BAD_REQUEST
+                assert answer.status.message.startswith("the request does not decode")
+        receive = channel.unary_stream(
+            METHOD + "ReceiveMessage", request_serializer=None, response_deserializer=None
+        )
+        [raw] = list(receive(b"\xff\xff", metadata=meta("garbage@1"), timeout=5))
+        assert SV.ReceiveMessageResponse.FromString(raw).status.code == D.BAD_REQUEST
+        stream = channel.stream_stream(
+            METHOD + "Telemetry", request_serializer=None, response_deserializer=None
+        )
+        try:
+            list(stream(iter([b"\xff\xff"]), metadata=meta("garbage@1"), timeout=5))
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT
+        else:
+            raise AssertionError("the Telemetry stream was not ended")
+    wait_until(lambda: "undecodable Telemetry" in server.output(), 5, "the Telemetry line")
+    log = server.output()[size:]
+    assert "Traceback" not in log and "DecodeError]" not in log
+    lines = [line for line in log.splitlines() if "undecodable" in line and "Telemetry" not in line]
+    assert len(lines) == 4, lines  # one per kind: three unary methods and ReceiveMessage
+    assert all("127.0.0.1" in line for line in lines)
+    # the Telemetry commands of both tests from this address: one line
+    assert len([line for line in server.output().splitlines() if "undecodable Telemetry" in line]) == 1
