@@ -10,14 +10,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.acl import Credentials
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.support.acl import exchange, is_refusal, signed, start_serve
+from tests.support.acl import exchange, is_refusal, serve_acl, signed
 from tests.support.serve import ServeProcess
 
 ADMIN = Credentials("dataAdmin01", "dataAdminSecret1")
@@ -70,14 +69,8 @@ def pull(topic: str, group: str = OWN_GROUP) -> RemotingCommand:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    tmp = tmp_path_factory.mktemp("acl-data")
-    acl_file = tmp / "plain_acl.yml"
-    acl_file.write_text(yaml.safe_dump(ACL))
-    serve = start_serve(tmp / "store", acl_file)
-    try:
+    with serve_acl(tmp_path_factory.mktemp("acl-data"), ACL) as serve:
         yield serve
-    finally:
-        serve.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,11 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import yaml
 
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.acl import Credentials, sign
@@ -73,6 +77,18 @@ def start_serve(store: Path, acl_file: Path, **conf: str) -> ServeProcess:
             del os.environ["RMQ_ACL_WATCH_SECONDS"]
         else:
             os.environ["RMQ_ACL_WATCH_SECONDS"] = previous
+
+
+@contextmanager
+def serve_acl(tmp: Path, acl: dict) -> Iterator[ServeProcess]:
+    """``start_serve`` over ``tmp/store`` with ``acl`` written as ``tmp/plain_acl.yml``; stopped after."""
+    acl_file = tmp / "plain_acl.yml"
+    acl_file.write_text(yaml.safe_dump(acl))
+    server = start_serve(tmp / "store", acl_file)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def exchange(
