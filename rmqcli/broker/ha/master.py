@@ -26,6 +26,9 @@ then stops with "master pushed offset not equal the max phy offset in slave, SLA
 (4.9.8's slave logs that line and reconnects). A first word that is negative is no slave's: the
 connection is closed.
 
+With ``admit`` set (a broker with ``aclEnable``: ``rmqcli.broker.acl.hagate``), a connection whose
+peer it does not admit is closed before a byte is read or sent (4.9.8 admits everyone).
+
 SYNC_MASTER (``GroupTransferService``, ``isSlaveOK``): ``when_acked(next_offset, callback, timeout)``
 calls ``callback(True)`` once some slave acknowledged ``next_offset`` (the offset after a
 message), ``callback(False)`` after ``timeout``; ``slave_acked`` is the same as a future;
