@@ -56,8 +56,11 @@ def test_the_put_hook_rules() -> None:
         with pytest.raises(tm.TimerRefusal) as refused:
             timed(bad)
         assert refused.value.code == RS.MESSAGE_ILLEGAL and "259200000ms" in refused.value.remark
-    # Java long arithmetic: a delay that overflows wraps into the past, stored as sent
-    assert timed({"TIMER_DELAY_SEC": str(2**62)}) is None
+    # no Java wrap-around: a delay that overflows a long is beyond the max delay, refused
+    for huge in ({"TIMER_DELAY_SEC": str(2**62)}, {"TIMER_DELAY_MS": str(2**63 - 1)}):
+        with pytest.raises(tm.TimerRefusal) as refused:
+            timed(huge)
+        assert refused.value.code == RS.MESSAGE_ILLEGAL
     with pytest.raises(tm.TimerRefusal) as off:
         tm.timed({"TIMER_DELAY_SEC": "3"}, "T", 0, 0, TimerConfig(wheel_enable=False), NOW)
     assert off.value.code == RS.SYSTEM_ERROR

@@ -69,11 +69,6 @@ def _java_long(text: str) -> int:
     return value
 
 
-def _wrap(value: int) -> int:
-    """Java ``long`` arithmetic: wraps around."""
-    return (value - _LONG_MIN) % (1 << 64) + _LONG_MIN
-
-
 def delay_level(props: dict[str, str]) -> int:
     """``getDelayTimeLevel`` (0 when absent or not a number)."""
     try:
@@ -102,9 +97,9 @@ def timed(
         raise not_enabled()
     try:
         if TIMER_DELAY_SEC in props:
-            deliver = _wrap(now + _wrap(_java_long(props[TIMER_DELAY_SEC]) * 1000))
+            deliver = now + _java_long(props[TIMER_DELAY_SEC]) * 1000  # no wrap-around (rmq's own)
         elif TIMER_DELAY_MS in props:
-            deliver = _wrap(now + _java_long(props[TIMER_DELAY_MS]))
+            deliver = now + _java_long(props[TIMER_DELAY_MS])
         else:
             deliver = _java_long(props[TIMER_DELIVER_MS])
     except ValueError:
@@ -118,6 +113,16 @@ def timed(
     precision = config.precision_ms
     out = deliver - precision if deliver % precision == 0 else deliver // precision * precision
     return {TIMER_OUT_MS: str(out), fmt.PROPERTY_REAL_TOPIC: topic, fmt.PROPERTY_REAL_QID: str(queue_id)}
+
+
+def cancelled(markers: set[tuple[str, str]], topic: str, uniq_key: str | None) -> bool:
+    """Whether a timer of ``topic`` with ``uniq_key`` is cancelled by the markers of its due time,
+    each ``(its real topic, its TIMER_DEL_UNIQKEY)``: a marker of the same topic naming the key bare
+    (5.1.1's form) or as ``<topic>+<key>`` (``TimerMessageStore.buildDeleteKey`` of 5.2 on). 5.1.1
+    matches on the key alone: a marker sent to any topic cancelled another topic's timer."""
+    if not uniq_key:
+        return False
+    return (topic, uniq_key) in markers or (topic, f"{topic}+{uniq_key}") in markers
 
 
 def due_ms(out_ms: int, config: TimerConfig) -> int:

@@ -33,6 +33,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
+from rmqcli.broker.timer import horizon as hz
 from rmqcli.broker.timer import message as tm
 from rmqcli.broker.timer.config import TimerConfig, timer_config
 from rmqcli.store.naming import is_safe_topic_dir
@@ -47,6 +48,7 @@ SCAN_CHUNK = 1024  # timer-queue units read per loop callback
 ROUND = 2048  # deliveries per loop callback
 MAX_WAIT_SECONDS = 3600.0  # the longest single wait (a far time is waited for in steps)
 RETRY_MS = 1000  # a delivery the store refused is tried again this much later
+LEAD_MS = 30_000  # a pass starts this long before the earliest timer left on disk is due
 MAX_QUEUE_ID = 1 << 16  # a REAL_QID beyond is skipped (read from the store: bounded)
 DELETE, NORMAL = 0, 1
 
@@ -73,7 +75,11 @@ class TimerService:
         self._armed_for: int | None = None
         self._soon: asyncio.Handle | None = None
         self._deleted_due = -1
-        self._deleted: set[str] = set()
+        self._deleted: set[tuple[str, str]] = set()  # (real topic, key) of the markers of a due time
+        self.horizon: int | None = None  # timers due from then on are left on disk (``horizon``)
+        self.deferred = hz.Deferred()
+        self._pass: hz.Pass | None = None
+        self.evictions = 0
         self._stopped = asyncio.Event()
         self._running = False  # ``run`` arms the loop's timers; ``deliver_due`` drives it by hand
 
@@ -81,9 +87,13 @@ class TimerService:
     @property
     def committed(self) -> int:
         """The offset below which the timer queue is delivered."""
+        marks = [self.scanned if self.scanned is not None else 0]
         if self._open:
-            return self._open[0]
-        return self.scanned if self.scanned is not None else 0
+            marks.append(self._open[0])
+        for deferred in (self.deferred, self._pass.found if self._pass is not None else None):
+            if deferred is not None and deferred.first is not None:
+                marks.append(deferred.first)
+        return min(marks)
 
     def _commit(self) -> None:
         offsets = self.ctl.offsets
@@ -97,13 +107,16 @@ class TimerService:
 
     # --- reading the timer queue --------------------------------------------------------------
     def arrived(self, queue_offset: int, physical: int, out_ms: int, delete: bool) -> None:
-        """A message just put into the timer queue: held at once when the reader is caught up."""
+        """A message just put into the timer queue: placed at once when the reader is caught up."""
         if self._stopped.is_set():
             return
-        if self.scanned != queue_offset or len(self.heap) >= self.cap:
+        if (
+            self.scanned != queue_offset
+            or self._pass is not None
+            or not self._place(queue_offset, physical, out_ms, delete)
+        ):
             self._schedule_scan()
             return
-        self._hold(queue_offset, physical, out_ms, delete)
         self.scanned = queue_offset + 1
         self._arm()
 
@@ -117,61 +130,161 @@ class TimerService:
         heapq.heappush(self.heap, (due, DELETE if delete else NORMAL, queue_offset, physical, enqueue))
         heapq.heappush(self._open, queue_offset)
 
+    def _place(self, offset: int, physical: int, out_ms: int, delete: bool, low: bool = False) -> bool:
+        """A unit read at ``offset``: held when due before the horizon (the pass's target for a
+        pass, ``low``: one due before the horizon is held already), else left on disk and noted.
+        False when the memory is full of timers that cannot go back (nothing read)."""
+        due = tm.due_ms(out_ms, self.config)
+        if low and hz.before(due, self.horizon):
+            return True
+        target = self._pass.target if low and self._pass is not None else self.horizon
+        for _ in range(2):
+            if not hz.before(due, target):
+                (self._pass.found if low and self._pass is not None else self.deferred).note(offset, due)
+                return True
+            if len(self.heap) < self.cap:
+                self._hold(offset, physical, out_ms, delete)
+                return True
+            if not self._evict():
+                return False
+            target = self._pass.target if low and self._pass is not None else self.horizon
+        return False
+
+    def _evict(self) -> bool:
+        """The later half of the held timers back to disk (``horizon.cut``); False when none can."""
+        at = hz.cut(sorted(e[0] for e in self.heap), now_ms())
+        if at is None:
+            return False
+        kept = []
+        for entry in self.heap:
+            if entry[0] < at:
+                kept.append(entry)
+                continue
+            self.deferred.note(entry[2], entry[0])
+            if self._pass is not None:
+                self._pass.found.note(entry[2], entry[0])
+        heapq.heapify(kept)
+        self.heap = kept
+        self._open = [e[2] for e in kept]
+        heapq.heapify(self._open)
+        self._done.clear()
+        self.horizon = hz.lower(self.horizon, at)
+        if self._pass is not None:
+            self._pass.target = hz.lower(self._pass.target, at)
+        self.evictions += 1
+        return True
+
+    def _read(self, offset: int, physical: int) -> tuple[int, bool] | None:
+        """``(TIMER_OUT_MS, is a cancel marker)`` of the unit at ``offset``; None (logged) if bad."""
+        rec = self.ctl.store.look_message(physical)
+        try:
+            out_ms = int(rec.properties[tm.TIMER_OUT_MS]) if rec is not None else None
+        except (KeyError, ValueError):
+            out_ms = None
+        if rec is None or out_ms is None:
+            log.error("timer queue offset %d: no record or no TIMER_OUT_MS; skipped", offset)
+            return None
+        return out_ms, tm.TIMER_DEL_UNIQKEY in rec.properties
+
     def _schedule_scan(self) -> None:
         if self._soon is None and self.scanned is not None and self._running and not self._stopped.is_set():
             self._soon = asyncio.get_running_loop().call_soon(self._scan)
 
-    def _scan(self, arm: bool = True) -> None:
-        """Read up to ``SCAN_CHUNK`` units of the timer queue into the heap (while there is room);
-        then, with ``arm``, go on reading soon and arm the delivery (on the running loop)."""
-        self._soon = None
+    def _pass_due(self, now: int) -> bool:
+        due = self.deferred.due
+        return (
+            self._pass is None
+            and due is not None
+            and due - LEAD_MS <= now
+            and len(self.heap) < max(1, self.cap // 2)
+        )
+
+    def _units(self, start: int, count: int) -> tuple[int, list]:
+        """Up to ``count`` units from ``start`` (moved past what the clean-up removed)."""
         store = self.ctl.store
-        assert self.scanned is not None
+        units = list(store.unit_tuples(tm.TIMER_TOPIC, 0, start, count))
+        if not units:
+            low = store.min_offset(tm.TIMER_TOPIC, 0)
+            if start < low:
+                return low, list(store.unit_tuples(tm.TIMER_TOPIC, 0, low, count))
+        return start, units
+
+    def _step_pass(self, budget: int) -> tuple[int, bool]:
+        """Read on in the pass: (units read, blocked); the pass ends at the read position."""
+        p = self._pass
+        assert p is not None and self.scanned is not None
         count = 0
-        while len(self.heap) < self.cap and count < SCAN_CHUNK:
-            units = list(store.unit_tuples(tm.TIMER_TOPIC, 0, self.scanned, min(256, SCAN_CHUNK - count)))
+        while count < budget and p.pos < self.scanned:
+            p.pos, units = self._units(p.pos, min(256, budget - count, self.scanned - p.pos))
             if not units:
-                low = store.min_offset(tm.TIMER_TOPIC, 0)
-                if self.scanned < low:  # removed by the clean-up: nothing left to deliver there
-                    self.scanned = low
-                    continue
+                p.pos = self.scanned
                 break
             for physical, _size, _tags in units:
-                if len(self.heap) >= self.cap:
-                    break
-                offset = self.scanned
-                self.scanned += 1
+                read = self._read(p.pos, physical)
+                if read is not None and not self._place(p.pos, physical, read[0], read[1], low=True):
+                    return count, True
+                p.pos += 1
                 count += 1
-                rec = store.look_message(physical)
-                try:
-                    out_ms = int(rec.properties[tm.TIMER_OUT_MS]) if rec is not None else None
-                except (KeyError, ValueError):
-                    out_ms = None
-                if rec is None or out_ms is None:
-                    log.error("timer queue offset %d: no record or no TIMER_OUT_MS; skipped", offset)
+        if p.pos >= self.scanned:
+            self.horizon, self.deferred, self._pass = p.target, p.found, None
+        return count, False
+
+    def _step_forward(self, budget: int) -> tuple[int, bool]:
+        """Read new units of the timer queue: (units read, blocked)."""
+        assert self.scanned is not None
+        count = 0
+        while count < budget:
+            self.scanned, units = self._units(self.scanned, min(256, budget - count))
+            if not units:
+                break
+            for physical, _size, _tags in units:
+                offset = self.scanned
+                read = self._read(offset, physical)
+                if read is None:
                     heapq.heappush(self._open, offset)
                     self._finish(offset)
-                    continue
-                self._hold(offset, physical, out_ms, tm.TIMER_DEL_UNIQKEY in rec.properties)
+                elif not self._place(offset, physical, read[0], read[1]):
+                    return count, True
+                self.scanned = offset + 1
+                count += 1
+        return count, False
+
+    def _scan(self, arm: bool = True, now: int | None = None) -> None:
+        """Read up to ``SCAN_CHUNK`` units (a pass first when one is due or under way, else new
+        units); then, with ``arm``, go on reading soon and arm the delivery (on the running loop)."""
+        self._soon = None
+        if self._pass_due(now_ms() if now is None else now):
+            assert self.deferred.first is not None
+            self._pass = hz.Pass(self.deferred.first)
+        if self._pass is not None:
+            count, blocked = self._step_pass(SCAN_CHUNK)
+        else:
+            count, blocked = self._step_forward(SCAN_CHUNK)
         self._commit()
         if not arm:
             return
-        if count >= SCAN_CHUNK and len(self.heap) < self.cap:
+        if count >= SCAN_CHUNK or (self._pass is not None and not blocked):
             self._schedule_scan()
         self._arm()
 
     # --- delivering ---------------------------------------------------------------------------
     def _arm(self) -> None:
-        if not self.heap or self.scanned is None or not self._running or self._stopped.is_set():
+        if self.scanned is None or not self._running or self._stopped.is_set():
             return
-        due = self.heap[0][0]
+        wake = self.heap[0][0] if self.heap else None
+        room = len(self.heap) < max(1, self.cap // 2)
+        if self.deferred.due is not None and self._pass is None and room:  # a pass, in time
+            start = self.deferred.due - LEAD_MS
+            wake = start if wake is None else min(wake, start)
+        if wake is None:
+            return
         if self._handle is not None:
-            if self._armed_for == due:
+            if self._armed_for == wake:
                 return
             self._handle.cancel()
-        delay = min(max(0.0, (due - now_ms()) / 1000), MAX_WAIT_SECONDS)  # re-armed when not due
+        delay = min(max(0.0, (wake - now_ms()) / 1000), MAX_WAIT_SECONDS)  # re-armed when not due
         self._handle = asyncio.get_running_loop().call_later(delay, self._fire)
-        self._armed_for = due
+        self._armed_for = wake
 
     def _fire(self) -> None:
         self._handle = None
@@ -191,7 +304,11 @@ class TimerService:
         if delivered_any and self.ctl.store.sync_flush:
             self.ctl.store.flushed()  # GroupCommitService.wakeup for the unwaited puts
         self._commit()
-        if self.scanned is not None and self.scanned < self.ctl.store.max_offset(tm.TIMER_TOPIC, 0):
+        if self.scanned is not None and (
+            self._pass is not None
+            or self._pass_due(now)
+            or self.scanned < self.ctl.store.max_offset(tm.TIMER_TOPIC, 0)
+        ):
             self._schedule_scan()
         if count >= ROUND and self.heap and self.heap[0][0] <= now:
             self._handle = asyncio.get_running_loop().call_soon(self._fire)  # type: ignore[assignment]
@@ -210,10 +327,13 @@ class TimerService:
         if rec is None:
             log.error("timer queue offset %d: no record at %d; skipped", offset, physical)
             return True
+        real_topic = rec.properties.get(fmt.PROPERTY_REAL_TOPIC, "")
         if kind == DELETE:
-            self._deleted.add(rec.properties.get(tm.TIMER_DEL_UNIQKEY, ""))
+            self._deleted.add((real_topic, rec.properties.get(tm.TIMER_DEL_UNIQKEY, "")))
             return True
-        if rec.properties.get(fmt.PROPERTY_UNIQ_KEY) in self._deleted:
+        if self._deleted and tm.cancelled(
+            self._deleted, real_topic, rec.properties.get(fmt.PROPERTY_UNIQ_KEY)
+        ):
             return True
         try:
             inner = tm.delivered(rec, enqueue, now)
@@ -243,8 +363,8 @@ class TimerService:
             self._start_reading()
         done = 0
         while True:
-            before = self.scanned
-            self._scan(arm=False)
+            before = (self.scanned, self._pass.pos if self._pass is not None else None, done)
+            self._scan(arm=False, now=now)
             while self.heap and self.heap[0][0] <= now:
                 entry = heapq.heappop(self.heap)
                 if not self._deliver(entry, now):
@@ -253,7 +373,9 @@ class TimerService:
                     return done
                 done += 1
                 self._finish(entry[2])
-            if self.heap or self.scanned == before:  # nothing due held, or nothing more to read
+            after = (self.scanned, self._pass.pos if self._pass is not None else None, done)
+            busy = self._pass is not None or self._pass_due(now)
+            if after == before or (self.heap and not busy):  # nothing more, or nothing due held
                 self._commit()
                 return done
 
