@@ -12,6 +12,8 @@ A file is unlinked first and unmapped after, so a file that cannot be deleted st
 kept as "hanged" and tried again every ``redeleteHangedFileInterval`` ms (``redeleteHangedFile``).
 rmq's reads copy bytes out of the maps, so no reader ever holds a file and
 ``destroyMapedFileIntervalForcibly`` (how long 4.9.8 waits for readers) never has to elapse.
+Between rounds the writer's own guard (``rmqcli.store.write.files``: blocks reserved before they are
+written) marks the store full the moment a record finds no room on the disk.
 DELETE_EXPIRED_COMMITLOG gives the next 20 rounds leave to delete whatever the hour
 (``executeDeleteFilesManually``) and, unlike 4.9.8, runs the first of them at once.
 """
@@ -82,6 +84,14 @@ class RetentionService:
         self._full_warned = False
         self.deleted_commitlog: list[str] = []  # every CommitLog file name deleted since start
         self._lock = asyncio.Lock()
+        self.writer.on_disk_full = self._out_of_space
+
+    def _out_of_space(self, exc: OSError) -> None:
+        """The writer found no room for a record (rmq's own guard, between rounds): the store is
+        marked full at once, so the sends are refused (14) until a round finds space again."""
+        if not self.store.disk_full:
+            self.store.disk_full = True
+            log.error("disk full (%s), so mark disk full: sends are refused", exc)
 
     @property
     def config(self) -> rules.RetentionConfig:

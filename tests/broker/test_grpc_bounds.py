@@ -7,14 +7,14 @@ BAD_REQUEST and logged once per client address and kind, without a traceback."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import grpc
 
 from rmqcli.broker.grpc.settings import MAX_TOPICS
 from rmqcli.broker.grpc.stubs import load
 from tests.support.grpcserve import server_fixture, stub_fixture
-from tests.support.serve import ServeProcess, wait_until
+from tests.support.rss import rss_mib
+from tests.support.serve import wait_until
 
 S = load()
 D, SV = S.definition, S.service
@@ -23,14 +23,6 @@ METHOD = "/apache.rocketmq.v2.MessagingService/"
 
 server = server_fixture(TOPIC)
 stub = stub_fixture()
-
-
-def rss_mib(serve: ServeProcess) -> float:
-    assert serve.proc is not None
-    for line in Path(f"/proc/{serve.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def meta(client: str) -> list[tuple[str, str]]:

@@ -8,6 +8,8 @@ the order of their times."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rmqcli.broker import timer
@@ -17,25 +19,27 @@ from rmqcli.store.write.messages import InnerMessage
 from tests.broker.test_timer_serve import TOPIC, delivered, send_many, start, tsend
 from tests.support import popwire as w
 from tests.support.controller import broker_controller
+from tests.support.rss import rss_mib
 from tests.support.serve import ServeProcess, wait_until
 
 OTHER = "TopicTimerOther"
 DAY_MS = 86_400_000
 
 
-def rss_mib(serve: ServeProcess) -> float:
-    assert serve.proc is not None
-    for line in Path(f"/proc/{serve.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+@contextmanager
+def served(tmp_path: Path, name: str, **conf: str) -> Iterator[tuple[ServeProcess, str]]:
+    """``rmq serve`` with ``TOPIC`` and ``OTHER``, and its broker address; stopped at the end."""
+    s = start(tmp_path, name, **conf)
+    try:
+        for topic in (TOPIC, OTHER):
+            assert w.create_topic(s.broker, topic, 1).code == RS.SUCCESS
+        yield s, s.broker
+    finally:
+        s.stop()
 
 
 def test_far_future_flood_does_not_delay_a_due_timer(tmp_path: Path) -> None:
-    s = start(tmp_path, "flood", timerMaxPending="2000")
-    try:
-        a = s.broker
-        assert w.create_topic(a, TOPIC, 1).code == RS.SUCCESS
+    with served(tmp_path, "flood", timerMaxPending="2000") as (s, a):
         before = rss_mib(s)
         far = int(time.time() * 1000) + 2 * DAY_MS
         flood = [{"UNIQ_KEY": f"F{i}", "TIMER_DELIVER_MS": str(far + 1000 * (i % 600))} for i in range(2600)]
@@ -47,29 +51,18 @@ def test_far_future_flood_does_not_delay_a_due_timer(tmp_path: Path) -> None:
         assert [r.properties["UNIQ_KEY"] for r in delivered(a)] == ["DUE"] and took < 7
         assert rss_mib(s) - before < 32
         print(f"3 s timer after the flood: {took:.1f} s; RSS {before:.0f} -> {rss_mib(s):.0f} MiB")
-    finally:
-        s.stop()
 
 
 def test_long_max_delays_are_refused(tmp_path: Path) -> None:
-    s = start(tmp_path, "max")
-    try:
-        a = s.broker
-        assert w.create_topic(a, TOPIC, 1).code == RS.SUCCESS
+    with served(tmp_path, "max") as (_, a):
         for props in ({"TIMER_DELAY_MS": str(2**63 - 1)}, {"TIMER_DELAY_SEC": str(2**63 - 1)}):
             assert tsend(a, {"UNIQ_KEY": "WRAP", **props}).code == RS.MESSAGE_ILLEGAL
         time.sleep(1.5)
         assert delivered(a) == []  # not delivered at once
-    finally:
-        s.stop()
 
 
 def test_a_cancel_marker_needs_the_topic_and_the_key(tmp_path: Path) -> None:
-    s = start(tmp_path, "cancel")
-    try:
-        a = s.broker
-        assert w.create_topic(a, TOPIC, 1).code == RS.SUCCESS
-        assert w.create_topic(a, OTHER, 1).code == RS.SUCCESS
+    with served(tmp_path, "cancel") as (_, a):
         at = str((int(time.time() * 1000) // 1000 + 3) * 1000 + 500)  # all in the same second
         for key in ("VICTIM", "BARE", "PREFIXED"):
             assert tsend(a, {"UNIQ_KEY": key, "TIMER_DELIVER_MS": at}).code == RS.SUCCESS
@@ -86,8 +79,6 @@ def test_a_cancel_marker_needs_the_topic_and_the_key(tmp_path: Path) -> None:
         time.sleep(1.5)  # the cancelled ones would come in the same round
         assert [r.properties["UNIQ_KEY"] for r in delivered(a)] == ["VICTIM"]
         assert delivered(a, OTHER) == []  # markers are never delivered
-    finally:
-        s.stop()
 
 
 def test_timers_left_on_disk_come_back_in_order_and_none_is_lost(tmp_path: Path) -> None:

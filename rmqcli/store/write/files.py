@@ -2,15 +2,37 @@
 
 Files are pre-allocated to their full size (sparse, zero-filled) and written through ``mmap``,
 as a broker does (FORMATS.md §1.1, §2.1). Names are the 20-digit global offset of the first byte.
+
+A write through a map into a hole the file system cannot fill kills the process with SIGBUS, so
+the blocks are reserved first (``WritableFile.reserve``: ``posix_fallocate`` of the range about to
+be written, ``ALLOCATE_CHUNK`` ahead, one call per chunk): a full disk raises ``DiskFullError``
+(ENOSPC) before anything is written. A queue made with ``keep_free`` (the CommitLog) also refuses a
+chunk that would leave less than that free, so the consume queues and the index written after
+each record still find room (rmq's own; issue 41).
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
 
 from rmqcli.store.naming import is_offset_name, offset_to_name
+
+ALLOCATE_CHUNK = 1 << 20
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFullError(OSError):
+    """No room on the disk for bytes about to be written (nothing was written)."""
+
+
+def full_error(exc: OSError, path: Path) -> OSError:
+    """``exc`` as a ``DiskFullError`` when it says the disk is full."""
+    if exc.errno in _FULL and not isinstance(exc, DiskFullError):
+        return DiskFullError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
+    return exc
 
 
 def map_writable(path: Path, size: int) -> mmap.mmap:
@@ -20,7 +42,10 @@ def map_writable(path: Path, size: int) -> mmap.mmap:
     try:
         fd = os.open(path, os.O_RDWR)
     except FileNotFoundError:
-        fd = _create_full(path, size)
+        try:
+            fd = _create_full(path, size)
+        except OSError as exc:
+            raise full_error(exc, path) from None
     try:
         if os.fstat(fd).st_size != size:
             os.ftruncate(fd, size)
@@ -45,12 +70,14 @@ def _create_full(path: Path, size: int) -> int:
 class WritableFile:
     """One pre-allocated file, memory-mapped for writing; ``wrote`` is the write position."""
 
-    def __init__(self, path: Path, from_offset: int, size: int, wrote: int = 0):
+    def __init__(self, path: Path, from_offset: int, size: int, wrote: int = 0, keep_free: int = 0):
         self.path = path
         self.from_offset = from_offset
         self.size = size
         self.wrote = wrote
         self.first_in_queue = False
+        self.keep_free = keep_free
+        self._lo = self._hi = 0  # a range of the file whose blocks are reserved
         self._map = map_writable(path, size)
 
     @property
@@ -61,15 +88,47 @@ class WritableFile:
     def full(self) -> bool:
         return self.wrote >= self.size
 
+    def reserved(self, length: int) -> bool:
+        """Whether ``length`` bytes at the write position have their blocks."""
+        return self._lo <= self.wrote and self.wrote + length <= self._hi
+
+    def reserve(self, pos: int, end: int) -> None:
+        """Blocks for the bytes ``[pos, end)`` before they are written; ``DiskFullError`` if the
+        disk has none (or, with ``keep_free``, would keep less than that free)."""
+        if self._lo <= pos and end <= self._hi:
+            return
+        lo = pos - pos % ALLOCATE_CHUNK
+        hi = min(self.size, end - end % ALLOCATE_CHUNK + ALLOCATE_CHUNK)
+        try:
+            if self.keep_free:
+                fs = os.statvfs(self.path)
+                if fs.f_bavail * fs.f_frsize < (hi - lo) + self.keep_free:
+                    raise DiskFullError(errno.ENOSPC, "less free space than the store keeps", str(self.path))
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, lo, hi - lo)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate there: unguarded
+                raise full_error(exc, self.path) from None
+        self._lo, self._hi = lo, hi
+
     def append(self, data: bytes) -> int:
         """Write ``data`` at the write position; returns the position it was written at."""
         pos = self.wrote
-        self._map[pos : pos + len(data)] = data
-        self.wrote = pos + len(data)
+        end = pos + len(data)
+        if end > self._hi or pos < self._lo:
+            self.reserve(pos, end)
+        self._map[pos:end] = data
+        self.wrote = end
         return pos
 
     def write_at(self, pos: int, data: bytes) -> None:
-        self._map[pos : pos + len(data)] = data
+        end = pos + len(data)
+        if end > self._hi or pos < self._lo:
+            self.reserve(pos, end)
+        self._map[pos:end] = data
 
     def read(self, pos: int, length: int) -> bytes:
         return self._map[pos : pos + length]
@@ -88,9 +147,10 @@ class WritableFile:
 class WritableFileQueue:
     """The files of one directory, each ``file_size`` bytes, named by start offset."""
 
-    def __init__(self, directory: Path, file_size: int):
+    def __init__(self, directory: Path, file_size: int, keep_free: int = 0):
         self.directory = directory
         self.file_size = file_size
+        self.keep_free = keep_free  # bytes a new chunk must leave free on the disk (``reserve``)
         self.files: list[WritableFile] = []
 
     def open_existing(self) -> None:
@@ -99,7 +159,8 @@ class WritableFileQueue:
             return
         names = sorted(p.name for p in self.directory.iterdir() if is_offset_name(p.name))
         for name in names:
-            self.files.append(WritableFile(self.directory / name, int(name), self.file_size, self.file_size))
+            path = self.directory / name
+            self.files.append(WritableFile(path, int(name), self.file_size, self.file_size, self.keep_free))
 
     @property
     def last(self) -> WritableFile | None:
@@ -115,7 +176,9 @@ class WritableFileQueue:
         else:
             return last
         self.directory.mkdir(parents=True, exist_ok=True)
-        created = WritableFile(self.directory / offset_to_name(create), create, self.file_size)
+        created = WritableFile(
+            self.directory / offset_to_name(create), create, self.file_size, 0, self.keep_free
+        )
         created.first_in_queue = last is None
         self.files.append(created)
         return created

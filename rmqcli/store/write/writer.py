@@ -10,6 +10,7 @@ global state; the clock and the index file namer are injectable.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from rmqcli.store.store import (
 )
 from rmqcli.store.write.config import BrokerConfigState
 from rmqcli.store.write.dispatch import Dispatcher, DispatchRequest
-from rmqcli.store.write.files import WritableFile, WritableFileQueue, fsync_dir
+from rmqcli.store.write.files import DiskFullError, WritableFile, WritableFileQueue, fsync_dir
 from rmqcli.store.write.index import IndexNamer
 from rmqcli.store.write.messages import (
     DEFAULT_STORE_HOST,
@@ -59,6 +60,9 @@ from rmqcli.store.write.records import (
 
 Clock = Callable[[], int]
 DEFAULT_CLUSTER = "DefaultCluster"
+log = logging.getLogger(__name__)
+
+KEEP_FREE = 4 * 1024 * 1024  # a CommitLog chunk leaves this free for the queues and the index
 LOCK_CONTENT = b"lock"  # DefaultMessageStore.start writes these bytes into the lock file
 _QUEUED = QUEUED_TRANSACTION_TYPES
 
@@ -96,7 +100,8 @@ class StoreWriter:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(self.root / LOCK_FILE)
         cl_size = self.settings.mapped_file_size_commitlog
-        self.commitlog = WritableFileQueue(self.root / COMMITLOG_DIR, cl_size)
+        self.commitlog = WritableFileQueue(self.root / COMMITLOG_DIR, cl_size, KEEP_FREE)
+        self.on_disk_full: Callable[[DiskFullError], None] | None = None  # told before it is raised
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.index_namer = index_namer or (lambda _ts: index_file_name(self.clock()))
         # index_behind: another worker builds the index of the records there are (index_caught_up)
@@ -363,19 +368,44 @@ class StoreWriter:
         return offset
 
     def _file_for(self, length: int) -> WritableFile:
-        """The file to append ``length`` bytes to; ends a file with a BLANK when they do not fit."""
+        """The file to append ``length`` bytes to, their blocks reserved; ends a file with a BLANK
+        when they do not fit. A full disk (``DiskFullError``) is told to ``on_disk_full`` first."""
         files = self.commitlog.files
         if files and files[-1].size - files[-1].wrote >= length + BLANK_RECORD_SIZE:
-            return files[-1]  # the usual case: room left in the last file
+            mf = files[-1]  # the usual case: room left in the last file
+            if not mf.reserved(length):
+                self._reserve(mf, length)
+            return mf
         if length + BLANK_RECORD_SIZE > self.commitlog.file_size:
             raise UsageError(f"a {length}-byte record does not fit a {self.commitlog.file_size}-byte file")
-        mf = self.commitlog.last_for(self.commitlog.max_offset)
-        if length + BLANK_RECORD_SIZE > mf.remaining:
-            remaining = mf.remaining
-            mf.write_at(mf.wrote, blank_record(remaining))
-            mf.wrote = mf.size
+        try:
             mf = self.commitlog.last_for(self.commitlog.max_offset)
+            if length + BLANK_RECORD_SIZE > mf.remaining:
+                remaining = mf.remaining
+                mf.write_at(mf.wrote, blank_record(remaining))
+                mf.wrote = mf.size
+                mf = self.commitlog.last_for(self.commitlog.max_offset)
+        except DiskFullError as exc:
+            self._out_of_space(exc)
+            raise
+        except OSError as exc:
+            log.error(
+                "CommitLog: cannot create or map the next file in %s: %s", self.commitlog.directory, exc
+            )
+            raise
+        self._reserve(mf, length)
         return mf
+
+    def _reserve(self, mf: WritableFile, length: int) -> None:
+        try:
+            mf.reserve(mf.wrote, mf.wrote + length)
+        except DiskFullError as exc:
+            self._out_of_space(exc)
+            raise
+
+    def _out_of_space(self, exc: DiskFullError) -> None:
+        if self.on_disk_full is not None:
+            self.on_disk_full(exc)
 
     # --- dispatch -------------------------------------------------------------------------------
     def _dispatch(self, req: DispatchRequest) -> None:

@@ -1,0 +1,90 @@
+"""A disk filled fast (issue 41): ``rmq serve`` on a 64 MiB tmpfs with 8 MiB CommitLog files, sent
+64 KiB bodies over remoting as fast as it answers, before any clean-up round: once the disk is full
+the sends are refused with 14 (SERVICE_NOT_AVAILABLE), the broker lives on (no SIGBUS), every
+acknowledged message is in the store and ``rmq verify`` finds it clean. Needs permission to mount a
+tmpfs (root); skipped without."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rmqcli.remoting.client import RemotingClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.codes import ResponseCode as RS
+from tests.broker.test_timer_serve import header
+from tests.support import popwire as w
+from tests.support.cli import run_rmq
+from tests.support.serve import ServeProcess, write_conf
+
+TOPIC = "TopicFill"
+BODY = b"f" * 65536
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(addr: str, limit: int) -> list[int]:
+    """Sends of ``BODY``, 16 at a time, until 40 in a row are refused: the answers' codes."""
+
+    async def go() -> list[int]:
+        codes: list[int] = []
+        async with RemotingClient() as client:
+            while len(codes) < limit and not (len(codes) >= 40 and set(codes[-40:]) != {RS.SUCCESS}):
+                batch = [
+                    client.invoke(
+                        addr,
+                        RemotingCommand.request(
+                            RC.SEND_MESSAGE_V2, header(TOPIC, {"KEYS": f"K{len(codes) + i}"}), BODY
+                        ),
+                        20.0,
+                    )
+                    for i in range(16)
+                ]
+                codes += [r.code for r in await asyncio.gather(*batch)]
+        return codes
+
+    return asyncio.run(go())
+
+
+def test_a_fast_fill_is_refused_with_14_and_the_broker_lives(small_disk: Path, tmp_path: Path) -> None:
+    conf = write_conf(
+        tmp_path / "broker.conf",
+        mappedFileSizeCommitLog=str(8 * 1024 * 1024),
+        mappedFileSizeConsumeQueue=str(20 * 4000),
+        maxHashSlotNum="1000",
+        maxIndexNum="4000",
+    )  # small queue and index files: on a tmpfs, reading a hole through a map takes a page too
+    serve = ServeProcess(small_disk / "store", conf).start()
+    try:
+        a = serve.broker
+        assert w.create_topic(a, TOPIC, 4).code == RS.SUCCESS
+        codes = fill(a, 3000)
+        stored = codes.count(RS.SUCCESS)
+        assert stored > 500 and set(codes) <= {RS.SUCCESS, RS.SERVICE_NOT_AVAILABLE}, sorted(set(codes))
+        assert codes[-1] == RS.SERVICE_NOT_AVAILABLE
+        assert serve.proc is not None and serve.proc.poll() is None  # alive
+        assert "disk full" in serve.output()
+        pulled = sum(len(w.pull_all(a, TOPIC, q)) for q in range(4))
+        assert pulled == stored
+    finally:
+        code = serve.stop()
+    assert code == 0, serve.output()[-2000:]
+    verify = run_rmq("verify", str(small_disk / "store"))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
