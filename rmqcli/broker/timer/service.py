@@ -11,16 +11,19 @@ offset past the longest delivered prefix. After a SIGKILL what was delivered aft
 of the offsets is delivered again (at least once, never lost).
 
 Bounded memory: at most ``cap`` (broker.conf ``timerMaxPending``, rmq's own key, default 100000)
-messages are held; the reader stops there and
-goes on as deliveries make room, so beyond ``cap`` pending messages a later-written message due
-earlier than the held ones waits until they are delivered.
+messages are held. Past it the later half of what is held goes back to disk (``horizon``): timers due
+from the horizon on are only noted (lowest offset, earliest time) and read again from the timer
+queue, in a pass, ``LEAD_MS`` before the earliest of them is due; so a flood of far-future timers
+never keeps a due one out (only more than ``cap`` timers due at once wait for room). The delivered
+prefix stays at the lowest timer left on disk (after a SIGKILL the timers delivered above it are
+delivered again).
 
 It runs on a master only (the controller starts it unless the broker is a slave; a slave acting
 as master does not deliver timers).
 
 Cancel (``TIMER_DEL_UNIQKEY``): a marker takes the same slot as the message it cancels; markers
-sort before messages of the same due time, so the message whose ``UNIQ_KEY`` a marker names is
-skipped and the marker itself is never delivered.
+sort before messages of the same due time, so the message of the marker's own topic whose
+``UNIQ_KEY`` it names (``message.cancelled``) is skipped and the marker itself is never delivered.
 """
 
 from __future__ import annotations
