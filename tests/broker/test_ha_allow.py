@@ -105,4 +105,7 @@ def test_the_groups_slave_syncs_and_replicates_under_acl(group: tuple[ServeProce
         return answer.code == RS.SUCCESS and b'"HaTopic"' in (answer.body or b"")
 
     wait_until(synced, 20, "the slave copies the master's topics")
+    config = exchange(slave.broker, signed(RemotingCommand.request(RC.GET_BROKER_CONFIG), ADMIN))
+    assert b"rmqBrokerSecretKey=******" in (config.body or b"")  # the secret is not shown
+    assert ADMIN.secret_key.encode() not in (config.body or b"")
     assert "slave sync of" not in slave.output()  # no part of the copy was refused
