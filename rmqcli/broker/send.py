@@ -60,6 +60,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.naming import CONSUMEQUEUE_DIR
 from rmqcli.store.store import INDEX_DIR
+from rmqcli.store.write.files import DiskFullError
 from rmqcli.store.write.messages import BatchElement, BatchMessage, Host, Message
 
 if TYPE_CHECKING:
@@ -258,22 +259,25 @@ def apply(
         needed = ctl.ha.acks_needed()
         if needed is None:
             return with_trace_fields(ctl, req.response(RS.SYSTEM_ERROR, IN_SYNC_REPLICAS_NOT_ENOUGH))
-    if isinstance(message, BatchMessage):
-        result = ctl.store.put_batch(message)
-        msg_id, queue_offset = result.msg_id, result.queue_offset
-        last = result.records[-1]
-    elif is_transactional(message.properties):
-        last = prepare(ctl, message)  # a half message (TransactionalMessageBridge)
-        msg_id, queue_offset = last.msg_id, last.queue_offset
-    elif timer.has_trigger(message.properties):  # 5.x timer: the put hook (rmqcli.broker.timer)
-        try:
-            last = timer.put_message(ctl, message)
-        except timer.TimerRefusal as exc:
-            return with_trace_fields(ctl, exc.answer(req))
-        msg_id, queue_offset = last.msg_id, last.queue_offset
-    else:
-        last = ctl.store.put(message, defer_dispatch=ctl.defer_dispatch)
-        msg_id, queue_offset = last.msg_id, last.queue_offset
+    try:
+        if isinstance(message, BatchMessage):
+            result = ctl.store.put_batch(message)
+            msg_id, queue_offset = result.msg_id, result.queue_offset
+            last = result.records[-1]
+        elif is_transactional(message.properties):
+            last = prepare(ctl, message)  # a half message (TransactionalMessageBridge)
+            msg_id, queue_offset = last.msg_id, last.queue_offset
+        elif timer.has_trigger(message.properties):  # 5.x timer: the put hook (rmqcli.broker.timer)
+            try:
+                last = timer.put_message(ctl, message)
+            except timer.TimerRefusal as exc:
+                return with_trace_fields(ctl, exc.answer(req))
+            msg_id, queue_offset = last.msg_id, last.queue_offset
+        else:
+            last = ctl.store.put(message, defer_dispatch=ctl.defer_dispatch)
+            msg_id, queue_offset = last.msg_id, last.queue_offset
+    except DiskFullError:  # the append found no room: the store is marked full already
+        return with_trace_fields(ctl, req.response(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl)))
     response = stored_response(ctl, req.opaque, req.serialize_type, msg_id, message.queue_id, queue_offset)
     wait_slave = waits_for_slave(ctl, message.properties)
     wait_flush = waits_for_flush(ctl, message.properties)

@@ -40,8 +40,8 @@ def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def fill(addr: str, limit: int) -> list[int]:
-    """Sends of ``BODY``, 16 at a time, until 40 in a row are refused: the answers' codes."""
+def fill(addr: str, limit: int, props: dict[str, str]) -> list[int]:
+    """Sends of ``BODY`` with ``props``, 16 at a time, until 40 in a row are refused: the codes."""
 
     async def go() -> list[int]:
         codes: list[int] = []
@@ -51,7 +51,7 @@ def fill(addr: str, limit: int) -> list[int]:
                     client.invoke(
                         addr,
                         RemotingCommand.request(
-                            RC.SEND_MESSAGE_V2, header(TOPIC, {"KEYS": f"K{len(codes) + i}"}), BODY
+                            RC.SEND_MESSAGE_V2, header(TOPIC, {"KEYS": f"K{len(codes) + i}", **props}), BODY
                         ),
                         20.0,
                     )
@@ -63,7 +63,12 @@ def fill(addr: str, limit: int) -> list[int]:
     return asyncio.run(go())
 
 
-def test_a_fast_fill_is_refused_with_14_and_the_broker_lives(small_disk: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("delayed", [False, True], ids=["plain", "delayed"])
+def test_a_fast_fill_is_refused_with_14_and_the_broker_lives(
+    small_disk: Path, tmp_path: Path, delayed: bool
+) -> None:
+    """Plain sends take the send lane; delayed ones (level 18: 2 h, parked in SCHEDULE_TOPIC_XXXX
+    queue 17) the general path: both answer 14 from the first send that finds no room."""
     conf = write_conf(
         tmp_path / "broker.conf",
         mappedFileSizeCommitLog=str(8 * 1024 * 1024),
@@ -75,13 +80,16 @@ def test_a_fast_fill_is_refused_with_14_and_the_broker_lives(small_disk: Path, t
     try:
         a = serve.broker
         assert w.create_topic(a, TOPIC, 4).code == RS.SUCCESS
-        codes = fill(a, 3000)
+        codes = fill(a, 3000, {"DELAY": "18"} if delayed else {})
         stored = codes.count(RS.SUCCESS)
         assert stored > 500 and set(codes) <= {RS.SUCCESS, RS.SERVICE_NOT_AVAILABLE}, sorted(set(codes))
         assert codes[-1] == RS.SERVICE_NOT_AVAILABLE
         assert serve.proc is not None and serve.proc.poll() is None  # alive
         assert "disk full" in serve.output()
-        pulled = sum(len(w.pull_all(a, TOPIC, q)) for q in range(4))
+        if delayed:
+            pulled = len(w.pull_all(a, "SCHEDULE_TOPIC_XXXX", 17))
+        else:
+            pulled = sum(len(w.pull_all(a, TOPIC, q)) for q in range(4))
         assert pulled == stored
     finally:
         code = serve.stop()
