@@ -24,7 +24,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import FrameDecoder, RemotingCommand, decode, encode
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.support.serve import ServeProcess, write_conf
+from tests.support.serve import ServeProcess, wait_until, write_conf
 
 
 @pytest.fixture(scope="module")
@@ -281,7 +281,10 @@ def test_heartbeat_membership_and_consumer_list(server: ServeProcess) -> None:
                 server.broker,
                 RemotingCommand.request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G_MEMBERS"}),
             )
-            await asyncio.sleep(0.2)
+            for _ in range(100):  # NOTIFY_CONSUMER_IDS_CHANGED, oneway: within 5 s
+                if notified:
+                    break
+                await asyncio.sleep(0.05)
             return beat, listed, notified
 
     beat, listed, notified = asyncio.run(go())
@@ -289,9 +292,12 @@ def test_heartbeat_membership_and_consumer_list(server: ServeProcess) -> None:
     assert json.loads(listed.body)["consumerIdList"] == ["127.0.0.1@proto"]
     assert notified == [RC.NOTIFY_CONSUMER_IDS_CHANGED]
     # the connection closed: the group is empty again
-    time.sleep(0.2)
-    gone = call(server.broker, RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G_MEMBERS"})
-    assert gone.code == RS.SYSTEM_ERROR
+    members = {"consumerGroup": "G_MEMBERS"}
+    wait_until(
+        lambda: call(server.broker, RC.GET_CONSUMER_LIST_BY_GROUP, members).code == RS.SYSTEM_ERROR,
+        5,
+        "the group emptied by the closed connection",
+    )
     # and the retry topic exists now
     assert call(server.namesrv, RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%G_MEMBERS"}).code == RS.SUCCESS
 
