@@ -309,12 +309,15 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way. A
     server that cannot listen stops it before it announces itself, and without a "stopped" line."""
     from rmqcli.store import Store
+    from rmqcli.store.layout import find_dledger
     from rmqcli.store.write.writer import StoreWriter
 
     config = effective_config(opts)
     if not 0 < config.listen_port < 65536:
         raise UsageError(f"bad broker port {config.listen_port}")
     acl = open_acl(config) if config.acl_enable else None  # a file that does not load stops us here
+    if find_dledger(opts.store, {}) is not None:  # nothing is written to a DLedger store (issue 35)
+        raise UsageError(f"{opts.store}: a DLedger CommitLog store (dledger-*/): rmq serve cannot serve it")
     recovered = recover_store(opts.store, config)
     if recovered.steps:
         announce(

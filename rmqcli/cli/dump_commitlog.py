@@ -147,7 +147,9 @@ def dump_commitlog(
     hits = NameHits()
     items = filtered(commitlog.records(from_offset, skip_corrupt=skip_corrupt), flt, count, hits)
     mode = BodyMode(body.value)
-    columns = list(COLUMNS)
+    columns = list(COLUMNS) + [
+        Column(name, title, justify="right") for name, title in commitlog.extra_columns
+    ]
     if properties:
         columns.append(Column("properties", "Properties", wrap=True))
     if mode is not BodyMode.none:
@@ -160,8 +162,9 @@ def dump_commitlog(
 
         def rows() -> Iterator[dict[str, Any]]:
             yield from _rows(
-                items, mode, raw, properties, delay, fmt, lambda pos: update(pos - start), problems
-            )
+                items, mode, raw, properties, delay, fmt, lambda pos: update(pos - start), problems,
+                commitlog.record_extra,
+            )  # fmt: skip
 
         renderer.rows(rows(), columns)
     error = problems.error()
@@ -182,6 +185,7 @@ def _rows(
     fmt: OutputFormat,
     update: Callable[[int], None],
     problems: Problems,
+    extra: Callable[[Any], dict[str, int]],
 ) -> Iterator[dict[str, Any]]:
     from rmqcli.ops.records import corruption_fields, record_fields
     from rmqcli.store.read.commitlog import Corruption
@@ -198,6 +202,7 @@ def _rows(
             update(item.position)
             next_report = item.position + PROGRESS_STEP
         row = record_fields(item, body=mode, raw=raw, properties_raw=properties, delay_millis=delay)
+        row.update(extra(item))  # the log's own framing (DLedger: the entry's index, term and pos)
         if not row["crcOk"]:
             warn(
                 f"{item.file} at byte {item.file_position}: body CRC {row['computedBodyCRC']} != stored "
@@ -234,7 +239,5 @@ def _open(path: Path, config: Path | None) -> tuple[CommitLog, Store | None]:
     bare = commitlog_dir(path)
     if bare is not None:
         return bare, None
-    store = open_store(path, config)
-    if not any(d.is_dir() for d in store.commitlog_dirs):
-        raise NotFoundError(f"{path}: no commitlog directory (not a RocketMQ store?)")
+    store = open_store(path, config)  # NotFoundError without a CommitLog (or DLedger data) directory
     return store.commitlog, store

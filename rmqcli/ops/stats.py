@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from formats.dledger import DIR_PREFIX as DLEDGER_PREFIX
 from rmqcli.store import Store
 from rmqcli.store.naming import topic_dir_problem
 from rmqcli.store.store import (
@@ -67,7 +68,8 @@ class CommitLogStats:
 
 @dataclass
 class FileGroupStats:
-    """Files of one kind (commitlog, consumequeue, index, config, checkpoint, abort, lock, other)."""
+    """Files of one kind (commitlog, consumequeue, index, config, checkpoint, abort, lock, dledger
+    (``dledger-<selfId>/``: a DLedger-mode log), other)."""
 
     kind: str
     count: int
@@ -214,9 +216,10 @@ def file_groups(root: Path) -> list[FileGroupStats]:
     for path in sorted(root.rglob("*")):
         if not path.is_file():
             continue
-        kind = _KINDS.get(path.relative_to(root).parts[0], "other")
+        top = path.relative_to(root).parts[0]
+        kind = _KINDS.get(top, "dledger" if top.startswith(DLEDGER_PREFIX) else "other")
         entry = groups.setdefault(kind, [0, 0])
         entry[0] += 1
         entry[1] += path.stat().st_size
-    order = list(_KINDS.values()) + ["other"]
+    order = list(_KINDS.values()) + ["dledger", "other"]
     return [FileGroupStats(k, *groups[k]) for k in order if k in groups]

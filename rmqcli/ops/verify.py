@@ -23,6 +23,7 @@ from pathlib import Path
 
 from formats import checkpoint as ckpt_fmt
 from formats import commitlog as fmt
+from formats import dledger as dfmt
 from formats import fastjson
 from formats.derive import field_offsets
 from rmqcli.errors import CorruptDataError
@@ -37,12 +38,14 @@ from rmqcli.ops.verify_common import (
     give_back_free_memory,
     map_large_blocks,
 )
+from rmqcli.ops.verify_dledger import DLedgerVerifier, check_dledger_checkpoint, check_entry_index
 from rmqcli.ops.verify_index import check_index, open_files
 from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, load_queues, queue_hints
 from rmqcli.ops.verify_table import FileInfo, RecordTable
 from rmqcli.store import Store
 from rmqcli.store import configfiles as cfg
 from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import Geometry
 
@@ -136,18 +139,28 @@ def _scan_commitlog(
     queues: list[QueueUnits],
     progress: Callable[[int], None] | None,
 ) -> RecordTable:
-    """Read and check every CommitLog record (``verify_commitlog``); the ``queues`` say where
-    records start (``queue_hints``, held by the scan alone, which lets them go once done)."""
-    return CommitLogVerifier(
-        store.commitlog.files,
+    """Read and check every CommitLog record (``verify_commitlog``; in DLedger mode every entry and
+    its record, then the entry index and checkpoint files: ``verify_dledger``); the ``queues`` say
+    where records start (``queue_hints``, held by the scan alone, which lets them go once done)."""
+    commitlog = store.commitlog
+    dledger = isinstance(commitlog, DLedgerCommitLog)
+    verifier = (DLedgerVerifier if dledger else CommitLogVerifier)(
+        commitlog.files,
         settings.mapped_file_size_commitlog,
         p,
         crc=crc,
         delay_millis=fmt.parse_delay_levels(settings.message_delay_level),
         hints=queue_hints(queues),
         progress=progress,
-        recheck_from=_recheck_from(store, settings.check_crc_on_recover),
-    ).scan()
+        # DLedger's recovery checks entry headers only: no body CRC is re-checked on start
+        recheck_from=None if dledger else _recheck_from(store, settings.check_crc_on_recover),
+    )
+    table = verifier.scan()
+    if isinstance(verifier, DLedgerVerifier):
+        assert isinstance(commitlog, DLedgerCommitLog)
+        check_entry_index(commitlog.index_queue, commitlog.home / dfmt.INDEX_DIR, verifier.entries, p)
+        check_dledger_checkpoint(commitlog.home, verifier.entries, p)
+    return table
 
 
 def _check_run_state(store: Store, p: Collector) -> bool:

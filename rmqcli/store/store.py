@@ -15,6 +15,7 @@ from formats import indexfile
 from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.errors import NotFoundError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
+from rmqcli.store.layout import DLedgerLayout, find_dledger
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import (
     CONSUMEQUEUE_DIR,
@@ -25,8 +26,9 @@ from rmqcli.store.naming import (
 )
 from rmqcli.store.read.commitlog import CommitLog
 from rmqcli.store.read.consumequeue import ConsumeQueue
+from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.read.index import IndexService
-from rmqcli.store.settings import PROPERTY_NAMES, StoreSettings, load_broker_conf
+from rmqcli.store.settings import PROPERTY_NAMES, StoreSettings, load_broker_conf, read_properties
 
 COMMITLOG_DIR = "commitlog"
 INDEX_DIR = "index"
@@ -155,12 +157,14 @@ class _BelowRoot:
 class Store:
     """A broker's store directory, read-only."""
 
-    def __init__(self, root: Path, settings: StoreSettings | None = None):
+    def __init__(self, root: Path, settings: StoreSettings | None = None, conf: dict[str, str] | None = None):
         self.root = Path(root)
         if not self.root.is_dir():
             raise NotFoundError(f"{self.root}: no such store directory")
         self.configured = settings is not None  # settings given (a broker.conf): defaults are the broker's
         self.settings = settings or StoreSettings()
+        # DLedger CommitLog mode (formats.dledger): from the broker.conf ``conf``, else the store's files
+        self.dledger: DLedgerLayout | None = find_dledger(self.root, conf or {})
 
     @classmethod
     def open(cls, root: Path | str, config: Path | None = None) -> Store:
@@ -170,12 +174,15 @@ class Store:
         """
         root = Path(root)
         settings = load_broker_conf(config) if config else None
-        store = cls(root, settings)
+        store = cls(root, settings, read_properties(config) if config else None)
         store.require_commitlog()
         return store
 
     def require_commitlog(self) -> None:
         """``NotFoundError`` unless a CommitLog directory exists: without one, no RocketMQ store."""
+        if self.dledger is not None:
+            self.dledger.require()
+            return
         if not any(d.is_dir() for d in self.commitlog_dirs):
             raise NotFoundError(not_a_store(self.root, self.settings.store_path_commitlog))
 
@@ -198,9 +205,16 @@ class Store:
         return getattr(self.settings, name) if name in self.settings.explicit else None
 
     @cached_property
-    def commitlog(self) -> CommitLog:
-        queue = MappedFileQueue.open(self.commitlog_dirs, self._explicit_size("mapped_file_size_commitlog"))
-        return CommitLog(queue)
+    def commitlog(self) -> CommitLog | DLedgerCommitLog:
+        """The store's CommitLog: ``commitlog/`` (or ``storePathCommitLog``), or in DLedger mode
+        the entries of ``dledger-<selfId>/data/`` (``DLedgerCommitLog``, the same questions answered)."""
+        size = self._explicit_size("mapped_file_size_commitlog")
+        if self.dledger is not None:
+            d = self.dledger
+            return DLedgerCommitLog(
+                MappedFileQueue.open(d.data_dir, size), MappedFileQueue.open(d.index_dir), d.home
+            )
+        return CommitLog(MappedFileQueue.open(self.commitlog_dirs, size))
 
     def effective_settings(self) -> StoreSettings:
         """Settings with the file sizes this store's files show, where not given explicitly."""

@@ -125,8 +125,9 @@ def broker_read_length(buf, pos: int, limit: int) -> int | None:
     return fmt.calc_msg_length(sys_flag, body_len, topic_len, props_len, magic)
 
 
-class CommitLog:
-    """The CommitLog of a store: a mapped-file queue of record files."""
+class MappedLog:
+    """What a log over a mapped-file queue answers alike in every layout: its files, their size and
+    its first offset (``CommitLog``; ``DLedgerCommitLog`` of ``rmqcli.store.read.dledger``)."""
 
     def __init__(self, queue: MappedFileQueue):
         self.queue = queue
@@ -142,6 +143,27 @@ class CommitLog:
     @property
     def min_offset(self) -> int:
         return self.queue.min_offset
+
+    def file_end(self, mf: MappedFile) -> FileEnd:
+        raise NotImplementedError
+
+    def max_offset(self) -> int:
+        """Global offset just past the last valid record (the broker's maxPhyOffset)."""
+        for mf in reversed(self.files):
+            end = self.file_end(mf)
+            if end.data_end > 0:
+                return mf.from_offset + end.data_end
+        return self.min_offset
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+class CommitLog(MappedLog):
+    """The CommitLog of a store: a mapped-file queue of record files."""
+
+    # (field, title) that ``record_extra`` adds to a record's row (DLedger: the entry's fields)
+    extra_columns: tuple[tuple[str, str], ...] = ()
 
     # --- positioning --------------------------------------------------------------------------
     def _start(self, from_offset: int | None) -> tuple[int, int]:
@@ -224,6 +246,10 @@ class CommitLog:
                     yield short
                 return
             pos = stop.resume
+
+    def record_extra(self, rec: Record) -> dict[str, int]:
+        """Fields of the log's own framing beside a record (none here; ``DLedgerCommitLog``: its entry's)."""
+        return {}
 
     def read(self, offset: int) -> Record:
         """The record at physical ``offset``."""
@@ -405,17 +431,6 @@ class CommitLog:
                 break
         tail, blank = classify_tail(buf, pos, limit)
         return FileEnd(mf.name, mf.from_offset, pos, tail, blank)
-
-    def max_offset(self) -> int:
-        """Global offset just past the last valid record (the broker's maxPhyOffset)."""
-        for mf in reversed(self.files):
-            end = self.file_end(mf)
-            if end.data_end > 0:
-                return mf.from_offset + end.data_end
-        return self.min_offset
-
-    def close(self) -> None:
-        self.queue.close()
 
 
 def resync(buf, start: int, limit: int, file_from: int) -> int:

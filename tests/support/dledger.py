@@ -1,0 +1,134 @@
+"""A real 3-broker DLedger group of the 4.9.8 kit (``../shared/rocketmq-4.9.8``, README "DLedger
+CommitLog mode") on free loopback ports, for tests of stores written in DLedger CommitLog mode."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.oracle import KIT, Jvm, broker_port, kit_env
+from tests.support.serve import free_port
+
+GROUP = "RaftNode00"
+SELF_IDS = ("n0", "n1", "n2")
+DATA_FILE_SIZE = 1 << 20  # mappedFileSizeCommitLog: the size of the dledger data files too
+_SENT = re.compile(r"sent (\d+) messages \((\d+) SEND_OK\)")
+
+
+@dataclass
+class DLedgerGroup:
+    home: Path
+    namesrv: str
+    ports: dict[str, int]  # selfId -> listenPort
+    jvms: dict[str, Jvm] = field(default_factory=dict)
+    states: dict[str, Path] = field(default_factory=dict)  # selfId -> ORACLE_STATE_DIR of its last start
+
+    def store(self, self_id: str) -> Path:
+        return self.home / self_id / "store"
+
+    def conf(self, self_id: str) -> Path:
+        return self.home / self_id / "broker.conf"
+
+    def start(self, self_id: str) -> None:
+        env = kit_env(self.home)
+        self.states[self_id] = Path(env["ORACLE_STATE_DIR"])
+        jvm = Jvm([str(KIT / "bin" / "broker"), "-c", str(self.conf(self_id))],
+                  self.home / self_id / f"broker-{time.monotonic_ns()}.out", env)  # fmt: skip
+        self.jvms[self_id] = jvm
+        jvm.wait_for("boot success")
+
+    def kill(self, self_id: str) -> None:
+        """kill -9: the broker ends without flushing its checkpoints."""
+        jvm = self.jvms.pop(self_id)
+        jvm.proc.kill()
+        jvm.proc.wait(20)
+
+    def mqadmin(self, *args: str) -> str:
+        run = subprocess.run([str(KIT / "bin" / "mqadmin"), *args, "-n", self.namesrv], capture_output=True,
+                             text=True, timeout=120, env=kit_env(self.home))  # fmt: skip
+        return run.stdout
+
+    def leader(self, timeout: float = 90, not_: str | None = None) -> str:
+        """The selfId of the leader the NameServer's route names (brokerId 0), other than ``not_``."""
+        deadline = time.monotonic() + timeout
+        by_port = {f"127.0.0.1:{p}": s for s, p in self.ports.items()}
+        while True:
+            out = self.mqadmin("clusterList")
+            for line in out.splitlines():
+                cols = line.split()
+                if (
+                    len(cols) > 3
+                    and cols[1] == GROUP
+                    and cols[2] == "0"
+                    and by_port.get(cols[3]) not in (None, not_)
+                ):
+                    return by_port[cols[3]]
+            assert time.monotonic() < deadline, f"no DLedger leader in the route: {out}"
+            time.sleep(1)
+
+    def leader_term(self, self_id: str) -> int:
+        """The term in which ``self_id`` last became leader, as its own broker log says
+        (DLedger's ``[selfId] [ChangeRoleToLeader] from term: T``)."""
+        pattern = re.compile(rf"\[{self_id}\] \[ChangeRoleToLeader\] from term: (\d+)")
+        logs = sorted((self.states[self_id] / "logs").glob("*.log"))
+        terms = [int(t) for log in logs for t in pattern.findall(log.read_text(errors="replace"))]
+        assert terms, f"{self_id} never became leader in its logs"
+        return terms[-1]
+
+    def send(self, topic: str, count: int) -> int:
+        """``clienttest NS topic count send``; the number of SEND_OK answers (all, or the test fails)."""
+        run = subprocess.run([str(KIT / "bin" / "clienttest"), self.namesrv, topic, str(count), "send"],
+                             capture_output=True, text=True, timeout=180, env=kit_env(self.home))  # fmt: skip
+        m = _SENT.search(run.stdout)
+        assert m and int(m.group(1)) == int(m.group(2)) == count, run.stdout[-3000:] + run.stderr[-2000:]
+        return count
+
+    def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """queueId -> (min, max) offset of ``topic`` as the leader answers ``mqadmin topicStatus``."""
+        out = self.mqadmin("topicStatus", "-t", topic)
+        rows = [line.split() for line in out.splitlines() if line.startswith(GROUP)]
+        assert rows, out
+        return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+
+    def stop(self) -> None:
+        for jvm in self.jvms.values():
+            jvm.terminate()
+        for jvm in self.jvms.values():
+            jvm.wait()
+        self.jvms.clear()
+
+
+@contextmanager
+def dledger_group(home: Path) -> Iterator[DLedgerGroup]:
+    """A NameServer and three brokers n0, n1, n2 in one DLedger group, each store under
+    ``home/<selfId>/store`` with 1 MiB data files; stops them all (SIGTERM) on the way out."""
+    ns_port = free_port()
+    namesrv = f"127.0.0.1:{ns_port}"
+    ports = {s: broker_port() for s in SELF_IDS}
+    raft = {s: free_port() for s in SELF_IDS}
+    peers = ";".join(f"{s}-127.0.0.1:{raft[s]}" for s in SELF_IDS)
+    group = DLedgerGroup(home, namesrv, ports)
+    for s in SELF_IDS:
+        (home / s).mkdir(parents=True)
+        conf = {
+            "brokerClusterName": "DefaultCluster", "brokerName": GROUP, "listenPort": str(ports[s]),
+            "namesrvAddr": namesrv, "brokerIP1": "127.0.0.1", "storePathRootDir": str(group.store(s)),
+            "mappedFileSizeCommitLog": str(DATA_FILE_SIZE), "enableDLegerCommitLog": "true",
+            "dLegerGroup": GROUP, "dLegerPeers": peers, "dLegerSelfId": s, "sendMessageThreadPoolNums": "4",
+            "diskMaxUsedSpaceRatio": "95",
+        }  # fmt: skip
+        group.conf(s).write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    ns = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", kit_env(home))
+    try:
+        ns.wait_for("The Name Server boot success")
+        for s in SELF_IDS:
+            group.start(s)
+        yield group
+    finally:
+        group.stop()
+        ns.stop()
