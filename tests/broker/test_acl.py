@@ -27,7 +27,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.support.serve import ServeProcess, write_conf
+from tests.support.serve import ServeProcess, wait_until, write_conf
 
 ACL = {
     "globalWhiteRemoteAddresses": ["10.10.103.*", "192.168.0.*"],
@@ -279,9 +279,8 @@ def test_global_white_list_and_reload_on_change(acl_server: tuple[ServeProcess, 
         time.sleep(0.1)
     # a broken edit is reported and the previous configuration stays in force
     acl_file.write_text("accounts: [unclosed\n")
-    time.sleep(1.0)
+    wait_until(lambda: "ACL files not reloaded" in server.output(), 10, "the broken edit reported")
     assert call(server.broker, send_request("topicH"), handmade).code == RS.SUCCESS
-    assert "ACL files not reloaded" in server.output()
     acl_file.write_text(yaml.safe_dump(data, sort_keys=False))
 
 

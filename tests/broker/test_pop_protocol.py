@@ -214,10 +214,13 @@ def test_held_pops_polling_info_and_polling_full(server: ServeProcess) -> None:
                 )
                 for _ in range(2)
             ]
-            await asyncio.sleep(0.8)
-            info = await client.invoke(
-                a, req(RC.POLLING_INFO, {"consumerGroup": "GH", "topic": "TopicH", "queueId": 0}), 5
-            )
+            for _ in range(100):  # until both pops are held (at most 10 s)
+                info = await client.invoke(
+                    a, req(RC.POLLING_INFO, {"consumerGroup": "GH", "topic": "TopicH", "queueId": 0}), 5
+                )
+                if info.ext_fields.get("pollingNum") == "2":
+                    break
+                await asyncio.sleep(0.1)
             full = await client.invoke(
                 a, req(RC.POP_MESSAGE, w.pop_header("GH", "TopicH", queue_id=0, poll=8000)), 15
             )
