@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -35,6 +35,10 @@ from rmqcli.cli.common import (
 )
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
 from rmqcli.cli.render import OutputFormat, Renderer, resolve_format
+from rmqcli.errors import UsageError
+
+if TYPE_CHECKING:
+    from rmqcli.store import Store
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ def _run(
     store = open_store(store_path, config)
     result = None
     try:
+        refuse_dledger(store, repair.staging)
         if apply:
             ensure_unlocked(store.root, force=force_unlocked)
             # an earlier run killed half-way is rolled back first
@@ -82,6 +87,18 @@ def _run(
         if result is not None:
             repair.discard(result)
         remove_staging(store.root, repair.staging)
+
+
+def refuse_dledger(store: Store, staging: str) -> None:
+    """A change to the log or the queues of a DLedger CommitLog store (``formats.dledger``) is not
+    planned yet: refused before anything is read or locked (consumer offsets may change)."""
+    from rmqcli.ops.offsets import STAGING_NAME as OFFSETS
+
+    if store.dledger is not None and staging != OFFSETS:
+        raise UsageError(
+            f"{store.root}: a DLedger CommitLog store ({store.dledger.home.name}/): rmq reads it "
+            "(stats, dump-*, verify) but does not change it yet"
+        )
 
 
 def _plan_options(

@@ -22,6 +22,7 @@ import pytest
 from formats import dledger as dfmt
 from tests.support.cli import run_rmq
 from tests.support.dledger import dledger_group
+from tests.support.stores import store_state
 
 pytestmark = pytest.mark.java
 
@@ -170,3 +171,22 @@ def test_serve_refuses_a_dledger_store(group: Facts, tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "DLedger" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (root / "commitlog").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["recover", "--yes"], ["recover", "--abnormal", "--yes"], ["rebuild", "--yes"],
+     ["truncate", "--offset", "0", "--yes"], ["clean", "--manual", "--yes"]],
+    ids=["recover", "recover-abnormal", "rebuild", "truncate", "clean"],
+)  # fmt: skip
+def test_changes_to_a_dledger_store_are_refused_untouched(
+    group: Facts, tmp_path: Path, command: list[str]
+) -> None:
+    """Until rmq plans changes to a DLedger log, every command that would change the log or the
+    queues refuses with one line and leaves every byte as it was."""
+    root, _ = _copy(group, tmp_path)
+    before = store_state(root, dirs=True)
+    proc = run_rmq(command[0], str(root), *command[1:], timeout=120)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "does not change it yet" in proc.stderr, proc.stderr
+    assert store_state(root, dirs=True) == before
