@@ -193,12 +193,12 @@ def query_msg_by_id(
 
 
 def _query_header(topic: str, key: str, max_num: int, begin: int, end: int, unique: bool) -> dict[str, str]:
-    """QueryMessageRequestHeader's ext fields, with ``_UNIQUE_KEY_QUERY`` for a unique key (B.3)."""
+    """QueryMessageRequestHeader's ext fields and ``_UNIQUE_KEY_QUERY`` ("true" for a unique key; never
+    signed, ``rmqcli.remoting.acl``) (B.3)."""
     header = hd.QueryMessageRequestHeader(
         topic=topic, key=key, max_num=max_num, begin_timestamp=begin, end_timestamp=end
     ).to_ext_fields()
-    if unique:  # (MQClientAPIImpl also sends "false" for a key query; the broker reads both alike)
-        header[hd.UNIQUE_KEY_QUERY] = "true"
+    header[hd.UNIQUE_KEY_QUERY] = "true" if unique else "false"  # MQClientAPIImpl.queryMessage: always
     return header
 
 
@@ -348,13 +348,13 @@ def print_msg(
 ) -> list[QueueEvent]:
     """``printMsg``: every readable queue from min (or ``-b`` time) to max (or ``-e`` time), 32 at a
     time; NO_MATCHED continues, NO_NEW/OFFSET_ILLEGAL end the queue (C.4.7)."""
-    consumer = PullConsumer(session)
     events: list[QueueEvent] = []
-    for mq in consumer.queues(topic.strip()):
-        low, high = consumer.bounds(mq, begin, end)
-        events.append(QueueEvent("bounds", mq, min_offset=low, max_offset=high))
-        _pull_events(consumer, mq, low, high, events, expression, PULL_BATCH, "messages")
-        events.append(QueueEvent("end", mq))
+    with PullConsumer(session) as consumer:
+        for mq in consumer.queues(topic.strip()):
+            low, high = consumer.bounds(mq, begin, end)
+            events.append(QueueEvent("bounds", mq, min_offset=low, max_offset=high))
+            _pull_events(consumer, mq, low, high, events, expression, PULL_BATCH, "messages")
+            events.append(QueueEvent("end", mq))
     return events
 
 
@@ -380,17 +380,17 @@ def print_msg_by_queue(
     from formats.javahash import hashmap_order
     from rmqcli.remoting import json_body as jb
 
-    consumer = PullConsumer(session)
     mq = jb.MessageQueue(broker_name=broker_name.strip(), queue_id=queue_id, topic=topic.strip())
-    low, high = consumer.bounds(mq, begin, end)
     messages: list[Message] = []
-    offset = low
-    while offset < high:
-        result = consumer.pull(mq, expression, offset, PULL_BATCH)
-        offset = result.next_begin_offset
-        if result.status != "FOUND":
-            break
-        messages.extend(result.messages)
+    with PullConsumer(session) as consumer:
+        low, high = consumer.bounds(mq, begin, end)
+        offset = low
+        while offset < high:
+            result = consumer.pull(mq, expression, offset, PULL_BATCH)
+            offset = result.next_begin_offset
+            if result.status != "FOUND":
+                break
+            messages.extend(result.messages)
     counts: dict[str, int] = {}
     for msg in messages:
         if msg.tags and msg.tags.strip():

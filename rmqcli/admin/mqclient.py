@@ -162,6 +162,9 @@ def tags_of(expression: str) -> set[str]:
     return {t.strip() for t in text.split("||") if t.strip()}
 
 
+REQ_T, STREAM = "ReqT", "0"  # MixAll.REQ_T, RequestType.STREAM's code
+
+
 class PullConsumer:
     """``DefaultMQPullConsumer`` of group ``TOOLS_CONSUMER``: queue bounds (31, 30, 29) and
     synchronous pulls (11) to the master of each queue's broker (C.5)."""
@@ -170,6 +173,27 @@ class PullConsumer:
         self.session = session
         self.group = group
         self.routes: dict[str, TopicRouteData] = {}
+
+    def __enter__(self) -> PullConsumer:
+        """As the command's only client, 4.9.8's way: every request says it is a stream request
+        (``enableStreamRequestType``: ``ReqT=0``, StreamTypeRPCHook), and ``shutdown`` unregisters
+        the client from every broker its routes named (UNREGISTER_CLIENT, 35)."""
+        self.session.extra_fields[REQ_T] = STREAM
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        addrs = {
+            a for route in self.routes.values() for b in route.broker_datas for a in b.broker_addrs.values()
+        }
+        header = hd.UnregisterClientRequestHeader(
+            client_id=f"{local_ip()}@{os.getpid()}@STREAM", consumer_group=self.group
+        )
+        for addr in sorted(addrs):
+            try:
+                self.session.call(addr, RequestCode.UNREGISTER_CLIENT, header)
+            except (BrokerError, NetworkError):
+                pass
+        self.session.extra_fields.pop(REQ_T, None)
 
     def route(self, topic: str) -> TopicRouteData:
         if topic not in self.routes:
@@ -199,13 +223,13 @@ class PullConsumer:
         return hash_order(mqs)
 
     def min_offset(self, mq: MessageQueue) -> int:
-        return min_offset(self.session, self.addr(mq), mq.topic, mq.queue_id)
+        return min_offset(self.session, self.addr(mq), mq.topic, mq.queue_id, mq.broker_name)
 
     def max_offset(self, mq: MessageQueue) -> int:
-        return max_offset(self.session, self.addr(mq), mq.topic, mq.queue_id)
+        return max_offset(self.session, self.addr(mq), mq.topic, mq.queue_id, mq.broker_name)
 
     def search_offset(self, mq: MessageQueue, timestamp: int) -> int:
-        return search_offset(self.session, self.addr(mq), mq.topic, mq.queue_id, timestamp)
+        return search_offset(self.session, self.addr(mq), mq.topic, mq.queue_id, timestamp, mq.broker_name)
 
     def bounds(self, mq: MessageQueue, begin: int | None, end: int | None) -> tuple[int, int]:
         """The queue's min and max offsets (asked for first, as mqadmin does), replaced by the offsets
@@ -512,21 +536,36 @@ class Producer:
 
 
 # --- queue offsets (MQAdminImpl.minOffset / maxOffset / searchOffset) --------------------------
-def min_offset(session: AdminSession, addr: str, topic: str, queue_id: int) -> int:
+# ``broker_name``: the queue's broker, sent as ``bname`` as 4.9.8's MQClientAPIImpl does for a
+# MessageQueue (None where the caller has only an address, as 5.1.1's by-queue reset)
+def min_offset(
+    session: AdminSession, addr: str, topic: str, queue_id: int, broker_name: str | None = None
+) -> int:
     """GET_MIN_OFFSET (31) of a queue on the broker at ``addr``."""
-    header = hd.GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id)
+    header = hd.GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id, bname=broker_name)
     return _offset(session.call(addr, RequestCode.GET_MIN_OFFSET, header))
 
 
-def max_offset(session: AdminSession, addr: str, topic: str, queue_id: int) -> int:
+def max_offset(
+    session: AdminSession, addr: str, topic: str, queue_id: int, broker_name: str | None = None
+) -> int:
     """GET_MAX_OFFSET (30) of a queue on the broker at ``addr``."""
-    header = hd.GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id)
+    header = hd.GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id, bname=broker_name)
     return _offset(session.call(addr, RequestCode.GET_MAX_OFFSET, header))
 
 
-def search_offset(session: AdminSession, addr: str, topic: str, queue_id: int, timestamp: int) -> int:
+def search_offset(
+    session: AdminSession,
+    addr: str,
+    topic: str,
+    queue_id: int,
+    timestamp: int,
+    broker_name: str | None = None,
+) -> int:
     """SEARCH_OFFSET_BY_TIMESTAMP (29): the queue's offset of the first message stored at ``timestamp``."""
-    header = hd.SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp)
+    header = hd.SearchOffsetRequestHeader(
+        topic=topic, queue_id=queue_id, timestamp=timestamp, bname=broker_name
+    )
     return _offset(session.call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header))
 
 

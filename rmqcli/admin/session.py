@@ -62,6 +62,7 @@ class AdminSession:
         self.credentials = credentials
         self._client: SyncClient | None = None
         self._cluster_info: ClusterInfo | None = None
+        self.extra_fields: dict[str, str] = {}  # added to every request (a pull consumer's ReqT)
 
     @property
     def client(self) -> SyncClient:
@@ -83,11 +84,12 @@ class AdminSession:
         self.close()
 
     # --- requests --------------------------------------------------------------------------
-    @staticmethod
-    def request(code: int, header: Any = None, body: bytes = b"") -> RemotingCommand:
+    def request(self, code: int, header: Any = None, body: bytes = b"") -> RemotingCommand:
         from rmqcli.remoting.codec import RemotingCommand
 
-        return RemotingCommand.request(code, header, body)
+        request = RemotingCommand.request(code, header, body)
+        request.ext_fields.update(self.extra_fields)
+        return request
 
     def call(
         self,

@@ -20,7 +20,7 @@ def test_header_classes_are_keyword_only_values() -> None:
         == hd.GetMaxOffsetRequestHeader(topic="t", queue_id=1)
         != hd.GetMaxOffsetRequestHeader(topic="t", queue_id=2)
     )
-    assert repr(a) == "GetMaxOffsetRequestHeader(topic='t', queue_id=1, committed=None)"
+    assert repr(a) == "GetMaxOffsetRequestHeader(topic='t', queue_id=1, committed=None, bname=None)"
     with pytest.raises(TypeError):
         hd.GetMaxOffsetRequestHeader(topic="t")  # type: ignore[call-arg]
     with pytest.raises(TypeError):

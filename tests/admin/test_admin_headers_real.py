@@ -102,14 +102,9 @@ COMMANDS = [
 DIFFERENT = {
     "sendMessage": "rmq sends a HEART_BEAT (34) before SEND_MESSAGE_V2; mqadmin 4.9.8's producer sends "
     "none (its first heartbeat is a timer's, 1 s after start, and at start it knows no broker)",
-    "printMsg": "mqadmin 4.9.8's pull consumer signs every request with ReqT=0 (StreamTypeRPCHook), puts "
-    "bname in GET_MIN_OFFSET/GET_MAX_OFFSET and sends UNREGISTER_CLIENT (TOOLS_CONSUMER) at the end; rmq "
-    "does none of the three",
-    "printMsgByQueue": "as printMsg, and bname in SEARCH_OFFSET_BY_TIMESTAMP too",
-    "resetOffsetByTime-old": "mqadmin 4.9.8 puts bname in SEARCH_OFFSET_BY_TIMESTAMP; rmq leaves it out",
-    "queryMsgByKey": "mqadmin 4.9.8 sends _UNIQUE_KEY_QUERY=false in QUERY_MESSAGE; rmq leaves it out",
-    "queryMsgById": "rmq asks GET_BROKER_CLUSTER_INFO (106) before VIEW_MESSAGE_BY_ID; mqadmin 4.9.8 "
-    "does not",
+    "queryMsgById": "deliberate: rmq asks GET_BROKER_CLUSTER_INFO (106) before VIEW_MESSAGE_BY_ID, so that "
+    "an offset message id naming an address the NameServer does not list is never connected to; "
+    "mqadmin 4.9.8 connects to whatever address the id decodes to",
     "queryMsgById-d": "rmq refuses -g/-d ('not supported; query with -i only', exit 2) and sends nothing; "
     "mqadmin 4.9.8 sends VIEW_MESSAGE_BY_ID then CONSUME_MESSAGE_DIRECTLY",
 }

@@ -23,6 +23,9 @@ class Census:
     def report(self, report: pytest.TestReport) -> None:
         """The outcome of a test: its call's, or its setup's or teardown's when that did not pass."""
         if report.when == "call" or (report.when == "setup" and not report.passed):
+            if hasattr(report, "wasxfail"):  # an expected failure is neither a pass nor a skip
+                self.outcomes[report.nodeid] = "xfailed" if report.skipped else "xpassed"
+                return
             self.outcomes[report.nodeid] = report.outcome
             if report.skipped and isinstance(report.longrepr, tuple):
                 self.reasons[str(report.longrepr[2]).removeprefix("Skipped: ")] += 1
@@ -40,9 +43,10 @@ class Census:
             f"{name} {ran[name]}" + (f" ({skipped[name]} skipped)" if skipped[name] else "")
             for name in sorted(set(ran) | set(skipped))
         ]
+        expected = f", {totals['xfailed']} expected to fail" if totals["xfailed"] else ""
         line = (
-            f"census: {sum(totals.values())} tests, {totals['passed']} passed, {totals['failed']} failed, "
-            f"{totals['skipped']} skipped; ran by component: {', '.join(parts)}"
+            f"census: {sum(totals.values())} tests, {totals['passed']} passed, {totals['failed']} failed"
+            f"{expected}, {totals['skipped']} skipped; ran by component: {', '.join(parts)}"
         )
         if self.reasons:
             line += "; skipped because: " + "; ".join(f"{r} ({n})" for r, n in self.reasons.most_common())

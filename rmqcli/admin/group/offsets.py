@@ -91,9 +91,9 @@ def reset_offset_old(
                 )
         for mq, wrapper in queues:
             if timestamp == -1:
-                target = mqclient.max_offset(session, addr, topic, mq.queue_id)
+                target = mqclient.max_offset(session, addr, topic, mq.queue_id, mq.broker_name)
             else:
-                target = mqclient.search_offset(session, addr, topic, mq.queue_id, timestamp)
+                target = mqclient.search_offset(session, addr, topic, mq.queue_id, timestamp, mq.broker_name)
             row = RollbackRow(
                 mq.broker_name, mq.queue_id, wrapper.broker_offset, wrapper.consumer_offset, target,
                 wrapper.consumer_offset,

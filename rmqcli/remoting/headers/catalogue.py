@@ -447,6 +447,7 @@ class SearchOffsetRequestHeader(CommandHeader):
     queue_id: int = req("int")
     timestamp: int = req("long")
     boundary_type: str | None = opt()  # 5.x: LOWER / UPPER
+    bname: str | None = opt()  # RpcRequestHeader (A.5): the queue's broker, as the 4.9.8 client sends it
 
 
 @header
@@ -459,6 +460,7 @@ class GetMaxOffsetRequestHeader(CommandHeader):
     topic: str = req()
     queue_id: int = req("int")
     committed: bool | None = opt("bool")  # 5.x
+    bname: str | None = opt()  # RpcRequestHeader (A.5): the queue's broker, as the 4.9.8 client sends it
 
 
 @header
@@ -470,6 +472,7 @@ class GetMaxOffsetResponseHeader(CommandHeader):
 class GetMinOffsetRequestHeader(CommandHeader):
     topic: str = req()
     queue_id: int = req("int")
+    bname: str | None = opt()  # RpcRequestHeader (A.5): the queue's broker, as the 4.9.8 client sends it
 
 
 @header
