@@ -73,6 +73,7 @@ def configured(store: Path, server: ServeProcess) -> dict[str, str]:
         "enableAutoInSyncReplicas": "true",
         "haMaxGapNotInSync": "1048576",
         "lockInStrictMode": "true",
+        "rmqHaAllowedAddresses": "10.0.0.*",
         "fileReservedTime": "48",
         "deleteWhen": "03;15",
         "diskMaxUsedSpaceRatio": "85",
