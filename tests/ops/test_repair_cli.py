@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,27 +100,39 @@ def phase_left(root: Path) -> str:
     return "planning"
 
 
+def killed_when(root: Path, seen: Callable[[], bool], limit: float = 60.0) -> str:
+    """``rmq recover --yes`` of ``root`` SIGKILLed as soon as ``seen()`` holds (polled every
+    millisecond): the phase it left (``done`` when it finished first)."""
+    child = subprocess.Popen([*RMQ, "recover", str(root), "--yes"], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + limit
+    while child.poll() is None and not seen() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    finished = child.poll() is not None
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    return "done" if finished else phase_left(root)
+
+
 def test_killed_at_random_moments_then_rerun(damaged_source, tmp_path, rmq_proc):
-    """Timed SIGKILLs land in the planning and staging phases too, before any journal exists (each
-    kill's phase is read from what it left), and every rerun converges on the same store."""
+    """SIGKILLs land in the planning phase (before anything is written), in the staging phase (a
+    staged copy, no journal yet; killed the moment it appears) and at moments spread over a run; each
+    kill's phase is read from what it left, and every rerun converges on the same store."""
     reference = writable_copy(damaged_source, tmp_path / "ref")
     started = time.monotonic()
     rmq_proc("recover", str(reference), "--yes", check=True)
     whole = time.monotonic() - started
     expected = store_state(reference)
     phases: list[str] = []
-    for i in range(16):
+    for i in range(12):
         root = writable_copy(damaged_source, tmp_path / f"t{i}")
-        child = subprocess.Popen([*RMQ, "recover", str(root), "--yes"], stdout=subprocess.DEVNULL)
-        time.sleep(whole * (0.35 + 0.6 * (i % 8) / 8))  # from its start-up to its end
-        finished = child.poll() is not None
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        phases.append("done" if finished else phase_left(root))
+        if i % 3 == 0:  # the moment its staging area appears
+            phase = killed_when(root, lambda root=root: (root / STAGING_DIR / "recover").exists())
+        else:
+            at = time.monotonic() + whole * (0.1 + 0.9 * i / 12)
+            phase = killed_when(root, lambda at=at: time.monotonic() >= at)
+        phases.append(phase)
         rmq_proc("recover", str(root), "--yes", check=True)
         assert store_state(root) == expected, phases
-        if {"planning", "staging"} <= set(phases) and i >= 5:
-            break
     assert {"planning", "staging"} <= set(phases), phases
 
 
