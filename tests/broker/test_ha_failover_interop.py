@@ -38,6 +38,10 @@ TOPIC_FIELDS = (
     "topicSysFlag",
     "order",
 )
+GROUP_FIELDS = (
+    "groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "retryQueueNums",
+    "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable",
+)  # fmt: skip
 ROUND = 10  # seconds: 4.9.8's SlaveSynchronize and rmq's run every 10 s
 
 
@@ -75,38 +79,45 @@ def delayed_send(broker: str, topic: str) -> None:
 
 
 def live_tables(broker: str) -> dict[str, object]:
-    """The master's topics, consumer offsets and delay offsets, as its slave fetches them."""
+    """The master's topics, consumer offsets, delay offsets and groups, as its slave fetches them."""
     topics = fastjson.loads(call(broker, RC.GET_ALL_TOPIC_CONFIG).body)["topicConfigTable"]
     offsets = fastjson.loads(call(broker, RC.GET_ALL_CONSUMER_OFFSET).body)["offsetTable"]
     delays = fastjson.loads(call(broker, RC.GET_ALL_DELAY_OFFSET).body)["offsetTable"]
-    return {"topics": topics, "offsets": offsets, "delays": delays}
+    groups = fastjson.loads(call(broker, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)["subscriptionGroupTable"]
+    return {"topics": topics, "offsets": offsets, "delays": delays, "groups": groups}
 
 
 def file_tables(store: Path) -> dict[str, object]:
-    """The same three tables from a slave's ``config/*.json``."""
+    """The same four tables from a slave's ``config/*.json``."""
     config = store / "config"
-    read = {name: fastjson.loads(p.read_text()) for name in ("topics", "consumerOffset", "delayOffset")
+    names = ("topics", "consumerOffset", "delayOffset", "subscriptionGroup")
+    read = {name: fastjson.loads(p.read_text()) for name in names
             if (p := config / f"{name}.json").is_file() and p.read_text().strip()}  # fmt: skip
     return {
         "topics": read.get("topics", {}).get("topicConfigTable", {}),
         "offsets": read.get("consumerOffset", {}).get("offsetTable", {}),
         "delays": read.get("delayOffset", {}).get("offsetTable", {}),
+        "groups": read.get("subscriptionGroup", {}).get("subscriptionGroupTable", {}),
     }
 
 
 def comparable(tables: dict[str, object], topic: str) -> dict[str, object]:
     """What must be equal: every topic's fields as 4.9.8's TopicConfig has them, the offsets of
-    ``topic``'s groups (keys as JSON text), every delay level's offset."""
+    ``topic``'s groups (keys as JSON text), every delay level's offset, every subscription group's
+    fields as 4.9.8's SubscriptionGroupConfig has them."""
     topics = tables["topics"]
     offsets = tables["offsets"]
     delays = tables["delays"]
+    groups = tables["groups"]
     assert isinstance(topics, dict) and isinstance(offsets, dict) and isinstance(delays, dict)
+    assert isinstance(groups, dict)
     return {
         "topics": {name: {k: c.get(k) for k in TOPIC_FIELDS} for name, c in topics.items()},
         "offsets": {
             k: {str(q): int(o) for q, o in v.items()} for k, v in offsets.items() if k.startswith(topic)
         },
         "delays": {str(level): int(o) for level, o in delays.items()},
+        "groups": {name: {k: g.get(k) for k in GROUP_FIELDS} for name, g in groups.items()},
     }
 
 
@@ -228,6 +239,7 @@ def fail_over(tmp_path: Path, kit: Kit, real_master: bool, topic: str) -> None:
         stable(master, topic)
         synced = synced_within_a_round(master, slave_store, topic, kit.round)
         assert topic in synced["topics"] and synced["offsets"] and synced["delays"]  # type: ignore[operator]
+        assert any(name.startswith("oracle_cg_") for name in synced["groups"])  # type: ignore[attr-defined]
         wait_until(ends_meet(slave_store, master_store), 30, "the slave caught up")
         if real_master:
             real.proc.kill()  # kill -9: the name server drops it as its connection closes
