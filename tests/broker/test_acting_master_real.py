@@ -28,7 +28,7 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.admin.runner import rmq
 from tests.broker.test_ha_serve import Member
-from tests.support.oracle import Jvm, broker_port, write_broker_conf
+from tests.support.oracle import Jvm, broker_port, wait_registered, write_broker_conf
 from tests.support.oracle5 import KIT5, kit5_env
 from tests.support.popwire import call, query_offset
 from tests.support.records import body_records
@@ -81,6 +81,8 @@ class RealLayout:
         self.master = self._broker("a0")
         self._broker("b0")
         self._broker("a1")
+        for addr in (self.a0, self.b0, self.a1):
+            wait_registered(self.ns, addr)
 
     def _jvm(self, name: str, args: list[str], ready: str) -> Jvm:
         jvm = Jvm(args, self.home / f"{name}-{len(self.jvms)}.out", kit5_env(self.home))

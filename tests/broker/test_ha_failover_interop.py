@@ -42,6 +42,7 @@ GROUP_FIELDS = (
     "groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "retryQueueNums",
     "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable",
 )  # fmt: skip
+PROBE = "FailProbe"
 ROUND = 10  # seconds: 4.9.8's SlaveSynchronize and rmq's run every 10 s
 
 
@@ -76,6 +77,21 @@ def delayed_send(broker: str, topic: str) -> None:
         i=f"DELAY\x011\x02UNIQ_KEY\x01D{time.time_ns()}\x02WAIT\x01true\x02",
     )  # fmt: skip
     assert call(broker, RC.SEND_MESSAGE_V2, header, b"delayed").code == RS.SUCCESS
+
+
+def slave_reported(master: str) -> None:
+    """Until a SYNC_MASTER takes sends: it answers SLAVE_NOT_AVAILABLE until its slave connected and
+    reported an offset (haSendHeartbeatInterval, 5 s). Probes go to a topic of their own."""
+    created = run_rmq("updateTopic", "-b", master, "-t", PROBE, "-r", "1", "-w", "1")
+    assert created.returncode == 0, created.stderr
+    def accepted() -> bool:
+        header = hd.SendMessageRequestHeaderV2(
+            a="PG_FAIL", b=PROBE, c="TBW102", d=1, e=0, f=0, g=int(time.time() * 1000), h=0,
+            i=f"UNIQ_KEY\x01P{time.time_ns()}\x02WAIT\x01true\x02",
+        )  # fmt: skip
+        return call(master, RC.SEND_MESSAGE_V2, header, b"probe").code == RS.SUCCESS
+
+    wait_until(accepted, 60, "the master answers a send SUCCESS (its slave reported)", 1.0)
 
 
 def live_tables(broker: str) -> dict[str, object]:
@@ -225,12 +241,7 @@ def fail_over(tmp_path: Path, kit: Kit, real_master: bool, topic: str) -> None:
         real.wait_for("boot success")
         # a 5.1.1 broker registers 10 s after its start (before, its topics have no route)
         wait_until(lambda: members(ns, name) == {0, 1}, 30, "both members registered", 0.5)
-        # a SYNC_MASTER's sends wait for its slave's first offset report (haSendHeartbeatInterval)
-        if real_master:
-            time.sleep(6)
-        else:
-            reported = "master transfer data from"
-            wait_until(lambda: reported in member.output(), 60, "the real slave's first report")
+        slave_reported(master)
         created = run_rmq("updateTopic", "-b", master, "-t", topic, "-r", "4", "-w", "4")
         assert created.returncode == 0, created.stderr
         out = clienttest(ns, topic, COUNT, "push", env, tmp_path)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.oracle import KIT, Jvm, broker_port
+from tests.support.oracle import KIT, Jvm, broker_port, wait_registered
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 from tests.support.stores import ends_meet
 
@@ -101,6 +101,7 @@ def test_real_master_with_an_rmq_slave(rmq, tmp_path: Path) -> None:
     try:
         namesrv.wait_for("The Name Server boot success")
         master.wait_for("boot success")
+        wait_registered(ns, f"127.0.0.1:{master_port}")
         slave.start()
         wait_until(lambda: "update master address" in slave.output(), 30, "the slave learns its master")
         clienttest(ns, "TopicMixedA", env, tmp_path)

@@ -12,9 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.codes import RequestCode as RC
 from tests.support import SHARED
 from tests.support.components import missing
-from tests.support.serve import free_port, free_port_pair
+from tests.support.popwire import call
+from tests.support.serve import free_port, free_port_pair, wait_until
 
 KIT = SHARED / "rocketmq-4.9.8"
 HAVE_JAVA = missing("java") is None
@@ -65,6 +68,18 @@ def kit_env(state: Path, **extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def registered(ns: str, broker: str) -> bool:
+    """Whether the NameServer ``ns`` lists the broker address ``broker`` in its cluster info."""
+    info = jb.decode(jb.ClusterInfo, call(ns, RC.GET_BROKER_CLUSTER_INFO).body)
+    return any(broker in data.broker_addrs.values() for data in info.broker_addr_table.values())
+
+
+def wait_registered(ns: str, broker: str) -> None:
+    """Until the broker is in the NameServer's routes: a broker that started before its NameServer
+    listened registers again only on its next 30 s round."""
+    wait_until(lambda: registered(ns, broker), 45, f"{broker} registered with {ns}", 0.5)
+
+
 @dataclass(frozen=True)
 class RealCluster:
     namesrv: str
@@ -108,6 +123,7 @@ def real_cluster(
     try:
         namesrv.wait_for("The Name Server boot success")
         broker_jvm.wait_for("boot success")
+        wait_registered(ns, f"127.0.0.1:{port}")
         yield RealCluster(ns, f"127.0.0.1:{port}", home)
     finally:
         broker_jvm.terminate()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.support import SHARED
 from tests.support.components import missing
-from tests.support.oracle import Jvm, RealCluster, broker_port, kit_env, write_broker_conf
+from tests.support.oracle import Jvm, RealCluster, broker_port, kit_env, wait_registered, write_broker_conf
 from tests.support.serve import free_port
 
 KIT5 = SHARED / "rocketmq-5.1.1"
@@ -40,6 +40,7 @@ def real_cluster5(
     try:
         namesrv.wait_for("The Name Server boot success")
         broker_jvm.wait_for("boot success")
+        wait_registered(ns, f"127.0.0.1:{port}")
         yield RealCluster(ns, f"127.0.0.1:{port}", home)
     finally:
         broker_jvm.proc.kill()  # its store is thrown away: no 15 s shutdown
