@@ -84,6 +84,7 @@ def slave_reported(master: str) -> None:
     reported an offset (haSendHeartbeatInterval, 5 s). Probes go to a topic of their own."""
     created = run_rmq("updateTopic", "-b", master, "-t", PROBE, "-r", "1", "-w", "1")
     assert created.returncode == 0, created.stderr
+
     def accepted() -> bool:
         header = hd.SendMessageRequestHeaderV2(
             a="PG_FAIL", b=PROBE, c="TBW102", d=1, e=0, f=0, g=int(time.time() * 1000), h=0,
