@@ -2,8 +2,8 @@
 
 Nothing is imported here: ``rmq CMD`` for a store command imports the one module that declares
 it (``main.RmqGroup``). A store command is a typer function, ``pipeline`` a typer app, and an
-mqadmin command an ``AdminCommand``: its declaration in ``admin_<family>.py`` is its only entry
-(``admin_registry.declared`` finds them all; they are plain data, and no command is built until it
+mqadmin command an ``AdminCommand``: its declaration in ``admin/<family>.py`` is its only entry
+(``admin.registry.declared`` finds them all; they are plain data, and no command is built until it
 is asked for). ``tests/cli/test_cli.py`` checks that every entry resolves.
 """
 
@@ -33,14 +33,14 @@ STORE = {
     "serve": "serve:serve",
 }
 
-OTHER = {"help": "admin_commands:help_command"}
+OTHER = {"help": "admin.commands:help_command"}
 GROUPS = {"msgid": "ids:msgid_app", "offsets": "offsets:app", "pipeline": "pipeline:app"}  # typer sub-apps
 
 
 def admin() -> dict[str, str]:
     """mqadmin's commands, ``name -> "module:attr"`` in ``rmq --help``'s order: every
-    ``AdminCommand`` the ``admin_<family>.py`` modules declare (``admin_registry.declared``)."""
-    from rmqcli.cli.admin_registry import declared
+    ``AdminCommand`` the ``admin/<family>.py`` modules declare (``admin.registry.declared``)."""
+    from rmqcli.cli.admin.registry import declared
 
     return declared()
 

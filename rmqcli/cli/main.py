@@ -51,13 +51,13 @@ def _build(name: str) -> click.Command:
         group = typer.main.get_group(target)
         group.name = name
         return group
-    from rmqcli.cli.admin_registry import AdminCommand, build
+    from rmqcli.cli.admin.registry import AdminCommand, build
 
     if isinstance(target, AdminCommand):
         return build(target)
     from typer.models import CommandInfo
 
-    from rmqcli.cli.admin_commands import HELP_HELP
+    from rmqcli.cli.admin.commands import HELP_HELP
 
     text = HELP_HELP if name == "help" else None
     info = CommandInfo(name=name, callback=target, help=text, short_help=text)
@@ -104,7 +104,7 @@ class RmqGroup(TyperGroup):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """No arguments: list the commands as mqadmin does (PROTOCOL.md C.1)."""
         if not args and not ctx.resilient_parsing:
-            from rmqcli.cli.admin_commands import command_list
+            from rmqcli.cli.admin.commands import command_list
 
             typer.echo(command_list(self, ctx), nl=False)
             ctx.exit(0)

@@ -500,7 +500,7 @@ def test_every_command_has_json(server: AdminServer) -> None:
     for args in JSON_COMMANDS:
         covered.add(args[0])
         json.loads(rmq(*args, "-n", server.namesrv, "--json"))
-    part_a = {name for name, where in ADMIN.items() if where.startswith(("admin_topic:", "admin_broker:"))}
+    part_a = {name for name, where in ADMIN.items() if where.startswith(("admin.topic:", "admin.broker:"))}
     assert covered == part_a
 
 

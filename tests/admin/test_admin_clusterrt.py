@@ -18,7 +18,7 @@ import pytest
 from formats.javatext import java_fixed, java_round_half_up
 from rmqcli.admin.mqclient import PullConsumer
 from rmqcli.admin.session import AdminSession
-from rmqcli.cli.admin_format import gmt8_stamp
+from rmqcli.cli.admin.format import gmt8_stamp
 from rmqcli.remoting import json_body as jb
 from tests.support.cli import invoke_rmq, one_line_error
 from tests.support.components import require

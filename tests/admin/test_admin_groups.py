@@ -348,7 +348,7 @@ def test_every_group_command_has_json(
     reports = [json.loads(line) for line in rounds.splitlines()]
     assert reports and all("kind" in r for r in reports)
     streamed = {"startMonitoring"}
-    declared = {n for n, where in ADMIN.items() if where.startswith("admin_group:")}
+    declared = {n for n, where in ADMIN.items() if where.startswith("admin.group:")}
     assert {c[0] for c in calls} | streamed == declared
 
 

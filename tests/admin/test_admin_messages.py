@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from formats import commitlog as cl
-from rmqcli.cli.admin_format import time_millis_to_human_string2
+from rmqcli.cli.admin.format import time_millis_to_human_string2
 from rmqcli.cli.commands import ADMIN
 from rmqcli.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from tests.admin.adminserver import AdminServer
@@ -229,7 +229,7 @@ def test_every_message_command_has_json(single: AdminServer) -> None:
     ]
     for args in calls:
         json.loads(rmq(*args, "-n", n, "--json"))
-    assert {c[0] for c in calls} == {n for n, where in ADMIN.items() if where.startswith("admin_message:")}
+    assert {c[0] for c in calls} == {n for n, where in ADMIN.items() if where.startswith("admin.message:")}
     single.add_consumer("G", "10.0.0.1@1", {"T": "*"})
     out = rmq("queryMsgByUniqueKey", "-n", n, "-t", "T", "-i", uniq, "-g", "G", "-d", "10.0.0.1@1")
     assert out == (

@@ -8,7 +8,7 @@ import pytest
 
 from rmqcli.admin import broker, topic
 from rmqcli.admin.session import NAMESRV_HINT, AdminSession, resolve_namesrv
-from rmqcli.cli import admin_format as fmt
+from rmqcli.cli.admin import format as fmt
 from rmqcli.errors import NotFoundError, UsageError
 from tests.admin.adminserver import AdminServer
 

@@ -86,7 +86,7 @@ def test_producer_text_of_bodies_a_broker_may_write() -> None:
     """An empty or null list is ``instances are empty``; a null or empty table prints nothing; the
     groups come in ``HashMap`` order (``G_C`` before ``G_B`` here, whatever the wire order)."""
     from rmqcli.admin.group.producers import ProducerTableInfo, ordered
-    from rmqcli.cli.admin_format_groups import producer
+    from rmqcli.cli.admin.format_groups import producer
     from rmqcli.remoting import json_body as jb
 
     def text(body: bytes) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from formats.javahash import hashmap_order
 from rmqcli.admin.trace import decode_body, decode_records, java_split, views
-from rmqcli.cli.admin_format_messages import query_msg_trace
+from rmqcli.cli.admin.format_messages import query_msg_trace
 from tests.support.cli import invoke_rmq, one_line_error
 from tests.support.components import require
 from tests.support.java import compile_programs, mqadmin, trace_round_trip

@@ -235,7 +235,7 @@ def test_every_registered_command_resolves_and_admin_commands_are_declared_once(
     import typer as _typer
 
     from rmqcli.cli import commands
-    from rmqcli.cli.admin_registry import AdminCommand
+    from rmqcli.cli.admin.registry import AdminCommand
 
     group = _typer.main.get_command(app)
     ctx = group.make_context("rmq", ["--help"], resilient_parsing=True)
@@ -275,7 +275,7 @@ def test_admin_declarations_are_well_formed() -> None:
     names and flags are its own and do not clash with the ones every admin command gets (-n, --json,
     --access-key, --secret-key)."""
     from rmqcli.cli import commands
-    from rmqcli.cli.admin_registry import COMMON_OPTIONS, MQADMIN_ORDER
+    from rmqcli.cli.admin.registry import COMMON_OPTIONS, MQADMIN_ORDER
 
     for name in commands.ADMIN:
         declared = commands.resolve(name)
@@ -327,12 +327,13 @@ def test_one_command_imports_only_its_own_module() -> None:
     """The admin declarations (plain data, the registry's one list) are read to find the command;
     nothing else of another command is: no renderer, no store command, no pipeline."""
     loaded = set(modules_loaded(["topicList", "--help"], ("rmqcli.cli.",)))
-    assert "rmqcli.cli.admin_topic" in loaded
+    assert "rmqcli.cli.admin.topic" in loaded
     others = {
-        m for m in loaded if not m.startswith("rmqcli.cli.admin_") or m.startswith("rmqcli.cli.admin_format")
+        m for m in loaded if not m.startswith("rmqcli.cli.admin.") or m.startswith("rmqcli.cli.admin.format")
     }
     assert others <= {
         "rmqcli.cli",
+        "rmqcli.cli.admin",
         "rmqcli.cli.main",
         "rmqcli.cli.commands",
         "rmqcli.cli.common",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from rmqcli.cli.admin_format import bool_text
+from rmqcli.cli.admin.format import bool_text
 
 
 def format_date(millis: int) -> str:

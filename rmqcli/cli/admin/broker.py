@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmqcli.cli.admin_registry import (
+from rmqcli.cli.admin.registry import (
     AdminCommand,
     Args,
     Lazy,
@@ -26,7 +26,7 @@ from rmqcli.errors import UsageError
 
 brokers = Lazy("rmqcli.admin.broker")
 cluster_rts = Lazy("rmqcli.admin.clusterrt")
-broker_text = Lazy("rmqcli.cli.admin_format")
+broker_text = Lazy("rmqcli.cli.admin.format")
 
 CONFIG_KEY = required("key", "--key", "-k", "config key")
 CONFIG_VALUE = required("value", "--value", "-v", "config value")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqcli.cli.admin_format import bool_text, java_map, time_millis_to_human_string2
+from rmqcli.cli.admin.format import bool_text, java_map, time_millis_to_human_string2
 
 
 def js(value: Any) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmqcli.cli.admin_registry import (
+from rmqcli.cli.admin.registry import (
     TOPIC,
     AdminCommand,
     Args,
@@ -22,7 +22,7 @@ from rmqcli.cli.admin_registry import (
 from rmqcli.errors import UsageError
 
 groups = Lazy("rmqcli.admin.group")
-group_text = Lazy("rmqcli.cli.admin_format_groups")
+group_text = Lazy("rmqcli.cli.admin.format_groups")
 
 RETRY_POLICY_HELP = (
     "the json string of retry policy ( exp: "

@@ -3,7 +3,7 @@
 An ``AdminCommand`` is what RocketMQ's ``SubCommand`` is to mqadmin (``commandName``,
 ``commandDesc``, ``buildCommandlineOptions``, ``execute``): the name, mqadmin's description, the
 package of mqadmin's class (``group``), the options, the call into ``rmqcli.admin`` and how the
-result is shown (mqadmin's text, or ``--json``). ``cli/admin_<family>.py`` declare them,
+result is shown (mqadmin's text, or ``--json``). ``cli/admin/<family>.py`` declare them,
 ``declared`` finds them (in ``rmq``'s order), ``build`` turns one into a click command when it is
 first asked for, and ``run_admin`` runs it: options checked, one ``AdminSession``, the call, the
 text or the JSON, then the exit code of what failed (PROTOCOL.md C.1, C.2).
@@ -12,7 +12,7 @@ Light at import time: declarations are plain data; typer builds one command at a
 admin operations and the codec are imported when a command runs.
 
 Design note: one declaration per command is the model a new mqadmin command copies. Its
-``AdminCommand`` in ``cli/admin_<family>.py`` is its only entry (name, description, options, the
+``AdminCommand`` in ``cli/admin/<family>.py`` is its only entry (name, description, options, the
 call into its ``rmqcli.admin`` function, the text): the listings, ``--help``, the man pages and
 ``--json`` all come from it, and every command runs through the same ``run_admin``.
 """
@@ -94,14 +94,14 @@ MQADMIN_ORDER = (
     "clusterAclConfigVersion updateGlobalWhiteAddr exportMetadata exportConfigs exportMetrics"
 ).split()
 
-# The modules that declare the commands (``cli/admin_<family>.py``), in the parts ``rmq --help``
+# The modules that declare the commands (``cli/admin/<family>.py``), in the parts ``rmq --help``
 # lists them in; inside a part, mqadmin's order (a command mqadmin lacks comes last, as declared).
 # A new command in one of these modules needs no other entry.
 FAMILIES = (
-    ("admin_topic", "admin_broker", "admin_export"),
-    ("admin_group",),
-    ("admin_message",),
-    ("admin_acl",),
+    ("admin.topic", "admin.broker", "admin.export"),
+    ("admin.group",),
+    ("admin.message",),
+    ("admin.acl",),
 )
 
 

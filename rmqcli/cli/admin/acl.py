@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqcli.cli.admin_registry import (
+from rmqcli.cli.admin.registry import (
     AdminCommand,
     Args,
     Lazy,
@@ -19,7 +19,7 @@ from rmqcli.cli.admin_registry import (
 )
 
 acl = Lazy("rmqcli.admin.acl")
-acl_text = Lazy("rmqcli.cli.admin_format")
+acl_text = Lazy("rmqcli.cli.admin.format")
 
 
 def _broker(text: str) -> Opt:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from rmqcli.cli.admin_registry import (
+from rmqcli.cli.admin.registry import (
     AdminCommand,
     Args,
     Lazy,

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqcli.cli.admin_registry import TOPIC, AdminCommand, Args, Lazy, Opt, opt, parse_boolean, required
+from rmqcli.cli.admin.registry import TOPIC, AdminCommand, Args, Lazy, Opt, opt, parse_boolean, required
 from rmqcli.errors import BrokerError, NetworkError, UsageError
 
 messages = Lazy("rmqcli.admin.message")
 beans = Lazy("rmqcli.admin.beans")
-message_text = Lazy("rmqcli.cli.admin_format_messages")
+message_text = Lazy("rmqcli.cli.admin.format_messages")
 
 TIME_HELP = "timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]"
 MSG_ID = required("msg_id", "--msgId", "-i", "Message Id")

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 from typer import _click as click
 
-from rmqcli.cli.admin_registry import MQADMIN_ORDER
+from rmqcli.cli.admin.registry import MQADMIN_ORDER
 from rmqcli.errors import UsageError
 
 HELP_HELP = "Show the help of one command, as `mqadmin help <command>`."

@@ -4,7 +4,7 @@ C.2, C.4). One ``AdminCommand`` each; ``cli/commands.py`` lists them."""
 
 from __future__ import annotations
 
-from rmqcli.cli.admin_registry import (
+from rmqcli.cli.admin.registry import (
     TOPIC,
     AdminCommand,
     Lazy,
@@ -15,7 +15,7 @@ from rmqcli.cli.admin_registry import (
 )
 
 topics = Lazy("rmqcli.admin.topic")
-topic_text = Lazy("rmqcli.cli.admin_format")
+topic_text = Lazy("rmqcli.cli.admin.format")
 
 TO_BROKER = opt("broker_addr", "--brokerAddr", "-b", "create topic to which broker")
 TO_CLUSTER = opt("cluster_name", "--clusterName", "-c", "create topic to which cluster")
