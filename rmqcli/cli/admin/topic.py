@@ -1,6 +1,6 @@
 """mqadmin's topic commands (``tools.command.topic``): updateTopic, updateTopicPerm, deleteTopic,
 topicList, topicRoute, topicStatus, topicClusterList, updateOrderConf, allocateMQ (PROTOCOL.md
-C.2, C.4). One ``AdminCommand`` each; ``cli/commands.py`` lists them."""
+C.2, C.4). One ``AdminCommand`` each; ``registry.FAMILIES`` names this module."""
 
 from __future__ import annotations
 
