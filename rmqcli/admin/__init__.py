@@ -1,5 +1,5 @@
 """mqadmin operations as functions over the remoting client (PROTOCOL.md C.5).
 
 Each operation takes an ``AdminSession`` (one ``SyncClient`` per command, connections reused) and
-returns dataclasses; nothing here prints. ``rmqcli.cli.admin_*`` renders them as mqadmin does.
+returns dataclasses; nothing here prints. ``rmqcli.cli.admin`` renders them as mqadmin does.
 """
