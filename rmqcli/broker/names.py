@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from formats.names import (  # noqa: F401 - the names checked here, also importable from here
     DLQ_PREFIX,
@@ -27,9 +27,6 @@ from formats.names import (  # noqa: F401 - the names checked here, also importa
     SYSTEM_TOPIC_PREFIX,
     SYSTEM_TOPICS,
 )
-
-if TYPE_CHECKING:
-    from rmqcli.broker.config import BrokerConfig
 
 VALID_CHARS = "^[%|a-zA-Z0-9_-]+$"  # TopicValidator.VALID_PATTERN_STR, as the remarks quote it
 _VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
@@ -112,7 +109,21 @@ def broker_system_topics(
     return (*names, trace_topic) if trace_topic else names
 
 
-def config_system_topics(config: BrokerConfig) -> tuple[str, ...]:
+class NamedBroker(Protocol):
+    """What ``config_system_topics`` reads of a broker's settings (``config.BrokerConfig``, which
+    imports this module for its checks: named here by shape, not imported)."""
+
+    @property
+    def broker_cluster_name(self) -> str: ...
+    @property
+    def broker_name(self) -> str: ...
+    @property
+    def trace_topic_enable(self) -> bool: ...
+    @property
+    def msg_trace_topic_name(self) -> str: ...
+
+
+def config_system_topics(config: NamedBroker) -> tuple[str, ...]:
     """``broker_system_topics`` of a broker's settings."""
     trace = config.msg_trace_topic_name if config.trace_topic_enable else None
     return broker_system_topics(config.broker_cluster_name, config.broker_name, trace)
