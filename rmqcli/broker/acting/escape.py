@@ -23,7 +23,7 @@ import itertools
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from formats import commitlog as fmt
 from rmqcli.errors import RmqError
@@ -35,7 +35,8 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
-    from rmqcli.broker.context import BrokerContext
+    from rmqcli.broker.config import BrokerConfig
+    from rmqcli.broker.messagestore import MessageStore
     from rmqcli.remoting.client import RemotingClient
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,20 @@ STORED = frozenset({RS.SUCCESS, RS.FLUSH_DISK_TIMEOUT, RS.FLUSH_SLAVE_TIMEOUT, R
 PERM_WRITE = 2
 
 
+class EscapingBroker(Protocol):
+    """What the bridge uses of its broker: the settings and the local store. The broker's
+    ``context.BrokerContext`` names the bridge among its members, so the bridge names only these."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def store(self) -> MessageStore: ...
+
+
 class EscapeBridge:
     """Puts of one broker's own services (delayed delivery, the transaction check)."""
 
-    def __init__(self, ctl: BrokerContext, remoting: RemotingClient, namesrv_addrs: list[str]):
+    def __init__(self, ctl: EscapingBroker, remoting: RemotingClient, namesrv_addrs: list[str]):
         self.ctl = ctl
         self.remoting = remoting
         self.namesrv_addrs = namesrv_addrs
