@@ -20,7 +20,7 @@ from collections.abc import Awaitable
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.names import BENCHMARK_TOPIC
-from rmqcli.broker import admin, consumer, pop, pull, query, send, sendback, timer, transaction
+from rmqcli.broker import admin, consumer, pop, pull, query, send, sendback, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.hagate import HaGate
 from rmqcli.broker.acl.setup import BrokerAcl, broker_credentials, open_acl
@@ -53,6 +53,7 @@ from rmqcli.broker.state import (
     is_readable,
     is_writable,
 )
+from rmqcli.broker.timer import api as timer
 from rmqcli.broker.tps import Stats
 from rmqcli.errors import RmqError
 from rmqcli.remoting import headers as hd

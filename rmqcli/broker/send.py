@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING
 from formats import commitlog as cfmt
 from formats.javatext import parse_boolean
 from formats.remoting import FLAG_RESPONSE, SerializeType
-from rmqcli.broker import timer
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.config import SYNC_MASTER
 from rmqcli.broker.ha.member import Replicated
@@ -53,6 +52,7 @@ from rmqcli.broker.state import (
     validate_group,
     validate_topic,
 )
+from rmqcli.broker.timer import api as timer
 from rmqcli.broker.transaction import is_transactional, prepare
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, ext_value

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from formats.javatext import parse_boolean
 from formats.names import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rmqcli.broker import timer
 from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.msgext import (
     PROPERTY_CHECK_IMMUNITY_TIME,
@@ -42,6 +41,7 @@ from rmqcli.broker.msgext import (
     serialise,
 )
 from rmqcli.broker.state import PERM_READ_WRITE, validate_group, validate_topic
+from rmqcli.broker.timer import api as timer
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC

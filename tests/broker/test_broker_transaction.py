@@ -131,7 +131,7 @@ def test_an_unreadable_check_count_counts_as_minus_one(tmp_path: Path) -> None:
 def test_a_committed_message_with_a_timer_property_waits_in_the_timer(tmp_path: Path) -> None:
     """5.x: the final message of a commit goes through putMessage's timer hook, as any put; the
     half message itself is not timed (a prepared message never is)."""
-    from rmqcli.broker.timer import TIMER_TOPIC
+    from rmqcli.broker.timer.api import TIMER_TOPIC
     from rmqcli.broker.timer.service import now_ms, timer_service
     from rmqcli.remoting import headers as hd
     from rmqcli.remoting.codec import RemotingCommand

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rmqcli.broker import timer
+from rmqcli.broker.timer import api as timer
 from rmqcli.broker.timer.service import TIMER_GROUP, timer_service
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store.write.messages import InnerMessage

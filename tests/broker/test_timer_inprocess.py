@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from formats import commitlog as fmt
-from rmqcli.broker import timer
+from rmqcli.broker.timer import api as timer
 from rmqcli.broker.timer import message as tm
 from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.broker.timer.service import TIMER_GROUP, timer_service

@@ -18,9 +18,9 @@ import time
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
-from rmqcli.broker import timer
 from rmqcli.broker.pop import constants as k
 from rmqcli.broker.pop.checkpoint import AckMsg, PopCheckPoint, ack_unique_id, ck_unique_id
+from rmqcli.broker.timer import api as timer
 from rmqcli.store.write.messages import AppendResult, InnerMessage
 
 if TYPE_CHECKING:

@@ -1,6 +1,8 @@
-"""RocketMQ 5.x timer messages in the broker (research notes issue21 §4, §7).
+"""RocketMQ 5.x timer messages in the broker.
 
-A message with ``TIMER_DELIVER_MS`` (absolute ms), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS``
+Design note.
+
+What it is: a message with ``TIMER_DELIVER_MS`` (absolute ms), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS``
 (relative) is delivered to its topic and queue at that time, as 5.1.1's ``TimerMessageStore``:
 
 * Put path (``put``, ``message.timed``; 5.1.1 ``HookUtils.handleScheduleMessage``): only
@@ -29,27 +31,23 @@ default 100000) timers are held in memory, the rest wait on disk (see ``service`
 Batches are not timed (5.1.1's hook sees only single messages); a committed transaction's timer is
 the transaction module's to route through ``put.put_inner``.
 
-API: ``put_inner(ctl, inner)`` (any broker-built message, e.g. POP's ck/ack with
-``TIMER_DELIVER_MS``), ``put_message(ctl, message)`` (a producer's), both raising
-``TimerRefusal``; ``has_trigger(props)``; ``run(ctl)``: the delivery service's coroutine.
+Where the behaviour is specified: the research notes issue21 §4, §7 (5.1.1's
+``TimerMessageStore`` and ``HookUtils``, followed as above), issue 41 for what is held in memory
+(``horizon``); tests/broker/test_timer_*.py check it in this process, in ``rmq serve`` and against
+the real 5.1.1 broker and 4.x/5.x clients.
+
+Modules: ``config`` (broker.conf keys), ``message`` (the timer properties, the put hook's checks,
+``TimerRefusal``, the delivered copy), ``put`` (the put hook over the store), ``service`` (the
+delivery service: heap, progress, one per broker), ``horizon`` (which timers are held in memory),
+``api`` (what the rest of the broker calls).
+
+In-process API, in ``api`` (``from rmqcli.broker.timer import api as timer``): ``put_inner(ctl,
+inner)`` (any broker-built message, e.g. POP's ck/ack with ``TIMER_DELIVER_MS``),
+``put_message(ctl, message)`` (a producer's), both raising ``TimerRefusal``; ``has_trigger(props)``;
+``TIMER_TOPIC``; ``run(ctl)``: the delivery service's coroutine. ``ctl`` is the ``BrokerContext``;
+every call runs on the broker's event loop.
+
+This ``__init__`` imports nothing (no cycle, not even a type-only one, goes through the package):
+``from rmqcli.broker.timer import message`` (or ``config``) runs that module alone, never the put
+hook or the service, and so never ``rmqcli.broker.context``.
 """
-
-from __future__ import annotations
-
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
-
-from rmqcli.broker.timer.message import TIMER_TOPIC, TimerRefusal, has_trigger
-from rmqcli.broker.timer.put import put_inner, put_message
-
-if TYPE_CHECKING:
-    from rmqcli.broker.context import BrokerContext
-
-__all__ = ["TIMER_TOPIC", "TimerRefusal", "has_trigger", "put_inner", "put_message", "run"]
-
-
-def run(ctl: BrokerContext) -> Coroutine[Any, Any, None]:
-    """The delivery service until cancelled (the controller starts it on a master)."""
-    from rmqcli.broker.timer.service import timer_service
-
-    return timer_service(ctl).run()
