@@ -20,7 +20,7 @@ from collections.abc import Awaitable
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.names import BENCHMARK_TOPIC
-from rmqcli.broker import admin, consumer, pop, pull, query, send, sendback, transaction
+from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.hagate import HaGate
 from rmqcli.broker.acl.setup import BrokerAcl, broker_credentials, open_acl
@@ -35,6 +35,8 @@ from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.ha.sync import SlaveSynchronize
 from rmqcli.broker.holds import HoldService
 from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.pop import handlers as pop_handlers
+from rmqcli.broker.pop import service as pop_service
 from rmqcli.broker.retention import RetentionService, Usage
 from rmqcli.broker.schedule import ScheduleService
 from rmqcli.broker.sendlane import SendLane
@@ -145,7 +147,7 @@ class BrokerController:
         self.transactions = transaction.TransactionCheckService(self)
         self.escape = EscapeBridge(self, self.remoting, namesrv_addrs)
         self.schedule.escape = self.transactions.escape = self.escape
-        for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers, pop):
+        for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers, pop_handlers):
             self.handlers.update(module.HANDLERS)
         self.vip_handlers = {code: h for code, h in self.handlers.items() if code not in MAIN_PORT_ONLY}
         self._register_wanted = asyncio.Event()
@@ -264,7 +266,7 @@ class BrokerController:
             self._register_loop(),
             self._acl_watch(),
             self.retention.run(),
-            pop.run(self),  # the revive service (PopReviveService)
+            pop_service.run(self),  # the revive service (PopReviveService)
         ]
         if self.membership is not None:
             services.append(self.membership.run())

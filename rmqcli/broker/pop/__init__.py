@@ -1,10 +1,18 @@
-"""POP consumption in the broker, as RocketMQ 5.1.1 stores and answers it (research notes
-issue21 §2, §3, §2b, §7): POP_MESSAGE 200050, ACK_MESSAGE 200051, PEEK_MESSAGE 200052,
+"""POP consumption in the broker, as RocketMQ 5.1.1 stores and answers it.
+
+Design note.
+
+What it is: POP_MESSAGE 200050, ACK_MESSAGE 200051, PEEK_MESSAGE 200052,
 CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054, POLLING_INFO 200055 over remoting
-(``HANDLERS``), checkpoints and acks in the revive topic ``rmq_sys_REVIVE_LOG_<cluster>``
+(``handlers.HANDLERS``), checkpoints and acks in the revive topic ``rmq_sys_REVIVE_LOG_<cluster>``
 (8 queues, perm 6, created at start), the revive service that puts un-acked messages into
 ``%RETRY%<group>_<topic>`` after their invisible time, and orderly POP (``consumerOrderInfo.json``).
 Consumer offsets are the 4.x table: a group can move between PULL and POP.
+
+Where the behaviour is specified: the research notes issue21 §2, §3, §2b, §7 (5.1.1's processors
+and ``PopReviveService``, named in each module's docstring); tests/broker/test_pop_*.py check it in
+this process, over remoting against ``rmq serve``, with the 5.1.1 Java push consumer and beside the
+real 5.1.1 broker.
 
 Modules: ``constants`` (names, extra info), ``config`` (broker.conf keys), ``checkpoint``
 (ck / ack JSON), ``revivelog`` (the one put of ck and ack: where a timer slots in), ``read``
@@ -35,26 +43,13 @@ the remoting response code and remark 5.1.1 gives):
 * ``peek.peek_message(ctl, group, topic, queue_id, max_msg_nums) -> peek.PeekResult``;
   ``await notify.notification(ctl, group, topic, queue_id, poll_time, born_time) -> bool``;
   ``notify.polling_num(ctl, group, topic, queue_id) -> int``.
-* ``service.pop_service(ctl)``: the state (``order``, ``polling``, ``revive``); ``run(ctl)`` is
-  the revive service's coroutine (the controller starts it with its other services).
+* ``service.pop_service(ctl)``: the state (``order``, ``polling``, ``revive``); ``service.run(ctl)``
+  is the revive service's coroutine (the controller starts it with its other services) and
+  ``handlers.HANDLERS`` the remoting table the controller registers.
+
+This ``__init__`` imports nothing (no cycle, not even a type-only one, goes through the package):
+``from rmqcli.broker.pop import constants`` (or ``config``) runs that module alone, never the
+handlers or the services, and so never ``rmqcli.broker.context``. Inside the package the revive
+service sees the POP state through ``revive.PopState``, so ``service`` imports ``revive`` and not
+the other way round.
 """
-
-from __future__ import annotations
-
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
-
-from rmqcli.broker.pop.handlers import HANDLERS
-
-if TYPE_CHECKING:
-    from rmqcli.broker.context import BrokerContext
-
-__all__ = ["HANDLERS", "run"]
-
-
-def run(ctl: BrokerContext) -> Coroutine[Any, Any, None]:
-    """The revive service (and the order info's persistence) until cancelled; also creates the
-    revive topic, at start, as 5.1.1 does."""
-    from rmqcli.broker.pop.service import pop_service
-
-    return pop_service(ctl).revive.run()

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from formats import commitlog as fmt
 from formats.records import RecordError
@@ -37,7 +38,8 @@ from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
-    from rmqcli.broker.pop.service import PopService
+    from rmqcli.broker.pop.config import PopConfig
+    from rmqcli.broker.pop.order import OrderInfoManager
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,19 @@ class _Queue:
     due: dict[str, int] = field(default_factory=dict)  # when each pending ck is revived (ms)
 
 
+class PopState(Protocol):
+    """What the revive service uses of the broker's POP state (``service.PopService``, which makes
+    the revive service: named here by its shape, so that this module does not import it back)."""
+
+    revive_topic: str
+    config: PopConfig
+    order: OrderInfoManager
+
+    def wake(self, topic: str, group: str, queue_id: int = -1) -> None: ...
+
+
 class ReviveService:
-    def __init__(self, ctl: BrokerContext, svc: PopService):
+    def __init__(self, ctl: BrokerContext, svc: PopState):
         self.ctl = ctl
         self.svc = svc
         self.queues: dict[int, _Queue] = {}
@@ -88,9 +101,7 @@ class ReviveService:
 
     def round(self, now: int | None = None) -> int:
         """One pass over every revive queue; the number of messages revived."""
-        from rmqcli.broker.pop.pop import now_ms
-
-        now = now_ms() if now is None else now
+        now = int(time.time() * 1000) if now is None else now
         revived = 0
         for qid in range(self.svc.config.revive_queue_num):
             revived += self._queue_round(qid, now)

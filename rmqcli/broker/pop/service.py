@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from rmqcli.broker.pop import constants as k
 from rmqcli.broker.pop.config import PopConfig, pop_config
 from rmqcli.broker.pop.order import OrderInfoManager
 from rmqcli.broker.pop.polling import PopLongPolling
+from rmqcli.broker.pop.revive import ReviveService
 from rmqcli.store.store import CONFIG_DIR
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
-    from rmqcli.broker.pop.revive import ReviveService
 
 
 class PopService:
@@ -52,8 +53,6 @@ class PopService:
     @property
     def revive(self) -> ReviveService:
         if self._revive is None:
-            from rmqcli.broker.pop.revive import ReviveService
-
             self._revive = ReviveService(self.ctl, self)
         return self._revive
 
@@ -67,3 +66,9 @@ def pop_service(ctl: BrokerContext) -> PopService:
     if service is None:
         service = _services[ctl] = PopService(ctl)
     return service
+
+
+def run(ctl: BrokerContext) -> Coroutine[Any, Any, None]:
+    """The revive service (and the order info's persistence) until cancelled; also creates the
+    revive topic, at start, as 5.1.1 does."""
+    return pop_service(ctl).revive.run()
