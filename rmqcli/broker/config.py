@@ -20,6 +20,8 @@ from formats.javatext import parse_boolean
 from rmqcli.broker.acting.config import ActingConfig, acting_config_from_properties
 from rmqcli.broker.ha.config import ROLES, SLAVE, HAConfig, ha_config_from_properties
 from rmqcli.broker.names import validate_topic
+from rmqcli.broker.pop.config import pop_config
+from rmqcli.broker.timer.config import timer_config
 from rmqcli.errors import UsageError
 from rmqcli.store.retention import RetentionConfig, retention_from_properties
 from rmqcli.store.settings import StoreSettings, read_properties, settings_from_properties
@@ -177,11 +179,8 @@ def broker_config_from_properties(props: dict[str, str]) -> BrokerConfig:
     if not levels:
         bad = config.store.message_delay_level
         raise UsageError(f"broker.conf: messageDelayLevel={bad!r} is not a list like '1s 5s 1m 2h 1d'")
-    from rmqcli.broker.pop.config import pop_config  # keys read as given by their services:
-    from rmqcli.broker.timer.config import timer_config  # refused here, at start, when bad
-
-    pop_config(config)
-    timer_config(config)
+    pop_config(props)  # keys read as given by their services: refused here, at start, when bad
+    timer_config(props)
     return config
 
 

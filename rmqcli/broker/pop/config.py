@@ -4,13 +4,15 @@ Read from the file as given (``BrokerConfig.given``), so that ``rmqcli.broker.co
 field per key: ``reviveQueueNum`` (8), ``reviveInterval`` (1000 ms), ``popPollingSize`` (1024
 requests held per ``topic@group@queueId``), ``maxPopPollingSize`` (100000 held in all). A value
 that does not parse or lies outside the range below is refused at start (``givenkeys``).
+``pop_config`` takes that mapping, not the ``BrokerConfig``: ``rmqcli.broker.config`` calls it at
+start to refuse a bad value, so this module does not import it back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.givenkeys import given_int
 
 MAX_REVIVE_QUEUES = 64
@@ -28,8 +30,8 @@ class PopConfig:
     max_invisible_ms: int = 259_200_000  # timerMaxDelaySec (3 days): a ck's deliver time must fit
 
 
-def pop_config(config: BrokerConfig) -> PopConfig:
-    given = dict(config.given)
+def pop_config(given: Mapping[str, str]) -> PopConfig:
+    """The keys from ``given``, broker.conf as read (``dict(BrokerConfig.given)``)."""
     return PopConfig(
         revive_queue_num=given_int(given, "reviveQueueNum", 8, 1, MAX_REVIVE_QUEUES),
         revive_interval_ms=given_int(given, "reviveInterval", 1000, 100, 60_000),

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class PopService:
     def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
-        self.config: PopConfig = pop_config(ctl.config)
+        self.config: PopConfig = pop_config(dict(ctl.config.given))
         self.order = OrderInfoManager(ctl.writer.root / CONFIG_DIR, ctl.store.config_writer)
         self.order.load()
         self.polling = PopLongPolling(self.config.pop_polling_size, self.config.max_pop_polling_size)

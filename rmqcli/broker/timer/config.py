@@ -4,14 +4,16 @@ Read from the file as given (``BrokerConfig.given``), so that ``rmqcli.broker.co
 field per key: ``timerMaxDelaySec`` (259200 s: 3 days), ``timerPrecisionMs`` (1000 ms),
 ``timerWheelEnable`` (true); and rmq's own ``timerMaxPending`` (100000: the timers held in memory,
 ``service``). A value that does not parse or lies outside the range below is refused at start
-(``givenkeys``).
+(``givenkeys``). ``timer_config`` takes that mapping, not the ``BrokerConfig``:
+``rmqcli.broker.config`` calls it at start to refuse a bad value, so this module does not import
+it back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.givenkeys import given_bool, given_int
 
 MAX_DELAY_SEC_LIMIT = 10 * 365 * 86400
@@ -26,8 +28,8 @@ class TimerConfig:
     max_pending: int = 100_000
 
 
-def timer_config(config: BrokerConfig) -> TimerConfig:
-    given = dict(config.given)
+def timer_config(given: Mapping[str, str]) -> TimerConfig:
+    """The keys from ``given``, broker.conf as read (``dict(BrokerConfig.given)``)."""
     return TimerConfig(
         max_delay_sec=given_int(given, "timerMaxDelaySec", 259_200, 1, MAX_DELAY_SEC_LIMIT),
         precision_ms=given_int(given, "timerPrecisionMs", 1000, 10, 3_600_000),

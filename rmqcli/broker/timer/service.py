@@ -67,7 +67,7 @@ class TimerService:
 
     def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
-        self.config: TimerConfig = timer_config(ctl.config)
+        self.config: TimerConfig = timer_config(dict(ctl.config.given))
         self.cap = self.config.max_pending  # timers held in memory (about 200 bytes each)
         self.heap: list[Entry] = []
         self.scanned: int | None = None  # next timer-queue offset to read; None until started
