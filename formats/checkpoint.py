@@ -1,6 +1,6 @@
 """StoreCheckpoint page.
 
-Specified by FORMATS.md §4 (Apache RocketMQ ``StoreCheckpoint.java``): a 4 KiB file whose first
+Specified by formats.md §4 (Apache RocketMQ ``StoreCheckpoint.java``): a 4 KiB file whose first
 bytes hold big-endian i64 timestamps/offsets; the rest is zero.
 """
 

@@ -1,6 +1,6 @@
 """CommitLog message record, BLANK end-of-file record, sysFlag bits, properties codec, msg ids.
 
-Specified by FORMATS.md §1 (Apache RocketMQ ``CommitLog.java``: ``calMsgLength``,
+Specified by formats.md §1 (Apache RocketMQ ``CommitLog.java``: ``calMsgLength``,
 ``checkMessageAndReturnSize``, ``MessageExtEncoder``; ``MessageDecoder.java``;
 ``MessageSysFlag.java``). Every integer is big-endian and signed.
 """
@@ -19,13 +19,13 @@ from formats.derive import compile_struct, field_offsets, field_struct
 from formats.javahash import hashmap_order, string_hash
 from formats.names import SCHEDULE_TOPIC  # declared with the other system topics
 
-# --- magic codes (FORMATS.md §1.3) -------------------------------------------------------------
+# --- magic codes (formats.md §1.3) -------------------------------------------------------------
 MAGIC_V1 = -626843481  # 0xDAA320A7: 1-byte topic length
 MAGIC_V2 = -626843477  # 0xDAA320AB: 2-byte topic length (RocketMQ 5.1.0+)
 BLANK_MAGIC = -875286124  # 0xCBD43194: end-of-file filler
 MESSAGE_MAGICS = (MAGIC_V1, MAGIC_V2)
 
-# --- sysFlag bits (FORMATS.md §1.4) ------------------------------------------------------------
+# --- sysFlag bits (formats.md §1.4) ------------------------------------------------------------
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_MASK = 0xC
@@ -68,7 +68,7 @@ def host_length(sys_flag: int, v6_bit: int) -> int:
     return 20 if sys_flag & v6_bit else 8
 
 
-# --- schemas (FORMATS.md §1.2) -----------------------------------------------------------------
+# --- schemas (formats.md §1.2) -----------------------------------------------------------------
 HostV4 = cs.Struct("address" / cs.Bytes(4), "port" / cs.Int32sb)
 HostV6 = cs.Struct("address" / cs.Bytes(16), "port" / cs.Int32sb)
 
@@ -146,7 +146,7 @@ MessageRecord = cs.Struct(
 )
 
 # The record that fills the rest of a file: its size is the remaining length of the file and
-# only these 8 bytes are written (FORMATS.md §1.10).
+# only these 8 bytes are written (formats.md §1.10).
 BlankRecord = cs.Struct(
     "total_size" / cs.Int32sb,  # the rest of the file
     "magic_code" / cs.Const(BLANK_MAGIC, cs.Int32sb),
@@ -212,7 +212,7 @@ def topic_length_size(magic_code: int) -> int:
     return _TOPIC_LEN_SIZE_V2 if magic_code == MAGIC_V2 else _TOPIC_LEN_SIZE_V1
 
 
-# --- classic batch element (FORMATS.md §1.11) ----------------------------------------------------
+# --- classic batch element (formats.md §1.11) ----------------------------------------------------
 # One message of a SEND_BATCH_MESSAGE body, as ``MessageDecoder.encodeMessage`` writes it; the
 # broker expands each into a record of its own (magic and CRC are written as 0 and not read).
 BatchElementHead = cs.Struct(
@@ -237,14 +237,14 @@ BatchElement = cs.Struct(
 BATCH_ELEMENT_HEAD_STRUCT = compile_struct(BatchElementHead)
 
 
-# --- body CRC (FORMATS.md §1.6) ----------------------------------------------------------------
+# --- body CRC (formats.md §1.6) ----------------------------------------------------------------
 def body_crc(body: bytes | memoryview) -> int:
     """``UtilAll.crc32``: the CRC32 of the stored body (zlib's; computed by ISA-L, the same value
     several times faster), masked to 31 bits."""
     return isal_crc32(body) & 0x7FFFFFFF
 
 
-# --- properties (FORMATS.md §1.7) --------------------------------------------------------------
+# --- properties (formats.md §1.7) --------------------------------------------------------------
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -327,7 +327,7 @@ PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 KEY_SEPARATOR = " "
 
 
-# --- message ids (FORMATS.md §1.5) ---------------------------------------------------------------
+# --- message ids (formats.md §1.5) ---------------------------------------------------------------
 def offset_msg_id(store_address: bytes, store_port: int, physical_offset: int) -> str:
     """``MessageDecoder.createMessageId``: upper-case hex of store host + port + offset."""
     return (
@@ -364,7 +364,7 @@ def decode_unique_key(key: str) -> tuple[bytes, int, int, int, int]:
     return ip, pid, loader, span, counter
 
 
-# --- tags code (FORMATS.md §2.2) -----------------------------------------------------------------
+# --- tags code (formats.md §2.2) -----------------------------------------------------------------
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 

@@ -1,6 +1,6 @@
 """ConsumeQueue unit and ConsumeQueueExt unit.
 
-Specified by FORMATS.md §2 (Apache RocketMQ ``ConsumeQueue.java``, ``ConsumeQueueExt.java``).
+Specified by formats.md §2 (Apache RocketMQ ``ConsumeQueue.java``, ``ConsumeQueueExt.java``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ nested structs of those) into the equivalent ``struct.Struct`` at import time. T
 still declared once, in Construct.
 
 Design note: the Construct declarations in ``formats/`` are the single source of every layout
-(field order, widths, byte order, each named as FORMATS.md names it); the fast forms that hot
+(field order, widths, byte order, each named as formats.md names it); the fast forms that hot
 paths use (``struct.Struct`` here, field offsets, the numpy dtypes of the bulk scans) are
 derived from them, never typed by hand, so a layout cannot be fixed in one form and left wrong
 in another. This is what to keep and follow: a new format is a declaration in ``formats/``

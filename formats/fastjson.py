@@ -1,6 +1,6 @@
 """The JSON dialect of Alibaba fastjson, as RocketMQ writes config files and remoting bodies.
 
-Specified by FORMATS.md §5.3 and PROTOCOL.md: maps with integer keys are written with bare
+Specified by formats.md §5.3 and protocol.md: maps with integer keys are written with bare
 keys (``{0:123,1:456}``), maps keyed by objects put the object itself in key position, and the
 pretty form indents with tabs and puts the entries of a non-string-keyed map on one line.
 """

@@ -1,6 +1,6 @@
 """IndexFile header, hash slot and index entry; key hash and position arithmetic.
 
-Specified by FORMATS.md §3 (Apache RocketMQ ``index/IndexHeader.java``, ``index/IndexFile.java``,
+Specified by formats.md §3 (Apache RocketMQ ``index/IndexHeader.java``, ``index/IndexFile.java``,
 ``index/IndexService.java``).
 """
 

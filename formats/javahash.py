@@ -1,9 +1,9 @@
 """Java ``String.hashCode`` and the hashes RocketMQ derives from it.
 
 ``String.hashCode`` runs over UTF-16 code units (``h = 31*h + c`` with i32 overflow). RocketMQ
-uses it for the consume-queue tags code (sign-extended to i64, FORMATS.md §2.2), for the index
-key hash (absolute value, FORMATS.md §3.2) and, through ``HashMap``, for the order in which a
-properties map is serialised (FORMATS.md §1.7).
+uses it for the consume-queue tags code (sign-extended to i64, formats.md §2.2), for the index
+key hash (absolute value, formats.md §3.2) and, through ``HashMap``, for the order in which a
+properties map is serialised (formats.md §1.7).
 """
 
 from __future__ import annotations

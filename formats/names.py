@@ -3,7 +3,7 @@ topics, the name server's order-config namespace and the groups the tools use.
 
 Declarations only, written once here and imported by the admin tools, the embedded broker and the
 store writer. Specified by Apache RocketMQ 4.9.x ``PermName``, ``MixAll``, ``TopicValidator`` and
-``NamesrvUtil`` (PROTOCOL.md B.4, C.5; FORMATS.md §5.3 for ``topics.json``).
+``NamesrvUtil`` (protocol.md B.4, C.5; formats.md §5.3 for ``topics.json``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Decode one CommitLog record from bytes: the codec shared by the store's scans and the admin
 tools, which read the same records in a broker's PULL_MESSAGE, QUERY_MESSAGE and
-VIEW_MESSAGE_BY_ID answers (PROTOCOL.md B.8).
+VIEW_MESSAGE_BY_ID answers (protocol.md B.8).
 
-Layout and checks: FORMATS.md §1.2 and §1.14 (``CommitLog.checkMessageAndReturnSize``,
+Layout and checks: formats.md §1.2 and §1.14 (``CommitLog.checkMessageAndReturnSize``,
 ``MessageDecoder.decode``), read with the compiled forms of ``formats.commitlog``. No file or
 socket I/O: ``buf`` is any buffer (an mmap, a response body). Properties and bodies are decoded
 only when asked for; errors are those of ``rmqcli.errors`` (a module that imports nothing).

@@ -1,6 +1,6 @@
 """Remoting frame and ROCKETMQ binary header.
 
-Specified by PROTOCOL.md A.1 (frame), A.2 (header fields, flag bits, language codes) and A.4
+Specified by protocol.md A.1 (frame), A.2 (header fields, flag bits, language codes) and A.4
 (the ROCKETMQ binary header; Apache RocketMQ ``RemotingCommand.java``, ``NettyDecoder.java``,
 ``RocketMQSerializable.java``). Every integer is big-endian and signed unless noted.
 """

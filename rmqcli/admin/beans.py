@@ -1,4 +1,4 @@
-"""JSON bodies the group and message commands need beyond ``rmqcli.remoting.json_body`` (PROTOCOL.md
+"""JSON bodies the group and message commands need beyond ``rmqcli.remoting.json_body`` (protocol.md
 B.4, B.9), declared with the same ``bean``/``prop`` helpers, plus the small Java conventions the
 commands print: ``MessageQueue`` order and ``HashSet`` order."""
 

@@ -1,7 +1,7 @@
 """Cluster, broker and name server commands of mqadmin: clusterList, brokerStatus, getBrokerConfig,
 updateBrokerConfig, wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig,
 updateKvConfig, deleteKvConfig, cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic
-(PROTOCOL.md C.2, C.4.1, C.4.7, C.5; B.2, B.4)."""
+(protocol.md C.2, C.4.1, C.4.7, C.5; B.2, B.4)."""
 
 from __future__ import annotations
 

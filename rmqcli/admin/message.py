@@ -1,6 +1,6 @@
 """Message commands of mqadmin: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
 queryMsgTraceById, printMsg, printMsgByQueue, queryCq, sendMessage, consumeMessage, checkMsgSendRT,
-sendMsgStatus (PROTOCOL.md C.2, C.4.6, C.4.7, C.5).
+sendMsgStatus (protocol.md C.2, C.4.6, C.4.7, C.5).
 
 The pull consumer and the producer these commands run are ``rmqcli.admin.mqclient``'s.
 """

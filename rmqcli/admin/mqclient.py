@@ -1,5 +1,5 @@
 """The clients mqadmin's message commands run inside one command: ``DefaultMQPullConsumer`` and
-``DefaultMQProducer`` over an ``AdminSession`` (PROTOCOL.md B.6-B.8, C.5).
+``DefaultMQProducer`` over an ``AdminSession`` (protocol.md B.6-B.8, C.5).
 
 Pulls are what mqadmin's pull consumer sends (B.7: group ``TOOLS_CONSUMER``, SUBSCRIPTION flag, no
 suspend); answers are stored records (B.8) decoded with ``formats.records.decode_record`` into

@@ -1,6 +1,6 @@
 """What ``queryMsgById``, ``queryMsgByOffset`` and ``queryMsgByUniqueKey`` print of a message beside
 the message itself: the file its body is written to (``createBodyFile``) and the consumer groups'
-tracks (``DefaultMQAdminExtImpl.messageTrackDetail``; PROTOCOL.md C.4.6).
+tracks (``DefaultMQAdminExtImpl.messageTrackDetail``; protocol.md C.4.6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Name server resolution, one connection pool per command, cluster and broker lookup (PROTOCOL.md C.1).
+"""Name server resolution, one connection pool per command, cluster and broker lookup (protocol.md C.1).
 
 ``resolve_namesrv`` follows mqadmin: ``-n`` (a ``;``-separated list), else ``NAMESRV_ADDR``.
 ``AdminSession`` owns one ``SyncClient`` for the whole command; requests to the name servers go to

@@ -1,5 +1,5 @@
 """Topic commands of mqadmin: updateTopic, updateTopicPerm, deleteTopic, topicList, topicRoute,
-topicStatus, topicClusterList, updateOrderConf, allocateMQ (PROTOCOL.md C.2, C.4, C.5; B.2, B.4)."""
+topicStatus, topicClusterList, updateOrderConf, allocateMQ (protocol.md C.2, C.4, C.5; B.2, B.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Server side of the remoting protocol: listeners, connections, dispatch (PROTOCOL.md A.1, A.6, A.7).
+"""Server side of the remoting protocol: listeners, connections, dispatch (protocol.md A.1, A.6, A.7).
 
 A ``Connection`` is an ``asyncio.Protocol``: bytes are cut into frames by ``FrameDecoder`` (16 MiB
 limit, as ``NettyDecoder``), each request goes to the server's dispatch function, and its answer

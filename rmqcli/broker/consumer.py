@@ -1,4 +1,4 @@
-"""Clients and consumers: ``ClientManageProcessor`` and ``ConsumerManageProcessor`` (PROTOCOL.md B.3).
+"""Clients and consumers: ``ClientManageProcessor`` and ``ConsumerManageProcessor`` (protocol.md B.3).
 
 HEART_BEAT (34) registers producers and consumers (enum names or C++ ordinals, B.9), creates the
 group's subscription config and its ``%RETRY%<group>`` topic; UNREGISTER_CLIENT (35);

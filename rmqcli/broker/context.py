@@ -3,7 +3,7 @@
 Every processor module (``send``, ``pull``, ``query``, ``consumer``, ``sendback``, ``transaction``,
 ``acl.handlers``, ``admin``) registers ``Handler`` functions in its ``HANDLERS`` table,
 ``{request code: handler}``; ``controller.BrokerController.dispatch`` calls the one registered for a
-request's code (PROTOCOL.md B.3, B.4) with itself as the context. The services that act for the
+request's code (protocol.md B.3, B.4) with itself as the context. The services that act for the
 broker (``schedule.ScheduleService``, ``transaction.TransactionCheckService``, ``sendlane.SendLane``)
 are built over the same context. ``acknowledged`` makes the handler of a request that only asks for
 an action.

@@ -1,4 +1,4 @@
-"""``PullRequestHoldService``: the long-polling pulls waiting for a message (PROTOCOL.md B.7).
+"""``PullRequestHoldService``: the long-polling pulls waiting for a message (protocol.md B.7).
 
 ``pull.hold`` waits here per queue; the message store's arrival listener wakes the queue's waiters.
 4.9.8's service also checks every held pull once a round (``checkHoldRequest``: every 5 s with

@@ -8,7 +8,7 @@ The broker re-puts stored messages in four places: consumer send-back
 ``lookMessageByOffset``: the record decoded with its body as stored (still compressed when the
 compressed bit is set) and its properties in a ``HashMap`` filled in stored order; each then
 serialises that map again (``MessageDecoder.messageProperties2String``), so the insertion order of
-the dict kept here is the one Java's map has (FORMATS.md §1.7).
+the dict kept here is the one Java's map has (formats.md §1.7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The NameServer: route tables and KV config (PROTOCOL.md B.2; ``RouteInfoManager``, ``KVConfigManager``,
+"""The NameServer: route tables and KV config (protocol.md B.2; ``RouteInfoManager``, ``KVConfigManager``,
 ``DefaultRequestProcessor``/``ClientRequestProcessor`` of RocketMQ).
 
 State is in memory, as in the real name server: brokers register every 30 s and are forgotten when

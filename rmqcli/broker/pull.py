@@ -1,5 +1,5 @@
 """PULL_MESSAGE (11): ``PullMessageProcessor``, ``DefaultMessageStore.getMessage``,
-``PullRequestHoldService`` (PROTOCOL.md B.7).
+``PullRequestHoldService`` (protocol.md B.7).
 
 ``parse`` checks the request (the group's and topic's names as ``rmqcli.broker.names`` does, which
 4.9.8 does not; group, topic, permission, queue id, subscription: from the request

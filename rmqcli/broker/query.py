@@ -1,5 +1,5 @@
 """Queue offsets and message lookups: ``AdminBrokerProcessor`` offset requests and ``QueryMessageProcessor``
-(PROTOCOL.md B.3).
+(protocol.md B.3).
 
 GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME
 (32), QUERY_MESSAGE (12, by key or unique key through the index), VIEW_MESSAGE_BY_ID (33, by

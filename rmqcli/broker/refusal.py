@@ -1,4 +1,4 @@
-"""A request a processor refuses: its response code and remark (PROTOCOL.md B.3, B.7).
+"""A request a processor refuses: its response code and remark (protocol.md B.3, B.7).
 
 The checks of a processor's ``parse`` step raise a ``Refusal`` (``send.SendError``,
 ``pull.PullError``); the handler answers it with ``answer``, so every check states its code and

@@ -3,7 +3,7 @@
 A message with a ``DELAY`` level (a producer's, or a send-back's) is stored in
 ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1`` with its delivery time as the consume-queue tags code
 (``CommitLog.putMessage`` and the dispatch do that, ``rmqcli.store.write.messages.apply_delay``,
-FORMATS.md §1.13). This service walks each level's queue from its offset in
+formats.md §1.13). This service walks each level's queue from its offset in
 ``config/delayOffset.json``: every unit whose time has come (a time further away than the level's
 delay counts as now, ``correctDeliverTimestamp``) is read back, turned into the message to deliver
 (``messageTimeup``) and stored in its real topic and queue; the offset then moves past it. The

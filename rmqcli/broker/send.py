@@ -1,5 +1,5 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): ``SendMessageProcessor``
-(PROTOCOL.md B.3, B.6).
+(protocol.md B.3, B.6).
 
 ``parse`` turns a request into a ``Message`` or ``BatchMessage`` after the broker's checks
 (``AbstractSendMessageProcessor.msgCheck``: broker and topic permission, the topic's name as
@@ -110,7 +110,7 @@ def is_batch_flag(raw: str) -> bool:
 
 
 def decode_batch(body: bytes) -> list[BatchElement]:
-    """``MessageDecoder.decodeMessages`` of a batch body (B.6; FORMATS.md §1.11)."""
+    """``MessageDecoder.decodeMessages`` of a batch body (B.6; formats.md §1.11)."""
     elements = []
     pos, n = 0, len(body)
     while pos < n:

@@ -1,5 +1,5 @@
 """The send lane: a plain SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) answered from its frame
-(PROTOCOL.md B.3, B.6).
+(protocol.md B.3, B.6).
 
 A producer's sync send is one round trip, so the time between a request's arrival and its answer
 is what bounds its rate. ``SendLane.handle`` takes a whole frame and either stores the message and

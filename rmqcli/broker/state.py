@@ -2,7 +2,7 @@
 
 ``TopicConfigManager``, ``SubscriptionGroupManager`` and ``ConsumerOffsetManager`` keep their tables in
 the ``StoreWriter``'s config state, so ``config/topics.json``, ``subscriptionGroup.json`` and
-``consumerOffset.json`` are written in the 4.9.x shapes (FORMATS.md §5.3). ``ClientManager`` is
+``consumerOffset.json`` are written in the 4.9.x shapes (formats.md §5.3). ``ClientManager`` is
 ``ConsumerManager`` + ``ProducerManager`` (B.3 HEART_BEAT / UNREGISTER_CLIENT, channels expire after
 120 s, A.7); ``LockManager`` is ``RebalanceLockManager`` (B.3 LOCK_BATCH_MQ, 60 s leases).
 """

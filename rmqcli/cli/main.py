@@ -102,7 +102,7 @@ class RmqGroup(TyperGroup):
                 formatter.write_dl(rows)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """No arguments: list the commands as mqadmin does (PROTOCOL.md C.1)."""
+        """No arguments: list the commands as mqadmin does (protocol.md C.1)."""
         if not args and not ctx.resilient_parsing:
             from rmqcli.cli.admin.commands import command_list
 

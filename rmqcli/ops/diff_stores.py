@@ -1,7 +1,7 @@
 """Compare the CommitLogs of two stores, as an operator does before promoting a slave by hand.
 
 Replicas of one broker group hold the same CommitLog bytes at the same physical offsets
-(``HAConnection`` pushes the master's bytes unchanged; FORMATS.md §1). So two stores agree when
+(``HAConnection`` pushes the master's bytes unchanged; formats.md §1). So two stores agree when
 their bytes are equal wherever both hold data: over ``[max(minA, minB), min(maxA, maxB))``, the
 ends being each store's maxPhyOffset as a broker's recovery finds it. Past that range, one store
 holds records the other lacks: the replication gap. Where the bytes differ, the stores have

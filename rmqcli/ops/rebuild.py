@@ -1,6 +1,6 @@
 """Rebuild consume queues and index files from the CommitLog, as the broker's dispatch would.
 
-Every record is dispatched as ``ReputMessageService`` does (``rmqcli.store.write.dispatch``, FORMATS.md
+Every record is dispatched as ``ReputMessageService`` does (``rmqcli.store.write.dispatch``, formats.md
 §7) into a staging directory inside the store; applying the result swaps the staged
 directories in (``rmqcli.ops.safety``) and updates the checkpoint's logics/index timestamps.
 

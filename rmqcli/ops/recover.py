@@ -1,6 +1,6 @@
 """Offline recovery: what an Apache RocketMQ 4.9.x broker does to its store at start-up.
 
-``DefaultMessageStore.load`` / ``recover`` / ``start`` (FORMATS.md §6, §3.5, §7.2):
+``DefaultMessageStore.load`` / ``recover`` / ``start`` (formats.md §6, §3.5, §7.2):
 
 1. ``lastExitOK = !exists(abort)``; ``--normal``/``--abnormal`` override it.
 2. Index files: after an abnormal exit, every file whose ``endTimestamp`` is newer than the

@@ -1,6 +1,6 @@
 """``rmq recover --salvage``: keep the valid records after a corrupt one (a documented divergence).
 
-A broker's recovery (``CommitLog.recoverNormally``/``recoverAbnormally``, FORMATS.md §6) ends the
+A broker's recovery (``CommitLog.recoverNormally``/``recoverAbnormally``, formats.md §6) ends the
 CommitLog at the first record that fails ``checkMessageAndReturnSize``: one flipped body byte
 loses everything stored after it. Salvage instead overwrites the bad bytes with valid records of
 exactly their length (*tombstones*), so everything after stays where it is and a broker, which

@@ -1,7 +1,7 @@
 """``verify_store``: read a whole store offline and report every problem with its file and offset.
 
 What counts as an error follows what the Apache RocketMQ broker itself would reject, lose or
-never find again (FORMATS.md §1.14, §2.4, §3, §6): a record recovery would stop at, a unit or
+never find again (formats.md §1.14, §2.4, §3, §6): a record recovery would stop at, a unit or
 index entry that points at the wrong place, a dispatchable record missing from its queue, a
 config file neither it nor its ``.bak`` parses. States a broker handles by itself on start
 (an unclean shutdown, records not dispatched yet, a pre-allocated empty CommitLog file, a

@@ -9,7 +9,7 @@ loop (only for ``bodyLen > 0``, as recovery does with ``checkCRCOnRecover``) wit
 and the tags codes and index keys come from ``propscan``'s vectorised property lookup and Java
 hashes. Only where the bulk checks find a bad record is it decoded alone (``decode_record``) for
 an exact message; the scan then resyncs and goes on. Files must end in a BLANK record or a zero
-tail (FORMATS.md §1.10).
+tail (formats.md §1.10).
 
 The files are independent until their ends are compared, so a store of several files is scanned
 by forked worker processes, a file each at a time (``_scan_alone``); the parent takes their
@@ -349,8 +349,8 @@ class CommitLogVerifier:
                 "decodes them with replacement characters",
             )
         rows = np.arange(len(batch), dtype=np.int64)
-        tags = propscan.tags_codes(scan, rows, self.delay_millis)  # FORMATS.md §2.2
-        key_rec, key_hash = propscan.index_keys(scan, rows)  # FORMATS.md §3.2
+        tags = propscan.tags_codes(scan, rows, self.delay_millis)  # formats.md §2.2
+        key_rec, key_hash = propscan.index_keys(scan, rows)  # formats.md §3.2
         return tags, key_rec, key_hash
 
     def _report_bad(self, info: FileInfo, buf, pos: int, limit: int) -> int:
@@ -435,7 +435,7 @@ class CommitLogVerifier:
         return limit
 
     def _check_file_ends(self, infos: list[FileInfo]) -> None:
-        """A file that is not the last with data must end in a BLANK (FORMATS.md §1.10)."""
+        """A file that is not the last with data must end in a BLANK (formats.md §1.10)."""
         with_data = [i for i, info in enumerate(infos) if info.records]
         last = with_data[-1] if with_data else -1
         for i, info in enumerate(infos):

@@ -1,6 +1,6 @@
 """Index-file verification: headers, hash chains, entries against records, and key coverage.
 
-FORMATS.md §3 (``IndexFile.putKey``/``selectPhyOffset``, ``IndexService.buildIndex``/``load``/
+formats.md §3 (``IndexFile.putKey``/``selectPhyOffset``, ``IndexService.buildIndex``/``load``/
 ``deleteExpiredFile``). Entries and slots are read with numpy; every entry is joined with the
 record table on (record, key hash) in bulk.
 """

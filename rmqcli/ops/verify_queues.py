@@ -1,6 +1,6 @@
 """Consume-queue verification: files, units, and the join of every unit with its CommitLog record.
 
-Rules from FORMATS.md §2 (``ConsumeQueue.recover``, ``putMessagePositionInfo``, ``fillPreBlank``)
+Rules from formats.md §2 (``ConsumeQueue.recover``, ``putMessagePositionInfo``, ``fillPreBlank``)
 and §7.3 (``CommitLogDispatcherBuildConsumeQueue``: only NOT/COMMIT records are dispatched).
 Units are read per file with numpy and joined against the record table by physical offset in
 bulk; only the units (and records) that disagree are looked at one by one.

@@ -20,7 +20,7 @@ from rmqcli.ops.stats import QueueStats, StoreStats, add_batch, earliest, finish
 from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
 
 PERCENTILES = (50, 90, 99)
-# a property is NAME \x01 VALUE with a non-empty name and value, pairs split by \x02 (FORMATS.md §1.7)
+# a property is NAME \x01 VALUE with a non-empty name and value, pairs split by \x02 (formats.md §1.7)
 _NAME = re.compile(
     rb"(?:^|(?<=" + re.escape(fmt.PROPERTY_SEPARATOR.encode()) + rb"))([^\x01\x02]+)\x01(?=[^\x02])"
 )

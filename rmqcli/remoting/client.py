@@ -1,4 +1,4 @@
-"""An asyncio remoting client and a synchronous facade for the CLI (PROTOCOL.md A.1, A.6).
+"""An asyncio remoting client and a synchronous facade for the CLI (protocol.md A.1, A.6).
 
 One TCP connection per address (``host:port``, ``[v6]:port`` or ``v6:port``), requests matched to
 responses by opaque, a deadline per request, oneway sends, and requests that the server sends to

@@ -1,6 +1,6 @@
 """RemotingCommand and its codec: frames, JSON headers, ROCKETMQ binary headers, stream framing.
 
-Specified by PROTOCOL.md A.1-A.4 and A.6 (Apache RocketMQ ``RemotingCommand.java``,
+Specified by protocol.md A.1-A.4 and A.6 (Apache RocketMQ ``RemotingCommand.java``,
 ``RocketMQSerializable.java``, ``NettyDecoder.java``). The byte layouts come from
 ``formats.remoting``; this module adds the JSON header dialect and the Java conventions
 (nulls omitted, ``extFields`` in ``HashMap`` order, zero-length binary strings read as null).

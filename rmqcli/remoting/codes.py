@@ -1,4 +1,4 @@
-"""Request and response codes (PROTOCOL.md B.1-B.5), named as in RocketMQ's ``RequestCode.java``
+"""Request and response codes (protocol.md B.1-B.5), named as in RocketMQ's ``RequestCode.java``
 and ``ResponseCode.java`` / ``RemotingSysResponseCode.java`` (4.9.7; 5.x additions marked), and the
 ``MQVersion.Version`` names behind the ``version`` field of every command (A.8).
 """

@@ -19,7 +19,7 @@ def camel(name: str) -> str:
 
 
 def java_text(value: Any) -> str:
-    """A value as Java's ``toString`` / fastjson's string coercion writes it (PROTOCOL.md A.3, A.5):
+    """A value as Java's ``toString`` / fastjson's string coercion writes it (protocol.md A.3, A.5):
     text as it is, ``true``/``false``, numbers in decimal, anything else as fastjson's JSON."""
     if isinstance(value, str):
         return value

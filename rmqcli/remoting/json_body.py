@@ -1,4 +1,4 @@
-"""JSON bodies of remoting commands, shaped as fastjson shapes RocketMQ's beans (PROTOCOL.md A.9, B.9).
+"""JSON bodies of remoting commands, shaped as fastjson shapes RocketMQ's beans (protocol.md A.9, B.9).
 
 Each body is a keyword-only dataclass whose fields carry the Java property name (camelCase of the
 Python name unless given). ``encode`` writes fastjson's compact form: properties sorted by name,

@@ -1,4 +1,4 @@
-"""Read and write the 4 KiB ``checkpoint`` file (FORMATS.md §4, ``StoreCheckpoint.java``)."""
+"""Read and write the 4 KiB ``checkpoint`` file (formats.md §4, ``StoreCheckpoint.java``)."""
 
 from __future__ import annotations
 

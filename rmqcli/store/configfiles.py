@@ -1,4 +1,4 @@
-"""The broker's ``config/*.json`` files (FORMATS.md §5.3, ``ConfigManager.java``).
+"""The broker's ``config/*.json`` files (formats.md §5.3, ``ConfigManager.java``).
 
 Written by fastjson: bare integer map keys, tab-indented pretty form. Loading falls back to
 ``<file>.bak`` when the file is missing, empty or unreadable, as ``ConfigManager.load`` does.

@@ -1,7 +1,7 @@
 """What ends the data of a CommitLog file: a BLANK record, zeros, the file's end, or something else.
 
 Shared by the record-by-record scans (``rmqcli.store.read.commitlog``) and the bulk scan
-(``rmqcli.store.scan.headerscan``); FORMATS.md §1.10 (``CommitLog.doAppend`` writes the BLANK record).
+(``rmqcli.store.scan.headerscan``); formats.md §1.10 (``CommitLog.doAppend`` writes the BLANK record).
 """
 
 from __future__ import annotations

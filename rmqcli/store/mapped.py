@@ -1,7 +1,7 @@
 """Mapped files and mapped-file queues (``MappedFile`` / ``MappedFileQueue`` in RocketMQ).
 
 A queue is a directory (or several, for a multi-path CommitLog) of fixed-size files named by
-the 20-digit global offset of their first byte (FORMATS.md §1.1). Files are memory-mapped
+the 20-digit global offset of their first byte (formats.md §1.1). Files are memory-mapped
 read-only on first use.
 """
 

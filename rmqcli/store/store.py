@@ -1,4 +1,4 @@
-"""Open a store directory in RocketMQ's default layout (FORMATS.md §0.1)."""
+"""Open a store directory in RocketMQ's default layout (formats.md §0.1)."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def _choose_index(settings: StoreSettings, sizes: list[int], explicit: frozenset
 
 
 class _BelowRoot:
-    """A ``Store`` attribute: the path of a fixed name below the store root (FORMATS.md §0.1)."""
+    """A ``Store`` attribute: the path of a fixed name below the store root (formats.md §0.1)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -314,7 +314,7 @@ class Store:
         return self.abort_path.exists()
 
     def lock_held(self) -> bool:
-        """Whether a running broker holds ``lock`` (a POSIX record lock on byte 0, FORMATS.md §5.2).
+        """Whether a running broker holds ``lock`` (a POSIX record lock on byte 0, formats.md §5.2).
 
         Fails closed: ``False`` only when there is no ``lock`` file or its byte 0 is free; a lock
         file that cannot be opened or queried (permissions, a symlink loop, ...) counts as held.

@@ -1,5 +1,5 @@
 """Clients online at the brokers of ``tests.admin.adminserver``: one real connection per broker,
-over which the client's HEART_BEAT registered it (PROTOCOL.md B.3), and which answers what a broker
+over which the client's HEART_BEAT registered it (protocol.md B.3), and which answers what a broker
 relays to the client (B.5): GET_CONSUMER_RUNNING_INFO with the client's staged running info,
 CONSUME_MESSAGE_DIRECTLY with CR_SUCCESS."""
 

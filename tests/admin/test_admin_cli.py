@@ -1,5 +1,5 @@
 """The mqadmin commands end to end over loopback: the real CLI (typer's runner and subprocesses)
-against the name servers and brokers of ``rmq serve`` (``tests.admin.adminserver``, PROTOCOL.md
+against the name servers and brokers of ``rmq serve`` (``tests.admin.adminserver``, protocol.md
 C.1-C.5), with mqadmin's text checked against the formats of C.4 and the outputs captured from a
 real 4.9.8 cluster (when ../shared is present), replayed by staging the captured broker's state."""
 

@@ -1,4 +1,4 @@
-"""Group, connection, offset and stats commands end to end over loopback (PROTOCOL.md C.4.5, C.4.7,
+"""Group, connection, offset and stats commands end to end over loopback (protocol.md C.4.5, C.4.7,
 C.5): the CLI against the name server and brokers of ``rmq serve`` (``tests.admin.adminserver``)
 with online clients on real connections, text checked against mqadmin's patterns and the
 consumerProgress outputs captured from a real cluster (when ../shared is present), replayed by

@@ -1,4 +1,4 @@
-"""Message commands end to end over loopback (PROTOCOL.md B.6-B.8, C.4.6, C.4.7, C.5): sendMessage
+"""Message commands end to end over loopback (protocol.md B.6-B.8, C.4.6, C.4.7, C.5): sendMessage
 stores records in the broker of ``rmq serve`` (``tests.admin.adminserver``); the query, print and
 consume commands read them back through QUERY_MESSAGE, VIEW_MESSAGE_BY_ID and PULL_MESSAGE; text
 checked against mqadmin's patterns."""

@@ -1,4 +1,4 @@
-"""``rmqcli.admin`` as a library: name server resolution (PROTOCOL.md C.1), the text helpers of C.4,
+"""``rmqcli.admin`` as a library: name server resolution (protocol.md C.1), the text helpers of C.4,
 and the operations' data against the name server and brokers of ``rmq serve``
 (``tests.admin.adminserver``)."""
 

@@ -1,5 +1,5 @@
 """End-to-end: ``rmq serve`` as a subprocess, the real C++ client (PyPI ``rocketmq`` 0.4.4) producing and
-consuming (DESIGN.md "broker end-to-end"; PROTOCOL.md D.3 for what that client sends).
+consuming (DESIGN.md "broker end-to-end"; protocol.md D.3 for what that client sends).
 
 The client runs in its own Python process per step (``CLIENT`` below), so a misbehaving native
 library can only fail a step, never hang or crash pytest; every step has a timeout and the server

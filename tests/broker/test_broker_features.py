@@ -1,5 +1,5 @@
 """``rmq serve`` on the wire: consumer send-back (36), delayed delivery, transactions (37, 39), offsets of
-unknown queues (PROTOCOL.md B.3; ``SendMessageProcessor``, ``ScheduleMessageService``,
+unknown queues (protocol.md B.3; ``SendMessageProcessor``, ``ScheduleMessageService``,
 ``EndTransactionProcessor``, ``TransactionalMessageCheckService`` of RocketMQ 4.9.x).
 
 One ``rmq serve`` subprocess with short delay levels and a fast transaction check; requests are made

@@ -1,5 +1,5 @@
 """``rmq serve`` with a second, independent client: ``ali-ons``, the pure-JavaScript RocketMQ client
-(npm, JSON remoting headers with fastjson quirks of its own, PROTOCOL.md A.3). It sends, consumes
+(npm, JSON remoting headers with fastjson quirks of its own, protocol.md A.3). It sends, consumes
 with a fresh group from the first offset, and answers ACTION_RETRY once (consumer send-back).
 
 Needs ``node`` and ``npm install --prefix tests/js`` (``tests/js/package.json`` pins the version);

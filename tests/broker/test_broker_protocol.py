@@ -1,4 +1,4 @@
-"""``rmq serve`` on the wire: NameServer and Broker answers (PROTOCOL.md B.2, B.3, B.7) and robustness
+"""``rmq serve`` on the wire: NameServer and Broker answers (protocol.md B.2, B.3, B.7) and robustness
 (A.1: oversized frames, undecodable headers, unknown codes, clients that do not read).
 
 Requests are made with rmq's own remoting client and with raw sockets against a real ``rmq serve``

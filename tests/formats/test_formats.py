@@ -209,8 +209,8 @@ def test_random_bytes_only_raise_record_error(data):
 
 
 # fixed-size layouts: (schema, field strategies in layout order, struct of the same bytes or None,
-# size, where zero padding starts or None); FORMATS.md §2 (consume queue unit), §3 (index header and
-# entry), §5 (checkpoint page)
+# size, where zero padding starts or None); formats.md §2 (consume queue unit), §3 (index header and
+# entry), §4 (checkpoint page)
 FIXED_LAYOUTS = {
     "cq-unit": (
         consumequeue.CqUnit,

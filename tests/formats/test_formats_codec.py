@@ -1,5 +1,5 @@
 """The declarations added to ``formats/`` and the codec that moved there: the classic batch element
-(FORMATS.md §1.11) read by the broker's send path, the single-field compiled forms the scans use,
+(formats.md §1.11) read by the broker's send path, the single-field compiled forms the scans use,
 the record codec ``formats.records`` the admin tools share with the store, and the vocabulary of
 ``formats.names``."""
 

@@ -2,7 +2,7 @@
 
 The server (below) speaks the protocol with the same codec, frames by hand where it must misbehave,
 and answers by request code: echo, delayed answers, a server-to-client request, abrupt close, an
-oversized frame (PROTOCOL.md A.1, A.6, B.5).
+oversized frame (protocol.md A.1, A.6, B.5).
 """
 
 from __future__ import annotations

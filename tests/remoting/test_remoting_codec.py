@@ -1,6 +1,6 @@
 """Golden bytes, round trips and robustness of the remoting layouts, codec, headers and bodies.
 
-Golden values are the hex dumps and sample bodies of PROTOCOL.md A.10 and B.9.
+Golden values are the hex dumps and sample bodies of protocol.md A.10 and B.9.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def hexdump_bytes(dump: str) -> bytes:
     return bytes(out)
 
 
-# PROTOCOL.md A.10: GET_ROUTEINFO_BY_TOPIC from a Java 4.9.7 client, JSON header.
+# protocol.md A.10: GET_ROUTEINFO_BY_TOPIC from a Java 4.9.7 client, JSON header.
 ROUTE_JSON_DUMP = """
 00000000  00 00 00 87 00 00 00 83 7b 22 63 6f 64 65 22 3a  |........{"code":|
 00000010  31 30 35 2c 22 65 78 74 46 69 65 6c 64 73 22 3a  |105,"extFields":|

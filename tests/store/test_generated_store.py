@@ -1,4 +1,4 @@
-"""The generator's small store read back by the store readers (FORMATS.md §1-§5)."""
+"""The generator's small store read back by the store readers (formats.md §1-§5)."""
 
 from __future__ import annotations
 

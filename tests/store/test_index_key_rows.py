@@ -1,6 +1,6 @@
 """``propscan.index_keys`` gives each key its own record when every record has a UNIQ_KEY and the
 KEYS tokens add up to one per record without being one per record (one record none, another two):
-the keys do not simply alternate (FORMATS.md §3.2)."""
+the keys do not simply alternate (formats.md §3.2)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The store writer: record bytes, file rolling, dispatch, and a replay of real broker stores.
 
-The replay (FORMATS.md §1-§4, §7) feeds every record of a store written by Apache RocketMQ 4.9.8
+The replay (formats.md §1-§4, §7) feeds every record of a store written by Apache RocketMQ 4.9.8
 to ``StoreWriter`` as the broker received it, and compares the files byte for byte:
 
 - plain sends go through ``append`` (``SendMessageProcessor``): the stored ``CLUSTER`` is

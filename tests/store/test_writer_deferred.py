@@ -1,6 +1,6 @@
 """``StoreWriter`` with ``defer_dispatch``: the consume queues and index come out byte for byte as
 with the dispatch at once, whatever mix of deferred and immediate appends (``ReputMessageService``
-runs behind the CommitLog; FORMATS.md §7)."""
+runs behind the CommitLog; formats.md §7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Records built from the schemas of ``formats/`` for the format and scan tests: the golden record of
-FORMATS.md §1.2, a record at a given position, and small CommitLog files of such records."""
+formats.md §1.2, a record at a given position, and small CommitLog files of such records."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rmqcli.store.read.commitlog import classify_tail, decode_record
 SEP, NV = fmt.PROPERTY_SEPARATOR.encode(), fmt.NAME_VALUE_SEPARATOR.encode()
 SCAN_FILE_SIZE = 256 * 1024  # write_file's CommitLog file size
 
-# FORMATS.md §1.2 worked example: topic T, body "hi", TAGS=a, v4/v4.
+# formats.md §1.2 worked example: topic T, body "hi", TAGS=a, v4/v4.
 GOLDEN_RECORD = bytes.fromhex(
     "00000064daa320a758932aac0000000000000000000000000000000000000000"
     "00000000000000000000018bcfe568007f0000010000c3500000018bcfe56801"

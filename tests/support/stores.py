@@ -1,5 +1,5 @@
 """Store copies and what tests compare of them: writable copies of read-only fixtures, a store
-after a crash (a torn last record, FORMATS.md §1), and digests of a store's files."""
+after a crash (a torn last record, formats.md §1), and digests of a store's files."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ ALL_SIZES = (*FILE_SIZES, "max_hash_slot_num", "max_index_num")
 def geometry(
     commitlog: int, consume_queue: int, hash_slots: int, index_num: int, explicit=FILE_SIZES, **other
 ) -> StoreSettings:
-    """Store settings of a small geometry (FORMATS.md §7), ``explicit`` naming the sizes a broker.conf
+    """Store settings of a small geometry (formats.md §7), ``explicit`` naming the sizes a broker.conf
     would set."""
     return StoreSettings(
         mapped_file_size_commitlog=commitlog,
@@ -60,7 +60,7 @@ def writable_copy(source: Path, target: Path) -> Path:
 
 
 def zero_checkpoint_timestamps(root: Path) -> None:
-    """Zero the checkpoint's physic, logics and index timestamps (FORMATS.md §4), as a checkpoint
+    """Zero the checkpoint's physic, logics and index timestamps (formats.md §4), as a checkpoint
     never flushed: a recovery then checks every CommitLog file and rebuilds every index file."""
     stamps = checkpoint_format.CheckpointFields.subcons[:3]
     assert [sub.name for sub in stamps] == [

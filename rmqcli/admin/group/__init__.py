@@ -1,7 +1,7 @@
 """Subscription group, connection, offset and stats commands of mqadmin: updateSubGroup,
 deleteSubGroup, getConsumerConfig, consumerProgress, consumerConnection, producerConnection,
 consumerStatus, producer, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset, statsAll,
-brokerConsumeStats (PROTOCOL.md C.2, C.4.5, C.4.7, C.5; requests B.3, B.4; bodies B.9).
+brokerConsumeStats (protocol.md C.2, C.4.5, C.4.7, C.5; requests B.3, B.4; bodies B.9).
 
 One module a job, all of them importable from here: ``subscription`` (the groups' configs),
 ``clients`` (connections and running info of a group's clients), ``producers`` (every producer

@@ -1,5 +1,5 @@
 """A group's clients: consumerConnection, producerConnection, consumerStatus and the running info
-of one consumer, relayed by a broker (PROTOCOL.md C.2, C.4.7; requests B.4, B.5; bodies B.9)."""
+of one consumer, relayed by a broker (protocol.md C.2, C.4.7; requests B.4, B.5; bodies B.9)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Consumer offsets: resetOffsetByTime (online, else the offline method), skipAccumulatedMessage,
-cloneGroupOffset, and mqadmin's timestamps (PROTOCOL.md C.2, C.5; requests B.3, B.4)."""
+cloneGroupOffset, and mqadmin's timestamps (protocol.md C.2, C.5; requests B.3, B.4)."""
 
 from __future__ import annotations
 

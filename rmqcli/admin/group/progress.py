@@ -1,5 +1,5 @@
 """Consume progress: the consume stats of a group (``examineConsumeStats``) and consumerProgress,
-with and without ``-g`` (PROTOCOL.md C.4.5, C.5; requests B.4; bodies B.9)."""
+with and without ``-g`` (protocol.md C.4.5, C.5; requests B.4; bodies B.9)."""
 
 from __future__ import annotations
 

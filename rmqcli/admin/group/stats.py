@@ -1,5 +1,5 @@
 """Statistics: statsAll (put and get rates, accumulation per topic and group) and
-brokerConsumeStats (PROTOCOL.md C.2, C.4.7; requests B.4; bodies B.9)."""
+brokerConsumeStats (protocol.md C.2, C.4.7; requests B.4; bodies B.9)."""
 
 from __future__ import annotations
 

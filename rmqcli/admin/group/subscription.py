@@ -1,4 +1,4 @@
-"""Subscription groups: updateSubGroup, deleteSubGroup, getConsumerConfig (PROTOCOL.md C.2, C.4.7;
+"""Subscription groups: updateSubGroup, deleteSubGroup, getConsumerConfig (protocol.md C.2, C.4.7;
 requests B.4; bodies B.9)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Admin requests of the Broker: ``AdminBrokerProcessor`` (PROTOCOL.md B.4), the broker's default
+"""Admin requests of the Broker: ``AdminBrokerProcessor`` (protocol.md B.4), the broker's default
 processor, one module a family: topics (``topics``), the runtime table (``runtime``), configuration
 (``config``), subscription groups and offsets (``groups``), online clients (``clients``), queues and
 clean-ups (``store``), statistics (``stats``). ``HANDLERS`` merges them; any other code answers

@@ -1,4 +1,4 @@
-"""Admin requests about online clients: ``AdminBrokerProcessor`` + ``Broker2Client`` (PROTOCOL.md B.4, B.5).
+"""Admin requests about online clients: ``AdminBrokerProcessor`` + ``Broker2Client`` (protocol.md B.4, B.5).
 
 GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO (328),
 INVOKE_BROKER_TO_RESET_OFFSET

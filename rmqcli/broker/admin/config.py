@@ -1,4 +1,4 @@
-"""GET_BROKER_CONFIG (26) and UPDATE_BROKER_CONFIG (25): the broker's ``Configuration`` (PROTOCOL.md B.4).
+"""GET_BROKER_CONFIG (26) and UPDATE_BROKER_CONFIG (25): the broker's ``Configuration`` (protocol.md B.4).
 
 GET_BROKER_CONFIG reports every key rmq implements with the value in force (broker.conf's, the
 command line's, or the default), every other key broker.conf gave as given (rmq serve names those at

@@ -1,5 +1,5 @@
 """Admin requests about subscription groups and their offsets: ``AdminBrokerProcessor`` with
-``SubscriptionGroupManager``, ``ConsumerOffsetManager`` and ``ConsumerManager`` (PROTOCOL.md B.4).
+``SubscriptionGroupManager``, ``ConsumerOffsetManager`` and ``ConsumerManager`` (protocol.md B.4).
 
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 DELETE_SUBSCRIPTIONGROUP (207, ``removeOffset`` drops the group's offsets), GET_CONSUME_STATS (208),

@@ -1,5 +1,5 @@
 """GET_BROKER_RUNTIME_INFO (28): ``AdminBrokerProcessor.prepareRuntimeInfo``, the keys mqadmin reads
-(PROTOCOL.md B.4); 4.9.8 reports nothing of HA there but ``commitLogMaxOffset``. GET_BROKER_HA_STATUS
+(protocol.md B.4); 4.9.8 reports nothing of HA there but ``commitLogMaxOffset``. GET_BROKER_HA_STATUS
 (907, RocketMQ 5): the HA side, for ``haStatus``."""
 
 from __future__ import annotations

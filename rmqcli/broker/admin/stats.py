@@ -1,5 +1,5 @@
 """VIEW_BROKER_STATS_DATA (315) and the consume TPS of GET_CONSUME_STATS: ``BrokerStatsManager`` items
-``TOPIC_PUT_NUMS`` (key ``topic``) and ``GROUP_GET_NUMS`` (key ``topic@group``) (PROTOCOL.md B.4).
+``TOPIC_PUT_NUMS`` (key ``topic``) and ``GROUP_GET_NUMS`` (key ``topic@group``) (protocol.md B.4).
 
 A real broker counts puts and gets in memory from its start and samples them every 10 s; its
 ``statsMinute``/``statsHour``/``statsDay`` are the sums over the last minute, hour and day, with

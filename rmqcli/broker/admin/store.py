@@ -1,5 +1,5 @@
 """Admin requests about the store's queues and files: ``AdminBrokerProcessor`` over ``DefaultMessageStore``
-(PROTOCOL.md B.4).
+(protocol.md B.4).
 
 GET_TOPIC_STATS_INFO (202), QUERY_CONSUME_QUEUE (321), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305),
 GET_ALL_DELAY_OFFSET (45), and the three clean-ups:

@@ -1,4 +1,4 @@
-"""Topic requests of ``AdminBrokerProcessor`` (PROTOCOL.md B.4): UPDATE_AND_CREATE_TOPIC (17,
+"""Topic requests of ``AdminBrokerProcessor`` (protocol.md B.4): UPDATE_AND_CREATE_TOPIC (17,
 answered once the name servers have the topic, as 4.9.8 re-registers before it answers),
 DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21) and RocketMQ 5's GET_TOPIC_CONFIG (351).
 

@@ -1,7 +1,7 @@
 """mqadmin's cluster, broker and name server commands (``tools.command.cluster``, ``.broker``,
 ``.namesrv``): clusterList, clusterRT, brokerStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
 addWritePerm, getNamesrvConfig, updateNamesrvConfig, updateKvConfig, deleteKvConfig,
-cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic (PROTOCOL.md C.2, C.4.1, C.4.7); and
+cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic (protocol.md C.2, C.4.1, C.4.7); and
 RocketMQ 5's haStatus (``tools.command.ha``), which rmq brokers answer and 4.x brokers do not;
 getBrokerMemberGroup (RocketMQ 5's GET_BROKER_MEMBER_GROUP, no mqadmin command of its own)."""
 

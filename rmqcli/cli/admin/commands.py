@@ -1,4 +1,4 @@
-"""``rmq help CMD`` and the command listing ``rmq`` prints without arguments (PROTOCOL.md C.1)."""
+"""``rmq help CMD`` and the command listing ``rmq`` prints without arguments (protocol.md C.1)."""
 
 from typing import Annotated, Any
 

@@ -1,4 +1,4 @@
-"""mqadmin's text output, character for character: Java ``printf`` patterns of PROTOCOL.md C.4.
+"""mqadmin's text output, character for character: Java ``printf`` patterns of protocol.md C.4.
 
 Pure functions from the dataclasses of ``rmqcli.admin`` to text; ``%n`` is ``\\n``, ``%-Ns``
 left-aligns without truncating, as Java does.

@@ -1,5 +1,5 @@
 """mqadmin's text for the group, connection, offset and stats commands, character for character
-(Java ``printf`` patterns of PROTOCOL.md C.4.5 and C.4.7; 4.9.7 tools sources where C.4 is silent),
+(Java ``printf`` patterns of protocol.md C.4.5 and C.4.7; 4.9.7 tools sources where C.4 is silent),
 and their ``--json`` documents where a result is not shown as it is.
 ``UtilAll.frontStringAtLeast(s, n)`` truncates to ``n`` characters."""
 

@@ -1,4 +1,4 @@
-"""mqadmin's text for the message commands, character for character (PROTOCOL.md C.4.6, C.4.7;
+"""mqadmin's text for the message commands, character for character (protocol.md C.4.6, C.4.7;
 4.9.7 tools sources where C.4 is silent): ``printMsg`` of QueryMsgByIdSubCommand, ``MessageExt``
 and ``Message`` ``toString``, the send and pull tables; and their ``--json`` documents."""
 

@@ -2,7 +2,7 @@
 ``.connection``, ``.producer``, ``.offset``, ``.stats``, ``.broker``): updateSubGroup,
 deleteSubGroup, getConsumerConfig, consumerProgress, consumerConnection, producerConnection,
 consumerStatus, producer, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset,
-startMonitoring, statsAll, brokerConsumeStats (PROTOCOL.md C.2, C.4.5, C.4.7)."""
+startMonitoring, statsAll, brokerConsumeStats (protocol.md C.2, C.4.5, C.4.7)."""
 
 from __future__ import annotations
 

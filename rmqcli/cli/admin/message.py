@@ -1,6 +1,6 @@
 """mqadmin's message commands (``tools.command.message``, ``.queue``, ``.broker``): queryMsgById,
 queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, queryMsgTraceById, printMsg, printMsgByQueue, queryCq,
-sendMessage, consumeMessage, checkMsgSendRT, sendMsgStatus (PROTOCOL.md C.2, C.4.6, C.4.7)."""
+sendMessage, consumeMessage, checkMsgSendRT, sendMsgStatus (protocol.md C.2, C.4.6, C.4.7)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ package of mqadmin's class (``group``), the options, the call into ``rmqcli.admi
 result is shown (mqadmin's text, or ``--json``). ``cli/admin/<family>.py`` declare them,
 ``declared`` finds them (in ``rmq``'s order), ``build`` turns one into a click command when it is
 first asked for, and ``run_admin`` runs it: options checked, one ``AdminSession``, the call, the
-text or the JSON, then the exit code of what failed (PROTOCOL.md C.1, C.2).
+text or the JSON, then the exit code of what failed (protocol.md C.1, C.2).
 
 Light at import time: declarations are plain data; typer builds one command at a time, and the
 admin operations and the codec are imported when a command runs.

@@ -1,5 +1,5 @@
 """mqadmin's topic commands (``tools.command.topic``): updateTopic, updateTopicPerm, deleteTopic,
-topicList, topicRoute, topicStatus, topicClusterList, updateOrderConf, allocateMQ (PROTOCOL.md
+topicList, topicRoute, topicStatus, topicClusterList, updateOrderConf, allocateMQ (protocol.md
 C.2, C.4). One ``AdminCommand`` each; ``registry.FAMILIES`` names this module."""
 
 from __future__ import annotations

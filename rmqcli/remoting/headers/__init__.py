@@ -1,4 +1,4 @@
-"""Typed custom headers: the ``CommandCustomHeader`` classes of PROTOCOL.md B.2-B.7, all importable
+"""Typed custom headers: the ``CommandCustomHeader`` classes of protocol.md B.2-B.7, all importable
 from here (``from rmqcli.remoting import headers as hd; hd.X``).
 
 ``base`` declares how a header is made (``header``, ``req``, ``opt``, ``CommandHeader``; A.5);

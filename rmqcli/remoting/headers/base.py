@@ -1,4 +1,4 @@
-"""How a typed custom header is declared, built, written and read (PROTOCOL.md A.5).
+"""How a typed custom header is declared, built, written and read (protocol.md A.5).
 
 Each header is a class of keyword-only fields (``header``, ``req``, ``opt``). A field's wire key is
 its Java field name (the camelCase of the Python name unless given), its kind says how Java

@@ -1,4 +1,4 @@
-"""Every typed custom header, one flat catalogue of declarations in PROTOCOL.md's order: the
+"""Every typed custom header, one flat catalogue of declarations in protocol.md's order: the
 NameServer's (B.2), the sends (B.3, B.6), pulls, offsets and queries (B.3, B.7), the admin and ACL
 requests (B.4, B.5). How a header is made (``header``, ``req``, ``opt``, ``CommandHeader``; A.5) is
 ``base``; a class gets its ``__init__`` and its decoder on first use, so importing this is cheap."""
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from rmqcli.remoting.headers.base import CommandHeader, header, opt, req
 
 # --- NameServer (B.2): KV config, broker registration, routes, write permission, topics of a cluster --------
-# The NameServer's request and response headers (PROTOCOL.md B.2): KV config, broker
+# The NameServer's request and response headers (protocol.md B.2): KV config, broker
 # registration, routes, write permission, topics of a cluster.
 
 
@@ -147,7 +147,7 @@ class QueryDataVersionResponseHeader(CommandHeader):
 
 
 # --- Sending (B.3, B.6): SEND_MESSAGE V1 and V2 (one-letter keys), send-back, transactions ------------------
-# Sending headers (PROTOCOL.md B.3, B.6): SEND_MESSAGE V1 and V2 (one-letter keys) and their
+# Sending headers (protocol.md B.3, B.6): SEND_MESSAGE V1 and V2 (one-letter keys) and their
 # response, send-back, transactions; ``parse_send_header`` reads either send as one V1 header.
 
 
@@ -282,7 +282,7 @@ class CheckTransactionStateRequestHeader(CommandHeader):
 
 
 # --- Pulling, offsets and queries (B.3, B.7) ----------------------------------------------------------------
-# Pulling, offsets and queries (PROTOCOL.md B.3, B.7): PULL_MESSAGE and its sysFlag bits,
+# Pulling, offsets and queries (protocol.md B.3, B.7): PULL_MESSAGE and its sysFlag bits,
 # QUERY_MESSAGE / VIEW_MESSAGE, queue offsets, consumer offsets, client registration.
 
 
@@ -531,7 +531,7 @@ class NotifyConsumerIdsChangedRequestHeader(CommandHeader):
 
 
 # --- Admin and ACL (B.4, B.5) -------------------------------------------------------------------------------
-# Admin headers (PROTOCOL.md B.4, B.5): topics, subscription groups, consume stats and
+# Admin headers (protocol.md B.4, B.5): topics, subscription groups, consume stats and
 # connections, offset resets, running info, broker stats; and the ACL requests (4.9.8
 # ``CreateAccessConfigRequestHeader`` and siblings).
 

@@ -1,6 +1,6 @@
 """Read CommitLog records from any physical offset, across files.
 
-Record layout and validation: FORMATS.md §1.2 and §1.14 (``CommitLog.checkMessageAndReturnSize``).
+Record layout and validation: formats.md §1.2 and §1.14 (``CommitLog.checkMessageAndReturnSize``).
 A BLANK record or a zero tail ends a file (§1.10); records never straddle files. Properties and
 bodies are decoded only when asked for.
 
@@ -566,7 +566,7 @@ class FileChain:
 
     Every file must be as large as the others (``MappedFileQueue.load`` refuses a file of another
     size) and reach the next one's start; a file whose data ends in zeros must end in a BLANK
-    record once the CommitLog has moved on to the next file (``CommitLog.doAppend``; FORMATS.md
+    record once the CommitLog has moved on to the next file (``CommitLog.doAppend``; formats.md
     §1.10).
     """
 

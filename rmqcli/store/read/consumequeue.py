@@ -1,6 +1,6 @@
 """Read consume queues: fixed 20-byte units in files named by logical byte offset.
 
-FORMATS.md §2 (``ConsumeQueue.java``): unit index = queue offset; the valid region of a file
+formats.md §2 (``ConsumeQueue.java``): unit index = queue offset; the valid region of a file
 ends at the first unit that is not ``offset >= 0 && size > 0``; filler units pad the head of a
 queue whose first file starts past offset 0.
 """

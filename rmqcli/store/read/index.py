@@ -1,6 +1,6 @@
 """Read index files and look keys up as ``IndexService.queryOffset`` does.
 
-FORMATS.md §3 (``IndexFile.java``, ``IndexService.java``): a 40-byte header, a table of hash
+formats.md §3 (``IndexFile.java``, ``IndexService.java``): a 40-byte header, a table of hash
 slots holding the newest entry number of each chain, and 20-byte entries linked newest to
 oldest. Only the 31-bit key hash is compared, so a lookup may return false positives.
 """

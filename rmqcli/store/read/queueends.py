@@ -1,6 +1,6 @@
 """The two ends of a consume queue, read lean: for reports over thousands of queues (``rmq lag``).
 
-The same answers as ``ConsumeQueue.min_offset`` and ``ConsumeQueue.max_offset`` (FORMATS.md §2;
+The same answers as ``ConsumeQueue.min_offset`` and ``ConsumeQueue.max_offset`` (formats.md §2;
 4.9.8 ``ConsumeQueue.recover`` and ``correctMinOffset``), and single units by queue offset, but
 without mapping files or building a ``MappedFileQueue``: one directory listing per queue and
 positioned reads of the few units wanted. A queue costs a few system calls, not a few objects per

@@ -1,4 +1,4 @@
-"""Body CRCs of a batch of records, checked against their stored BODYCRC (FORMATS.md §1.3).
+"""Body CRCs of a batch of records, checked against their stored BODYCRC (formats.md §1.6).
 
 ``CommitLog.checkMessageAndReturnSize`` with ``checkCRCOnRecover``: ``UtilAll.crc32`` of the body,
 masked to 31 bits, against the record's BODYCRC; records with an empty body are not checked.

@@ -3,7 +3,7 @@
 The per-record ``Dispatcher`` (``rmqcli.store.write.dispatch``) is the reference; this module writes
 the same bytes from the arrays of a ``propscan.Scan``:
 
-- ``CommitLogDispatcherBuildConsumeQueue`` (FORMATS.md §7.3): NOT and COMMIT records only;
+- ``CommitLogDispatcherBuildConsumeQueue`` (formats.md §7.3): NOT and COMMIT records only;
   units grouped per (topic, queueId) and placed by ``ConsumeQueue.putMessagePositionInfo``
   (§2.4): ``fillPreBlank`` on a queue's first file, re-dispatched records (``offset + size <=
   maxPhysicOffset``) and duplicates (``expect < current``) skipped, anything else appended at the

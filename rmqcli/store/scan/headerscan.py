@@ -9,7 +9,7 @@ properties, whose lengths are then read from that block). With hints, the header
 the hinted positions is the one whose TOTALSIZE fields link the chain. Field offsets come from
 the declarations in ``formats.commitlog``.
 
-Every record gets the checks of ``CommitLog.checkMessageAndReturnSize`` (FORMATS.md §1.14):
+Every record gets the checks of ``CommitLog.checkMessageAndReturnSize`` (formats.md §1.14):
 known magic code, TOTALSIZE within the file and not below the smallest record, body, topic and
 properties lengths within the record, and TOTALSIZE equal to ``calMsgLength``. ``scan_records``
 keeps the valid run of records from ``start`` and says where it stopped: at a BLANK record, zeros

@@ -1,6 +1,6 @@
 """Vectorised reads of chosen message properties, and Java ``String.hashCode``, for many records.
 
-The properties region is parsed as ``MessageDecoder.string2messageProperties`` does (FORMATS.md
+The properties region is parsed as ``MessageDecoder.string2messageProperties`` does (formats.md
 §1.7): split on 0x02, a segment is a pair when its first 0x01 has a non-empty key before it and
 a non-empty value after it, and the last pair of a key wins. Only the values of the names asked
 for are located, as byte ranges into one buffer (``Scan.data``). Separators are ASCII, so a byte
@@ -11,7 +11,7 @@ would inside the whole string.
 ``checkMessageAndReturnSize`` does, its topic and properties read in one block) plus the property
 lookup; a file it cannot vouch for gives ``None``, and ``decode_file`` then reads it record by
 record (the same result, or the first corrupt record). ``java_hashes`` is ``String.hashCode``
-over UTF-16 code units (FORMATS.md §2.2, §3.2): vectorised for ASCII values, exact in Python for
+over UTF-16 code units (formats.md §2.2, §3.2): vectorised for ASCII values, exact in Python for
 the others. ``tags_codes`` and ``index_keys`` give what a broker's dispatch derives from them:
 the consume-queue tags code and the index keys of each record.
 """
@@ -330,7 +330,7 @@ def tags_codes(
     scan: Scan, rows: np.ndarray, delay_millis: list[int] = fmt.DEFAULT_DELAY_MILLIS
 ) -> np.ndarray:
     """``dispatch_tags_code`` of each row: ``TAGS.hashCode()`` (0 when absent), and the delivery
-    time for the records of ``SCHEDULE_TOPIC_XXXX`` with a DELAY level (FORMATS.md §2.2)."""
+    time for the records of ``SCHEDULE_TOPIC_XXXX`` with a DELAY level (formats.md §2.2)."""
     h = scan.headers
     tags = scan.values[fmt.PROPERTY_TAGS]
     codes = np.zeros(len(rows), dtype=np.int64)
@@ -386,7 +386,7 @@ def _has_byte(words: np.ndarray, byte: int) -> bool:
 
 def index_keys(scan: Scan, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The keys ``IndexService.buildIndex`` puts in the index for each row, in its order: UNIQ_KEY,
-    then every non-empty token of ``KEYS.split(" ")`` (FORMATS.md §3.2).
+    then every non-empty token of ``KEYS.split(" ")`` (formats.md §3.2).
 
     Returns, per key, its row's position in ``rows`` and ``indexKeyHashMethod("topic#key")``:
     ``abs`` of the Java hash, 0 for ``Integer.MIN_VALUE``.
@@ -582,7 +582,7 @@ def bad_utf8(batch: HeaderBatch) -> list[tuple[int, str, int]]:
 
 def dispatch_names(topics: Sequence[str]) -> tuple[str, ...]:
     """The properties a broker's dispatch reads from records of ``topics``: DELAY matters only to
-    the tags code of ``SCHEDULE_TOPIC_XXXX`` records (FORMATS.md §2.2)."""
+    the tags code of ``SCHEDULE_TOPIC_XXXX`` records (formats.md §2.2)."""
     if fmt.SCHEDULE_TOPIC in topics:
         return DISPATCH_PROPERTIES
     return tuple(name for name in DISPATCH_PROPERTIES if name != fmt.PROPERTY_DELAY)

@@ -1,4 +1,4 @@
-"""The broker's ``config/*.json`` in the 4.9.x shapes (FORMATS.md §5.3).
+"""The broker's ``config/*.json`` in the 4.9.x shapes (formats.md §5.3).
 
 ``TopicConfig`` and ``SubscriptionGroupConfig`` are fastjson beans: their keys come out in
 alphabetical order. consumerOffset.json and delayOffset.json have bare integer keys.

@@ -1,4 +1,4 @@
-"""Write consume queues as ``ConsumeQueue.putMessagePositionInfo`` (4.9.x) does (FORMATS.md §2.4)."""
+"""Write consume queues as ``ConsumeQueue.putMessagePositionInfo`` (4.9.x) does (formats.md §2.4)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class ConsumeQueueWriter:
         self.min_logic_offset = 0
 
     def recover(self) -> list[Path]:
-        """``ConsumeQueue.recover`` (FORMATS.md §6.5): from the third-last file on, units are read
+        """``ConsumeQueue.recover`` (formats.md §6.5): from the third-last file on, units are read
         until the first invalid one; a completely valid file continues into the next. Files after
         the recovered end are deleted, as ``truncateDirtyFiles`` does; their paths are returned.
         """
@@ -77,7 +77,7 @@ class ConsumeQueueWriter:
                 return
 
     def truncate_dirty(self, phy_offset: int) -> list[Path]:
-        """``ConsumeQueue.truncateDirtyLogicFiles`` (4.9.x, FORMATS.md §6.6): drop units at or past
+        """``ConsumeQueue.truncateDirtyLogicFiles`` (4.9.x, formats.md §6.6): drop units at or past
         ``phy_offset``. Whole files whose first unit is dirty are closed and returned for the caller
         to delete; the tail of the last kept file is zeroed (the broker leaves stale bytes there).
         """

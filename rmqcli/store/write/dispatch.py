@@ -1,6 +1,6 @@
 """Dispatch CommitLog records to consume queues and index files, as a broker's reput does.
 
-``ReputMessageService.doDispatch`` (FORMATS.md §7): ``CommitLogDispatcherBuildConsumeQueue``
+``ReputMessageService.doDispatch`` (formats.md §7): ``CommitLogDispatcherBuildConsumeQueue``
 (NOT and COMMIT transaction types only; the tags code of a delay record is its delivery time)
 then ``CommitLogDispatcherBuildIndex`` (every type but ROLLBACK; UNIQ_KEY then each KEYS token).
 Used by the store writer (right after each append) and by offline rebuild and recovery.

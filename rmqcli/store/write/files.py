@@ -1,7 +1,7 @@
 """Writable mapped files and queues of them (``MappedFile`` / ``MappedFileQueue`` for writing).
 
 Files are pre-allocated to their full size (sparse, zero-filled) and written through ``mmap``,
-as a broker does (FORMATS.md §1.1, §2.1). Names are the 20-digit global offset of the first byte.
+as a broker does (formats.md §1.1, §2.1). Names are the 20-digit global offset of the first byte.
 
 A write through a map into a hole the file system cannot fill kills the process with SIGBUS, so
 the blocks are reserved first (``WritableFile.reserve``: ``posix_fallocate`` of the range about to

@@ -1,4 +1,4 @@
-"""Write index files as ``IndexService.buildIndex`` / ``IndexFile.putKey`` (4.9.x) do (FORMATS.md §3)."""
+"""Write index files as ``IndexService.buildIndex`` / ``IndexFile.putKey`` (4.9.x) do (formats.md §3)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``Message`` is a message as a broker receives it from a producer (``SendMessageProcessor``);
 ``InnerMessage`` is what reaches ``CommitLog.putMessage`` (``MessageExtBrokerInner``): a
 properties map plus, optionally, the properties string already serialised by its caller.
-``BatchMessage`` is a classic ``SEND_BATCH_MESSAGE`` (FORMATS.md §1.11).
+``BatchMessage`` is a classic ``SEND_BATCH_MESSAGE`` (formats.md §1.11).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from formats import commitlog as fmt
 
 @dataclass(frozen=True, slots=True)
 class Host:
-    """A socket address as stored: raw address bytes (4 or 16) and a port (FORMATS.md §1.5)."""
+    """A socket address as stored: raw address bytes (4 or 16) and a port (formats.md §1.5)."""
 
     address: bytes
     port: int
@@ -33,7 +33,7 @@ class Host:
         return len(self.address) == 16
 
 
-# ``sysFlag & TRANSACTION_MASK`` values with a queue offset and CQ unit / an index entry (FORMATS.md §7.3).
+# ``sysFlag & TRANSACTION_MASK`` values with a queue offset and CQ unit / an index entry (formats.md §7.3).
 QUEUED_TRANSACTION_TYPES = frozenset(int(t) for t in fmt.TransactionType if fmt.is_dispatched_to_queue(t))
 INDEXED_TRANSACTION_TYPES = frozenset(int(t) for t in fmt.TransactionType if fmt.is_indexed(t))
 
@@ -124,7 +124,7 @@ class AppendResult:
 
     @property
     def msg_id(self) -> str:
-        """The offset message id (FORMATS.md §1.5)."""
+        """The offset message id (formats.md §1.5)."""
         return fmt.offset_msg_id(self.store_host.address, self.store_host.port, self.physical_offset)
 
 
@@ -165,7 +165,7 @@ def broker_properties(props: dict[str, str], cluster: str | None) -> tuple[dict[
 
     The broker removes ``WAIT`` before serialising and puts it back afterwards, so it returns
     at the end of the map's insertion order (and reappears if the map is serialised again,
-    e.g. by the delay rewrite, FORMATS.md §1.13).
+    e.g. by the delay rewrite, formats.md §1.13).
     """
     stored, text = stored_properties(props, cluster)
     wait = props.get(fmt.PROPERTY_WAIT)
@@ -203,7 +203,7 @@ def apply_delay(inner: InnerMessage, max_level: int) -> None:
     """``CommitLog.putMessage`` (4.9.x): reroute a delayed message to ``SCHEDULE_TOPIC_XXXX``.
 
     Only NOT_TYPE and COMMIT messages are delayed; the level is clamped to the highest level;
-    ``REAL_TOPIC``/``REAL_QID`` are added and the map is serialised again (FORMATS.md §1.13).
+    ``REAL_TOPIC``/``REAL_QID`` are added and the map is serialised again (formats.md §1.13).
     """
     if inner.sys_flag & fmt.TRANSACTION_MASK not in QUEUED_TRANSACTION_TYPES:
         return
@@ -232,7 +232,7 @@ def element_properties(element: BatchElement, batch_props: bytes) -> bytes:
     """``CommitLog.MessageExtBatchEncoder`` (4.9.x): element properties, then the batch's.
 
     A separator is inserted between the two when the element's own string is non-empty and
-    does not already end with one (FORMATS.md §1.7, duplicate keys are possible).
+    does not already end with one (formats.md §1.7, duplicate keys are possible).
     """
     own = fmt.encode_properties_as_broker(element.properties)
     if not batch_props:

@@ -1,6 +1,6 @@
 """Encode CommitLog records with the compiled forms of ``formats.commitlog``.
 
-Same bytes as ``MessageRecord.build`` (FORMATS.md §1.2; ``CommitLog.MessageExtEncoder`` 4.9.x),
+Same bytes as ``MessageRecord.build`` (formats.md §1.2; ``CommitLog.MessageExtEncoder`` 4.9.x),
 an order of magnitude faster: one ``struct`` pack for the fixed header, then body, topic and
 properties. V1 records only: a 4.9.x broker rejects topics longer than 127 characters.
 """
@@ -18,7 +18,7 @@ BLANK_RECORD_SIZE = fmt.BlankRecord.sizeof()
 
 
 def host_flags(born_v6: bool, store_v6: bool) -> int:
-    """The sysFlag host bits a broker sets from the socket address kinds (FORMATS.md §1.5)."""
+    """The sysFlag host bits a broker sets from the socket address kinds (formats.md §1.5)."""
     return (fmt.BORNHOST_V6_FLAG if born_v6 else 0) | (fmt.STOREHOST_V6_FLAG if store_v6 else 0)
 
 
@@ -87,5 +87,5 @@ def encode_record(
 
 
 def blank_record(remaining: int) -> bytes:
-    """The 8 bytes written where a file ends: its size is the rest of the file (FORMATS.md §1.10)."""
+    """The 8 bytes written where a file ends: its size is the rest of the file (formats.md §1.10)."""
     return fmt.BlankRecord.build({"total_size": remaining})

@@ -1,8 +1,8 @@
 """Write a store as an Apache RocketMQ 4.9.x broker does.
 
 ``StoreWriter`` appends records to the CommitLog (``CommitLog.putMessage`` /
-``DefaultAppendMessageCallback``, FORMATS.md §1.9-1.11, §1.13), dispatches each one at once to
-its consume queue and the index (``ReputMessageService``, FORMATS.md §7), and keeps the
+``DefaultAppendMessageCallback``, formats.md §1.9-1.11, §1.13), dispatches each one at once to
+its consume queue and the index (``ReputMessageService``, formats.md §7), and keeps the
 checkpoint (§4), the ``abort``/``lock`` files and the config JSON (§5) up to date. It holds no
 global state; the clock and the index file namer are injectable.
 """
@@ -288,7 +288,7 @@ class StoreWriter:
             self._dispatch(req)
 
     def append_batch(self, batch: BatchMessage) -> BatchAppendResult:
-        """A classic batch: one record per element, contiguous, one store timestamp (FORMATS.md §1.11)."""
+        """A classic batch: one record per element, contiguous, one store timestamp (formats.md §1.11)."""
         self.dispatch_pending()
         if fmt.transaction_type(batch.sys_flag) != fmt.TransactionType.NOT_TYPE:
             raise UsageError("a batch cannot be transactional")
@@ -359,7 +359,7 @@ class StoreWriter:
         return cached
 
     def _take_queue_offset(self, topic: str, queue_id: int, sys_flag: int, count: int) -> int:
-        """``topicQueueTable``: 0 (and no increment) for PREPARED/ROLLBACK (FORMATS.md §1.9)."""
+        """``topicQueueTable``: 0 (and no increment) for PREPARED/ROLLBACK (formats.md §1.9)."""
         if sys_flag & fmt.TRANSACTION_MASK not in _QUEUED:
             return 0
         key = (topic, queue_id)
