@@ -1,8 +1,15 @@
-"""The embedded NameServer and Broker behind ``rmq serve`` (DESIGN.md: socket -> remoting -> broker -> store).
+"""Design note: the Broker behind ``rmq serve`` (DESIGN.md: socket -> remoting -> broker -> store;
+RocketMQ's ``broker`` module).
 
-``connection`` frames bytes into commands and back (protocol.md A.1, A.6); ``namesrv`` is the route
-table (B.2); the broker is one module per request family (``send``, ``pull``, ``consumer``,
-``query``, ``admin``), each a table of ``code -> handler`` whose handlers parse the custom header
-and apply it to the broker state (``state``) and the store engine (``messagestore``);
-``controller`` ties them together and ``serve`` runs the process.
+- The core: ``controller`` (the ``BrokerController``: state, processors, services, start and
+  stop), ``context`` (``BrokerContext``, the one interface a handler sees, with the per-broker
+  state), ``state`` (topics, groups, offsets, clients, locks), ``config`` and ``givenkeys``
+  (broker.conf), ``names`` (topic and group name checks), ``serve`` (the process: NameServer,
+  Broker and gRPC endpoint wired together).
+- ``processor/``: one module per request family (send, pull, consumer, query, transaction, ...);
+  ``admin/``: mqadmin's requests; ``pop/``, ``timer/``: RocketMQ 5's POP and timer messages;
+  ``grpc/``: the 5.x gRPC endpoint; ``acl/``, ``ha/`` (replication), ``acting/``
+  (SlaveActingMaster); ``services/``: the store engine and its background services.
+- Beside it: ``rmqcli.remoting.server`` (connections and dispatch, shared with the NameServer) and
+  ``rmqcli.namesrv`` (the NameServer).
 """

@@ -29,11 +29,11 @@ from rmqcli.broker.acl.setup import BrokerAcl
 from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership
 from rmqcli.broker.config import BrokerConfig
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.member import Replication
-from rmqcli.broker.holds import HoldService
-from rmqcli.broker.messagestore import MessageStore
-from rmqcli.broker.retention import RetentionService
+from rmqcli.broker.processor.holds import HoldService
+from rmqcli.broker.services.messagestore import MessageStore
+from rmqcli.broker.services.retention import RetentionService
+from rmqcli.broker.services.tps import Stats
 from rmqcli.broker.state import (
     ClientManager,
     ConsumerOffsetManager,
@@ -41,9 +41,9 @@ from rmqcli.broker.state import (
     SubscriptionGroupManager,
     TopicConfigManager,
 )
-from rmqcli.broker.tps import Stats
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.write.writer import StoreWriter
 
 

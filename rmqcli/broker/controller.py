@@ -20,7 +20,7 @@ from collections.abc import Awaitable
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.names import BENCHMARK_TOPIC
-from rmqcli.broker import admin, consumer, pull, query, send, sendback, transaction
+from rmqcli.broker import admin
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.hagate import HaGate
 from rmqcli.broker.acl.setup import BrokerAcl, broker_credentials, open_acl
@@ -28,18 +28,19 @@ from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership, Identity
 from rmqcli.broker.acting.preonline import take_locks, take_offsets
 from rmqcli.broker.config import BrokerConfig
-from rmqcli.broker.connection import Connection, Reply, not_supported
 from rmqcli.broker.context import Handler
 from rmqcli.broker.ha.config import SLAVE
 from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.ha.sync import SlaveSynchronize
-from rmqcli.broker.holds import HoldService
-from rmqcli.broker.messagestore import MessageStore
 from rmqcli.broker.pop import handlers as pop_handlers
 from rmqcli.broker.pop import service as pop_service
-from rmqcli.broker.retention import RetentionService, Usage
-from rmqcli.broker.schedule import ScheduleService
-from rmqcli.broker.sendlane import SendLane
+from rmqcli.broker.processor import consumer, pull, query, send, sendback, transaction
+from rmqcli.broker.processor.holds import HoldService
+from rmqcli.broker.processor.sendlane import SendLane
+from rmqcli.broker.services.messagestore import MessageStore
+from rmqcli.broker.services.retention import RetentionService, Usage
+from rmqcli.broker.services.schedule import ScheduleService
+from rmqcli.broker.services.tps import Stats
 from rmqcli.broker.state import (
     DEFAULT_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -56,7 +57,6 @@ from rmqcli.broker.state import (
     is_writable,
 )
 from rmqcli.broker.timer import api as timer
-from rmqcli.broker.tps import Stats
 from rmqcli.errors import RmqError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -64,6 +64,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode
+from rmqcli.remoting.server.connection import Connection, Reply, not_supported
 from rmqcli.store.retention import disk_used_ratio
 from rmqcli.store.write.writer import StoreWriter
 

@@ -6,7 +6,7 @@ a live process holds; finish or roll back an interrupted ``rmq`` change; run the
 takes the lock and creates ``abort``); listen; register with the name servers. SIGTERM/SIGINT stop
 it cleanly: unregister, flush, persist the config files, remove ``abort``, release the lock.
 
-The NameServer and the Broker share one ``ServerLimits`` (``rmqcli.broker.connection``): the bytes
+The NameServer and the Broker share one ``ServerLimits`` (``rmqcli.remoting.server.connection``): the bytes
 of partly received frames and the open connections, set by ``--max-buffered-bytes`` and
 ``--max-connections`` or by broker.conf's ``rmqMaxPendingFrameBytes`` and ``rmqMaxConnections``
 (rmq's own keys; a RocketMQ broker ignores them).
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 from rmqcli.broker.acl.setup import guard_namesrv, open_acl
 from rmqcli.broker.config import BrokerConfig
-from rmqcli.broker.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.broker.controller import BrokerController
-from rmqcli.broker.namesrv import NameServer, default_config
-from rmqcli.broker.retention import drill_usage
+from rmqcli.broker.services.retention import drill_usage
 from rmqcli.errors import NetworkError, RmqError, UsageError
+from rmqcli.namesrv.server import NameServer, default_config
+from rmqcli.remoting.server.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.store.retention import disk_used_ratio
 from rmqcli.store.write.messages import Host
 
@@ -85,9 +85,9 @@ def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     from rmqcli.broker.acting.config import implemented as acting_keys
     from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
     from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
-    from rmqcli.broker.namesrv import SETTINGS as NAMESRV_KEYS
     from rmqcli.broker.pop.config import PROPERTY_NAMES as POP_KEYS
     from rmqcli.broker.timer.config import PROPERTY_NAMES as TIMER_KEYS
+    from rmqcli.namesrv.server import SETTINGS as NAMESRV_KEYS
     from rmqcli.store.retention import PROPERTY_NAMES as RETENTION_KEYS
     from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
 
@@ -339,7 +339,7 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
     )
     index_task = None
     if recovered.index_from is not None and writer.index_behind:
-        from rmqcli.broker import indexbehind
+        from rmqcli.broker.services import indexbehind
 
         index_task = asyncio.get_running_loop().create_task(
             indexbehind.catch_up(writer, recovered.index_from)

@@ -23,7 +23,6 @@ from formats.names import (  # noqa: F401 - also importable from here
     PERM_WRITE,
     SELF_TEST_TOPIC,
 )
-from rmqcli.broker.connection import Connection
 from rmqcli.broker.names import (  # noqa: F401 - the names' checks, also importable from here
     DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -33,6 +32,7 @@ from rmqcli.broker.names import (  # noqa: F401 - the names' checks, also import
     validate_topic,
 )
 from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.server.connection import Connection
 from rmqcli.store.write.config import subscription_group_config
 from rmqcli.store.write.writer import StoreWriter
 

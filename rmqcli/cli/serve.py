@@ -154,7 +154,6 @@ def serve(
     from dataclasses import replace
 
     from rmqcli.broker.config import load_broker_config, with_listen_port
-    from rmqcli.broker.namesrv import namesrv_config, settings_problem
     from rmqcli.broker.serve import (
         ServeOptions,
         acl_enabled,
@@ -166,6 +165,7 @@ def serve(
         unimplemented_keys,
     )
     from rmqcli.broker.serve import serve as run
+    from rmqcli.namesrv.server import namesrv_config, settings_problem
     from rmqcli.store.settings import read_properties
 
     if config is not None and not config.is_file():

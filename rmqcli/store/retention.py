@@ -1,6 +1,6 @@
 """The broker's retention rules: which CommitLog files a clean-up round deletes, and what goes with them.
 
-One source for ``rmq serve``'s clean-up service (``rmqcli.broker.retention``) and the offline planner
+One source for ``rmq serve``'s clean-up service (``rmqcli.broker.services.retention``) and the offline planner
 (``rmq clean``, ``rmqcli.ops.clean``), so the plan is what the broker then does. The rules are
 4.9.8's ``DefaultMessageStore.CleanCommitLogService`` / ``CleanConsumeQueueService``:
 

@@ -1,7 +1,7 @@
 """The name servers and brokers of ``rmq serve`` (``rmqcli.broker``) in this process, for the mqadmin
 tests: one event loop in a thread runs ``namesrv_count`` real ``NameServer``s and one real
 ``BrokerController`` per broker, each over its own temporary store and on a free loopback port,
-behind ``rmqcli.broker.connection.Server`` as ``rmq serve`` wires them (send lane, reput after each
+behind ``rmqcli.remoting.server.connection.Server`` as ``rmq serve`` wires them (send lane, reput after each
 read). Brokers of several clusters, masters with their slaves and several name servers are all
 real too: more of them in the same loop.
 
@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rmqcli.broker.config import BrokerConfig
-from rmqcli.broker.connection import Connection, Server, ServerLimits
 from rmqcli.broker.controller import BrokerController
-from rmqcli.broker.messagestore import Unit
-from rmqcli.broker.namesrv import NameServer
+from rmqcli.broker.services.messagestore import Unit
+from rmqcli.namesrv.server import NameServer
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand, decode, encode
 from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.server.connection import Connection, Server, ServerLimits
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.messages import AppendResult, BatchElement, BatchMessage, Host, Message
 from rmqcli.store.write.writer import StoreWriter

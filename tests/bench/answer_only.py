@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import sys
 
-from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.services.messagestore import MessageStore
 
 _offsets = itertools.count()
 

@@ -303,7 +303,7 @@ def loop_stall(root: Path, megabytes: int = 256) -> tuple[float, float]:
     """The longest gap a probe coroutine sees on the event loop while ``MessageStore`` flushes
     ``megabytes`` of appended 1 KiB messages (CommitLog, consume queues, index, checkpoint) and
     writes the config files: (longest gap in ms, seconds the flush took)."""
-    from rmqcli.broker.messagestore import MessageStore
+    from rmqcli.broker.services.messagestore import MessageStore
     from rmqcli.store.write.messages import Message
     from rmqcli.store.write.writer import StoreWriter
 

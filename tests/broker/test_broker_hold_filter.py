@@ -1,4 +1,5 @@
-"""Long polling with a filter (``PullRequestHoldService.notifyMessageArriving``, ``rmqcli.broker.pull.hold``).
+"""Long polling with a filter (``PullRequestHoldService.notifyMessageArriving``,
+``rmqcli.broker.processor.pull.hold``).
 
 A held pull whose subscription filters by tag or by SQL92 stays held when a message it does not
 match arrives; a matching arrival answers it at once. The service's check round (every 5 s, from
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from rmqcli.broker import pull as pull_mod
 from rmqcli.broker.controller import BrokerController
+from rmqcli.broker.processor import pull as pull_mod
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand

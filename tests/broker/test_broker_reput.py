@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import pytest
 
 from formats import commitlog as fmt
-from rmqcli.broker import schedule, sendback, transaction
-from rmqcli.broker.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_TRANSACTION_CHECK_TIMES
+from rmqcli.broker.processor import sendback, transaction
+from rmqcli.broker.services import schedule
+from rmqcli.broker.services.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_TRANSACTION_CHECK_TIMES
 from rmqcli.store import Store
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage, apply_delay

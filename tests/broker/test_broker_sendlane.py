@@ -1,4 +1,4 @@
-"""The send lane (``rmqcli.broker.sendlane``) answers and stores exactly as the general send path.
+"""The send lane (``rmqcli.broker.processor.sendlane``) answers and stores exactly as the general send path.
 
 Two brokers over two stores, one with the lane and one without, get the same frames over a real
 socket (a socket pair: both connections then have the same peer address, which is stored as the
@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from formats.ha import SLAVE_REPORT_STRUCT
 from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.config import BrokerConfig
-from rmqcli.broker.connection import Connection, Server
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.ha.appender import QueueAppender
 from rmqcli.broker.ha.config import HAConfig
 from rmqcli.broker.ha.slave import HASlave
+from rmqcli.remoting.server.connection import Connection, Server
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.messages import Host
 from rmqcli.store.write.writer import StoreWriter

@@ -9,8 +9,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from rmqcli.broker import transaction as tx
 from rmqcli.broker.controller import BrokerController
+from rmqcli.broker.processor import transaction as tx
 from rmqcli.store.retention import RetentionConfig
 from rmqcli.store.write.messages import Message
 from tests.support.controller import broker_controller

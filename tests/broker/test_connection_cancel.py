@@ -8,8 +8,8 @@ import gc
 import socket
 import warnings
 
-from rmqcli.broker.connection import Connection, Server
 from rmqcli.remoting.codec import RemotingCommand, encode
+from rmqcli.remoting.server.connection import Connection, Server
 
 
 def test_a_pending_answer_cancelled_before_it_ran_is_closed() -> None:

@@ -1,4 +1,4 @@
-"""The broker's flushes and config writes in worker threads (``rmqcli.broker.messagestore``,
+"""The broker's flushes and config writes in worker threads (``rmqcli.broker.services.messagestore``,
 ``rmqcli.store.write.configsync``), in this process over a real store: the checkpoint vouches only
 for what was appended before its flush started, a SYNC_FLUSH send waits for a flush that started
 after its append, config files end with the newest text, and a clean shutdown leaves a consistent
@@ -10,7 +10,7 @@ import asyncio
 import itertools
 from pathlib import Path
 
-from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.services.messagestore import MessageStore
 from rmqcli.store.checkpoint import read_checkpoint
 from rmqcli.store.configfiles import OFFSETS, TOPICS, load_config
 from rmqcli.store.settings import StoreSettings

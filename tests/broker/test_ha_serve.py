@@ -418,7 +418,7 @@ def test_pulls_suggest_a_slave_only_with_slave_read_enable_and_a_consumer_far_be
     from types import SimpleNamespace
 
     from rmqcli.broker.config import BrokerConfig
-    from rmqcli.broker.pull import PullRequest, PullResult, in_memory_bytes, suggest_broker
+    from rmqcli.broker.processor.pull import PullRequest, PullResult, in_memory_bytes, suggest_broker
 
     group = {"whichBrokerWhenConsumeSlowly": 1, "brokerId": 0}
     header = hd.PullMessageRequestHeader(

@@ -1,5 +1,5 @@
 """``rmq serve`` after a crash that cost the index: it serves at once and rebuilds the index behind
-the CommitLog (``rmqcli.broker.indexbehind``); the index it ends with is the one a full rebuild
+the CommitLog (``rmqcli.broker.services.indexbehind``); the index it ends with is the one a full rebuild
 writes, the records sent meanwhile included, and queries by key find old and new records."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The broker's clean-up rounds (``rmqcli.broker.retention``) over a store of several CommitLog files,
-in this process; the disk usage figure is the test's (the thresholds are the broker's)."""
+"""The broker's clean-up rounds (``rmqcli.broker.services.retention``) over a store of several
+CommitLog files, in this process; the disk usage figure is the test's (the thresholds are the broker's)."""
 
 from __future__ import annotations
 

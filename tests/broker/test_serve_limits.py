@@ -1,6 +1,6 @@
 """Limits of ``rmq serve`` against clients that misbehave (issue 13, "Limits").
 
-The frame budget and the connection cap (``rmqcli.broker.connection.ServerLimits``), JSON nested
+The frame budget and the connection cap (``rmqcli.remoting.server.connection.ServerLimits``), JSON nested
 more than 64 levels deep (``formats.fastjson.MAX_DEPTH``), rate-limited log lines and the warning
 for a listener beyond loopback without ACL. Live tests run ``rmq serve`` as a subprocess on free
 loopback ports and talk to it over 127.0.0.1 only, with raw sockets and rmq's own client; memory is
@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from formats import fastjson
 from formats.remoting import SerializeType
-from rmqcli.broker.connection import LogLimiter
 from rmqcli.broker.serve import exposure_warning, is_loopback, serve_limits
 from rmqcli.errors import UsageError
 from rmqcli.remoting import json_body as jb
@@ -30,6 +29,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import FrameDecoder, ProtocolError, RemotingCommand, decode, encode
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import LogLimiter
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
 MiB = 1024 * 1024

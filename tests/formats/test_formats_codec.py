@@ -14,7 +14,7 @@ import pytest
 
 from formats import commitlog, names, records
 from formats.derive import field_struct
-from rmqcli.broker.send import SendError, decode_batch
+from rmqcli.broker.processor.send import SendError, decode_batch
 from rmqcli.errors import CorruptDataError
 from tests.support.records import GOLDEN_RECORD, golden_fields
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from formats.names import TRANS_HALF_TOPIC
-from rmqcli.broker import transaction as tx
+from rmqcli.broker.processor import transaction as tx
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.write.messages import Message
 from rmqcli.store.write.writer import StoreWriter

@@ -28,8 +28,8 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
-    from rmqcli.broker.connection import Connection, Reply
     from rmqcli.broker.context import BrokerContext
+    from rmqcli.remoting.server.connection import Connection, Reply
 
 DISABLED = "ACL is not enabled on this broker (aclEnable=false in broker.conf)"
 

@@ -5,7 +5,7 @@ permission follows the message, not the request code. 4.9.8's ``parse`` checks n
 * CONSUMER_SEND_MSG_BACK (36, ``offset``): the message it copies must be readable: SUB on its topic.
 * END_TRANSACTION (37, ``commitLogOffset``): a commit or rollback writes into the half message's real
   topic (``REAL_TOPIC``): PUB on it. (The producer group must also be the half's, as 4.9.8's
-  ``EndTransactionProcessor.checkPrepareMessage`` checks; ``rmqcli.broker.transaction``.)
+  ``EndTransactionProcessor.checkPrepareMessage`` checks; ``rmqcli.broker.processor.transaction``.)
 
 A message in a system topic that holds other topics' messages stays an admin's
 (``ownership.admin_topic``). An offset where no message starts needs nothing here: the handler

@@ -36,7 +36,7 @@ from rmqcli.store.write.messages import InnerMessage
 
 if TYPE_CHECKING:
     from rmqcli.broker.config import BrokerConfig
-    from rmqcli.broker.messagestore import MessageStore
+    from rmqcli.broker.services.messagestore import MessageStore
     from rmqcli.remoting.client import RemotingClient
 
 log = logging.getLogger(__name__)

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 from formats.commitlog import decode_offset_msg_id
 from formats.remoting import LanguageCode
-from rmqcli.broker.connection import Connection, Reply, Server, next_opaque
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply, Server, next_opaque
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

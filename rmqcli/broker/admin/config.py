@@ -26,10 +26,8 @@ from typing import TYPE_CHECKING
 from rmqcli.broker.acl.brokerkeys import HIDDEN
 from rmqcli.broker.acl.brokerkeys import SECRET_KEY as SIGNING_SECRET
 from rmqcli.broker.acting.config import PROPERTY_NAMES as ACTING_KEYS
-from rmqcli.broker.bodies import properties_body, properties_text
 from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
 from rmqcli.broker.config import broker_config_from_properties
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
@@ -37,6 +35,8 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.bodies import properties_body, properties_text
+from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.retention import PROPERTY_NAMES as RETENTION_KEYS
 from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from rmqcli.admin.retrypolicy import GROUP_5X_DEFAULTS, PolicyError, policy_value
 from rmqcli.broker.admin.stats import group_get_tps, message_store_time
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import validate_group, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.write.config import subscription_group_config
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ import time
 from typing import TYPE_CHECKING
 
 from formats.javatext import java_double
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.naming import CONSUMEQUEUE_DIR
 
 if TYPE_CHECKING:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

@@ -5,7 +5,7 @@ GET_TOPIC_STATS_INFO (202), QUERY_CONSUME_QUEUE (321), GET_SYSTEM_TOPIC_LIST_FRO
 GET_ALL_DELAY_OFFSET (45), and the three clean-ups:
 
 * DELETE_EXPIRED_COMMITLOG (329, ``executeDeleteFilesManually``): the next 20 clean-up rounds delete
-  expired CommitLog files whatever the hour (``rmqcli.broker.retention``). A real broker only flags
+  expired CommitLog files whatever the hour (``rmqcli.broker.services.retention``). A real broker only flags
   the request and deletes on its next round (every 10 s); this one runs the first round before
   answering.
 * CLEAN_EXPIRED_CONSUMEQUEUE (306, ``cleanExpiredConsumerQueue``): queues (but SCHEDULE_TOPIC_XXXX's)
@@ -21,7 +21,6 @@ import shutil
 from typing import TYPE_CHECKING
 
 from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.context import acknowledged
 from rmqcli.broker.names import SYSTEM_TOPICS, config_system_topics
 from rmqcli.errors import UnsafeNameError
@@ -30,6 +29,7 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.naming import topic_dir
 from rmqcli.store.retention import last_unit_offset
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from rmqcli.admin.attributes import TOPIC_ATTRIBUTES, ParseError, hash_ordered, parse_to_map
 from rmqcli.broker.admin.store import clean_unused_topics
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import config_system_topics, is_system_topic, validate_topic
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

@@ -20,8 +20,8 @@ from typing import Any
 from rmqcli.broker.acl import grpcacl
 from rmqcli.broker.acl.setup import BrokerAcl, plain_host
 from rmqcli.broker.acl.validator import AccessDenied
-from rmqcli.broker.connection import LogLimiter
 from rmqcli.broker.grpc.context import MAX_VALUE_LENGTH, parse_peer
+from rmqcli.remoting.server.connection import LogLimiter
 
 log = logging.getLogger(__name__)
 

@@ -35,10 +35,10 @@ from rmqcli.broker.state import ClientChannel, ConsumerGroupInfo, tags_code
 from rmqcli.remoting import json_body as jb
 
 if TYPE_CHECKING:
-    from rmqcli.broker.connection import Connection
     from rmqcli.broker.context import BrokerContext
     from rmqcli.broker.grpc.consumer import Consumer
     from rmqcli.broker.grpc.producer import Producer
+    from rmqcli.remoting.server.connection import Connection
 
 log = logging.getLogger(__name__)
 

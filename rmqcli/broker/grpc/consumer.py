@@ -44,7 +44,6 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
 from formats.records import RecordError, decode_record
-from rmqcli.broker import sendback
 from rmqcli.broker.grpc import convert
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.context import CallContext
@@ -55,14 +54,15 @@ from rmqcli.broker.grpc.settings import SettingsStore
 from rmqcli.broker.pop import ack as pop_ack
 from rmqcli.broker.pop import constants as k
 from rmqcli.broker.pop import pop as pop_mod
+from rmqcli.broker.processor import sendback
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.connection import Connection
     from rmqcli.broker.context import BrokerContext
+    from rmqcli.remoting.server.connection import Connection
 
 log = logging.getLogger(__name__)
 

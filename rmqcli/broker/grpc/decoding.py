@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rmqcli.broker.connection import LOG_WINDOW, LogLimiter
+from rmqcli.remoting.server.connection import LOG_WINDOW, LogLimiter
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 
 As the proxy in local mode does, each message becomes a SEND_MESSAGE (10) request (producer group =
 the topic, default topic TBW102 with 4 queues, the properties of ``convert``) handed to
-``rmqcli.broker.send`` with a stand-in for the connection (the caller's address), so every check,
+``rmqcli.broker.processor.send`` with a stand-in for the connection (the caller's address), so every check,
 the transaction half-message path, SYNC_FLUSH and SYNC_MASTER waits are the remoting send's. The
 queue is chosen here, not by the client: a message group hashes to a write queue (Guava's
 ``consistentHash`` of Java's ``String.hashCode``), other messages take the write queues in turn. A
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from formats import commitlog as cfmt
-from rmqcli.broker import send
 from rmqcli.broker.grpc import convert
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.context import CallContext
+from rmqcli.broker.processor import send
 from rmqcli.broker.state import is_writable
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
@@ -45,8 +45,8 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 
 if TYPE_CHECKING:
-    from rmqcli.broker.connection import Connection
     from rmqcli.broker.context import BrokerContext
+    from rmqcli.remoting.server.connection import Connection
 
 DEFAULT_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 MAX_TRANSACTIONS = 100_000  # transaction data kept for EndTransaction (oldest forgotten first)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rmqcli.broker.connection import LogLimiter
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import LogLimiter
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """EndTransaction (the 5.1 proxy's ``EndTransactionActivity`` + ``TransactionProcessor``): the
 half message a gRPC producer stored is committed or rolled back by the broker's own END_TRANSACTION
-processor (``rmqcli.broker.transaction``), in-process.
+processor (``rmqcli.broker.processor.transaction``), in-process.
 
 The producer group is the topic (gRPC producers have none of their own); the half message's commit
 log and queue offsets come from what SendMessage kept for the transaction id (taken once). A blank
@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from rmqcli.broker import transaction
 from rmqcli.broker.grpc import convert
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.context import CallContext
 from rmqcli.broker.grpc.producer import CallChannel, Producer
+from rmqcli.broker.processor import transaction
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 
 if TYPE_CHECKING:
-    from rmqcli.broker.connection import Connection
+    from rmqcli.remoting.server.connection import Connection
 
 COMMIT, ROLLBACK = 1, 2  # TransactionResolution
 SOURCE_SERVER_CHECK = 2  # TransactionSource

@@ -25,8 +25,8 @@ from rmqcli.broker.pop.checkpoint import AckMsg, PopCheckPoint
 from rmqcli.broker.pop.pop import PopError, now_ms, refuse_names
 from rmqcli.broker.pop.revivelog import RevivePutError, put_ack, put_ck
 from rmqcli.broker.pop.service import PopService, pop_service
-from rmqcli.broker.refusal import FAQ
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.refusal import FAQ
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from formats import fastjson
 from formats.names import RETRY_PREFIX
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.state import validate_group, validate_topic
 from rmqcli.errors import CorruptDataError
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.configfiles import load_config
 from rmqcli.store.store import CONFIG_DIR
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.pop import assignment, notify
 from rmqcli.broker.pop.ack import AckRequest, ChangeInvisibleRequest, ack_message, change_invisible_time
 from rmqcli.broker.pop.peek import peek_message
@@ -14,6 +13,7 @@ from rmqcli.broker.pop.pop import PopError, PopRequest, PopResult, now_ms, pop_m
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
+from rmqcli.remoting.server.connection import Connection, Reply
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

@@ -36,10 +36,10 @@ from rmqcli.broker.pop.polling import Polling
 from rmqcli.broker.pop.read import read_queue
 from rmqcli.broker.pop.revivelog import RevivePutError, put_ck
 from rmqcli.broker.pop.service import PopService, pop_service
-from rmqcli.broker.refusal import FAQ, Refusal
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
 from rmqcli.filter.sql92 import Selector, SelectorError, compiled, is_tag_type
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.refusal import FAQ, Refusal
 from rmqcli.store.write.records import encode_record
 
 if TYPE_CHECKING:

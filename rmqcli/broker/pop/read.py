@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from formats.records import record_properties
-from rmqcli.broker.pull import MAX_FILTER_BYTES
+from rmqcli.broker.processor.pull import MAX_FILTER_BYTES
 from rmqcli.filter.sql92 import Selector
 
 if TYPE_CHECKING:

@@ -14,10 +14,10 @@ import re
 
 from formats import commitlog as fmt
 from formats import names
-from rmqcli.broker.msgext import inner_from_record
-from rmqcli.broker.refusal import Refusal
+from rmqcli.broker.services.msgext import inner_from_record
 from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.refusal import Refusal
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage
 

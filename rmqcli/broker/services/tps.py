@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from rmqcli.broker.messagestore import MessageStore
+from rmqcli.broker.services.messagestore import MessageStore
 
 
 class Stats:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from formats.indexfile import MAX_QUERY_RESULTS
 from formats.javatext import parse_boolean
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

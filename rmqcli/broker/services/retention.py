@@ -35,7 +35,7 @@ from rmqcli.store.write.files import fsync_dir
 
 if TYPE_CHECKING:
     from rmqcli.broker.ha.member import Replication
-    from rmqcli.broker.messagestore import MessageStore
+    from rmqcli.broker.services.messagestore import MessageStore
     from rmqcli.store.write.cq import ConsumeQueueWriter
     from rmqcli.store.write.files import WritableFile
     from rmqcli.store.write.index import IndexFileWriter

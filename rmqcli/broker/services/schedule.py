@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
 from formats.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
-from rmqcli.broker.msgext import inner_from_record, serialise
+from rmqcli.broker.services.msgext import inner_from_record, serialise
 from rmqcli.store.naming import is_safe_topic_dir
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage

@@ -13,7 +13,7 @@ A batch is recognised by code 320 or by the header's ``batch``/``m`` flag. C++ c
 Python ``rocketmq`` 0.4.4 package) write that flag as ``"1"``; a Java broker reads it as false and
 stores the encoded batch as one message (B.6). This broker reads ``"1"`` as true, so C++ batches
 arrive as the separate messages their sender meant. A single message with ``TRAN_MSG=true`` is
-stored as a transaction half message (``rmqcli.broker.transaction``) unless
+stored as a transaction half message (``rmqcli.broker.processor.transaction``) unless
 ``rejectTransactionMessage`` is set. A single message with a 5.x timer property (``TIMER_DELIVER_MS``,
 ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``) goes through the timer's put hook (``rmqcli.broker.timer``):
 stored in ``rmq_sys_wheel_timer`` and answered with that queue's offset, or refused (code 13).
@@ -39,11 +39,10 @@ from typing import TYPE_CHECKING
 from formats import commitlog as cfmt
 from formats.javatext import parse_boolean
 from formats.remoting import FLAG_RESPONSE, SerializeType
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.ha.config import SYNC_MASTER
 from rmqcli.broker.ha.member import Replicated
-from rmqcli.broker.refusal import FAQ, Refusal
-from rmqcli.broker.sendback import DLQ_NUMS_PER_GROUP, VERSION_V3_4_9
+from rmqcli.broker.processor.sendback import DLQ_NUMS_PER_GROUP, VERSION_V3_4_9
+from rmqcli.broker.processor.transaction import is_transactional, prepare
 from rmqcli.broker.state import (
     DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -53,11 +52,12 @@ from rmqcli.broker.state import (
     validate_topic,
 )
 from rmqcli.broker.timer import api as timer
-from rmqcli.broker.transaction import is_transactional, prepare
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
+from rmqcli.remoting.server.refusal import FAQ, Refusal
 from rmqcli.store.naming import CONSUMEQUEUE_DIR
 from rmqcli.store.store import INDEX_DIR
 from rmqcli.store.write.files import DiskFullError

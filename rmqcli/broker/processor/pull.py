@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING
 
 from formats.consumequeue import CQ_UNIT_SIZE
 from formats.records import record_properties
-from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.holds import Woken
-from rmqcli.broker.offsetmoved import report_offset_moved
-from rmqcli.broker.refusal import FAQ, Refusal, no_property_filter
+from rmqcli.broker.processor.holds import Woken
+from rmqcli.broker.processor.offsetmoved import report_offset_moved
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
 from rmqcli.filter.sql92 import Selector, SelectorError, compiled, is_tag_type
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
+from rmqcli.remoting.server.refusal import FAQ, Refusal, no_property_filter
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

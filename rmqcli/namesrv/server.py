@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 
 from formats.javatext import parse_boolean
 from formats.names import ORDER_TOPIC_CONFIG, PERM_WRITE
-from rmqcli.broker.bodies import properties_body, properties_text, required_body
-from rmqcli.broker.connection import Connection, Reply, not_supported
-from rmqcli.broker.refusal import FAQ
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.bodies import properties_body, properties_text, required_body
+from rmqcli.remoting.server.connection import Connection, Reply, not_supported
+from rmqcli.remoting.server.refusal import FAQ
 
 log = logging.getLogger(__name__)
 

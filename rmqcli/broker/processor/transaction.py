@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from formats.javatext import parse_boolean
 from formats.names import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.msgext import (
+from rmqcli.broker.services.msgext import (
     PROPERTY_CHECK_IMMUNITY_TIME,
     PROPERTY_PREPARED_QUEUE_OFFSET,
     PROPERTY_PRODUCER_GROUP,
@@ -46,6 +45,7 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import AppendResult, Host, InnerMessage, Message, inner_from_message
 from rmqcli.store.write.records import encode_record, host_flags

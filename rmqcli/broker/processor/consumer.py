@@ -7,7 +7,7 @@ oneway); LOCK_BATCH_MQ (41) / UNLOCK_BATCH_MQ (42) for orderly consumers.
 
 Every group and topic name in these requests is checked as ``rmqcli.broker.names`` says, which
 4.9.8 does not do here: a bad name answers SYSTEM_ERROR with the check's remark. A body these
-requests need that is missing or ``null`` answers SYSTEM_ERROR too (``rmqcli.broker.bodies``).
+requests need that is missing or ``null`` answers SYSTEM_ERROR too (``rmqcli.remoting.server.bodies``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from rmqcli.broker.acting import locks
-from rmqcli.broker.bodies import required_body
-from rmqcli.broker.connection import Connection, Reply
 from rmqcli.broker.names import validate_subscription_topic
-from rmqcli.broker.refusal import no_property_filter
 from rmqcli.broker.state import RETRY_PREFIX, validate_group, validate_topic
 from rmqcli.filter.sql92 import SelectorError, compiled, is_tag_type
 from rmqcli.remoting import headers as hd
@@ -27,6 +24,9 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.bodies import required_body
+from rmqcli.remoting.server.connection import Connection, Reply
+from rmqcli.remoting.server.refusal import no_property_filter
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

@@ -44,10 +44,9 @@ import orjson
 from formats import commitlog as cfmt
 from formats import remoting as fmt
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, HEADER_LENGTH_MASK, SerializeType
-from rmqcli.broker.connection import MAX_INFLIGHT
 from rmqcli.broker.ha.config import SYNC_MASTER
 from rmqcli.broker.ha.member import Replicated
-from rmqcli.broker.send import (
+from rmqcli.broker.processor.send import (
     MAX_PROPERTIES_LENGTH,
     REPLICA_CODES,
     connection_born_host,
@@ -63,11 +62,12 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, encode, encode_json_header, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import MAX_INFLIGHT
 from rmqcli.store.write.messages import stored_properties
 
 if TYPE_CHECKING:
-    from rmqcli.broker.connection import Connection, LaterAnswer
     from rmqcli.broker.context import BrokerContext
+    from rmqcli.remoting.server.connection import Connection, LaterAnswer
 
 _INT_MAX = hd.JAVA_RANGES["int"][1]
 _LONG_MAX = hd.JAVA_RANGES["long"][1]

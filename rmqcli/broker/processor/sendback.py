@@ -4,7 +4,7 @@ A consumer that failed a message (RECONSUME_LATER) sends back its CommitLog offs
 reads the stored message again and re-puts it to ``%RETRY%<group>`` (a random queue of the group's
 ``retryQueueNums``) with ``reconsumeTimes + 1`` and delay level ``3 + reconsumeTimes`` when the
 consumer asked for level 0; the store then parks it in ``SCHEDULE_TOPIC_XXXX`` until the level's
-delay has passed (``rmqcli.broker.schedule`` delivers it). Once ``reconsumeTimes`` reaches the
+delay has passed (``rmqcli.broker.services.schedule`` delivers it). Once ``reconsumeTimes`` reaches the
 maximum (the header's ``maxReconsumeTimes`` for clients of V3_4_9 or later, else the group's
 ``retryMaxTimes``), or when the level is negative, it goes to ``%DLQ%<group>`` instead, undelayed.
 
@@ -21,9 +21,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
-from rmqcli.broker.connection import Connection, Reply
-from rmqcli.broker.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, inner_from_record
-from rmqcli.broker.refusal import FAQ
+from rmqcli.broker.services.msgext import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC, inner_from_record
 from rmqcli.broker.state import (
     DLQ_PREFIX,
     PERM_READ_WRITE,
@@ -36,6 +34,8 @@ from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.server.connection import Connection, Reply
+from rmqcli.remoting.server.refusal import FAQ
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import InnerMessage
 
