@@ -1,4 +1,5 @@
-# The two commands: `make demo` and `make test`. Each sets up .venv when missing.
+# The commands: `make demo`, `make check` (the quick tier) and `make test` (everything). Each sets up
+# .venv when missing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,7 +8,7 @@ JS_STAMP := tests/js/node_modules/.installed
 RMQ5_VENV := .venv-rmq5
 RMQ5_STAMP := $(RMQ5_VENV)/.installed
 
-.PHONY: demo test bench man lint clean
+.PHONY: demo check test bench man lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +33,18 @@ demo: $(STAMP)
 	$(BIN)/python -m fixtures.generate demo-store --preset demo
 	$(BIN)/rmq stats demo-store
 	$(BIN)/rmq dump-commitlog demo-store --count 5 --properties
+
+# The quick tier, for every change (under 2 minutes on 2 cores): lint, then the tests that start no
+# server and no child process and need no optional component but the real stores. The markers
+# `server` and `slow` are given at collection by tests/conftest.py from what each test reaches
+# (rmq serve, a listener, a JVM; any child process), `slow` also to the tests its SLOW lists; each
+# hypothesis property runs on fewer examples. The 5 slowest tests are shown, so that one creeping
+# past a second is seen (then it goes into SLOW). `make test` runs everything, as CI does.
+CHECK_TESTS := not (server or slow or java or java5 or proxy5 or cpp or client5 or js or spark)
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -m "$(CHECK_TESTS)" --hypothesis-profile=rmq-check --durations=5
 
 test: $(STAMP) $(JS_STAMP) $(RMQ5_STAMP)
 	$(BIN)/ruff check .
