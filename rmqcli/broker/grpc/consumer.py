@@ -151,6 +151,15 @@ def tags_of(expression: Any) -> set[str] | None:
     return None if not tags or "*" in tags else tags
 
 
+def _target(ctx: CallContext, request: Any) -> tuple[str, str]:
+    """The group and topic of an ack, change or forward call, checked after the client id."""
+    ctx.require_client_id()
+    group, topic = request.group.name, request.topic.name
+    convert.check_topic(topic)
+    check_group(group)
+    return group, topic
+
+
 class Consumer:
     """The consumer calls for one broker."""
 
@@ -174,14 +183,47 @@ class Consumer:
 
     # --- ReceiveMessage -----------------------------------------------------------------------
     async def receive(self, ctx: CallContext, request: Any, remaining_ms: float | None) -> AsyncIterator[Any]:
-        """The response stream (status, messages), without the final ``delivery_timestamp``."""
+        """The response stream (status, messages), without the final ``delivery_timestamp``; a
+        request refused before the pop, or a pop without messages, is a ``GrpcStatusError`` (the
+        caller answers its status)."""
         d, svc = self.s.definition, self.s.service
         ctx.require_client_id()
         group = request.group.name
         topic = request.message_queue.topic.name
         settings = self.subscription_settings(ctx.client_id, group)
-        fifo = settings.subscription.fifo
+        req = self._pop_request(ctx, request, settings, remaining_ms)
+        try:
+            result = await pop_mod.pop_message(self.ctl, req)
+        except pop_mod.PopError as exc:
+            code = st.TOPIC_NOT_FOUND if exc.code == RS.TOPIC_NOT_EXIST else st.from_remoting(exc.code)
+            raise st.GrpcStatusError(code, exc.remark) from None
+        if result.code == RS.POLLING_FULL:
+            raise st.GrpcStatusError(st.TOO_MANY_REQUESTS, "polling full")
+        if result.code != RS.SUCCESS:
+            raise st.GrpcStatusError(MESSAGE_NOT_FOUND, "no new message")
         max_attempts = settings.backoff_policy.max_attempts or 17
+        tags = tags_of(request.filter_expression)
+        messages = self.filtered(ctx, result, group, topic, tags, max_attempts)
+        if not messages:
+            raise st.GrpcStatusError(MESSAGE_NOT_FOUND, "no match message")
+        written = 0
+        try:
+            yield svc.ReceiveMessageResponse(status=st.make(d, st.OK, "OK"))
+            for message, handle in messages:
+                yield svc.ReceiveMessageResponse(message=message)
+                written += 1
+                if request.auto_renew:
+                    message_id = message.system_properties.message_id
+                    self.renewer.track(ctx.client_id, group, topic, message_id, handle)
+        finally:
+            for _, handle in messages[written:]:  # not written: visible again soon (the proxy's NACK)
+                self._quiet(self._change, group, topic, handle, NACK_INVISIBLE_MS)
+
+    def _pop_request(
+        self, ctx: CallContext, request: Any, settings: Any, remaining_ms: float | None
+    ) -> pop_mod.PopRequest:
+        """The POP of a ReceiveMessage: its polling time, invisible time and filter checked in the
+        proxy's order (a ``GrpcStatusError`` for the first that fails)."""
         remaining = 3_600_000.0 if remaining_ms is None else remaining_ms
         if request.HasField("long_polling_timeout"):
             polling = _millis(request.long_polling_timeout)
@@ -195,13 +237,12 @@ class Consumer:
                 if not _version_before(ctx.client_version, POLLING_TIME_CLIENT_VERSION):
                     code = ILLEGAL_POLLING_TIME
                 text = "The deadline time remaining is not enough for polling, please check network condition"
-                yield svc.ReceiveMessageResponse(status=st.make(d, code, text))
-                return
+                raise st.GrpcStatusError(code, text)
             polling = int(remaining)
+        group, topic = request.group.name, request.message_queue.topic.name
         convert.check_topic(topic)
         check_group(group)
-        auto_renew = request.auto_renew
-        if auto_renew:
+        if request.auto_renew:
             invisible = DEFAULT_INVISIBLE_MS
         else:
             invisible = _millis(request.invisible_duration)
@@ -210,51 +251,19 @@ class Consumer:
         exp_type = "SQL92" if expression.type == FILTER_SQL else "TAG"
         exp = expression.expression or "*"
         if exp_type == "TAG" and ("\n" in exp or len(exp) > 8192):
-            bad = st.make(d, ILLEGAL_FILTER_EXPRESSION, "bad tag expression")
-            yield svc.ReceiveMessageResponse(status=bad)
-            return
-        batch = min(max(request.batch_size, 1), MAX_BATCH)
-        poll_time = max(int(min(polling, remaining - RESERVE_MS)), 0)
-        req = pop_mod.PopRequest(
+            raise st.GrpcStatusError(ILLEGAL_FILTER_EXPRESSION, "bad tag expression")
+        return pop_mod.PopRequest(
             group=group,
             topic=topic,
             queue_id=-1,
-            max_msg_nums=batch,
+            max_msg_nums=min(max(request.batch_size, 1), MAX_BATCH),
             invisible_time=invisible,
-            poll_time=poll_time,
+            poll_time=max(int(min(polling, remaining - RESERVE_MS)), 0),
             init_mode=k.INIT_MODE_MAX,
             exp_type=exp_type,
             exp=exp,
-            order=fifo,
+            order=settings.subscription.fifo,
         )
-        try:
-            result = await pop_mod.pop_message(self.ctl, req)
-        except pop_mod.PopError as exc:
-            code = st.TOPIC_NOT_FOUND if exc.code == RS.TOPIC_NOT_EXIST else st.from_remoting(exc.code)
-            yield svc.ReceiveMessageResponse(status=st.make(d, code, exc.remark))
-            return
-        if result.code == RS.POLLING_FULL:
-            yield svc.ReceiveMessageResponse(status=st.make(d, st.TOO_MANY_REQUESTS, "polling full"))
-            return
-        if result.code != RS.SUCCESS:
-            yield svc.ReceiveMessageResponse(status=st.make(d, MESSAGE_NOT_FOUND, "no new message"))
-            return
-        messages = self.filtered(ctx, result, group, topic, tags_of(expression), max_attempts)
-        if not messages:
-            yield svc.ReceiveMessageResponse(status=st.make(d, MESSAGE_NOT_FOUND, "no match message"))
-            return
-        written = 0
-        try:
-            yield svc.ReceiveMessageResponse(status=st.make(d, st.OK, "OK"))
-            for message, handle in messages:
-                yield svc.ReceiveMessageResponse(message=message)
-                written += 1
-                if auto_renew:
-                    message_id = message.system_properties.message_id
-                    self.renewer.track(ctx.client_id, group, topic, message_id, handle)
-        finally:
-            for _, handle in messages[written:]:  # not written: visible again soon (the proxy's NACK)
-                self._quiet(self._change, group, topic, handle, NACK_INVISIBLE_MS)
 
     def filtered(
         self,
@@ -342,10 +351,7 @@ class Consumer:
 
     def ack(self, ctx: CallContext, request: Any) -> Any:
         d, svc = self.s.definition, self.s.service
-        ctx.require_client_id()
-        group, topic = request.group.name, request.topic.name
-        convert.check_topic(topic)
-        check_group(group)
+        group, topic = _target(ctx, request)
         if not request.entries:
             raise st.GrpcStatusError(st.BAD_REQUEST, "no ack entry")
         entries = []
@@ -395,10 +401,7 @@ class Consumer:
 
     def change_invisible(self, ctx: CallContext, request: Any) -> Any:
         d, svc = self.s.definition, self.s.service
-        ctx.require_client_id()
-        group, topic = request.group.name, request.topic.name
-        convert.check_topic(topic)
-        check_group(group)
+        group, topic = _target(ctx, request)
         invisible = _millis(request.invisible_duration)
         check_invisible(invisible, 0)
         handle = self.renewer.resolve(ctx.client_id, group, request.message_id, request.receipt_handle)
@@ -435,10 +438,7 @@ class Consumer:
 
     def forward(self, ctx: CallContext, request: Any) -> Any:
         d, svc = self.s.definition, self.s.service
-        ctx.require_client_id()
-        group, topic = request.group.name, request.topic.name
-        convert.check_topic(topic)
-        check_group(group)
+        group, topic = _target(ctx, request)
         handle = self.renewer.resolve(ctx.client_id, group, request.message_id, request.receipt_handle)
         try:
             code = self.forward_handle(ctx, group, topic, handle, request.message_id)

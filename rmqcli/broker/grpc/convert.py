@@ -101,22 +101,16 @@ def check_topic(topic: str) -> None:
         raise st.GrpcStatusError(st.ILLEGAL_TOPIC, "cannot access system topic")
 
 
-def _check_tag(tag: str) -> None:
-    if tag:
-        if not tag.strip():
-            raise st.GrpcStatusError(st.ILLEGAL_MESSAGE_TAG, "tag cannot be the char sequence of whitespace")
-        if "|" in tag:
-            raise st.GrpcStatusError(st.ILLEGAL_MESSAGE_TAG, "tag cannot contain '|'")
-        if has_control_character(tag):
-            raise st.GrpcStatusError(st.ILLEGAL_MESSAGE_TAG, "tag cannot contain control character")
-
-
-def _check_key(key: str) -> None:
-    if key:
-        if not key.strip():
-            raise st.GrpcStatusError(st.ILLEGAL_MESSAGE_KEY, "key cannot be the char sequence of whitespace")
-        if has_control_character(key):
-            raise st.GrpcStatusError(st.ILLEGAL_MESSAGE_KEY, "key cannot contain control character")
+def _check_text(text: str, code: int, what: str, *, bar: bool = False) -> None:
+    """A message's tag (``what`` "tag", ``bar``: no '|' either) or key: nothing, or text that is
+    not all whitespace and has no control character."""
+    if text:
+        if not text.strip():
+            raise st.GrpcStatusError(code, f"{what} cannot be the char sequence of whitespace")
+        if bar and "|" in text:
+            raise st.GrpcStatusError(code, f"{what} cannot contain '|'")
+        if has_control_character(text):
+            raise st.GrpcStatusError(code, f"{what} cannot contain control character")
 
 
 def _check_group(group: str) -> None:
@@ -165,12 +159,12 @@ def properties_of(
             )
         size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
     props = user
-    _check_tag(sp.tag)
+    _check_text(sp.tag, st.ILLEGAL_MESSAGE_TAG, "tag", bar=True)
     props[TAGS] = sp.tag  # Message.setTags: an empty tag is put too
     size += len(sp.tag.encode("utf-8"))
     keys = list(sp.keys)
     for key in keys:
-        _check_key(key)
+        _check_text(key, st.ILLEGAL_MESSAGE_KEY, "key")
         size += len(key.encode("utf-8"))
     if keys:
         props[KEYS] = " ".join(keys)

@@ -86,140 +86,122 @@ def endpoint_host(options: GrpcOptions, broker_ip: str) -> str:
     return broker_ip if options.host in ("", "0.0.0.0", "::", "*") else options.host
 
 
-def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any:
-    """A ``MessagingServiceServicer`` over the broker ``ctl``."""
-    d = s.definition
-    svc = s.service
-    producer = Producer(s, ctl)
-    settings = SettingsStore(d, lambda group: ctl.writer.config.groups.get(group))
-    consumer = Consumer(s, ctl, settings)
-    known = clients.Clients(s, settings, ctl, producer, consumer)
-    acl = GrpcAcl(ctl.acl) if ctl.acl is not None else None
-    bad = BadRequests()
+class _Calls:
+    """What the servicer's methods share over the broker ``ctl``: the producer, consumer and client
+    calls, the ACL, the log of bad requests, and ``work``, what each unary method does with the
+    call's context and its request."""
 
-    def undecodable(context: Any, request: Undecodable) -> Any:
+    def __init__(self, s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint):
+        self.d = s.definition
+        self.svc = s.service
+        producer = Producer(s, ctl)
+        settings = SettingsStore(self.d, lambda group: ctl.writer.config.groups.get(group))
+        self.consumer = Consumer(s, ctl, settings)
+        self.known = clients.Clients(s, settings, ctl, producer, self.consumer)
+        self.acl = GrpcAcl(ctl.acl) if ctl.acl is not None else None
+        self.bad = BadRequests()
+        self.work: dict[str, Callable[[cc.CallContext, Any], Any]] = {
+            "QueryRoute": lambda ctx, request: route.query_route(s, ctl, endpoint, request),
+            "QueryAssignment": lambda ctx, request: route.query_assignment(s, ctl, endpoint, request),
+            "SendMessage": producer.send_message,
+            "EndTransaction": lambda ctx, request: tx.end_transaction(s, producer, ctx, request),
+            "Heartbeat": self.known.heartbeat,
+            "NotifyClientTermination": self.known.notify_termination,
+            "AckMessage": self.consumer.ack,
+            "ChangeInvisibleDuration": self.consumer.change_invisible,
+            "ForwardMessageToDeadLetterQueue": self.consumer.forward,
+        }
+
+    def undecodable(self, context: Any, request: Undecodable) -> Any:
         """The status of a request that did not decode (logged, limited per client)."""
         ctx = cc.from_call(context.invocation_metadata(), context.peer())
         where = ctx.remote_host or context.peer() or "?"
-        bad.note(
+        self.bad.note(
             where, ctx.client_id, f"undecodable {request.method}", f"{request.size} bytes: {request.reason}"
         )
-        return st.make(d, st.BAD_REQUEST, f"the request does not decode: {request.reason}")
+        return st.make(self.d, st.BAD_REQUEST, f"the request does not decode: {request.reason}")
 
-    async def unary(
-        name: str, response: type, context: Any, request: Any, work: Callable[[cc.CallContext], Any]
-    ) -> Any:
+    async def unary(self, name: str, response: type, context: Any, request: Any) -> Any:
+        """The unary method ``name``: its ``work`` answered, a failure in the response's status."""
         if isinstance(request, Undecodable):
-            return response(status=undecodable(context, request))
-        if acl is not None:  # before anything else, as the proxy's interceptor
-            await acl.check(context, request, name)
+            return response(status=self.undecodable(context, request))
+        if self.acl is not None:  # before anything else, as the proxy's interceptor
+            await self.acl.check(context, request, name)
         try:
             ctx = cc.from_call(context.invocation_metadata(), context.peer())
             ctx.require_client_id()
-            result = work(ctx)
+            result = self.work[name](ctx, request)
             if inspect.isawaitable(result):
                 result = await result
             return result
         except Exception as exc:  # answered in the status, as the proxy's writeResponse
-            return response(status=st.of_exception(d, exc, name))
+            return response(status=st.of_exception(self.d, exc, name))
 
-    class Servicer(s.service_grpc.MessagingServiceServicer):  # type: ignore[name-defined,misc]
-        async def QueryRoute(self, request: Any, context: Any) -> Any:
-            return await unary(
-                "QueryRoute", svc.QueryRouteResponse, context, request,
-                lambda ctx: route.query_route(s, ctl, endpoint, request),
-            )  # fmt: skip
+    async def telemetry(self, request_iterator: Any, context: Any) -> None:
+        import grpc
 
-        async def QueryAssignment(self, request: Any, context: Any) -> Any:
-            return await unary(
-                "QueryAssignment", svc.QueryAssignmentResponse, context, request,
-                lambda ctx: route.query_assignment(s, ctl, endpoint, request),
-            )  # fmt: skip
+        ctx = cc.from_call(context.invocation_metadata(), context.peer())
+        if not ctx.client_id.strip():
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client id cannot be empty")
+            return
 
-        async def SendMessage(self, request: Any, context: Any) -> Any:
-            return await unary(
-                "SendMessage", svc.SendMessageResponse, context, request,
-                lambda ctx: producer.send_message(ctx, request),
-            )  # fmt: skip
+        async def decoded() -> Any:
+            async for command in request_iterator:
+                if isinstance(command, Undecodable):
+                    status = self.undecodable(context, command)
+                    text = f"process client telemetryCommand failed. {status.message}"
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
+                yield command
 
-        async def EndTransaction(self, request: Any, context: Any) -> Any:
-            return await unary(
-                "EndTransaction", svc.EndTransactionResponse, context, request,
-                lambda ctx: tx.end_transaction(s, producer, ctx, request),
-            )  # fmt: skip
+        acl = self.acl
+        commands = decoded() if acl is None else acl.checked(context, decoded(), "Telemetry")
+        await self.known.telemetry(ctx, commands, context)
 
-        async def Heartbeat(self, request: Any, context: Any) -> Any:
-            return await unary(
-                "Heartbeat", svc.HeartbeatResponse, context, request,
-                lambda ctx: known.heartbeat(ctx, request),
-            )  # fmt: skip
-
-        async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
-            return await unary(
-                "NotifyClientTermination", svc.NotifyClientTerminationResponse, context, request,
-                lambda ctx: known.notify_termination(ctx, request),
-            )  # fmt: skip
-
-        async def Telemetry(self, request_iterator: Any, context: Any) -> None:
-            import grpc
-
+    async def receive(self, request: Any, context: Any) -> Any:
+        svc = self.svc
+        if isinstance(request, Undecodable):
+            yield svc.ReceiveMessageResponse(status=self.undecodable(context, request))
+            return
+        if self.acl is not None:
+            await self.acl.check(context, request, "ReceiveMessage")
+        sent_status = False
+        try:
             ctx = cc.from_call(context.invocation_metadata(), context.peer())
-            if not ctx.client_id.strip():
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client id cannot be empty")
-                return
+            remaining = context.time_remaining()
+            remaining_ms = None if remaining is None else remaining * 1000
+            async for response in self.consumer.receive(ctx, request, remaining_ms):
+                sent_status = True
+                yield response
+        except Exception as exc:  # the proxy's writeAndComplete(throwable)
+            if not sent_status:
+                yield svc.ReceiveMessageResponse(status=st.of_exception(self.d, exc, "ReceiveMessage"))
+        now = svc.ReceiveMessageResponse()
+        now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield now
 
-            async def decoded() -> Any:
-                async for command in request_iterator:
-                    if isinstance(command, Undecodable):
-                        status = undecodable(context, command)
-                        text = f"process client telemetryCommand failed. {status.message}"
-                        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
-                    yield command
 
-            commands = decoded() if acl is None else acl.checked(context, decoded(), "Telemetry")
-            await known.telemetry(ctx, commands, context)
+def _unary_method(calls: _Calls, name: str) -> Callable[[Any, Any], Any]:
+    """The unary method ``name`` (a coroutine function: grpc.aio awaits its result)."""
+    response = getattr(calls.svc, f"{name}Response")
 
-        async def ReceiveMessage(self, request: Any, context: Any) -> Any:
-            if isinstance(request, Undecodable):
-                yield svc.ReceiveMessageResponse(status=undecodable(context, request))
-                return
-            if acl is not None:
-                await acl.check(context, request, "ReceiveMessage")
-            sent_status = False
-            try:
-                ctx = cc.from_call(context.invocation_metadata(), context.peer())
-                remaining = context.time_remaining()
-                remaining_ms = None if remaining is None else remaining * 1000
-                async for response in consumer.receive(ctx, request, remaining_ms):
-                    sent_status = True
-                    yield response
-            except Exception as exc:  # the proxy's writeAndComplete(throwable)
-                if not sent_status:
-                    yield svc.ReceiveMessageResponse(status=st.of_exception(d, exc, "ReceiveMessage"))
-            now = svc.ReceiveMessageResponse()
-            now.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
-            yield now
+    async def method(request: Any, context: Any) -> Any:
+        return await calls.unary(name, response, context, request)
 
-        async def AckMessage(self, request: Any, context: Any) -> Any:
-            return await unary(
-                "AckMessage", svc.AckMessageResponse, context, request, lambda ctx: consumer.ack(ctx, request)
-            )
+    method.__name__ = method.__qualname__ = name
+    return method
 
-        async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-            name = "ChangeInvisibleDuration"
-            return await unary(
-                name, svc.ChangeInvisibleDurationResponse, context, request,
-                lambda ctx: consumer.change_invisible(ctx, request),
-            )  # fmt: skip
 
-        async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-            name = "ForwardMessageToDeadLetterQueue"
-            return await unary(
-                name, svc.ForwardMessageToDeadLetterQueueResponse, context, request,
-                lambda ctx: consumer.forward(ctx, request),
-            )  # fmt: skip
-
-    return Servicer()
+def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any:
+    """A ``MessagingServiceServicer`` over the broker ``ctl`` (UNIMPLEMENTED for the methods not
+    served) with the served ones set on it: the unary methods of ``_Calls.work``, Telemetry (a
+    coroutine over the command stream) and ReceiveMessage (an async generator)."""
+    calls = _Calls(s, ctl, endpoint)
+    servicer = s.service_grpc.MessagingServiceServicer()
+    for name in calls.work:
+        setattr(servicer, name, _unary_method(calls, name))
+    servicer.Telemetry = calls.telemetry
+    servicer.ReceiveMessage = calls.receive
+    return servicer
 
 
 class GrpcEndpoint:
