@@ -245,22 +245,8 @@ class SendLane:
         if send is None:
             return None
         topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times = send
-        # the topic, queue, body and properties checks of ``send.parse``, all passed
-        topic_config = ctl.topics.table.get(topic)
-        if (
-            topic_config is None
-            or not self._sendable_name(topic)
-            or not is_writable(topic_config["perm"])
-            or topic_config.get("topicFilterType") == "MULTI_TAG"
-            or queue_id >= max(topic_config["readQueueNums"], topic_config["writeQueueNums"])
-            or len(body) > config.max_message_size
-            or not properties.isascii()
-            or len(properties) > MAX_PROPERTIES_LENGTH
-            or sys_flag & cfmt.TRANSACTION_MASK
-        ):
-            return None
-        props = cfmt.decode_properties(properties)
-        if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props or has_trigger(props):
+        props = self._plain_props(topic, queue_id, sys_flag, body, properties)
+        if props is None:
             return None
         wait = request_flag != FLAG_ONEWAY and waits_for_slave(ctl, props)
         flush = request_flag != FLAG_ONEWAY and waits_for_flush(ctl, props)
@@ -305,20 +291,47 @@ class SendLane:
         answer = fmt.FRAME_PREFIX_STRUCT.pack(fmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
         if not (flush or wait):
             return answer
-        msg_id = f"{self._msg_id_prefix}{physical:016X}"
+        stored = (opaque, f"{self._msg_id_prefix}{physical:016X}", queue_id, queue_offset)
         if flush:
-            self._after_flush(conn, answer, (opaque, msg_id, queue_id, queue_offset))
-            return b""  # answered once flushed
+            self._after_flush(conn, answer, stored)
+        else:
+            self._after_replication(conn, answer, stored, needed)
+        return b""  # answered once flushed, or once replicated
+
+    def _plain_props(
+        self, topic: str, queue_id: int, sys_flag: int, body: bytes, properties: str
+    ) -> dict[str, str] | None:
+        """The properties of a send that passes the topic, queue, body and properties checks of
+        ``send.parse`` and is neither a transaction's nor a delayed or timed message; else ``None``."""
+        topic_config = self.ctl.topics.table.get(topic)
+        if (
+            topic_config is None
+            or not self._sendable_name(topic)
+            or not is_writable(topic_config["perm"])
+            or topic_config.get("topicFilterType") == "MULTI_TAG"
+            or queue_id >= max(topic_config["readQueueNums"], topic_config["writeQueueNums"])
+            or len(body) > self.ctl.config.max_message_size
+            or not properties.isascii()
+            or len(properties) > MAX_PROPERTIES_LENGTH
+            or sys_flag & cfmt.TRANSACTION_MASK
+        ):
+            return None
+        props = cfmt.decode_properties(properties)
+        if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props or has_trigger(props):
+            return None
+        return props
+
+    def _after_replication(
+        self, conn: Connection, answer: bytes, stored: tuple[int, str, int, int], needed: int | None
+    ) -> None:
+        """SYNC_MASTER: write ``answer`` once the slaves have the send (``_replicated``)."""
         later = conn.answer_later()
         assert later is not None  # checked before the store
-        ctl.ha.when_replicated(
-            ctl.writer.commitlog.max_offset,  # the record's end: nothing was written since
-            lambda outcome: self._replicated(
-                later, outcome, answer, (opaque, msg_id, queue_id, queue_offset)
-            ),
+        self.ctl.ha.when_replicated(
+            self.ctl.writer.commitlog.max_offset,  # the record's end: nothing was written since
+            lambda outcome: self._replicated(later, outcome, answer, stored),
             needed,
         )
-        return b""  # answered by the callback
 
     def _after_flush(self, conn: Connection, answer: bytes, stored: tuple[int, str, int, int]) -> None:
         """SYNC_FLUSH: write ``answer`` once the CommitLog is flushed past the send, or the general
