@@ -87,28 +87,29 @@ class Negate(Expression):
 
 
 @dataclass
-class BooleanCast(Expression):
-    """A property where a boolean is wanted: TRUE only for a Boolean, which a String never is."""
+class _BooleanUnary(Expression):
+    """A boolean expression of one operand: NULL when the operand is NULL, else ``of`` its value."""
 
     operand: Expression
     boolean = True
 
     def evaluate(self, props: Mapping[str, str]) -> Value:
         value = self.operand.evaluate(props)
-        if value is None:
-            return None
+        return None if value is None else self.of(value)
+
+    def of(self, value: Value) -> Value:
+        raise NotImplementedError
+
+
+class BooleanCast(_BooleanUnary):
+    """A property where a boolean is wanted: TRUE only for a Boolean, which a String never is."""
+
+    def of(self, value: Value) -> Value:
         return value if isinstance(value, bool) else False
 
 
-@dataclass
-class Not(Expression):
-    operand: Expression
-    boolean = True
-
-    def evaluate(self, props: Mapping[str, str]) -> Value:
-        value = self.operand.evaluate(props)
-        if value is None:
-            return None
+class Not(_BooleanUnary):
+    def of(self, value: Value) -> Value:
         if not isinstance(value, bool):
             raise EvaluationError("ClassCastException: not a Boolean")
         return not value
@@ -354,17 +355,17 @@ class _Parser:
         return _boolean(self.or_expression())
 
     def or_expression(self) -> Expression:
-        left = self.and_expression()
-        while self.peek().kind == "OR":
-            self.take("OR")
-            left = _logic(left, self.and_expression(), True)
-        return left
+        return self.chain("OR", self.and_expression, True)
 
     def and_expression(self) -> Expression:
-        left = self.equality()
-        while self.peek().kind == "AND":
-            self.take("AND")
-            left = _logic(left, self.equality(), False)
+        return self.chain("AND", self.equality, False)
+
+    def chain(self, keyword: str, term: Callable[[], Expression], decisive: bool) -> Expression:
+        """``term (keyword term)*``, joined by ``_logic`` (OR: ``decisive`` TRUE, AND: FALSE)."""
+        left = term()
+        while self.peek().kind == keyword:
+            self.take(keyword)
+            left = _logic(left, term(), decisive)
         return left
 
     def equality(self) -> Expression:
@@ -541,7 +542,7 @@ def _children(node: Expression) -> list[Expression]:
         return node.terms
     if isinstance(node, Equal | Relational):
         return [node.left, node.right]
-    if isinstance(node, Negate | BooleanCast | Not | In):
+    if isinstance(node, Negate | _BooleanUnary | In):
         return [node.operand]
     return []
 
