@@ -14,8 +14,6 @@ Unlike ``MixAll.string2FileNotSafe`` the file is written beside and renamed into
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -26,6 +24,7 @@ from typing import Any
 from formats.javahash import chm_order, hashmap_order
 from formats.javatext import java_double
 from formats.names import CLIENT_INNER_PRODUCER, DLQ_PREFIX, RETRY_PREFIX, TOOLS_CONSUMER, TRANS_CHECK_GROUP
+from rmqcli.admin.durable import replace_file
 from rmqcli.admin.session import UNKNOWN_CLUSTER, AdminSession, master_addr
 from rmqcli.errors import BrokerError, NetworkError, NotFoundError, RmqError
 
@@ -141,21 +140,7 @@ def write_file(path_text: str, text: str) -> Path:
     path = Path(path_text)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(text.encode("utf-8"))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        replace_file(path, text.encode("utf-8"))
     except OSError as exc:
         raise RmqError(f"{path_text}: cannot write: {exc.strerror or exc}") from None
     return path

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from rmqcli.admin.durable import replace_file
 from rmqcli.broker.acl.addresses import AclConfigError, Matcher, compile_pattern
 from rmqcli.broker.acl.permissions import check_resource_perms, parse_perm, parse_resource_perms
 
@@ -112,23 +111,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def write_yaml(path: Path, data: dict[str, Any]) -> None:
     """Write beside, fsync, rename into place, fsync the directory: never a half-written file."""
     text = yaml.safe_dump(data, default_flow_style=False, sort_keys=False, allow_unicode=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        if path.exists():
-            os.chmod(temp, path.stat().st_mode & 0o7777)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(path, text.encode("utf-8"), keep_mode=True)
 
 
 def _version_of(data: dict[str, Any]) -> DataVersion:
