@@ -40,7 +40,7 @@ from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate
 from rmqcli.filter.sql92 import Selector, SelectorError, compiled, is_tag_type
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.remoting.server.refusal import FAQ, Refusal
-from rmqcli.store.write.records import encode_record
+from rmqcli.store.write.records import encode_again
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
@@ -309,23 +309,7 @@ def relabel(data: bytes, topic: str, pop_ck: str) -> bytes:
         return data
     props = dict(rec.properties)
     props.setdefault(k.PROPERTY_POP_CK, pop_ck)
-    return encode_record(
-        sys_flag=rec.sys_flag,
-        queue_id=rec.queue_id,
-        flag=rec.flag,
-        queue_offset=rec.queue_offset,
-        physical_offset=rec.physical_offset,
-        born_timestamp=rec.born_timestamp,
-        born_host=(rec.born_address, rec.born_port),
-        store_timestamp=rec.store_timestamp,
-        store_host=(rec.store_address, rec.store_port),
-        reconsume_times=rec.reconsume_times,
-        prepared_transaction_offset=rec.prepared_transaction_offset,
-        body=data[rec.body_offset : rec.body_offset + rec.body_length],
-        topic=topic.encode("utf-8"),
-        properties=fmt.encode_properties_as_broker(props),
-        body_crc=rec.body_crc,
-    )
+    return encode_again(rec, topic=topic.encode("utf-8"), properties=fmt.encode_properties_as_broker(props))
 
 
 def pop_once(ctl: BrokerContext, req: PopRequest) -> PopResult:

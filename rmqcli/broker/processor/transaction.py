@@ -48,7 +48,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.write.messages import AppendResult, Host, InnerMessage, Message, inner_from_message
-from rmqcli.store.write.records import encode_record, host_flags
+from rmqcli.store.write.records import encode_again, host_flags
 
 if TYPE_CHECKING:
     from rmqcli.broker.acting.escape import EscapeBridge
@@ -176,22 +176,14 @@ def check_body(half: Record, props: dict[str, str], queue_offset: int, physical_
     topic = props.get(fmt.PROPERTY_REAL_TOPIC, "").encode()
     queue_id = int(props.get(fmt.PROPERTY_REAL_QID, "0"))
     born_v6, store_v6 = len(half.born_address) == 16, len(half.store_address) == 16
-    return encode_record(
-        sys_flag=(half.sys_flag & ~fmt.HOST_FLAGS) | host_flags(born_v6, store_v6),
-        queue_id=queue_id,
-        flag=half.flag,
-        queue_offset=queue_offset,
-        physical_offset=physical_offset,
-        born_timestamp=half.born_timestamp,
-        born_host=(half.born_address, half.born_port),
-        store_timestamp=half.store_timestamp,
-        store_host=(half.store_address, half.store_port),
-        reconsume_times=half.reconsume_times,
-        prepared_transaction_offset=half.prepared_transaction_offset,
-        body=half.stored_body,
+    return encode_again(
+        half,
         topic=topic,
         properties=serialise(props),
-        body_crc=half.body_crc,
+        sys_flag=(half.sys_flag & ~fmt.HOST_FLAGS) | host_flags(born_v6, store_v6),
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
     )
 
 

@@ -7,8 +7,13 @@ properties. V1 records only: a 4.9.x broker rejects topics longer than 127 chara
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from formats import commitlog as fmt
 from rmqcli.errors import UsageError
+
+if TYPE_CHECKING:
+    from formats.records import Record
 
 _TOPIC_LEN = fmt.TOPIC_LENGTH_STRUCTS[fmt.MAGIC_V1]
 _PROPS_LEN = fmt.PROPERTIES_LENGTH_STRUCT
@@ -83,6 +88,38 @@ def encode_record(
             _PROPS_LEN.pack(len(properties)),
             properties,
         )
+    )
+
+
+def encode_again(
+    record: Record,
+    *,
+    topic: bytes,
+    properties: bytes,
+    sys_flag: int | None = None,
+    queue_id: int | None = None,
+    queue_offset: int | None = None,
+    physical_offset: int | None = None,
+) -> bytes:
+    """``MessageDecoder.encode`` of a decoded ``record`` under ``topic`` with ``properties``, and
+    the ``sys_flag``, queue and offsets given (else its own): its other fields, its body and its
+    body CRC as stored."""
+    return encode_record(
+        sys_flag=record.sys_flag if sys_flag is None else sys_flag,
+        queue_id=record.queue_id if queue_id is None else queue_id,
+        flag=record.flag,
+        queue_offset=record.queue_offset if queue_offset is None else queue_offset,
+        physical_offset=record.physical_offset if physical_offset is None else physical_offset,
+        born_timestamp=record.born_timestamp,
+        born_host=(record.born_address, record.born_port),
+        store_timestamp=record.store_timestamp,
+        store_host=(record.store_address, record.store_port),
+        reconsume_times=record.reconsume_times,
+        prepared_transaction_offset=record.prepared_transaction_offset,
+        body=record.stored_body,
+        topic=topic,
+        properties=properties,
+        body_crc=record.body_crc,
     )
 
 
