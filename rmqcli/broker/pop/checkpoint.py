@@ -59,18 +59,15 @@ class PopCheckPoint:
             return -1
 
     def merge_key(self) -> str:
-        return f"{self.topic}{self.group}{self.queue_id}{self.start_offset}{self.pop_time}"
+        return _merge_key(self)
 
     def to_json(self) -> str:
-        data: dict[str, object] = {"bm": self.bit_map}
-        if self.broker_name is not None:
-            data["bn"] = self.broker_name
-        data["c"] = self.group
-        if self.diff is not None:
-            data["d"] = list(self.diff)
-        data.update(it=self.invisible_time, n=self.num, pt=self.pop_time, q=self.queue_id)
-        data.update(reviveTime=self.revive_time, ro=self.revive_offset, so=self.start_offset, t=self.topic)
-        return fastjson.dumps(data)
+        diff = None if self.diff is None else list(self.diff)
+        return _bean_json(
+            bm=self.bit_map, bn=self.broker_name, c=self.group, d=diff, it=self.invisible_time, n=self.num,
+            pt=self.pop_time, q=self.queue_id, reviveTime=self.revive_time, ro=self.revive_offset,
+            so=self.start_offset, t=self.topic,
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -84,14 +81,23 @@ class AckMsg:
     broker_name: str | None = None  # bn
 
     def merge_key(self) -> str:
-        return f"{self.topic}{self.group}{self.queue_id}{self.start_offset}{self.pop_time}"
+        return _merge_key(self)
 
     def to_json(self) -> str:
-        data: dict[str, object] = {"ao": self.ack_offset}
-        if self.broker_name is not None:
-            data["bn"] = self.broker_name
-        data.update(c=self.group, pt=self.pop_time, q=self.queue_id, so=self.start_offset, t=self.topic)
-        return fastjson.dumps(data)
+        return _bean_json(
+            ao=self.ack_offset, bn=self.broker_name, c=self.group, pt=self.pop_time, q=self.queue_id,
+            so=self.start_offset, t=self.topic,
+        )  # fmt: skip
+
+
+def _merge_key(body: PopCheckPoint | AckMsg) -> str:
+    """The key under which revive merges an ack into its ck (``mergeKey``)."""
+    return f"{body.topic}{body.group}{body.queue_id}{body.start_offset}{body.pop_time}"
+
+
+def _bean_json(**properties: object) -> str:
+    """fastjson of a bean: its properties sorted by name, the null ones left out."""
+    return fastjson.dumps({key: properties[key] for key in sorted(properties) if properties[key] is not None})
 
 
 def ck_unique_id(ck: PopCheckPoint) -> str:
