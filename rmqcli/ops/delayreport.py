@@ -16,6 +16,7 @@ from typing import Any
 from formats.commitlog import PROPERTY_KEYS, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC, parse_delay_levels
 from formats.names import SCHEDULE_TOPIC
 from rmqcli.errors import CorruptDataError
+from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store import Store
 from rmqcli.store.configfiles import DELAY, load_config, parse_delay_offsets
 from rmqcli.store.store import CONFIG_DIR
@@ -35,15 +36,9 @@ class LevelRow:
         return max(self.max_offset - self.progress, 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "delayMs": self.delay_ms,
-            "progress": self.progress,
-            "maxOffset": self.max_offset,
-            "waiting": self.waiting,
-            "nextDue": self.next_due,
-            "lastDue": self.last_due,
-        }
+        return camel_fields(
+            self, "level", "delay_ms", "progress", "max_offset", "waiting", "next_due", "last_due"
+        )
 
 
 @dataclass(frozen=True)
@@ -58,16 +53,10 @@ class Waiting:
     store_timestamp: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "queueOffset": self.queue_offset,
-            "due": self.due,
-            "topic": self.topic,
-            "queueId": self.queue_id,
-            "keys": self.keys,
-            "uniqKey": self.msg_id,
-            "storeTimestamp": self.store_timestamp,
-        }
+        return camel_fields(
+            self, "level", "queue_offset", "due", "topic", "queue_id", "keys", "uniqKey=msg_id",
+            "store_timestamp",
+        )  # fmt: skip
 
 
 def _progress(store: Store) -> dict[int, int]:

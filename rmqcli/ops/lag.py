@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqcli.errors import CorruptDataError, NotFoundError, UnsafeNameError
+from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store import Store
 from rmqcli.store.configfiles import OFFSETS, TOPICS, load_config, parse_consumer_offsets
 from rmqcli.store.naming import consume_queue_dir, topic_dir
@@ -57,18 +58,10 @@ class LagRow:
         return flags
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "topic": self.topic,
-            "queueId": self.queue_id,
-            "brokerOffset": self.broker_offset,
-            "consumerOffset": self.consumer_offset,
-            "diff": self.diff,
-            "minOffset": self.min_offset,
-            "lastTimestamp": self.last_time,
-            "oldestUnconsumedTimestamp": self.oldest_unconsumed,
-            "flags": self.flags,
-        }
+        return camel_fields(
+            self, "group", "topic", "queue_id", "broker_offset", "consumer_offset", "diff", "min_offset",
+            "lastTimestamp=last_time", "oldestUnconsumedTimestamp=oldest_unconsumed", "flags",
+        )  # fmt: skip
 
 
 class _Queues:

@@ -24,6 +24,7 @@ from typing import Any
 from formats import fastjson
 from rmqcli.errors import UsageError
 from rmqcli.ops.safety import Change, Plan, PlanStep
+from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store import Store
 from rmqcli.store.configfiles import OFFSETS, TOPICS, load_config, parse_consumer_offsets
 from rmqcli.store.store import CONFIG_DIR
@@ -41,13 +42,7 @@ class OffsetChange:
     new: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "topic": self.topic,
-            "queueId": self.queue_id,
-            "old": self.old,
-            "new": self.new,
-        }
+        return camel_fields(self, "group", "topic", "queue_id", "old", "new")
 
 
 @dataclass

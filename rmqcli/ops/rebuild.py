@@ -31,6 +31,7 @@ from rmqcli.errors import CorruptDataError, UsageError
 from rmqcli.ops import unsafe_topics
 from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, staging_dir
+from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.naming import index_file_name, is_index_name, topic_dir, topic_dir_problem
@@ -128,11 +129,7 @@ class RebuildResult:
 
     def to_dict(self) -> dict:
         return {
-            "records": self.records,
-            "queues": self.queues,
-            "units": self.units,
-            "indexFiles": self.index_files,
-            "indexEntries": self.index_entries,
+            **camel_fields(self, "records", "queues", "units", "index_files", "index_entries"),
             "plan": self.plan.to_dict(),
         }
 

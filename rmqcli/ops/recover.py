@@ -43,6 +43,7 @@ from rmqcli.ops.rebuild import IndexScan, rebuild_namer, repair_settings, scan_i
 from rmqcli.ops.reput import reput_records
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
+from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.mapped import MappedFile
@@ -83,10 +84,7 @@ class RecoverResult:
 
     def to_dict(self) -> dict:
         return {
-            "mode": self.mode,
-            "end": self.end,
-            "previousEnd": self.previous_end,
-            "dispatched": self.dispatched,
+            **camel_fields(self, "mode", "end", "previous_end", "dispatched"),
             "salvaged": [
                 {
                     "file": plan_path(self.plan.store, f.mf.path),

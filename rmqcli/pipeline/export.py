@@ -22,6 +22,7 @@ from typing import Any
 from rmqcli.errors import UsageError
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, arrow_schema, spark_schema
 from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
+from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store.naming import is_offset_name
 from rmqcli.store.read.commitlog import CommitLog
 
@@ -151,11 +152,7 @@ class ExportResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "out": self.out,
-            "format": self.format,
-            "stores": self.stores,
-            "commitlogFiles": self.files,
-            "records": self.records,
+            **camel_fields(self, "out", "format", "stores", "commitlogFiles=files", "records"),
             "partitionedBy": list(PARTITION_COLUMNS),
         }
 

@@ -18,6 +18,16 @@ def camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def camel_fields(obj: Any, *names: str) -> dict[str, Any]:
+    """The attributes ``names`` of ``obj`` as a JSON mapping, in that order, each under its
+    ``camel`` name; ``"key=name"`` puts the attribute ``name`` under ``key``."""
+    out: dict[str, Any] = {}
+    for name in names:
+        key, _, attribute = name.rpartition("=")
+        out[key or camel(attribute)] = getattr(obj, attribute)
+    return out
+
+
 def java_text(value: Any) -> str:
     """A value as Java's ``toString`` / fastjson's string coercion writes it (protocol.md A.3, A.5):
     text as it is, ``true``/``false``, numbers in decimal, anything else as fastjson's JSON."""
