@@ -309,7 +309,7 @@ def relabel(data: bytes, topic: str, pop_ck: str) -> bytes:
         return data
     props = dict(rec.properties)
     props.setdefault(k.PROPERTY_POP_CK, pop_ck)
-    return encode_again(rec, topic=topic.encode("utf-8"), properties=fmt.encode_properties_as_broker(props))
+    return encode_again(rec, topic.encode("utf-8"), fmt.encode_properties_as_broker(props))
 
 
 def pop_once(ctl: BrokerContext, req: PopRequest) -> PopResult:

@@ -178,8 +178,8 @@ def check_body(half: Record, props: dict[str, str], queue_offset: int, physical_
     born_v6, store_v6 = len(half.born_address) == 16, len(half.store_address) == 16
     return encode_again(
         half,
-        topic=topic,
-        properties=serialise(props),
+        topic,
+        serialise(props),
         sys_flag=(half.sys_flag & ~fmt.HOST_FLAGS) | host_flags(born_v6, store_v6),
         queue_id=queue_id,
         queue_offset=queue_offset,

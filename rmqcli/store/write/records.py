@@ -91,31 +91,22 @@ def encode_record(
     )
 
 
-def encode_again(
-    record: Record,
-    *,
-    topic: bytes,
-    properties: bytes,
-    sys_flag: int | None = None,
-    queue_id: int | None = None,
-    queue_offset: int | None = None,
-    physical_offset: int | None = None,
-) -> bytes:
-    """``MessageDecoder.encode`` of a decoded ``record`` under ``topic`` with ``properties``, and
-    the ``sys_flag``, queue and offsets given (else its own): its other fields, its body and its
-    body CRC as stored."""
+_FIELDS_AGAIN = (  # the header fields ``encode_again`` takes from the record unless given anew
+    "sys_flag", "queue_id", "flag", "queue_offset", "physical_offset", "born_timestamp",
+    "store_timestamp", "reconsume_times", "prepared_transaction_offset",
+)  # fmt: skip
+
+
+def encode_again(record: Record, topic: bytes, properties: bytes, **changed: int) -> bytes:
+    """``MessageDecoder.encode`` of a decoded ``record`` under ``topic`` with ``properties``: its
+    header fields (``changed`` ones given anew: ``sys_flag``, ``queue_id``, the offsets), hosts,
+    body and body CRC as stored."""
+    fields = {name: getattr(record, name) for name in _FIELDS_AGAIN}
+    fields.update(changed)
     return encode_record(
-        sys_flag=record.sys_flag if sys_flag is None else sys_flag,
-        queue_id=record.queue_id if queue_id is None else queue_id,
-        flag=record.flag,
-        queue_offset=record.queue_offset if queue_offset is None else queue_offset,
-        physical_offset=record.physical_offset if physical_offset is None else physical_offset,
-        born_timestamp=record.born_timestamp,
+        **fields,
         born_host=(record.born_address, record.born_port),
-        store_timestamp=record.store_timestamp,
         store_host=(record.store_address, record.store_port),
-        reconsume_times=record.reconsume_times,
-        prepared_transaction_offset=record.prepared_transaction_offset,
         body=record.stored_body,
         topic=topic,
         properties=properties,
