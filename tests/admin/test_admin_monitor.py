@@ -27,7 +27,7 @@ from tests.support import ROOT
 from tests.support.broker_drivers import run_driver
 from tests.support.cli import RMQ, one_line_error, rmq_env
 from tests.support.components import require
-from tests.support.oracle import KIT, Jvm, real_cluster
+from tests.support.oracle import KIT, Jvm, real_cluster, stop_by_file
 from tests.support.served import BROKER, CLUSTER, Served, route, wait_for
 
 # A C++ push consumer with one consume thread; while the block file exists the callback waits,
@@ -86,12 +86,7 @@ class Holder:
         return [e["key"] for e in self.events() if "key" in e]
 
     def stop(self) -> None:
-        self.stop_file.touch()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_by_file(self.proc, self.stop_file, 30)
 
 
 def monitor(ns: str, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

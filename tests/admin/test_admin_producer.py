@@ -22,7 +22,7 @@ from tests.admin.runner import closed_port, rmq, rmq_fail, run
 from tests.support.broker_drivers import Driver
 from tests.support.cli import one_line_error
 from tests.support.components import require
-from tests.support.oracle import KIT, real_cluster
+from tests.support.oracle import KIT, real_cluster, stop_by_file
 from tests.support.served import Served, wait_for
 
 LINE = re.compile(
@@ -140,12 +140,7 @@ class JavaProducer:
             )  # fmt: skip
 
     def stop(self) -> None:
-        self.stop_file.touch()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_by_file(self.proc, self.stop_file, 20)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store import Store
-from tests.broker.test_ha_serve import Member, stored_keys
+from tests.broker.test_ha_serve import Member, kill_under_load, stored_keys
 from tests.support import JS
 from tests.support.broker_drivers import Driver, run_driver
 from tests.support.serve import wait_until
@@ -439,12 +439,7 @@ def test_producers_send_on_to_broker_b_without_an_error_reaching_them(rmq, tmp_p
     with two_groups(rmq, tmp_path) as (b, master, slave):
         load = Driver(tmp_path, "load", {"op": "load", "namesrv": b.namesrv, "topic": TOPIC, "prefix": "p"})
         try:
-            load.wait_for(lambda ev: sum("id" in e for e in ev) >= 200, 60, "sends to both groups")
-            master.sigkill()
-            killed_at = len(load.events())
-            load.wait_for(
-                lambda ev: sum("id" in e for e in ev[killed_at:]) >= 300, 60, "sends after the kill"
-            )
+            killed_at = kill_under_load(load, master)
         finally:
             events = load.stop()
     failed = [e for e in events if "key" in e and "id" not in e]

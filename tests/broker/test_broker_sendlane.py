@@ -18,6 +18,7 @@ import tempfile
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -236,25 +237,11 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def both(
-    tmp_path: Path,
-    frames: list[bytes],
-    role: str = "ASYNC_MASTER",
-    peer: str = "none",
-    acting: ActingConfig | None = None,
-    flush: str = "ASYNC_FLUSH",
-    stall: bool = False,
-    ends: list[tuple[int, int]] | None = None,
-) -> tuple[list[bytes], int]:
-    """Run ``frames`` through both brokers; assert the same answers and stores; return the lane's
-    answers and how many it took (``stall`` and ``ends``: see ``_serve``)."""
-    more = {"stall": stall, "ends": ends}
-    lane_answers, taken = asyncio.run(
-        _serve(tmp_path / "lane", frames, True, role, peer, acting, flush, **more)
-    )
-    general_answers, _ = asyncio.run(
-        _serve(tmp_path / "general", frames, False, role, peer, acting, flush, **more)
-    )
+def both(tmp_path: Path, frames: list[bytes], *options: Any, **more: Any) -> tuple[list[bytes], int]:
+    """Run ``frames`` through both brokers (``options`` and ``more``: ``_serve``'s, from ``role``
+    on); assert the same answers and stores; return the lane's answers and how many it took."""
+    lane_answers, taken = asyncio.run(_serve(tmp_path / "lane", frames, True, *options, **more))
+    general_answers, _ = asyncio.run(_serve(tmp_path / "general", frames, False, *options, **more))
     assert lane_answers == general_answers
     lane_tree, general_tree = _tree(tmp_path / "lane"), _tree(tmp_path / "general")
     assert lane_tree.keys() == general_tree.keys()

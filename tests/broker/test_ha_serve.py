@@ -299,6 +299,16 @@ def test_keys_rmq_does_not_implement_are_named_once_at_start(tmp_path: Path) -> 
     assert "storePathRootDir=/elsewhere is not the STORE argument; serving" in out
 
 
+def kill_under_load(load: Driver, master: Member) -> int:
+    """SIGKILL ``master`` once ``load`` has 200 sends stored, and wait for 300 more after the kill
+    (on the other group); the count of ``load``'s events at the kill."""
+    load.wait_for(lambda ev: sum("id" in e for e in ev) >= 200, 60, "sends to both groups")
+    master.sigkill()
+    killed_at = len(load.events())
+    load.wait_for(lambda ev: sum("id" in e for e in ev[killed_at:]) >= 300, 60, "sends after the kill")
+    return killed_at
+
+
 @pytest.mark.cpp
 def test_producers_fail_over_to_another_group_and_the_master_resumes_replication(rmq, tmp_path: Path) -> None:
     """Two broker groups: broker-a (master and slave) and broker-b (its master runs the NameServer).
@@ -318,12 +328,7 @@ def test_producers_fail_over_to_another_group_and_the_master_resumes_replication
             tmp_path, "load", {"op": "load", "namesrv": other.namesrv, "topic": "TopicFO", "prefix": "f"}
         )
         try:
-            load.wait_for(lambda ev: sum("id" in e for e in ev) >= 200, 60, "sends to both groups")
-            master.sigkill()
-            killed_at = len(load.events())
-            load.wait_for(
-                lambda ev: sum("id" in e for e in ev[killed_at:]) >= 300, 60, "sends after the kill"
-            )
+            killed_at = kill_under_load(load, master)
             master.start()
             load.wait_for(
                 lambda ev: sum("id" in e for e in ev[killed_at:]) >= 600, 60, "sends after the restart"

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,15 +49,26 @@ class Jvm:
             self.proc.send_signal(signal.SIGTERM)
 
     def wait(self) -> None:
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        wait_or_kill(self.proc, 20)
 
     def stop(self) -> None:
         self.terminate()
         self.wait()
+
+
+def wait_or_kill(proc: subprocess.Popen, timeout: float) -> None:
+    """Wait ``timeout`` s for a child to end; then SIGKILL it (and wait for that)."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def stop_by_file(proc: subprocess.Popen, stop_file: Path, timeout: float) -> None:
+    """End a child that runs until ``stop_file`` exists: make the file, then ``wait_or_kill``."""
+    stop_file.touch()
+    wait_or_kill(proc, timeout)
 
 
 def kit_env(state: Path, **extra: str) -> dict[str, str]:
@@ -112,21 +123,34 @@ def real_cluster(
     """The kit's NameServer and one ASYNC_MASTER on free loopback ports, its store under ``home``
     (16 MiB CommitLog files); ``settings`` are more ``broker.conf`` lines (``traceTopicEnable="true"``)."""
     ns_port, port = free_port(), broker_port()
+    write_broker_conf(home, f"127.0.0.1:{ns_port}", port, cluster, broker, **settings)
+    with kit_cluster(KIT, home, ns_port, port, lambda: env or kit_env(home)) as cluster_:
+        yield cluster_
+
+
+@contextmanager
+def kit_cluster(
+    kit: Path, home: Path, ns_port: int, port: int, env: Callable[[], dict[str, str]], kill: bool = False
+) -> Iterator[RealCluster]:
+    """``kit``'s NameServer on ``ns_port`` and its broker of ``home/broker.conf`` (listening on
+    ``port``), each with an ``env()`` of its own, until the broker is registered; at the end both
+    are sent SIGTERM (``kill``: SIGKILL, for a store thrown away) and waited for."""
     ns = f"127.0.0.1:{ns_port}"
-    write_broker_conf(home, ns, port, cluster, broker, **settings)
     # started together: the broker registers again every 30 s, and at once on each topic change
-    namesrv = Jvm(
-        [str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", env or kit_env(home)
+    namesrv = Jvm([str(kit / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", env())
+    broker_jvm = Jvm(
+        [str(kit / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out", env()
     )
-    broker_jvm = Jvm([str(KIT / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out",
-                     env or kit_env(home))  # fmt: skip
     try:
         namesrv.wait_for("The Name Server boot success")
         broker_jvm.wait_for("boot success")
         wait_registered(ns, f"127.0.0.1:{port}")
         yield RealCluster(ns, f"127.0.0.1:{port}", home)
     finally:
-        broker_jvm.terminate()
-        namesrv.terminate()
-        broker_jvm.stop()
-        namesrv.stop()
+        for jvm in (broker_jvm, namesrv):
+            if kill:
+                jvm.proc.kill()
+            else:
+                jvm.terminate()
+        broker_jvm.wait()
+        namesrv.wait()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.support import SHARED
 from tests.support.components import missing
-from tests.support.oracle import Jvm, RealCluster, broker_port, kit_env, wait_registered, write_broker_conf
+from tests.support.oracle import RealCluster, broker_port, kit_cluster, kit_env, write_broker_conf
 from tests.support.serve import free_port
 
 KIT5 = SHARED / "rocketmq-5.1.1"
@@ -33,17 +33,6 @@ def real_cluster5(
     ns = f"127.0.0.1:{ns_port}"
     write_broker_conf(home, ns, port, cluster, broker, **{"autoCreateTopicEnable": "true", **settings})
     env = kit5_env(home)
-    namesrv = Jvm([str(KIT5 / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", env)
-    broker_jvm = Jvm(
-        [str(KIT5 / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out", env
-    )
-    try:
-        namesrv.wait_for("The Name Server boot success")
-        broker_jvm.wait_for("boot success")
-        wait_registered(ns, f"127.0.0.1:{port}")
-        yield RealCluster(ns, f"127.0.0.1:{port}", home)
-    finally:
-        broker_jvm.proc.kill()  # its store is thrown away: no 15 s shutdown
-        namesrv.proc.kill()
-        broker_jvm.wait()
-        namesrv.wait()
+    # killed at the end: its store is thrown away, no 15 s shutdown
+    with kit_cluster(KIT5, home, ns_port, port, lambda: env, kill=True) as cluster_:
+        yield cluster_
