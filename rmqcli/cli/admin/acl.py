@@ -11,6 +11,9 @@ from rmqcli.cli.admin.registry import (
     Args,
     Lazy,
     Opt,
+    broker_addr,
+    broker_or_cluster_options,
+    cluster_name,
     fail_first,
     opt,
     parse_boolean,
@@ -22,16 +25,8 @@ acl = Lazy("rmqcli.admin.acl")
 acl_text = Lazy("rmqcli.cli.admin.format")
 
 
-def _broker(text: str) -> Opt:
-    return opt("broker_addr", "--brokerAddr", "-b", text)
-
-
-def _cluster(text: str) -> Opt:
-    return opt("cluster", "--clusterName", "-c", text)
-
-
 def _targets(s: Any, a: Args, *, masters: bool = False) -> list[str]:
-    return acl.targets(s, a.broker_addr, a.cluster, masters=masters)
+    return acl.targets(s, a.broker_addr, a.cluster_name, masters=masters)
 
 
 def _strip(text: str | None) -> str | None:
@@ -70,8 +65,7 @@ update_acl_config = _change(
     (
         required("access_key", "--accessKey", "-a", "set accessKey in acl config file"),
         required("secret_key", "--secretKey", "-s", "set secretKey in acl config file"),
-        _broker("update acl config file to which broker"),
-        _cluster("update acl config file to which cluster"),
+        *broker_or_cluster_options("update acl config file to"),
         opt(
             "white_remote_address",
             "--whiteRemoteAddress",
@@ -106,8 +100,7 @@ delete_acl_config = _change(
         required(
             "access_key", "--accessKey", "-a", "set accessKey in acl config file for deleting which account"
         ),
-        _broker("delete acl config account from which broker"),
-        _cluster("delete acl config account from which cluster"),
+        *broker_or_cluster_options("delete acl config account from"),
     ),
     lambda s, a: acl.delete_acl_config(s, _targets(s, a), a.access_key.strip()),
     "delete plain access config account from %s success.",
@@ -124,8 +117,7 @@ update_global_white_addr = _change(
             "-g",
             "set globalWhiteRemoteAddress list,eg: 10.10.103.*,192.168.0.*",
         ),
-        _broker("update global white address to which broker"),
-        _cluster("update global white address to which cluster"),
+        *broker_or_cluster_options("update global white address to"),
         opt(
             "acl_file",
             "--aclFileFullPath",
@@ -142,8 +134,8 @@ cluster_acl_config_version = AdminCommand(
     "List all of acl config version information in cluster",
     "acl",
     (
-        _broker("query acl config version for which broker"),
-        _cluster("query acl config version for specified cluster"),
+        broker_addr("query acl config version for which broker"),
+        cluster_name("query acl config version for specified cluster"),
     ),
     call=lambda s, a: acl.acl_config_versions(s, _targets(s, a, masters=True)),
     text=lambda result, a: acl_text.acl_versions(result, by_broker=bool(a.broker_addr)),

@@ -7,14 +7,21 @@ getBrokerMemberGroup (RocketMQ 5's GET_BROKER_MEMBER_GROUP, no mqadmin command o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rmqcli.cli.admin.registry import (
+    AMOUNT,
+    ROUNDS,
+    SIZE,
     AdminCommand,
     Args,
     Lazy,
     Opt,
+    broker_addr,
     broker_or_cluster,
+    broker_or_cluster_options,
+    cluster_name,
     fail_first,
     failed,
     opt,
@@ -30,9 +37,8 @@ broker_text = Lazy("rmqcli.cli.admin.format")
 
 CONFIG_KEY = required("key", "--key", "-k", "config key")
 CONFIG_VALUE = required("value", "--value", "-v", "config value")
-WHICH_BROKER = opt("broker_addr", "--brokerAddr", "-b", "update which broker")
-WHICH_CLUSTER = opt("cluster_name", "--clusterName", "-c", "update which cluster")
-BROKER_ADDRESS = opt("broker_addr", "--brokerAddr", "-b", "Broker address")
+UPDATE_WHICH = broker_or_cluster_options("update")
+BROKER_ADDRESS = broker_addr("Broker address")
 
 
 cluster_list = AdminCommand(
@@ -42,14 +48,7 @@ cluster_list = AdminCommand(
     (
         opt("more_stats", "--moreStats", "-m", "Print more stats", bool, False),
         opt("interval", "--interval", "-i", "specify intervals numbers, it is in seconds", int),
-        opt(
-            "rounds",
-            "--rounds",
-            None,
-            "With -i: stop after this many rounds (0: run until interrupted).",
-            int,
-            0,
-        ),
+        ROUNDS,
     ),
     call=lambda s, a: brokers.cluster_list(s),
     text=lambda rows, a: (
@@ -93,8 +92,8 @@ cluster_rt = AdminCommand(
     "List All clusters Message Send RT",
     "cluster",
     (
-        opt("amount", "--amount", "-a", "message amount | default 100", int, 100),
-        opt("size", "--size", "-s", "message size | default 128 Byte", int, 128),
+        AMOUNT,
+        SIZE,
         opt("cluster", "--cluster", "-c", "cluster name | default display all cluster"),
         # mqadmin's long names ("print log", "machine room") hold a space: only -p and -m work
         Opt("print_log", ("-p",), "print as tlog | default false"),
@@ -120,7 +119,7 @@ broker_status = AdminCommand(
     "brokerStatus",
     "Fetch broker runtime status data",
     "broker",
-    (BROKER_ADDRESS, opt("cluster_name", "--clusterName", "-c", "which cluster")),
+    (BROKER_ADDRESS, cluster_name("which cluster")),
     call=lambda s, a: brokers.broker_status(s, a.broker_addr, a.cluster_name),
     text=lambda statuses, a: broker_text.broker_status(statuses, by_cluster=not a.broker_addr),
     check=broker_or_cluster,
@@ -144,17 +143,10 @@ ha_status = AdminCommand(
     "Fetch ha runtime status data.",
     "broker",
     (
-        opt("broker_addr", "--brokerAddr", "-b", "which broker to fetch"),
-        opt("cluster_name", "--clusterName", "-c", "which cluster"),
+        broker_addr("which broker to fetch"),
+        cluster_name("which cluster"),
         opt("interval", "--interval", "-i", "the interval(second) of get info", int),
-        opt(
-            "rounds",
-            "--rounds",
-            None,
-            "With -i: stop after this many rounds (0: run until interrupted).",
-            int,
-            0,
-        ),
+        ROUNDS,
     ),
     call=lambda s, a: brokers.ha_status(s, a.broker_addr, a.cluster_name),
     text=lambda statuses, a: broker_text.ha_status(statuses),
@@ -167,7 +159,7 @@ get_broker_config = AdminCommand(
     "getBrokerConfig",
     "Get broker config by cluster or special broker!",
     "broker",
-    (WHICH_BROKER, WHICH_CLUSTER),
+    UPDATE_WHICH,
     call=lambda s, a: brokers.get_broker_config(s, a.broker_addr, a.cluster_name),
     text=lambda configs, a: broker_text.broker_config(configs),
     namesrv=without_broker,
@@ -177,7 +169,7 @@ update_broker_config = AdminCommand(
     "updateBrokerConfig",
     "Update broker's config",
     "broker",
-    (CONFIG_KEY, CONFIG_VALUE, WHICH_BROKER, WHICH_CLUSTER),
+    (CONFIG_KEY, CONFIG_VALUE, *UPDATE_WHICH),
     call=lambda s, a: brokers.update_broker_config(s, a.key, a.value, a.broker_addr, a.cluster_name),
     text=lambda addrs, a: broker_text.update_broker_config(addrs),
     check=broker_or_cluster,
@@ -233,24 +225,36 @@ update_namesrv_config = AdminCommand(
 NAMESPACE = required("namespace", "--namespace", "-s", "set the namespace")
 KV_KEY = required("key", "--key", "-k", "set the key name")
 
-update_kv_config = AdminCommand(
+
+def _kv_config(
+    name: str, description: str, options: tuple[Opt, ...], call: Callable[[Any, Args], Any], done: str
+) -> AdminCommand:
+    """updateKvConfig, deleteKvConfig: a change of every name server's KV config, mqadmin's line
+    ``done`` once they all applied it; ``--json`` names the name servers."""
+    return AdminCommand(
+        name,
+        description,
+        "namesrv",
+        options,
+        call=call,
+        text=lambda addrs, a: done,
+        data=lambda addrs, a: {"namesrv": addrs},
+    )
+
+
+update_kv_config = _kv_config(
     "updateKvConfig",
     "Create or update KV config.",
-    "namesrv",
     (NAMESPACE, KV_KEY, required("value", "--value", "-v", "set the key value")),
-    call=lambda s, a: brokers.update_kv_config(s, a.namespace, a.key, a.value),
-    text=lambda addrs, a: "create or update kv config to namespace success.\n",
-    data=lambda addrs, a: {"namesrv": addrs},
+    lambda s, a: brokers.update_kv_config(s, a.namespace, a.key, a.value),
+    "create or update kv config to namespace success.\n",
 )
-
-delete_kv_config = AdminCommand(
+delete_kv_config = _kv_config(
     "deleteKvConfig",
     "Delete KV config.",
-    "namesrv",
     (NAMESPACE, KV_KEY),
-    call=lambda s, a: brokers.delete_kv_config(s, a.namespace, a.key),
-    text=lambda addrs, a: "delete kv config from namespace success.\n",
-    data=lambda addrs, a: {"namesrv": addrs},
+    lambda s, a: brokers.delete_kv_config(s, a.namespace, a.key),
+    "delete kv config from namespace success.\n",
 )
 
 

@@ -12,13 +12,16 @@ reached 5, one that answers an error 6.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from rmqcli.cli.admin.registry import (
     AdminCommand,
     Args,
     Lazy,
+    broker_addr,
     broker_or_cluster,
+    cluster_name,
     opt,
     required,
     without_broker,
@@ -33,7 +36,7 @@ def _path_help(name: str) -> str:
     return f"export {name} path | default /tmp/rocketmq/export"
 
 
-def done_text(result: Any) -> str:
+def done_text(result: Any, args: Args | None = None) -> str:
     """``export %s success`` (``%n`` only where mqadmin has it), after the ``[error]`` lead."""
     if result.path is None:
         return ""  # exportMetadata -b without -t or -g: mqadmin prints nothing
@@ -52,23 +55,29 @@ def _document(result: Any, args: Args) -> Any:
     return exports.json_value(result.document)
 
 
-export_configs = AdminCommand(
-    "exportConfigs",
-    "export configs",
-    "export",
-    (CLUSTER, opt("file_path", "--filePath", "-f", _path_help("configs.json"))),
-    call=lambda s, a: exports.export_configs(s, a.cluster_name, a.file_path),
-    text=configs_text,
-    data=_document,
-)
+def _cluster_export(name: str, description: str, what: str, text: Callable[[Any, Args], str]) -> AdminCommand:
+    """exportConfigs, exportMetrics: ``export_<what>`` of the cluster ``-c`` into ``-f`` (default
+    ``<what>.json``); ``--json`` prints the document."""
+    return AdminCommand(
+        name,
+        description,
+        "export",
+        (CLUSTER, opt("file_path", "--filePath", "-f", _path_help(f"{what}.json"))),
+        call=lambda s, a: getattr(exports, f"export_{what}")(s, a.cluster_name, a.file_path),
+        text=text,
+        data=_document,
+    )
+
+
+export_configs = _cluster_export("exportConfigs", "export configs", "configs", configs_text)
 
 export_metadata = AdminCommand(
     "exportMetadata",
     "export metadata",
     "export",
     (
-        opt("cluster_name", "--clusterName", "-c", "choose a cluster to export"),
-        opt("broker_addr", "--brokerAddr", "-b", "choose a broker to export"),
+        cluster_name("choose a cluster to export"),
+        broker_addr("choose a broker to export"),
         opt("file_path", "--filePath", "-f", _path_help("metadata.json")),
         opt("topic", "--topic", "-t", "only export topic metadata", bool, False),
         opt("group", "--subscriptionGroup", "-g", "only export subscriptionGroup metadata", bool, False),
@@ -77,18 +86,10 @@ export_metadata = AdminCommand(
     call=lambda s, a: exports.export_metadata(
         s, a.broker_addr, a.cluster_name, a.file_path, a.topic, a.group, a.special
     ),
-    text=lambda result, a: done_text(result),
+    text=done_text,
     data=_document,
     check=broker_or_cluster,
     namesrv=without_broker,
 )
 
-export_metrics = AdminCommand(
-    "exportMetrics",
-    "export metrics",
-    "export",
-    (CLUSTER, opt("file_path", "--filePath", "-f", _path_help("metrics.json"))),
-    call=lambda s, a: exports.export_metrics(s, a.cluster_name, a.file_path),
-    text=lambda result, a: done_text(result),
-    data=_document,
-)
+export_metrics = _cluster_export("exportMetrics", "export metrics", "metrics", done_text)

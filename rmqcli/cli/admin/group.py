@@ -13,7 +13,9 @@ from rmqcli.cli.admin.registry import (
     AdminCommand,
     Args,
     Lazy,
+    broker_addr,
     broker_or_cluster,
+    broker_or_cluster_options,
     opt,
     parse_boolean,
     required,
@@ -31,7 +33,7 @@ RETRY_POLICY_HELP = (
 )
 GROUP_NAME = required("group_name", "--groupName", "-g", "consumer group name")
 CONSUMER_GROUP = required("consumer_group", "--consumerGroup", "-g", "consumer group name")
-BROKER_ADDRESS = opt("broker_addr", "--brokerAddr", "-b", "broker address")
+BROKER_ADDRESS = broker_addr("broker address")
 
 
 def _int(text: str | None, default: int, flag: str) -> int:
@@ -73,8 +75,7 @@ update_sub_group = AdminCommand(
     "consumer",
     (
         GROUP_NAME,
-        opt("broker_addr", "--brokerAddr", "-b", "create subscription group to which broker"),
-        opt("cluster_name", "--clusterName", "-c", "create subscription group to which cluster"),
+        *broker_or_cluster_options("create subscription group to"),
         opt("consume_enable", "--consumeEnable", "-s", "consume enable"),
         opt("consume_from_min_enable", "--consumeFromMinEnable", "-m", "from min offset"),
         opt("consume_broadcast_enable", "--consumeBroadcastEnable", "-d", "broadcast"),
@@ -98,8 +99,7 @@ delete_sub_group = AdminCommand(
     "consumer",
     (
         GROUP_NAME,
-        opt("broker_addr", "--brokerAddr", "-b", "delete subscription group from which broker"),
-        opt("cluster_name", "--clusterName", "-c", "delete subscription group from which cluster"),
+        *broker_or_cluster_options("delete subscription group from"),
         opt("remove_offset", "--removeOffset", "-r", "remove offset"),
     ),
     call=lambda s, a: groups.delete_sub_group(

@@ -7,7 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqcli.cli.admin.registry import TOPIC, AdminCommand, Args, Lazy, Opt, opt, parse_boolean, required
+from rmqcli.cli.admin.registry import (
+    AMOUNT,
+    SIZE,
+    TOPIC,
+    AdminCommand,
+    Args,
+    Lazy,
+    Opt,
+    broker_addr,
+    opt,
+    parse_boolean,
+    required,
+)
 from rmqcli.errors import BrokerError, NetworkError, UsageError
 
 messages = Lazy("rmqcli.admin.message")
@@ -51,6 +63,16 @@ def _check_query_by_id(a: Args) -> None:
         parse_address(a.broker_addr)  # a malformed -b is a usage error before any connection
 
 
+ID_TOPIC_HELP = (
+    "rmq's addition: the topic of a unique-key id (the client's msgId), whose brokers are asked; "
+    "without it every topic the NameServer lists is searched on every master"
+)
+ID_BROKER_HELP = (
+    "rmq's addition: a broker (host:port) to trust besides those the NameServer lists, and the "
+    "only one asked for a unique-key id"
+)
+
+
 # An id is an offset message id (store host, port and CommitLog offset: the broker's offsetMsgId)
 # when the address it encodes is a broker the NameServer lists, or -b; it is then read from that
 # broker. Any other id is a unique key (the msgId a client's send returns), looked up as
@@ -66,20 +88,8 @@ query_msg_by_id = AdminCommand(
         CLIENT_ID,
         opt("send_message", "--sendMessage", "-s", "resend message"),
         opt("unit_name", "--unitName", "-u", "unit name"),
-        opt(
-            "topic",
-            "--topic",
-            "-t",
-            "rmq's addition: the topic of a unique-key id (the client's msgId), whose brokers are asked; "
-            "without it every topic the NameServer lists is searched on every master",
-        ),
-        opt(
-            "broker_addr",
-            "--brokerAddr",
-            "-b",
-            "rmq's addition: a broker (host:port) to trust besides those the NameServer lists, and the "
-            "only one asked for a unique-key id",
-        ),
+        opt("topic", "--topic", "-t", ID_TOPIC_HELP),
+        broker_addr(ID_BROKER_HELP),
     ),
     call=lambda s, a: messages.query_msg_by_id(s, a.msg_id, a.topic, a.broker_addr),
     text=lambda views, a: "".join(message_text.message_view(v) for v in views),
@@ -307,8 +317,8 @@ check_msg_send_rt = AdminCommand(
     "message",
     (
         TOPIC,
-        opt("amount", "--amount", "-a", "message amount | default 100", int, 100),
-        opt("size", "--size", "-s", "message size | default 128 Byte", int, 128),
+        AMOUNT,
+        SIZE,
     ),
     call=lambda s, a: messages.check_msg_send_rt(s, a.topic, a.amount, a.size),
     text=lambda result, a: message_text.check_msg_send_rt(result),

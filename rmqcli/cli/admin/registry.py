@@ -128,6 +128,27 @@ def declared() -> dict[str, str]:
 
 # Options several commands share, worded as mqadmin's.
 TOPIC = required("topic", "--topic", "-t", "topic name")
+AMOUNT = opt("amount", "--amount", "-a", "message amount | default 100", int, 100)
+SIZE = opt("size", "--size", "-s", "message size | default 128 Byte", int, 128)
+ROUNDS = opt(
+    "rounds", "--rounds", None, "With -i: stop after this many rounds (0: run until interrupted).", int, 0
+)
+
+
+def broker_addr(help: str) -> Opt:
+    """mqadmin's ``-b``: one broker, by address."""
+    return opt("broker_addr", "--brokerAddr", "-b", help)
+
+
+def cluster_name(help: str) -> Opt:
+    """mqadmin's ``-c``: every broker of a cluster."""
+    return opt("cluster_name", "--clusterName", "-c", help)
+
+
+def broker_or_cluster_options(action: str) -> tuple[Opt, Opt]:
+    """``-b`` and ``-c`` of a command that needs one of them (``broker_or_cluster``), worded as
+    mqadmin words most: ``<action> which broker``, ``<action> which cluster``."""
+    return broker_addr(f"{action} which broker"), cluster_name(f"{action} which cluster")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from rmqcli.cli.admin.registry import (
     AdminCommand,
     Lazy,
     broker_or_cluster,
+    broker_or_cluster_options,
     opt,
     parse_boolean,
     required,
@@ -17,8 +18,7 @@ from rmqcli.cli.admin.registry import (
 topics = Lazy("rmqcli.admin.topic")
 topic_text = Lazy("rmqcli.cli.admin.format")
 
-TO_BROKER = opt("broker_addr", "--brokerAddr", "-b", "create topic to which broker")
-TO_CLUSTER = opt("cluster_name", "--clusterName", "-c", "create topic to which cluster")
+CREATE_WHICH = broker_or_cluster_options("create topic to")
 
 update_topic = AdminCommand(
     "updateTopic",
@@ -26,8 +26,7 @@ update_topic = AdminCommand(
     "topic",
     (
         TOPIC,
-        TO_BROKER,
-        TO_CLUSTER,
+        *CREATE_WHICH,
         opt("attributes", "--attributes", "-a", "attribute(+a=b,+c=d,-e)"),
         opt("read_queue_nums", "--readQueueNums", "-r", "set read queue nums", int, 8),
         opt("write_queue_nums", "--writeQueueNums", "-w", "set write queue nums", int, 8),
@@ -62,8 +61,7 @@ update_topic_perm = AdminCommand(
     (
         TOPIC,
         required("perm", "--perm", "-p", "set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]", int),
-        TO_BROKER,
-        TO_CLUSTER,
+        *CREATE_WHICH,
     ),
     call=lambda s, a: topics.update_topic_perm(
         s, a.topic, a.perm, broker_addr=a.broker_addr, cluster=a.cluster_name
