@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import JsonOpt, OutputOpt, StoreArg, check_store_dir
+from rmqcli.cli.columns import BYTES, number
+from rmqcli.cli.common import Common, StoreArg, check_store_dir, output_only
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
 from rmqcli.cli.render import Column, OutputFormat, Renderer, resolve_format
 from rmqcli.errors import NotFoundError
@@ -20,8 +21,8 @@ BACKUP_COLUMNS = [
     Column("timestamp", "Timestamp"),
     Column("command", "Command"),
     Column("state", "State"),
-    Column("steps", "Steps", justify="right"),
-    Column("bytes", "Bytes", justify="right"),
+    number("steps", "Steps"),
+    BYTES,
     Column("argv", "Arguments", wrap=True),
 ]
 
@@ -36,7 +37,8 @@ def _store(path: Path) -> Path:
     return path
 
 
-def backups(store: StoreArg, output: OutputOpt = OutputFormat.table, json_: JsonOpt = False) -> None:
+@output_only
+def backups(store: StoreArg, *, common: Common) -> None:
     """List the backups in STORE/.rmq-backup: one per change a command made, oldest first.
 
     State is complete (undo it with restore-backup), open (interrupted; the next change on the store
@@ -44,7 +46,7 @@ def backups(store: StoreArg, output: OutputOpt = OutputFormat.table, json_: Json
     """
     from rmqcli.ops.safety import list_backups
 
-    Renderer(resolve_format(output, json_)).rows(list_backups(_store(store)), BACKUP_COLUMNS)
+    common.renderer().rows(list_backups(_store(store)), BACKUP_COLUMNS)
 
 
 def restore_backup(

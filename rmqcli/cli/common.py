@@ -1,18 +1,26 @@
 """Options shared by the store commands, time parsing, and opening what a path names.
 
+The options every store command ends with (``--config``, ``--output``, ``--json``) are declared
+once: ``config_output`` and ``output_only`` give them to a command, which takes what they say as
+one ``Common``.
+
 Kept light: only ``typer`` and the standard library at import time (``rmq --help`` stays fast).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rmqcli.cli.render import OutputFormat, warn
+from rmqcli.cli.render import OutputFormat, Renderer, resolve_format, warn
 from rmqcli.errors import NotFoundError, UsageError
 
 if TYPE_CHECKING:
@@ -34,14 +42,83 @@ ConfigOpt = Annotated[
     ),
 ]
 
-SinceOpt = Annotated[
-    str | None,
-    typer.Option("--since", help="Only records stored at or after TIME (epoch ms or ISO-8601)."),
-]
-UntilOpt = Annotated[
-    str | None,
-    typer.Option("--until", help="Only records stored at or before TIME (epoch ms or ISO-8601)."),
-]
+
+@dataclass(frozen=True)
+class Common:
+    """What the options every store command ends with say: the output format (``--output``, with
+    ``--json`` winning) and, for a command that reads a store, its broker.conf (``--config``)."""
+
+    fmt: OutputFormat
+    config: Path | None = None
+
+    def renderer(self) -> Renderer:
+        """The renderer of ``fmt`` on stdout."""
+        return Renderer(self.fmt)
+
+
+def _config_output(
+    config: ConfigOpt = None, output: OutputOpt = OutputFormat.table, json_: JsonOpt = False
+) -> Common:
+    return Common(resolve_format(output, json_), config)
+
+
+def _output(output: OutputOpt = OutputFormat.table, json_: JsonOpt = False) -> Common:
+    return Common(resolve_format(output, json_))
+
+
+def with_options(template: Callable[..., Any]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A decorator: the typer command of ``func(..., *, common)`` takes ``func``'s own parameters,
+    then those of ``template`` (its options, in its order); ``common`` is what ``template`` returns
+    for their values."""
+
+    def decorate(func: Callable[..., None]) -> Callable[..., None]:
+        own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "common"]
+        shared = list(inspect.signature(template, eval_str=True).parameters.values())
+
+        @functools.wraps(func, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+        def command(**values: Any) -> None:
+            common = template(**{p.name: values.pop(p.name) for p in shared})
+            func(**values, common=common)
+
+        command.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+        del command.__wrapped__  # type: ignore[attr-defined]  # typer reads the signature above
+        return command
+
+    return decorate
+
+
+config_output = with_options(_config_output)
+"""``--config``, ``--output`` and ``--json`` after a command's own options."""
+output_only = with_options(_output)
+"""``--output`` and ``--json`` after a command's own options."""
+
+
+def stored_time_option(flag: str, what: str, side: str) -> Any:
+    """``FLAG TIME``: only ``what`` stored at or ``side`` (after, before) TIME, read by ``parse_time``."""
+    help_ = f"Only {what} stored at or {side} TIME (epoch ms or ISO-8601)."
+    return Annotated[str | None, typer.Option(flag, help=help_)]
+
+
+SinceOpt = stored_time_option("--since", "records", "after")
+UntilOpt = stored_time_option("--until", "records", "before")
+
+
+def record_offset_option(flag: str, verb: str) -> Any:
+    """``FLAG OFFSET``: a physical offset of the CommitLog, where a command ``verb`` (starts, cuts)."""
+    help_ = f"{verb} at the first record at or after this physical offset."
+    return Annotated[int | None, typer.Option(flag, help=help_)]
+
+
+def skip_corrupt_option(then: str) -> Any:
+    """``--skip-corrupt``: each corrupt stretch is reported, then the command ``then`` (goes on, counts
+    on); the exit code stays 4."""
+    help_ = f"Report corrupt stretches and {then} (the exit code stays 4)."
+    return Annotated[bool, typer.Option("--skip-corrupt", help=help_)]
+
+
+# `rmq lag` and `rmq pipeline lag`
+LagGroupOpt = Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")]
+LagTopicOpt = Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")]
 
 
 # `rmq rebuild` and `rmq pipeline rebuild`: what to rebuild (``rebuild_targets``)

@@ -8,21 +8,23 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store
-from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, camel_dict, human_time, resolve_format
+from rmqcli.cli.columns import QUEUE_ID, QUEUE_OFFSET, SIZE, STORE_TIME, TOPIC, number
+from rmqcli.cli.common import Common, config_output, open_store
+from rmqcli.cli.render import Column, OutputFormat, Section, camel_dict
 from rmqcli.errors import CorruptDataError
 
 RECORD_COLUMNS = [
     Column("side", "Store"),
-    Column("offset", "Physical offset", justify="right"),
-    Column("size", "Size", justify="right"),
-    Column("topic", "Topic"),
-    Column("queueId", "Queue", justify="right"),
-    Column("queueOffset", "Queue offset", justify="right"),
-    Column("storeTimestamp", "Stored", show=human_time),
+    number("offset", "Physical offset"),
+    SIZE,
+    TOPIC,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    STORE_TIME,
 ]
 
 
+@config_output
 def diff_stores(
     store_a: Annotated[
         Path, typer.Argument(metavar="STORE_A", help="A store directory (e.g. the master's).")
@@ -31,9 +33,8 @@ def diff_stores(
     limit: Annotated[
         int, typer.Option("--limit", min=0, help="List at most N records of each one-sided range.")
     ] = 10,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Compare the CommitLogs of two replicas of one broker (a master's store and its slave's).
 
@@ -46,9 +47,9 @@ def diff_stores(
     """
     from rmqcli.ops.diff_stores import diff_stores as compare
 
-    first = open_store(store_a, config)
+    first = open_store(store_a, common.config)
     try:
-        second = open_store(store_b, config)
+        second = open_store(store_b, common.config)
         try:
             result = compare(first, second, limit)
         finally:
@@ -59,9 +60,8 @@ def diff_stores(
     records = [{"side": only["side"], **ref} for only in data["only"] for ref in only["first"]]
     ranges = [{k: v for k, v in only.items() if k != "first"} for only in data["only"]]
     summary = {k: v for k, v in data.items() if k != "only"}
-    fmt = resolve_format(output, json_)
-    renderer = Renderer(fmt)
-    if fmt is OutputFormat.table:
+    renderer = common.renderer()
+    if renderer.fmt is OutputFormat.table:
         for line in _describe(result):
             renderer.out.write(line + "\n")
         if records:

@@ -9,26 +9,36 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rmqcli.cli.columns import (
+    MSG_ID,
+    POSITION,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    RECORD_KEYS,
+    STORE_TIME,
+    TAGS,
+    TOPIC,
+    body_columns,
+    number,
+)
 from rmqcli.cli.common import (
     BodyChoice,
     BodyOpt,
-    ConfigOpt,
-    JsonOpt,
-    OutputOpt,
+    Common,
     SinceOpt,
     UntilOpt,
+    config_output,
     open_store,
     parse_time,
+    record_offset_option,
+    skip_corrupt_option,
     warn_skipped,
 )
 from rmqcli.cli.render import (
     Column,
     OutputFormat,
-    Renderer,
-    human_time,
     plain,
     progress,
-    resolve_format,
     warn,
 )
 from rmqcli.errors import CorruptDataError, NotFoundError
@@ -40,22 +50,33 @@ if TYPE_CHECKING:
 PROGRESS_STEP = 1 << 20
 
 COLUMNS = [
-    Column("position", "Position", justify="right"),
-    Column("topic", "Topic"),
-    Column("queueId", "Queue", justify="right"),
-    Column("queueOffset", "QueueOffset", justify="right"),
-    Column("storeTimestamp", "StoreTime", show=human_time),
-    Column("totalSize", "Size", justify="right"),
+    POSITION,
+    TOPIC,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    STORE_TIME,
+    number("totalSize", "Size"),
     Column(
         "crcOk",
         "Body CRC matches",
         show=lambda ok: plain(ok).upper() if ok is False else plain(ok),
         alert=lambda ok: ok is False,
     ),  # fmt: skip
-    Column("tags", "Tags"),
-    Column("keys", "Keys", wrap=True),
-    Column("offsetMsgId", "MsgId"),
+    TAGS,
+    RECORD_KEYS,
+    MSG_ID,
 ]
+PROPERTIES = Column("properties", "Properties", wrap=True)
+
+SourceArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="STORE_OR_FILE",
+        help="A store directory, a commitlog directory, or one commitlog file (its name is its offset).",
+    ),
+]
+FromOpt = record_offset_option("--from", "Start")
+SkipCorruptOpt = skip_corrupt_option("go on instead of stopping")
 
 
 @dataclass
@@ -85,17 +106,10 @@ class Problems:
         )
 
 
+@config_output
 def dump_commitlog(
-    path: Annotated[
-        Path,
-        typer.Argument(
-            metavar="STORE_OR_FILE",
-            help="A store directory, a commitlog directory, or one commitlog file (its name is its offset).",
-        ),
-    ],
-    from_offset: Annotated[
-        int | None, typer.Option("--from", help="Start at the first record at or after this physical offset.")
-    ] = None,
+    path: SourceArg,
+    from_offset: FromOpt = None,
     count: Annotated[int | None, typer.Option("--count", "-n", min=0, help="Show at most N records.")] = None,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only records of this topic.")] = None,
     queue: Annotated[int | None, typer.Option("--queue", "-q", help="Only records of this queue id.")] = None,
@@ -111,16 +125,9 @@ def dump_commitlog(
     properties: Annotated[
         bool, typer.Option("--properties", help="Add the raw properties string (and a table column).")
     ] = False,
-    skip_corrupt: Annotated[
-        bool,
-        typer.Option(
-            "--skip-corrupt",
-            help="Report corrupt stretches and go on instead of stopping (the exit code stays 4).",
-        ),
-    ] = False,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    skip_corrupt: SkipCorruptOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Dump CommitLog records: header fields, decoded properties, message id and body.
 
@@ -139,22 +146,16 @@ def dump_commitlog(
     from formats.commitlog import parse_delay_levels
     from rmqcli.ops.records import BodyMode, NameHits, RecordFilter, filtered
 
-    fmt = resolve_format(output, json_)
     flt = RecordFilter(topic, queue, key, parse_time(since, "--since"), parse_time(until, "--until"))
-    commitlog, store = _open(path, config)
+    commitlog, store = _open(path, common.config)
     delay_spec = store.settings.message_delay_level if store is not None else None
     delay = parse_delay_levels(delay_spec) if delay_spec else None
     hits = NameHits()
     items = filtered(commitlog.records(from_offset, skip_corrupt=skip_corrupt), flt, count, hits)
     mode = BodyMode(body.value)
-    columns = list(COLUMNS) + [
-        Column(name, title, justify="right") for name, title in commitlog.extra_columns
-    ]
-    if properties:
-        columns.append(Column("properties", "Properties", wrap=True))
-    if mode is not BodyMode.none:
-        columns.append(Column("bodySha256" if mode is BodyMode.sha256 else "body", "Body", wrap=True))
-    renderer = Renderer(fmt)
+    extra = [number(name, title) for name, title in commitlog.extra_columns]  # DLedger's framing
+    columns = [*COLUMNS, *extra, *([PROPERTIES] if properties else []), *body_columns(body.value)]
+    renderer = common.renderer()
     problems = Problems()
     start = max(from_offset or 0, commitlog.min_offset)
     end = commitlog.files[-1].from_offset + commitlog.files[-1].size if commitlog.files else 0
@@ -162,7 +163,7 @@ def dump_commitlog(
 
         def rows() -> Iterator[dict[str, Any]]:
             yield from _rows(
-                items, mode, raw, properties, delay, fmt, lambda pos: update(pos - start), problems,
+                items, mode, raw, properties, delay, renderer.fmt, lambda pos: update(pos - start), problems,
                 commitlog.record_extra,
             )  # fmt: skip
 

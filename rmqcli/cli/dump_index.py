@@ -9,43 +9,63 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, parse_time
-from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, human_time, resolve_format, warn
+from rmqcli.cli.columns import (
+    FILE,
+    KEYS,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    STORE_TIME,
+    TOPIC,
+    UNIQ_KEY,
+    number,
+)
+from rmqcli.cli.common import (
+    Common,
+    config_output,
+    parse_time,
+    stored_time_option,
+)
+from rmqcli.cli.render import Column, Section, human_time, warn
 from rmqcli.errors import NotFoundError, UsageError
 from rmqcli.ops.index_source import BROKER_MAX, JAVA_LONG_MAX
 
 if TYPE_CHECKING:
     from rmqcli.ops.dump import IndexLookup
 
+PHY_OFFSET = number("phyOffset", "PhyOffset")
 HEADER_COLUMNS = [
-    Column("file", "File"),
+    FILE,
     Column("beginTimestamp", "Begin", show=human_time),
     Column("endTimestamp", "End", show=human_time),
-    Column("beginPhyOffset", "BeginPhyOffset", justify="right"),
-    Column("endPhyOffset", "EndPhyOffset", justify="right"),
-    Column("hashSlotCount", "Slots", justify="right"),
-    Column("indexCount", "IndexCount", justify="right"),
+    number("beginPhyOffset", "BeginPhyOffset"),
+    number("endPhyOffset", "EndPhyOffset"),
+    number("hashSlotCount", "Slots"),
+    number("indexCount", "IndexCount"),
 ]
 ENTRY_COLUMNS = [
-    Column("file", "File"),
-    Column("indexNo", "IndexNo", justify="right"),
-    Column("keyHash", "KeyHash", justify="right"),
-    Column("phyOffset", "PhyOffset", justify="right"),
-    Column("timeDiff", "TimeDiff", justify="right"),
-    Column("prevIndex", "PrevIndex", justify="right"),
+    FILE,
+    number("indexNo", "IndexNo"),
+    number("keyHash", "KeyHash"),
+    PHY_OFFSET,
+    number("timeDiff", "TimeDiff"),
+    number("prevIndex", "PrevIndex"),
 ]
 HIT_COLUMNS = [
-    Column("phyOffset", "PhyOffset", justify="right"),
+    PHY_OFFSET,
     Column("status", "Status"),
-    Column("topic", "Topic"),
-    Column("queueId", "Queue", justify="right"),
-    Column("queueOffset", "QueueOffset", justify="right"),
-    Column("storeTimestamp", "StoreTime", show=human_time),
-    Column("keys", "Keys"),
-    Column("uniqKey", "UniqKey"),
+    TOPIC,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    STORE_TIME,
+    KEYS,
+    UNIQ_KEY,
 ]
 
+BeginOpt = stored_time_option("--begin", "entries", "after")
+EndOpt = stored_time_option("--end", "entries", "before")
 
+
+@config_output
 def dump_index(
     path: Annotated[
         Path, typer.Argument(metavar="STORE_OR_FILE", help="A store directory or one index file.")
@@ -54,14 +74,8 @@ def dump_index(
     key: Annotated[
         str | None, typer.Option("--key", "-k", help="Look this key (KEYS or UNIQ_KEY) up.")
     ] = None,
-    begin: Annotated[
-        str | None,
-        typer.Option("--begin", help="Only entries stored at or after TIME (epoch ms or ISO-8601)."),
-    ] = None,
-    end: Annotated[
-        str | None,
-        typer.Option("--end", help="Only entries stored at or before TIME (epoch ms or ISO-8601)."),
-    ] = None,
+    begin: BeginOpt = None,
+    end: EndOpt = None,
     max_num: Annotated[
         int,
         typer.Option(
@@ -72,9 +86,8 @@ def dump_index(
         ),
     ] = BROKER_MAX,
     headers_only: Annotated[bool, typer.Option("--headers-only", help="Show only the file headers.")] = False,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Dump index files: each file's header and all its entries, or, with --topic and --key, the
     physical offsets IndexService.queryOffset returns and the records found there. Index entries
@@ -92,7 +105,7 @@ def dump_index(
     hi = parse_time(end, "--end")
     lo = 0 if lo is None else lo
     hi = JAVA_LONG_MAX if hi is None else hi
-    source = open_index_source(path, config)
+    source = open_index_source(path, common.config)
     files = source.files
     sections = [
         Section("files", "file", rows=[index_header_fields(f) for f in files], columns=HEADER_COLUMNS)
@@ -101,7 +114,7 @@ def dump_index(
         if not headers_only:
             rows = (e for f in files for e in index_entries(f, lo, hi))
             sections.append(Section("entries", "entry", rows=rows, columns=ENTRY_COLUMNS))
-        Renderer(resolve_format(output, json_)).sections(sections)
+        common.renderer().sections(sections)
         return
     found = index_lookup(
         uncapped_index(files), topic, key, source.commitlog, begin=lo, end=hi, max_num=max_num + 1
@@ -110,7 +123,7 @@ def dump_index(
     del found.phy_offsets[max_num:], found.hits[max_num:]
     sections.append(Section("query", "query", item=_query_item(found, max_num, more)))
     sections.append(Section("hits", "hit", rows=list(_hit_rows(found)), columns=HIT_COLUMNS))
-    Renderer(resolve_format(output, json_)).sections(sections)
+    common.renderer().sections(sections)
     if more:
         warn(f"--max {max_num} reached: more index entries carry the hash of {found.index_key} (raise --max)")
     if found.count > BROKER_MAX:

@@ -8,8 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import JsonOpt, OutputOpt, require_path
-from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, human_time, resolve_format, warn
+from rmqcli.cli.columns import GROUP, LEVEL, OFFSET, QUEUE_ID, TOPIC, number
+from rmqcli.cli.common import Common, output_only, require_path
+from rmqcli.cli.render import Column, Section, human_time, warn
 from rmqcli.errors import NotFoundError
 
 TIME_FIELDS = (
@@ -21,12 +22,13 @@ TIME_FIELDS = (
 )
 
 
+@output_only
 def dump_checkpoint(
     path: Annotated[
         Path, typer.Argument(metavar="STORE_OR_FILE", help="A store directory or a checkpoint file.")
     ],
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Dump the checkpoint: its five fields, their times, and the recovery minimum timestamps.
 
@@ -41,7 +43,7 @@ def dump_checkpoint(
     item: dict[str, Any] = checkpoint_fields(read_checkpoint(file))
     for name in TIME_FIELDS:
         item[name + "Human"] = human_time(item[name])
-    Renderer(resolve_format(output, json_)).item(item, title=str(file))
+    common.renderer().item(item, title=str(file))
 
 
 class ConfigKind(StrEnum):
@@ -54,38 +56,30 @@ class ConfigKind(StrEnum):
 CONFIG_COLUMNS = {
     "topics": [
         Column("topicName", "Topic"),
-        Column("readQueueNums", "ReadQueues", justify="right"),
-        Column("writeQueueNums", "WriteQueues", justify="right"),
-        Column("perm", "Perm", justify="right"),
+        number("readQueueNums", "ReadQueues"),
+        number("writeQueueNums", "WriteQueues"),
+        number("perm", "Perm"),
         Column("order", "Order"),
         Column("topicFilterType", "FilterType"),
-        Column("topicSysFlag", "SysFlag", justify="right"),
+        number("topicSysFlag", "SysFlag"),
     ],
     "subscriptions": [
         Column("groupName", "Group"),
         Column("consumeEnable", "Consume"),
         Column("consumeBroadcastEnable", "Broadcast"),
         Column("consumeFromMinEnable", "FromMin"),
-        Column("retryQueueNums", "RetryQueues", justify="right"),
-        Column("retryMaxTimes", "RetryMax", justify="right"),
-        Column("brokerId", "BrokerId", justify="right"),
-        Column("whichBrokerWhenConsumeSlowly", "SlowBroker", justify="right"),
+        number("retryQueueNums", "RetryQueues"),
+        number("retryMaxTimes", "RetryMax"),
+        number("brokerId", "BrokerId"),
+        number("whichBrokerWhenConsumeSlowly", "SlowBroker"),
     ],
-    "offsets": [
-        Column("topic", "Topic"),
-        Column("group", "Group"),
-        Column("queueId", "Queue", justify="right"),
-        Column("offset", "Offset", justify="right"),
-    ],
-    "delay": [
-        Column("level", "Level", justify="right"),
-        Column("queueId", "Queue", justify="right"),
-        Column("offset", "Offset", justify="right"),
-    ],
+    "offsets": [TOPIC, GROUP, QUEUE_ID, OFFSET],
+    "delay": [LEVEL, QUEUE_ID, OFFSET],
 }
 SINGULAR = {"topics": "topic", "subscriptions": "subscription", "offsets": "offset", "delay": "delay"}
 
 
+@output_only
 def dump_config(
     path: Annotated[
         Path, typer.Argument(metavar="STORE", help="A store directory (or its config directory).")
@@ -96,8 +90,8 @@ def dump_config(
             metavar="KIND", help="Which file: topics, subscriptions, offsets or delay (default: all)."
         ),
     ] = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Dump the broker's config files.
 
@@ -113,7 +107,7 @@ def dump_config(
     for d in dumps:
         if d.warning:
             warn(f"{d.kind}: used {d.source} ({d.warning})")
-    renderer = Renderer(resolve_format(output, json_))
+    renderer = common.renderer()
     if kind is not None:
         renderer.rows(dumps[0].rows, CONFIG_COLUMNS[kind.value])
         return

@@ -9,22 +9,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, open_store
-from rmqcli.cli.render import Column, OutputFormat, Renderer, resolve_format
+from rmqcli.cli.columns import QUEUE_OFFSET, SIZE, number
+from rmqcli.cli.common import Common, config_output, open_store
+from rmqcli.cli.render import Column
 from rmqcli.errors import NotFoundError, RmqError, UsageError
 
 if TYPE_CHECKING:
     from rmqcli.store import Store
 
 COLUMNS = [
-    Column("queueOffset", "QueueOffset", justify="right"),
-    Column("commitLogOffset", "CommitLogOffset", justify="right"),
-    Column("size", "Size", justify="right"),
-    Column("tagsCode", "TagsCode", justify="right"),
+    QUEUE_OFFSET,
+    number("commitLogOffset", "CommitLogOffset"),
+    SIZE,
+    number("tagsCode", "TagsCode"),
     Column("filler", "Filler"),
 ]
 
 
+@config_output
 def dump_cq(
     path: Annotated[
         Path,
@@ -39,9 +41,8 @@ def dump_cq(
         typer.Option("--from", min=0, help="First queue offset (default: the first unit on disk)."),
     ] = None,
     count: Annotated[int | None, typer.Option("--count", "-n", min=0, help="Show at most N units.")] = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Dump consume-queue units: queue offset, CommitLog offset, size, tags code and filler flag.
 
@@ -52,7 +53,7 @@ def dump_cq(
     from rmqcli.store.naming import consume_queue_dir, topic_dir_problem
     from rmqcli.store.read.consumequeue import read_cq_file
 
-    renderer = Renderer(resolve_format(output, json_))
+    renderer = common.renderer()
     if not path.exists():
         raise NotFoundError(f"{path}: no such store or file")
     if path.is_file():
@@ -66,7 +67,7 @@ def dump_cq(
         problem = topic_dir_problem(topic)
         if problem is not None:
             raise UsageError(f"--topic {topic!r}: {problem}; no consume queue can have that name")
-        store = open_store(path, config)
+        store = open_store(path, common.config)
         if not consume_queue_dir(store.root, topic, queue).is_dir():
             raise NotFoundError(f"{path}: {_missing_queue(store, topic, queue)}")
         cq = store.consume_queue(topic, queue)

@@ -8,8 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt
-from rmqcli.cli.render import Column, OutputFormat, Renderer, resolve_format
+from rmqcli.cli.columns import FILE, OFFSET, POSITION, number
+from rmqcli.cli.common import Common, ConfigOpt, config_output, output_only
+from rmqcli.cli.render import Column, OutputFormat
 
 msgid_app = typer.Typer(
     name="msgid",
@@ -22,19 +23,15 @@ msgid_app = typer.Typer(
 ID_COLUMNS = [
     Column("id", "MsgId"),
     Column("storeHost", "StoreHost"),
-    Column("offset", "CommitLogOffset", justify="right"),
-    Column("file", "File"),
-    Column("position", "Position", justify="right"),
+    number("offset", "CommitLogOffset"),
+    FILE,
+    POSITION,
     Column("clientIp", "ClientIp"),
-    Column("pid", "Pid", justify="right"),
+    number("pid", "Pid"),
     Column("time", "Time"),
-    Column("counter", "Counter", justify="right"),
+    number("counter", "Counter"),
 ]
-PLACE_COLUMNS = [
-    Column("offset", "Offset", justify="right"),
-    Column("file", "File"),
-    Column("position", "Position", justify="right"),
-]
+PLACE_COLUMNS = [OFFSET, FILE, POSITION]
 
 
 def _file_size(config: Path | None) -> int:
@@ -45,6 +42,7 @@ def _file_size(config: Path | None) -> int:
 
 
 @msgid_app.command("decode")
+@output_only
 def decode(
     ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Message ids (32 or 56 hex digits).")],
     config: ConfigOpt = None,
@@ -56,8 +54,8 @@ def decode(
             "default: now): give a later moment for an id older than a month.",
         ),
     ] = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Decode message ids both ways: as an offset message id and as a client's unique key.
 
@@ -78,7 +76,7 @@ def decode(
     moment = parse_time(now, "--now")
     when = dt.datetime.fromtimestamp(moment / 1000) if moment is not None else None
     docs = [decode_id(text, size, when) for text in ids]
-    renderer = Renderer(resolve_format(output, json_))
+    renderer = common.renderer()
     if renderer.fmt is OutputFormat.table:
         renderer.rows([_flat(doc) for doc in docs], ID_COLUMNS)
     else:
@@ -89,6 +87,7 @@ def _flat(doc: dict[str, Any]) -> dict[str, Any]:
     return {"id": doc["id"], **(doc["offsetId"] or {}), **doc["uniqueKey"]}
 
 
+@config_output
 def offset(
     places: Annotated[
         list[str],
@@ -97,9 +96,8 @@ def offset(
             help="CommitLog offsets, or CommitLog file names (20 digits, a path is fine) with a position.",
         ),
     ],
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """A CommitLog offset as the file that holds it and the position in that file, and back.
 
@@ -109,6 +107,6 @@ def offset(
     """
     from rmqcli.ops.ids import parse_place
 
-    size = _file_size(config)
+    size = _file_size(common.config)
     rows = [parse_place(text, size).to_dict() for text in places]
-    Renderer(resolve_format(output, json_)).rows(rows, PLACE_COLUMNS)
+    common.renderer().rows(rows, PLACE_COLUMNS)

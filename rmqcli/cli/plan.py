@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rmqcli.cli.columns import number
 from rmqcli.cli.render import Column, OutputFormat, Renderer, _json, _yaml
 from rmqcli.errors import UsageError
 
@@ -57,7 +58,7 @@ NOTHING_TO_DO = "nothing to do; the store is left as it is"
 STEP_COLUMNS = [
     Column("action", "Action"),
     Column("path", "Path"),
-    Column("bytesRemoved", "BytesRemoved", justify="right"),
+    number("bytesRemoved", "BytesRemoved"),
     Column("detail", "Detail", wrap=True),
 ]
 

@@ -32,6 +32,7 @@ from rmqcli.cli.common import (
     open_store,
     parse_time,
     rebuild_targets,
+    record_offset_option,
 )
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
 from rmqcli.cli.render import OutputFormat, Renderer, resolve_format
@@ -206,12 +207,13 @@ def recover(
     )
 
 
+CutOffsetOpt = record_offset_option("--offset", "Cut")
+
+
 @repair_command
 def truncate(
     store: StoreArg,
-    offset: Annotated[
-        int | None, typer.Option("--offset", help="Cut at the first record at or after this physical offset.")
-    ] = None,
+    offset: CutOffsetOpt = None,
     time: Annotated[
         str | None,
         typer.Option("--time", help="Cut at the first record stored after TIME (epoch ms or ISO-8601)."),

@@ -7,31 +7,26 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, StoreArg, open_store
-from rmqcli.cli.render import Column, OutputFormat, Renderer, human_time, resolve_format
+from rmqcli.cli.columns import GROUP, KEYS, LEVEL, QUEUE_ID, QUEUE_OFFSET, TOPIC, UNIQ_KEY, number
+from rmqcli.cli.common import Common, LagGroupOpt, LagTopicOpt, StoreArg, config_output, open_store
+from rmqcli.cli.render import Column, OutputFormat, human_time
 
 LAG_COLUMNS = [
-    Column("group", "#Group"),
-    Column("topic", "#Topic"),
-    Column("queueId", "#QID", justify="right"),
-    Column("brokerOffset", "#Broker Offset", justify="right"),
-    Column("consumerOffset", "#Consumer Offset", justify="right"),
-    Column("diff", "#Diff", justify="right"),
-    Column("minOffset", "#Min Offset", justify="right"),
+    GROUP,
+    TOPIC,
+    QUEUE_ID,
+    number("brokerOffset", "#Broker Offset"),
+    number("consumerOffset", "#Consumer Offset"),
+    number("diff", "#Diff"),
+    number("minOffset", "#Min Offset"),
     Column("lastTime", "#LastTime"),
     Column("oldestUnconsumed", "#Oldest Unconsumed"),
     Column("flags", "#Flags"),
 ]
 
 
-def lag(
-    store: StoreArg,
-    group: Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
-) -> None:
+@config_output
+def lag(store: StoreArg, group: LagGroupOpt = None, topic: LagTopicOpt = None, *, common: Common) -> None:
     """Consumer lag from the store, as consumerProgress shows it live, with what it hides.
 
     For every group of config/consumerOffset.json, each read queue of each topic it committed offsets
@@ -43,8 +38,8 @@ def lag(
     """
     from rmqcli.ops.lag import lag_rows
 
-    renderer = Renderer(resolve_format(output, json_))
-    handle = open_store(store, config)
+    renderer = common.renderer()
+    handle = open_store(store, common.config)
     try:
         rows = [row.to_dict() for row in lag_rows(handle, group, topic)]
     finally:
@@ -66,23 +61,15 @@ def lag_display(row: dict) -> dict:
 
 
 DELAY_COLUMNS = [
-    Column("level", "#Level", justify="right"),
+    LEVEL,
     Column("delay", "#Delay"),
-    Column("progress", "#Progress", justify="right"),
-    Column("maxOffset", "#Max Offset", justify="right"),
-    Column("waiting", "#Waiting", justify="right"),
+    number("progress", "#Progress"),
+    number("maxOffset", "#Max Offset"),
+    number("waiting", "#Waiting"),
     Column("next", "#Next Due"),
     Column("last", "#Last Due"),
 ]
-WAITING_COLUMNS = [
-    Column("level", "#Level", justify="right"),
-    Column("queueOffset", "#Offset", justify="right"),
-    Column("dueTime", "#Due"),
-    Column("topic", "#Topic"),
-    Column("queueId", "#QID", justify="right"),
-    Column("keys", "#Keys"),
-    Column("uniqKey", "#MsgId"),
-]
+WAITING_COLUMNS = [LEVEL, QUEUE_OFFSET, Column("dueTime", "#Due"), TOPIC, QUEUE_ID, KEYS, UNIQ_KEY]
 
 
 def _delay_text(millis: int) -> str:
@@ -92,15 +79,11 @@ def _delay_text(millis: int) -> str:
     return f"{millis}ms"
 
 
-def delay_report(
-    store: StoreArg,
-    list_: Annotated[
-        bool, typer.Option("--list", help="Each waiting message instead of the levels.")
-    ] = False,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
-) -> None:
+ListOpt = Annotated[bool, typer.Option("--list", help="Each waiting message instead of the levels.")]
+
+
+@config_output
+def delay_report(store: StoreArg, list_: ListOpt = False, *, common: Common) -> None:
     """Delayed messages waiting in SCHEDULE_TOPIC_XXXX, per delay level, from the store.
 
     For each level (messageDelayLevel of --config, else the default 18): the schedule service's
@@ -110,8 +93,8 @@ def delay_report(
     """
     from rmqcli.ops.delayreport import levels, waiting
 
-    renderer = Renderer(resolve_format(output, json_))
-    handle = open_store(store, config)
+    renderer = common.renderer()
+    handle = open_store(store, common.config)
     try:
         if list_:
             rows = [w.to_dict() for w in waiting(handle)]
@@ -145,23 +128,19 @@ def _age(millis: int) -> str:
 
 TX_COLUMNS = [
     Column("state", "#State"),
-    Column("queueOffset", "#Offset", justify="right"),
-    Column("topic", "#Topic"),
+    QUEUE_OFFSET,
+    TOPIC,
     Column("producerGroup", "#Producer Group"),
     Column("transactionId", "#Transaction Id"),
-    Column("keys", "#Keys"),
+    KEYS,
     Column("born", "#Born"),
     Column("age", "#Age"),
-    Column("checks", "#Checks", justify="right"),
+    number("checks", "#Checks"),
 ]
 
 
-def tx_report(
-    store: StoreArg,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
-) -> None:
+@config_output
+def tx_report(store: StoreArg, *, common: Common) -> None:
     """Transactions left open in the store, and those the broker gave up on.
 
     Pending: half messages in RMQ_SYS_TRANS_HALF_TOPIC at or past the check service's progress
@@ -174,9 +153,9 @@ def tx_report(
 
     from rmqcli.ops.txreport import half_messages
 
-    renderer = Renderer(resolve_format(output, json_))
+    renderer = common.renderer()
     now = int(time.time() * 1000)
-    handle = open_store(store, config)
+    handle = open_store(store, common.config)
     try:
         rows = [row.to_dict(now) for row in half_messages(handle)]
     finally:

@@ -2,79 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, StoreArg, open_store, warn_skipped
+from rmqcli.cli.columns import BYTES, FILE, KIND, MESSAGES, QUEUE_ID, REASON, TOPIC, number
+from rmqcli.cli.common import (
+    Common,
+    StoreArg,
+    config_output,
+    open_store,
+    skip_corrupt_option,
+    warn_skipped,
+)
 from rmqcli.cli.render import (
     Column,
-    OutputFormat,
-    Renderer,
     Section,
     camel_dict,
     human_time,
     progress,
-    resolve_format,
     warn,
 )
 from rmqcli.errors import CorruptDataError
 
+QUEUES = number("queues", "Queues")
 STORED_COLUMNS = [  # what a topic's or a queue's records take and when they were stored
-    Column("bytes", "Bytes", justify="right"),
+    BYTES,
     Column("firstStoreTimestamp", "FirstStored", show=human_time),
     Column("lastStoreTimestamp", "LastStored", show=human_time),
 ]
-TOPIC_COLUMNS = [
-    Column("topic", "Topic"),
-    Column("queues", "Queues", justify="right"),
-    Column("messages", "Messages", justify="right"),
-    *STORED_COLUMNS,
-]
+TOPIC_COLUMNS = [TOPIC, QUEUES, MESSAGES, *STORED_COLUMNS]
 QUEUE_COLUMNS = [
-    Column("topic", "Topic"),
-    Column("queueId", "Queue", justify="right"),
-    Column("messages", "Messages", justify="right"),
-    Column("minQueueOffset", "MinQOffset", justify="right"),
-    Column("maxQueueOffset", "MaxQOffset", justify="right"),
-    Column("cqMinOffset", "CqMin", justify="right"),
-    Column("cqMaxOffset", "CqMax", justify="right"),
+    TOPIC,
+    QUEUE_ID,
+    MESSAGES,
+    number("minQueueOffset", "MinQOffset"),
+    number("maxQueueOffset", "MaxQOffset"),
+    number("cqMinOffset", "CqMin"),
+    number("cqMaxOffset", "CqMax"),
     *STORED_COLUMNS,
 ]
-UNSAFE_COLUMNS = [
-    Column("topic", "Topic"),
-    Column("queues", "Queues", justify="right"),
-    Column("messages", "Messages", justify="right"),
-    Column("reason", "Reason", wrap=True),
-]
-FILE_COLUMNS = [
-    Column("kind", "Kind"),
-    Column("count", "Files", justify="right"),
-    Column("bytes", "Bytes", justify="right"),
-]
-
-
+UNSAFE_COLUMNS = [TOPIC, QUEUES, MESSAGES, REASON]
+FILE_COLUMNS = [KIND, number("count", "Files"), BYTES]
 CORRUPT_COLUMNS = [
     Column("problem", "Problem"),
-    Column("file", "File"),
-    Column("filePos", "Byte", justify="right"),
-    Column("length", "Bytes skipped", justify="right"),
-    Column("reason", "Reason", wrap=True),
+    FILE,
+    number("filePos", "Byte"),
+    number("length", "Bytes skipped"),
+    REASON,
 ]
+SkipCorruptOpt = skip_corrupt_option("count the records after them")
 
 
+@config_output
 def stats(
     path: StoreArg,
-    skip_corrupt: Annotated[
-        bool,
-        typer.Option(
-            "--skip-corrupt",
-            help="Report corrupt stretches and count the records after them (the exit code stays 4).",
-        ),
-    ] = False,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    skip_corrupt: SkipCorruptOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Store statistics: per topic and per queue the message count, queue offsets (in the CommitLog
     and in the consume queue), bytes and first/last store time; the CommitLog's min and max
@@ -94,7 +75,7 @@ def stats(
     from rmqcli.ops.stats import store_stats
     from rmqcli.store.read.commitlog import Corruption
 
-    store = open_store(path, config)
+    store = open_store(path, common.config)
     files = store.commitlog.files
     total = files[-1].from_offset + files[-1].size - files[0].from_offset if files else 0
     base = files[0].from_offset if files else 0
@@ -108,14 +89,10 @@ def stats(
         result = camel_dict(
             store_stats(store, lambda pos: update(pos - base), skip if skip_corrupt else None)
         )
-    commitlog = dict(result["commitlog"])
-    for name in ("firstStoreTimestamp", "lastStoreTimestamp"):
-        commitlog[name + "Human"] = human_time(commitlog[name])
-    fmt = resolve_format(output, json_)
     warn_unsafe(result["unsafeTopics"])
     sections = [
         Section("store", "store", item={"store": result["store"]}),
-        Section("commitlog", "commitlog", item=commitlog, title="CommitLog"),
+        Section("commitlog", "commitlog", item=commitlog_item(result["commitlog"]), title="CommitLog"),
         Section("topics", "topic", rows=result["topics"], columns=TOPIC_COLUMNS, title="Topics"),
         Section("queues", "queue", rows=result["queues"], columns=QUEUE_COLUMNS, title="Queues"),
         Section("files", "files", rows=result["files"], columns=FILE_COLUMNS, title="Files"),
@@ -126,7 +103,7 @@ def stats(
         rows = [{k: v for k, v in corruption_fields(c).items() if k != "kind"} for c in skipped]
         title = "Corrupt stretches skipped (the records after them are counted)"
         sections.append(Section("corrupt", "corrupt", rows=rows, columns=CORRUPT_COLUMNS, title=title))
-    Renderer(fmt).sections(sections)
+    common.renderer().sections(sections)
     if skipped:
         first = skipped[0]
         raise CorruptDataError(
@@ -134,6 +111,14 @@ def stats(
             first.file,
             first.file_position,
         )
+
+
+def commitlog_item(fields: dict) -> dict:
+    """The CommitLog section: its fields, and its first and last store times as text too."""
+    item = dict(fields)
+    for name in ("firstStoreTimestamp", "lastStoreTimestamp"):
+        item[name + "Human"] = human_time(item[name])
+    return item
 
 
 def unsafe_section(rows: list[dict], columns: list[Column] | None = None) -> Section:

@@ -7,22 +7,14 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import ConfigOpt, JsonOpt, OutputOpt, StoreArg, open_store
-from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, camel_dict, progress, resolve_format
+from rmqcli.cli.columns import FILE, KIND, OFFSET, number
+from rmqcli.cli.common import Common, StoreArg, config_output, open_store
+from rmqcli.cli.render import Column, OutputFormat, Section, camel_dict, progress
 from rmqcli.errors import CorruptDataError
 
-KIND_COLUMNS = [
-    Column("severity", "Severity"),
-    Column("kind", "Kind"),
-    Column("count", "Count", justify="right"),
-]
-PROBLEM_COLUMNS = [
-    Column("severity", "Severity"),
-    Column("kind", "Kind"),
-    Column("file", "File"),
-    Column("offset", "Offset", justify="right"),
-    Column("message", "Message", wrap=True),
-]
+SEVERITY = Column("severity", "Severity")
+KIND_COLUMNS = [SEVERITY, KIND, number("count", "Count")]
+PROBLEM_COLUMNS = [SEVERITY, KIND, FILE, OFFSET, Column("message", "Message", wrap=True)]
 SUMMARY_FIELDS = (
     "store",
     "records",
@@ -39,6 +31,7 @@ SUMMARY_FIELDS = (
 )
 
 
+@config_output
 def verify(
     path: StoreArg,
     crc: Annotated[
@@ -52,9 +45,8 @@ def verify(
         int | None,
         typer.Option("--max-problems", min=0, help="List at most N problems (all are still counted)."),
     ] = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Verify a store offline: every CommitLog record (magic, lengths, body CRC, PHYSICALOFFSET,
     file ends), every consume-queue unit against its record and every dispatchable record against
@@ -70,7 +62,7 @@ def verify(
     """
     from rmqcli.ops.verify import verify_store
 
-    store = open_store(path, config)
+    store = open_store(path, common.config)
     files = store.commitlog.files
     base = files[0].from_offset if files else 0
     total = files[-1].from_offset + files[-1].size - base if files else 0
@@ -85,11 +77,10 @@ def verify(
             )
     finally:
         store.close()
-    fmt = resolve_format(output, json_)
     data = camel_dict(report)
     summary = {k: data[k] for k in SUMMARY_FIELDS}
-    renderer = Renderer(fmt)
-    if fmt is OutputFormat.table:
+    renderer = common.renderer()
+    if renderer.fmt is OutputFormat.table:
         if report.problems or report.kinds:
             renderer.sections(
                 [
