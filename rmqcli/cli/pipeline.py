@@ -6,14 +6,36 @@ Imports only typer and light modules: PySpark is loaded inside the commands.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from rmqcli.cli.columns import (
+    BYTES,
+    MESSAGES,
+    MSG_ID,
+    POSITION,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    RECORD_KEYS,
+    STORE,
+    TAGS,
+    TOPIC,
+    UNIQ_KEY,
+    body_columns,
+    number,
+)
 from rmqcli.cli.common import (
     BodyChoice,
     BodyOpt,
+    Common,
     ConfigOpt,
+    LagGroupOpt,
+    LagTopicOpt,
     OutputOpt,
     RebuildCqOpt,
     RebuildIndexOpt,
@@ -22,6 +44,7 @@ from rmqcli.cli.common import (
     UntilOpt,
     parse_time,
     rebuild_targets,
+    with_options,
 )
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, YesOpt, confirm
 from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, resolve_format
@@ -78,6 +101,39 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+@dataclass(frozen=True)
+class SparkCommon(Common):
+    """``Common`` and the Spark master (``--master``)."""
+
+    master: str | None = None
+
+
+def _spark_output(
+    master: MasterOpt = None,
+    config: ConfigOpt = None,
+    output: OutputOpt = OutputFormat.table,
+    json_: JsonOpt = False,
+) -> SparkCommon:
+    return SparkCommon(resolve_format(output, json_), config, master)
+
+
+spark_output = with_options(_spark_output)
+"""``--master``, ``--config``, ``--output`` and ``--json`` after a job's own options."""
+
+
+@contextmanager
+def _session(
+    job: str, stores: list[str], master: str | None, config: Path | None, *, urls: bool = False
+) -> Iterator[Any]:
+    """The Spark session of ``rmq pipeline JOB``, once the stores are checked (``check_stores``)."""
+    from rmqcli.pipeline.session import spark_session
+    from rmqcli.pipeline.tasks import check_stores
+
+    check_stores(stores, config, urls=urls)
+    with spark_session(master, f"rmq pipeline {job}") as session:
+        yield session
 
 
 def _render_item(item: dict[str, Any], json_: bool, title: str) -> None:
@@ -143,6 +199,7 @@ STATS_HELP = (
 
 
 @app.command("stats", help=STATS_HELP)
+@spark_output
 def stats(
     stores: StoresArg,
     parquet: Annotated[
@@ -151,131 +208,100 @@ def stats(
             "--parquet", help="Also write the tables as Parquet under this directory (one per section)."
         ),
     ] = None,
-    master: MasterOpt = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: SparkCommon,
 ) -> None:
-    from rmqcli.cli.render import camel_dict, human_time
-    from rmqcli.cli.stats import (
-        FILE_COLUMNS,
-        QUEUE_COLUMNS,
-        TOPIC_COLUMNS,
-        UNSAFE_COLUMNS,
-        unsafe_section,
-        warn_unsafe,
-    )
-    from rmqcli.pipeline.session import spark_session
     from rmqcli.pipeline.stats import pipeline_stats, write_parquet
-    from rmqcli.pipeline.tasks import check_stores
 
-    check_stores(stores, config)
-    with spark_session(master, "rmq pipeline stats") as session:
-        results = pipeline_stats(session, stores, config=config)
-        docs = []
-        for r in results:
-            doc = camel_dict(r.stats)
-            commitlog = dict(doc["commitlog"])
-            for name in ("firstStoreTimestamp", "lastStoreTimestamp"):
-                commitlog[name + "Human"] = human_time(commitlog[name])
-            docs.append(
-                {
-                    "store": {"store": doc["store"]},
-                    "commitlog": commitlog,
-                    "topics": doc["topics"],
-                    "queues": doc["queues"],
-                    "files": doc["files"],
-                    "tags": r.tags,
-                    "properties": r.properties,
-                    "sizes": r.sizes,
-                }
-            )
-            if doc["unsafeTopics"]:  # as in rmq stats: only when there are any
-                docs[-1]["unsafeTopics"] = doc["unsafeTopics"]
-            warn_unsafe(doc["unsafeTopics"], doc["store"])
+    with _session("stats", stores, common.master, common.config) as session:
+        docs = [_stats_doc(result) for result in pipeline_stats(session, stores, config=common.config)]
         if parquet is not None:
             write_parquet(session, docs, parquet)
-    fmt = resolve_format(output, json_)
-    renderer = Renderer(fmt)
-    if fmt is OutputFormat.json:
+    if common.fmt is OutputFormat.json:
         import json
 
         sys.stdout.write(json.dumps({"stores": docs}, indent=2, ensure_ascii=False) + "\n")
         return
-    store_col = Column("store", "Store")
+    common.renderer().sections(_stats_sections(docs))
+
+
+def _stats_doc(result: Any) -> dict[str, Any]:
+    """One store's document (a ``pipeline.stats`` result): the sections of `rmq stats` and the
+    histograms; its unsafe topics are warned about on stderr."""
+    from rmqcli.cli.render import camel_dict
+    from rmqcli.cli.stats import commitlog_item, warn_unsafe
+
+    doc = camel_dict(result.stats)
+    out = {
+        "store": {"store": doc["store"]},
+        "commitlog": commitlog_item(doc["commitlog"]),
+        "topics": doc["topics"],
+        "queues": doc["queues"],
+        "files": doc["files"],
+        "tags": result.tags,
+        "properties": result.properties,
+        "sizes": result.sizes,
+    }
+    if doc["unsafeTopics"]:  # as in rmq stats: only when there are any
+        out["unsafeTopics"] = doc["unsafeTopics"]
+    warn_unsafe(doc["unsafeTopics"], doc["store"])
+    return out
+
+
+def _stats_sections(docs: list[dict[str, Any]]) -> list[Section]:
+    """The tables of ``pipeline stats``: each of `rmq stats` and of the histograms, every store's
+    rows in one table with the store first."""
+    from rmqcli.cli.stats import FILE_COLUMNS, QUEUE_COLUMNS, TOPIC_COLUMNS, UNSAFE_COLUMNS, unsafe_section
 
     def rows(name: str) -> list[dict[str, Any]]:
         return [{"store": d["store"]["store"], **row} for d in docs for row in d.get(name, ())]
 
+    def section(name: str, kind: str, columns: list[Column], title: str) -> Section:
+        return Section(name, kind, rows=rows(name), columns=[STORE, *columns], title=title)
+
+    commitlogs = [{"store": d["store"]["store"], **d["commitlog"]} for d in docs]
     unsafe = rows("unsafeTopics")
-    renderer.sections(
-        [
-            Section(
-                "commitlog",
-                "commitlog",
-                rows=[{"store": d["store"]["store"], **d["commitlog"]} for d in docs],
-                columns=[store_col, *COMMITLOG_COLUMNS],
-                title="CommitLog",
-            ),
-            Section(
-                "topics", "topic", rows=rows("topics"), columns=[store_col, *TOPIC_COLUMNS], title="Topics"
-            ),
-            Section(
-                "queues", "queue", rows=rows("queues"), columns=[store_col, *QUEUE_COLUMNS], title="Queues"
-            ),
-            Section("sizes", "sizes", rows=rows("sizes"), columns=[store_col, *SIZE_COLUMNS], title="Sizes"),
-            Section("tags", "tag", rows=rows("tags"), columns=[store_col, *TAG_COLUMNS], title="Tags"),
-            Section(
-                "properties",
-                "property",
-                rows=rows("properties"),
-                columns=[store_col, *PROPERTY_COLUMNS],
-                title="Properties",
-            ),
-            Section("files", "files", rows=rows("files"), columns=[store_col, *FILE_COLUMNS], title="Files"),
-            *([unsafe_section(unsafe, [store_col, *UNSAFE_COLUMNS])] if unsafe else []),
-        ]
-    )
+    return [
+        Section(
+            "commitlog", "commitlog", rows=commitlogs, columns=[STORE, *COMMITLOG_COLUMNS], title="CommitLog"
+        ),
+        section("topics", "topic", TOPIC_COLUMNS, "Topics"),
+        section("queues", "queue", QUEUE_COLUMNS, "Queues"),
+        section("sizes", "sizes", SIZE_COLUMNS, "Sizes"),
+        section("tags", "tag", TAG_COLUMNS, "Tags"),
+        section("properties", "property", PROPERTY_COLUMNS, "Properties"),
+        section("files", "files", FILE_COLUMNS, "Files"),
+        *([unsafe_section(unsafe, [STORE, *UNSAFE_COLUMNS])] if unsafe else []),
+    ]
 
 
 COMMITLOG_COLUMNS = [
-    Column("files", "Files", justify="right"),
-    Column("minOffset", "MinOffset", justify="right"),
-    Column("maxOffset", "MaxOffset", justify="right"),
-    Column("records", "Records", justify="right"),
-    Column("bytes", "Bytes", justify="right"),
+    number("files", "Files"),
+    number("minOffset", "MinOffset"),
+    number("maxOffset", "MaxOffset"),
+    number("records", "Records"),
+    BYTES,
     Column("firstStoreTimestampHuman", "FirstStored"),
     Column("lastStoreTimestampHuman", "LastStored"),
 ]
 SIZE_COLUMNS = [
-    Column("topic", "Topic"),
-    Column("messages", "Messages", justify="right"),
+    TOPIC,
+    MESSAGES,
     *(
-        Column(k, k.capitalize() if len(k) > 3 else k.upper(), justify="right")
+        number(k, k.capitalize() if len(k) > 3 else k.upper())
         for k in ("min", "p50", "p90", "p99", "max", "mean")
     ),
 ]
-TAG_COLUMNS = [
-    Column("topic", "Topic"),
-    Column("tag", "Tag"),
-    Column("messages", "Messages", justify="right"),
-]
-PROPERTY_COLUMNS = [
-    Column("topic", "Topic"),
-    Column("property", "Property"),
-    Column("messages", "Messages", justify="right"),
-]
-SEARCH_COLUMNS = [
-    Column("store", "Store"),
-    Column("position", "Position", justify="right"),
-    Column("topic", "Topic"),
-    Column("queueId", "Queue", justify="right"),
-    Column("queueOffset", "QueueOffset", justify="right"),
-    Column("tags", "Tags"),
-    Column("keys", "Keys", wrap=True),
-    Column("uniqKey", "UniqKey"),
-    Column("offsetMsgId", "MsgId"),
-]
+
+
+def _histogram(key: str, header: str) -> list[Column]:
+    """The columns of a histogram: per topic, the records of each value of ``key``."""
+    return [TOPIC, Column(key, header), MESSAGES]
+
+
+TAG_COLUMNS = _histogram("tag", "Tag")
+PROPERTY_COLUMNS = _histogram("property", "Property")
+SEARCH_COLUMNS = [STORE, POSITION, TOPIC, QUEUE_ID, QUEUE_OFFSET, TAGS, RECORD_KEYS, UNIQ_KEY, MSG_ID]
 
 
 SEARCH_HELP = """Find messages across stores by scanning their CommitLogs (no index needed).
@@ -293,30 +319,27 @@ LAG_HELP = (
 
 
 @app.command("lag", help=LAG_HELP)
+@spark_output
 def lag(
     stores: StoresArg,
-    group: Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")] = None,
-    master: MasterOpt = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    group: LagGroupOpt = None,
+    topic: LagTopicOpt = None,
+    *,
+    common: SparkCommon,
 ) -> None:
     from rmqcli.cli.reports import LAG_COLUMNS, lag_display
     from rmqcli.pipeline.lag import pipeline_lag
-    from rmqcli.pipeline.session import spark_session
-    from rmqcli.pipeline.tasks import check_stores
 
-    check_stores(stores, config)
-    with spark_session(master, "rmq pipeline lag") as session:
-        rows = pipeline_lag(session, stores, config=config, group=group, topic=topic)
-    renderer = Renderer(resolve_format(output, json_))
+    with _session("lag", stores, common.master, common.config) as session:
+        rows = pipeline_lag(session, stores, config=common.config, group=group, topic=topic)
+    renderer = common.renderer()
     if renderer.fmt is OutputFormat.table:
         rows = [lag_display(row) for row in rows]
-    renderer.rows(rows, [Column("store", "#Store"), *LAG_COLUMNS])
+    renderer.rows(rows, [STORE, *LAG_COLUMNS])
 
 
 @app.command("search", help=SEARCH_HELP)
+@spark_output
 def search(
     stores: UrlStoresArg,
     key: Annotated[
@@ -340,27 +363,18 @@ def search(
     ] = None,
     topic: TopicsOpt = None,
     body: BodyOpt = BodyChoice.none,
-    master: MasterOpt = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = OutputFormat.table,
-    json_: JsonOpt = False,
+    *,
+    common: SparkCommon,
 ) -> None:
     from rmqcli.pipeline.search import Query, parse_property
     from rmqcli.pipeline.search import search as run_search
-    from rmqcli.pipeline.session import spark_session
 
     query = Query(
         key, uniq_key, tuple(parse_property(p) for p in prop or ()), body_regex, frozenset(topic or ())
     )
-    from rmqcli.pipeline.tasks import check_stores
-
-    check_stores(stores, config, urls=True)
-    with spark_session(master, "rmq pipeline search") as session:
-        rows = run_search(session, stores, query, body=body.value, config=config)
-    columns = list(SEARCH_COLUMNS)
-    if body is not BodyChoice.none:
-        columns.append(Column("bodySha256" if body is BodyChoice.sha256 else "body", "Body", wrap=True))
-    Renderer(resolve_format(output, json_)).rows(rows, columns)
+    with _session("search", stores, common.master, common.config, urls=True) as session:
+        rows = run_search(session, stores, query, body=body.value, config=common.config)
+    common.renderer().rows(rows, [*SEARCH_COLUMNS, *body_columns(body.value)])
 
 
 REBUILD_HELP = """`rmq rebuild` for many stores: CommitLogs decoded on Spark, queues and index written.
@@ -389,7 +403,6 @@ def rebuild(
 ) -> None:
     from rmqcli.cli.plan import print_plan
     from rmqcli.pipeline.rebuild import check_options, pipeline_rebuild
-    from rmqcli.pipeline.session import spark_session
 
     apply = confirm(dry_run, yes)
     queues, indexes = rebuild_targets(cq, index, topic)
@@ -399,10 +412,7 @@ def rebuild(
         print_plan(renderer, plan, applied=applied, backup=backup)
 
     check_options(queues, indexes, topic)
-    from rmqcli.pipeline.tasks import check_stores
-
-    check_stores(stores, config)
-    with spark_session(master, "rmq pipeline rebuild") as session:
+    with _session("rebuild", stores, master, config) as session:
         pipeline_rebuild(
             session,
             stores,
