@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from formats import indexfile
+from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.errors import CorruptDataError, UsageError
 from rmqcli.ops import unsafe_topics
@@ -150,7 +150,7 @@ def scan_index(store: Store) -> IndexScan:
     scan = IndexScan(geometry=_index_geometry(store.settings, sizes))
     if scan.geometry is None:
         return scan
-    expected = indexfile.file_size(*scan.geometry)
+    expected = ifmt.file_size(*scan.geometry)
     slots, num = scan.geometry
     for path in paths:
         size = sizes[path]
@@ -175,7 +175,7 @@ def _index_geometry(settings: StoreSettings, sizes: dict[Path, int]) -> tuple[in
     counts = Counter(sizes.values())
     if given:
         geometry = (settings.max_hash_slot_num, settings.max_index_num)
-        expected = indexfile.file_size(*geometry)
+        expected = ifmt.file_size(*geometry)
         if len(counts) == 1 and expected not in counts and sum(counts.values()) > 1:
             (size,) = counts
             raise CorruptDataError(
@@ -186,8 +186,8 @@ def _index_geometry(settings: StoreSettings, sizes: dict[Path, int]) -> tuple[in
         return geometry
     if not counts:
         return None
-    usual = max(counts, key=lambda n: (counts[n], indexfile.geometry_from_size(n) is not None, n))
-    geometry = indexfile.geometry_from_size(usual)
+    usual = max(counts, key=lambda n: (counts[n], ifmt.geometry_from_size(n) is not None, n))
+    geometry = ifmt.geometry_from_size(usual)
     if geometry is None:
         path = next(p for p, n in sizes.items() if n == usual)
         raise CorruptDataError(
@@ -361,7 +361,7 @@ def size_notes(
         )
     sound = (scan if scan is not None else scan_index(store)).files
     if index and not {"max_hash_slot_num", "max_index_num"} & explicit and not sound:
-        size = indexfile.file_size(settings.max_hash_slot_num, settings.max_index_num)
+        size = ifmt.file_size(settings.max_hash_slot_num, settings.max_index_num)
         notes.append(
             f"index files of {settings.max_hash_slot_num} slots and {settings.max_index_num} entries "
             f"({size} bytes, sparse) assumed (the default maxHashSlotNum/maxIndexNum: there are no index "

@@ -25,7 +25,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from formats import commitlog as cfmt
+from formats import commitlog as fmt
 from formats import fastjson
 from rmqcli.errors import CorruptDataError, UnsafeNameError, UsageError
 from rmqcli.ops.rebuild import STAGING_NAME, RebuildResult, stage_rebuild
@@ -193,7 +193,7 @@ def offsets_past_end(store: Store, cq_root: Path) -> tuple[list[PastEnd], dict[s
                 ]
             else:
                 committed = [
-                    (f"delay level {level}", cfmt.SCHEDULE_TOPIC, level - 1, off)
+                    (f"delay level {level}", fmt.SCHEDULE_TOPIC, level - 1, off)
                     for level, off in parse_delay_offsets(loaded.data, rel).items()
                 ]
         except CorruptDataError as exc:

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from formats import commitlog as cl_fmt
-from formats import indexfile as fmt
+from formats import commitlog as fmt
+from formats import indexfile as ifmt
 from formats.derive import field_offsets, flat_fields
 from rmqcli.ops.verify_common import ERROR, WARNING, Collector, give_back_free_memory
 from rmqcli.ops.verify_table import RecordTable
 from rmqcli.store.naming import is_index_name
 from rmqcli.store.read.index import IndexFile
 
-_HEADER_AT = field_offsets(fmt.IndexHeader)
+_HEADER_AT = field_offsets(ifmt.IndexHeader)
 _KEY_BITS = 31  # key hashes are non-negative i32
 
 
@@ -36,8 +36,8 @@ def _dtype(schema) -> np.dtype:
     )
 
 
-_ENTRY = _dtype(fmt.IndexEntry)
-_SLOT = _dtype(fmt.HashSlot)
+_ENTRY = _dtype(ifmt.IndexEntry)
+_SLOT = _dtype(ifmt.HashSlot)
 
 
 def open_files(directory: Path, p: Collector, slots: int | None, num: int | None) -> list[IndexFile]:
@@ -55,7 +55,7 @@ def open_files(directory: Path, p: Collector, slots: int | None, num: int | None
         except Exception as exc:  # UsageError (geometry) or CorruptDataError (short file)
             p.error("index-file-size", path, None, str(exc))
             continue
-        expected = fmt.file_size(f.hash_slot_num, f.index_num)
+        expected = ifmt.file_size(f.hash_slot_num, f.index_num)
         if f.mapped.size != expected:
             p.error(
                 "index-file-size",
@@ -150,9 +150,9 @@ def _check_file(
     ``found``. Returns the entries checked."""
     path = f.path
     buf = f.mapped.map()
-    raw_slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=fmt.HEADER_SIZE)["index_no"]
+    raw_slots = np.frombuffer(buf, dtype=_SLOT, count=f.hash_slot_num, offset=ifmt.HEADER_SIZE)["index_no"]
     n = count - 1
-    start = fmt.entry_position(1, f.hash_slot_num)
+    start = ifmt.entry_position(1, f.hash_slot_num)
     entries = _Entries(f, buf, start, n)
     key_hash = entries.column("key_hash", np.int32)  # joined with the slots at random: held whole
     negative_time = entries.negative_times()
@@ -168,7 +168,7 @@ def _check_file(
         prev = entries.column("prev_index", np.int32)
         _check_chains(p, path, raw_slots, key_hash, prev, count, f.hash_slot_num)
         del prev
-    f.mapped.release(fmt.HEADER_SIZE, start)  # the slot table's pages: read again only where needed
+    f.mapped.release(ifmt.HEADER_SIZE, start)  # the slot table's pages: read again only where needed
     give_back_free_memory()  # the chain check's arrays
     if len(negative_time):
         p.warning(
@@ -224,7 +224,7 @@ class _Entries:
 
 def _entry_at(i: int, slots_num: int) -> int:
     """Byte position of the entry in row ``i`` (entry number ``i + 1``)."""
-    return fmt.entry_position(int(i) + 1, slots_num)
+    return ifmt.entry_position(int(i) + 1, slots_num)
 
 
 class _Keys:
@@ -292,7 +292,7 @@ def _chains_sound(
         linked = p > 0
         targets = p[linked]
         if np.any(
-            fmt.slot_of(key_hash[targets - 1], slots_num) != fmt.slot_of(key_hash[lo:hi][linked], slots_num)
+            ifmt.slot_of(key_hash[targets - 1], slots_num) != ifmt.slot_of(key_hash[lo:hi][linked], slots_num)
         ):
             return False
         seen[targets] = True
@@ -303,7 +303,9 @@ def _chains_sound(
     for lo, hi in entries.runs():
         heads = np.flatnonzero(~seen[1 + lo : 1 + hi]) + lo  # entries nothing links to: chain heads
         heads_count += len(heads)
-        if not np.array_equal(raw_slots[fmt.slot_of(key_hash[heads], slots_num)].astype(np.int64), heads + 1):
+        if not np.array_equal(
+            raw_slots[ifmt.slot_of(key_hash[heads], slots_num)].astype(np.int64), heads + 1
+        ):
             return False
     return heads_count == used_count
 
@@ -319,7 +321,7 @@ class _FileProblems:
 
     def slots(self, rows: np.ndarray, message: Callable[[int], str]) -> None:
         for s in rows[: self.SHOWN].tolist():
-            self.p.error("index-chain", self.path, fmt.slot_position(s), message(s))
+            self.p.error("index-chain", self.path, ifmt.slot_position(s), message(s))
 
     def entries(self, rows: np.ndarray, message: Callable[[int], str]) -> None:
         for i in rows[: self.SHOWN].tolist():
@@ -351,7 +353,7 @@ def _check_chains(
     problems.slots(bad_slot, lambda s: f"slot {s} holds entry {int(slots[s])}, outside 1..{count - 1}")
     ok_heads = used[(slots[used] > 0) & (slots[used] < count)]
     head_entry = slots[ok_heads] - 1
-    wrong_head = ok_heads[fmt.slot_of(key_hash[head_entry], slots_num) != ok_heads]
+    wrong_head = ok_heads[ifmt.slot_of(key_hash[head_entry], slots_num) != ok_heads]
     problems.slots(
         wrong_head,
         lambda s: f"slot {s} heads a chain whose newest entry {int(slots[s])} hashes to another slot",
@@ -366,7 +368,7 @@ def _check_chains(
     )
     linked = np.flatnonzero((prev > 0) & (prev < number))
     cross = linked[
-        fmt.slot_of(key_hash[prev[linked] - 1], slots_num) != fmt.slot_of(key_hash[linked], slots_num)
+        ifmt.slot_of(key_hash[prev[linked] - 1], slots_num) != ifmt.slot_of(key_hash[linked], slots_num)
     ]
     problems.entries(cross, lambda i: f"entry {i + 1} links to entry {int(prev[i])} of another slot")
     refs = (
@@ -444,7 +446,7 @@ def _coverage(
     """
     # masks of the records, spread over their keys a run of keys at a time
     pos = table.position
-    is_indexed = (table.sys_flag & cl_fmt.TRANSACTION_MASK) != cl_fmt.TransactionType.ROLLBACK
+    is_indexed = (table.sys_flag & fmt.TRANSACTION_MASK) != fmt.TransactionType.ROLLBACK
     is_indexed &= pos >= cl_min
     if topic is not None:
         tid = table.topics.index(topic) if topic in table.topics else -1

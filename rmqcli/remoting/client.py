@@ -62,15 +62,15 @@ def _os_reason(exc: BaseException) -> str:
 def _frame_shaped(head: bytes) -> bool:
     """Whether ``head`` can begin a remoting frame (A.1): a length word of at least 4, then a
     serialize type JSON or ROCKETMQ and a header length within the frame."""
-    from formats import remoting as fmt
+    from formats import remoting as rfmt
 
-    if len(head) < fmt.FRAME_PREFIX_STRUCT.size:
+    if len(head) < rfmt.FRAME_PREFIX_STRUCT.size:
         return False
-    length, word = fmt.FRAME_PREFIX_STRUCT.unpack_from(head)
+    length, word = rfmt.FRAME_PREFIX_STRUCT.unpack_from(head)
     return (
         length >= 4
-        and fmt.serialize_type_of(word) in tuple(fmt.SerializeType)
-        and fmt.header_length_of(word) <= length - 4
+        and rfmt.serialize_type_of(word) in tuple(rfmt.SerializeType)
+        and rfmt.header_length_of(word) <= length - 4
     )
 
 

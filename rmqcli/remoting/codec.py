@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from formats import fastjson
-from formats import remoting as fmt
+from formats import remoting as rfmt
 from formats.javahash import hashmap_order
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from rmqcli.errors import NetworkError
@@ -330,11 +330,11 @@ def _int_field(obj: Mapping[str, Any], name: str) -> int:
 
 
 # --- ROCKETMQ binary header (A.4) --------------------------------------------------------------
-_FIXED = fmt.BINARY_HEADER_FIXED_STRUCT
-_REMARK_LEN = fmt.REMARK_LENGTH_STRUCT
-_EXT_LEN = fmt.EXT_FIELDS_LENGTH_STRUCT
-_KEY_LEN = fmt.EXT_KEY_LENGTH_STRUCT
-_VALUE_LEN = fmt.EXT_VALUE_LENGTH_STRUCT
+_FIXED = rfmt.BINARY_HEADER_FIXED_STRUCT
+_REMARK_LEN = rfmt.REMARK_LENGTH_STRUCT
+_EXT_LEN = rfmt.EXT_FIELDS_LENGTH_STRUCT
+_KEY_LEN = rfmt.EXT_KEY_LENGTH_STRUCT
+_VALUE_LEN = rfmt.EXT_VALUE_LENGTH_STRUCT
 
 
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -416,17 +416,19 @@ def decode_binary_header(data: bytes | memoryview) -> dict[str, Any]:
 
 
 # --- frames (A.1) ------------------------------------------------------------------------------
-def encode(cmd: RemotingCommand, *, max_frame_length: int = fmt.MAX_FRAME_LENGTH) -> bytes:
+def encode(cmd: RemotingCommand, *, max_frame_length: int = rfmt.MAX_FRAME_LENGTH) -> bytes:
     """The whole frame of ``cmd``: length, header-length word, header, body."""
     if cmd.serialize_type == SerializeType.ROCKETMQ:
         header = encode_binary_header(cmd)
     else:
         header = encode_json_header(cmd)
     body = cmd.body or b""
-    length = fmt.HEADER_WORD_SIZE + len(header) + len(body)
-    if len(header) > fmt.HEADER_LENGTH_MASK or length + fmt.LENGTH_FIELD_SIZE > max_frame_length:
+    length = rfmt.HEADER_WORD_SIZE + len(header) + len(body)
+    if len(header) > rfmt.HEADER_LENGTH_MASK or length + rfmt.LENGTH_FIELD_SIZE > max_frame_length:
         raise ProtocolError(f"a frame of {length + 4} bytes exceeds the {max_frame_length}-byte limit")
-    prefix = fmt.FRAME_PREFIX_STRUCT.pack(length, fmt.header_length_and_type(cmd.serialize_type, len(header)))
+    prefix = rfmt.FRAME_PREFIX_STRUCT.pack(
+        length, rfmt.header_length_and_type(cmd.serialize_type, len(header))
+    )
     return b"".join((prefix, header, body))
 
 
@@ -434,16 +436,16 @@ def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     """``RemotingCommand.decode`` of one whole frame (length word included)."""
     view = frame if type(frame) is bytes else memoryview(frame)  # bytes slices need no view
     n = len(view)
-    if n < fmt.FRAME_PREFIX_SIZE:
-        raise ProtocolError(f"a frame of {n} bytes is shorter than its {fmt.FRAME_PREFIX_SIZE}-byte prefix")
-    length, word = fmt.FRAME_PREFIX_STRUCT.unpack_from(view, 0)
-    if length != n - fmt.LENGTH_FIELD_SIZE:
+    if n < rfmt.FRAME_PREFIX_SIZE:
+        raise ProtocolError(f"a frame of {n} bytes is shorter than its {rfmt.FRAME_PREFIX_SIZE}-byte prefix")
+    length, word = rfmt.FRAME_PREFIX_STRUCT.unpack_from(view, 0)
+    if length != n - rfmt.LENGTH_FIELD_SIZE:
         raise ProtocolError(f"frame length field {length} does not match its {n} bytes")
-    serialize_type = fmt.serialize_type_of(word)
-    header_length = fmt.header_length_of(word)
-    if header_length > length - fmt.HEADER_WORD_SIZE:
+    serialize_type = rfmt.serialize_type_of(word)
+    header_length = rfmt.header_length_of(word)
+    if header_length > length - rfmt.HEADER_WORD_SIZE:
         raise ProtocolError(f"header length {header_length} exceeds the frame length {length}")
-    start = fmt.FRAME_PREFIX_SIZE
+    start = rfmt.FRAME_PREFIX_SIZE
     header = view[start : start + header_length]
     if serialize_type == SerializeType.JSON:
         fields = decode_json_header(header)
@@ -471,7 +473,7 @@ class FrameDecoder:
 
     __slots__ = ("_buffer", "max_frame_length")
 
-    def __init__(self, max_frame_length: int = fmt.MAX_FRAME_LENGTH):
+    def __init__(self, max_frame_length: int = rfmt.MAX_FRAME_LENGTH):
         self._buffer = bytearray()
         self.max_frame_length = max_frame_length
 
@@ -487,21 +489,21 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         buffer = self._buffer
-        if not buffer and type(data) is bytes and len(data) >= fmt.LENGTH_FIELD_SIZE:
-            (length,) = fmt.LENGTH_STRUCT.unpack_from(data, 0)
-            if 4 <= length and length + fmt.LENGTH_FIELD_SIZE == len(data) <= self.max_frame_length:
+        if not buffer and type(data) is bytes and len(data) >= rfmt.LENGTH_FIELD_SIZE:
+            (length,) = rfmt.LENGTH_STRUCT.unpack_from(data, 0)
+            if 4 <= length and length + rfmt.LENGTH_FIELD_SIZE == len(data) <= self.max_frame_length:
                 return [data]  # exactly one frame, the usual read of a request/response exchange
         buffer += data
         frames: list[bytes] = []
         pos = 0
         available = len(buffer)
-        length_struct = fmt.LENGTH_STRUCT
-        while available - pos >= fmt.LENGTH_FIELD_SIZE:
+        length_struct = rfmt.LENGTH_STRUCT
+        while available - pos >= rfmt.LENGTH_FIELD_SIZE:
             (length,) = length_struct.unpack_from(buffer, pos)
             if length < 4:
                 buffer.clear()
                 raise ProtocolError(f"bad frame length {length}")
-            total = length + fmt.LENGTH_FIELD_SIZE
+            total = length + rfmt.LENGTH_FIELD_SIZE
             if total > self.max_frame_length:
                 buffer.clear()
                 raise ProtocolError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from formats import checkpoint as fmt
+from formats import checkpoint as ckpt_fmt
 from rmqcli.errors import CorruptDataError, NotFoundError
 
 
@@ -19,22 +19,22 @@ class Checkpoint:
 
     @property
     def min_timestamp(self) -> int:
-        return fmt.min_timestamp(self.physic_msg_timestamp, self.logics_msg_timestamp)
+        return ckpt_fmt.min_timestamp(self.physic_msg_timestamp, self.logics_msg_timestamp)
 
     @property
     def min_timestamp_index(self) -> int:
-        return fmt.min_timestamp_index(
+        return ckpt_fmt.min_timestamp_index(
             self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp
         )
 
     def to_bytes(self) -> bytes:
-        return fmt.CheckpointPage.build(asdict(self))
+        return ckpt_fmt.CheckpointPage.build(asdict(self))
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str = "checkpoint") -> Checkpoint:
-        if len(data) < fmt.FIELDS_STRUCT.size:
-            raise CorruptDataError(f"checkpoint is {len(data)} bytes, expected {fmt.PAGE_SIZE}", path, 0)
-        return cls(*fmt.FIELDS_STRUCT.unpack_from(data, 0))
+        if len(data) < ckpt_fmt.FIELDS_STRUCT.size:
+            raise CorruptDataError(f"checkpoint is {len(data)} bytes, expected {ckpt_fmt.PAGE_SIZE}", path, 0)
+        return cls(*ckpt_fmt.FIELDS_STRUCT.unpack_from(data, 0))
 
 
 def read_checkpoint(path: Path) -> Checkpoint:

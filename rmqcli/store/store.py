@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import overload
 
-from formats import indexfile
+from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.errors import NotFoundError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
@@ -133,10 +133,10 @@ def _choose_index(settings: StoreSettings, sizes: list[int], explicit: frozenset
     counts = dict(Counter(sizes))
     if explicit & set(current):
         return SizeChoice("index", current, "config", counts)
-    fitting = [size for size in counts if indexfile.geometry_from_size(size) is not None]
+    fitting = [size for size in counts if ifmt.geometry_from_size(size) is not None]
     if not fitting:
         return SizeChoice("index", current, "default", counts)
-    slots, num = indexfile.geometry_from_size(max(fitting, key=lambda n: (counts[n], n)))  # type: ignore[misc]
+    slots, num = ifmt.geometry_from_size(max(fitting, key=lambda n: (counts[n], n)))  # type: ignore[misc]
     return SizeChoice("index", {"max_hash_slot_num": slots, "max_index_num": num}, "files", counts)
 
 

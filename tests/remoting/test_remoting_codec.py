@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats import remoting as fmt
+from formats import remoting as rfmt
 from rmqcli.remoting import codec
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -63,7 +63,7 @@ def route_request(serialize_type: int = 0) -> RemotingCommand:
     return RemotingCommand.request(
         RequestCode.GET_ROUTEINFO_BY_TOPIC,
         hd.GetRouteInfoRequestHeader(topic="TopicTest"),
-        serialize_type=fmt.SerializeType(serialize_type),
+        serialize_type=rfmt.SerializeType(serialize_type),
     )
 
 
@@ -83,7 +83,7 @@ def test_golden_json_route_request():
         None,
     )
     assert (
-        cmd.language is fmt.LanguageCode.JAVA
+        cmd.language is rfmt.LanguageCode.JAVA
         and cmd.header(hd.GetRouteInfoRequestHeader).topic == "TopicTest"
     )
 
@@ -94,12 +94,12 @@ def test_golden_binary_route_request():
     assert encode(route_request(1)) == frame
     assert decode(frame) == route_request(1)
     # the Construct declarations read the same bytes
-    parsed = fmt.Frame.parse(frame)
+    parsed = rfmt.Frame.parse(frame)
     assert (parsed.length, parsed.serialize_type, parsed.header_length, parsed.body) == (45, 1, 41, b"")
-    header = fmt.BinaryHeader.parse(parsed.header)
+    header = rfmt.BinaryHeader.parse(parsed.header)
     assert (header.code, header.language, header.version, header.opaque, header.flag) == (105, 0, 407, 0, 0)
     assert header.remark == "" and [(e.key, e.value) for e in header.ext_fields] == [("topic", "TopicTest")]
-    assert fmt.Frame.build(dict(serialize_type=1, header=parsed.header, body=b"")) == frame
+    assert rfmt.Frame.build(dict(serialize_type=1, header=parsed.header, body=b"")) == frame
 
 
 def test_golden_offset_response():
@@ -118,16 +118,16 @@ def test_golden_offset_response():
 
 
 def test_frame_prefix_helpers():
-    assert fmt.header_length_and_type(1, 41) == 0x01000029
-    assert (fmt.serialize_type_of(0x01000029), fmt.header_length_of(0x01000029)) == (1, 41)
-    assert fmt.MAX_FRAME_LENGTH == 16777216
-    assert (fmt.FLAG_RESPONSE, fmt.FLAG_ONEWAY) == (1, 2)
-    assert fmt.LanguageCode.RUST == 12 and fmt.LanguageCode["CPP"] == 1
+    assert rfmt.header_length_and_type(1, 41) == 0x01000029
+    assert (rfmt.serialize_type_of(0x01000029), rfmt.header_length_of(0x01000029)) == (1, 41)
+    assert rfmt.MAX_FRAME_LENGTH == 16777216
+    assert (rfmt.FLAG_RESPONSE, rfmt.FLAG_ONEWAY) == (1, 2)
+    assert rfmt.LanguageCode.RUST == 12 and rfmt.LanguageCode["CPP"] == 1
 
 
 # --- JSON headers from other clients (A.3) -----------------------------------------------------
 def json_frame(header: bytes, body: bytes = b"") -> bytes:
-    return fmt.FRAME_PREFIX_STRUCT.pack(4 + len(header) + len(body), len(header)) + header + body
+    return rfmt.FRAME_PREFIX_STRUCT.pack(4 + len(header) + len(body), len(header)) + header + body
 
 
 def test_cpp_style_json_header():
@@ -138,7 +138,7 @@ def test_cpp_style_json_header():
         b'"remark":"","version":63}\n'
     )
     cmd = decode(json_frame(header, b"hello"))
-    assert cmd.language == fmt.LanguageCode.CPP and cmd.remark == "" and cmd.body == b"hello"
+    assert cmd.language == rfmt.LanguageCode.CPP and cmd.remark == "" and cmd.body == b"hello"
     assert cmd.ext_fields["defaultTopicQueueNums"] == "4" and cmd.ext_fields["AccessKey"] == ""
     send = hd.parse_send_header(cmd.code, cmd.ext_fields)
     assert (send.queue_id, send.born_timestamp, send.batch, send.unit_mode) == (
@@ -164,7 +164,7 @@ def test_ali_ons_style_json_header():
 def test_json_header_leniency_and_errors():
     cmd = decode(json_frame(b'{"code":34,"language":0,"opaque":"9","flag":0}'))
     assert (cmd.code, cmd.language, cmd.opaque, cmd.version, cmd.ext_fields) == (34, 0, 9, 0, {})
-    assert decode(json_frame(b'{"code":1,"language":"SMALLTALK"}')).language == fmt.LanguageCode.OTHER
+    assert decode(json_frame(b'{"code":1,"language":"SMALLTALK"}')).language == rfmt.LanguageCode.OTHER
     for bad in (b"[1]", b"{", b'{"code":"x"}', b'{"code":1,"extFields":3}', b"\xff\xfe"):
         with pytest.raises(ProtocolError):
             decode(json_frame(bad))
@@ -207,14 +207,14 @@ def test_response_flags_and_names():
 
 
 def test_binary_header_null_strings_and_limits():
-    cmd = RemotingCommand(code=1, remark="", ext_fields={"k": ""}, serialize_type=fmt.SerializeType.ROCKETMQ)
+    cmd = RemotingCommand(code=1, remark="", ext_fields={"k": ""}, serialize_type=rfmt.SerializeType.ROCKETMQ)
     back = decode(encode(cmd))
     assert back.remark is None and back.ext_fields == {}
     with pytest.raises(ProtocolError, match="int16"):
-        encode(RemotingCommand(code=200050, serialize_type=fmt.SerializeType.ROCKETMQ))
+        encode(RemotingCommand(code=200050, serialize_type=rfmt.SerializeType.ROCKETMQ))
     assert decode(encode(RemotingCommand(code=200050))).code == 200050  # JSON can carry 5.x POP codes
     with pytest.raises(ProtocolError, match="exceeds"):
-        encode(RemotingCommand(code=1, body=b"\0" * fmt.MAX_FRAME_LENGTH))
+        encode(RemotingCommand(code=1, body=b"\0" * rfmt.MAX_FRAME_LENGTH))
 
 
 # --- hypothesis: commands and frames -----------------------------------------------------------
@@ -230,7 +230,7 @@ def commands(draw, serialize_type=None):
     binary = kind == 1
     return RemotingCommand(
         code=draw(INT16 if binary else INT32),
-        language=draw(st.sampled_from(list(fmt.LanguageCode))),
+        language=draw(st.sampled_from(list(rfmt.LanguageCode))),
         version=draw(INT16 if binary else INT32),
         opaque=draw(INT32),
         flag=draw(INT32),
@@ -239,7 +239,7 @@ def commands(draw, serialize_type=None):
             st.dictionaries(NONEMPTY if binary else TEXT, NONEMPTY if binary else TEXT, max_size=6)
         ),
         body=draw(st.binary(max_size=64)),
-        serialize_type=fmt.SerializeType(kind),
+        serialize_type=rfmt.SerializeType(kind),
     )
 
 
@@ -255,7 +255,7 @@ def test_command_round_trip(cmd):
 @given(commands(serialize_type=1))
 def test_binary_header_matches_construct_declaration(cmd):
     header = codec.encode_binary_header(cmd)
-    declared = fmt.BinaryHeader.build(
+    declared = rfmt.BinaryHeader.build(
         dict(
             code=cmd.code,
             language=int(cmd.language),
@@ -267,10 +267,10 @@ def test_binary_header_matches_construct_declaration(cmd):
         )
     )
     assert header == declared
-    parsed = fmt.BinaryHeader.parse(header)
+    parsed = rfmt.BinaryHeader.parse(header)
     assert {e.key: e.value for e in parsed.ext_fields} == cmd.ext_fields
     frame = encode(cmd)
-    assert fmt.Frame.parse(frame).header == header
+    assert rfmt.Frame.parse(frame).header == header
 
 
 @settings(max_examples=100, deadline=None)
@@ -297,8 +297,8 @@ def test_random_bytes_raise_only_protocol_error(data):
     except ProtocolError:
         pass
     for serialize_type in (0, 1):  # a valid prefix around random header bytes
-        frame = fmt.FRAME_PREFIX_STRUCT.pack(
-            4 + len(data), fmt.header_length_and_type(serialize_type, len(data))
+        frame = rfmt.FRAME_PREFIX_STRUCT.pack(
+            4 + len(data), rfmt.header_length_and_type(serialize_type, len(data))
         )
         try:
             decode(frame + data)
@@ -324,17 +324,17 @@ def test_random_binary_headers_raise_only_protocol_error():
 
 def test_frame_decoder_rejects_bad_lengths_early():
     with pytest.raises(ProtocolError, match="exceeds"):
-        FrameDecoder().feed((fmt.MAX_FRAME_LENGTH - 3).to_bytes(4, "big"))
+        FrameDecoder().feed((rfmt.MAX_FRAME_LENGTH - 3).to_bytes(4, "big"))
     assert (
-        FrameDecoder().feed((fmt.MAX_FRAME_LENGTH - 4).to_bytes(4, "big")) == []
+        FrameDecoder().feed((rfmt.MAX_FRAME_LENGTH - 4).to_bytes(4, "big")) == []
     )  # exactly 16 MiB is allowed
     for length in (-1, 0, 3):
         with pytest.raises(ProtocolError, match="bad frame length"):
             FrameDecoder().feed(length.to_bytes(4, "big", signed=True))
     with pytest.raises(ProtocolError, match="header length"):
-        decode(fmt.FRAME_PREFIX_STRUCT.pack(4, 5))
+        decode(rfmt.FRAME_PREFIX_STRUCT.pack(4, 5))
     with pytest.raises(ProtocolError, match="serialize type"):
-        decode(fmt.FRAME_PREFIX_STRUCT.pack(4, 0x02000000))
+        decode(rfmt.FRAME_PREFIX_STRUCT.pack(4, 0x02000000))
 
 
 # --- custom headers (A.5, B.6) -----------------------------------------------------------------
@@ -553,9 +553,9 @@ def test_random_bodies_raise_only_body_error(data):
 
 
 def test_construct_frame_declaration_round_trip():
-    frame = fmt.Frame.build(dict(serialize_type=0, header=b"{}", body=b"xyz"))
+    frame = rfmt.Frame.build(dict(serialize_type=0, header=b"{}", body=b"xyz"))
     assert frame == bytes.fromhex("00000009 00000002") + b"{}xyz"
-    parsed = fmt.Frame.parse(frame)
+    parsed = rfmt.Frame.parse(frame)
     assert (parsed.serialize_type, parsed.header, parsed.body) == (0, b"{}", b"xyz")
     with pytest.raises(cs.ConstructError):
-        fmt.Frame.parse(bytes.fromhex("00000009 00000020") + b"{}xyz")
+        rfmt.Frame.parse(bytes.fromhex("00000009 00000020") + b"{}xyz")

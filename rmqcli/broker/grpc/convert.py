@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from formats import commitlog as cfmt
+from formats import commitlog as fmt
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.context import CallContext
 from rmqcli.broker.names import is_system_topic, validate_topic
@@ -214,9 +214,9 @@ def sys_flag_of(message: Any) -> int:
     """``buildSysFlag``: COMPRESSED for a GZIP body, TRANSACTION_PREPARED for a transaction."""
     flag = 0
     if message.system_properties.body_encoding == GZIP:
-        flag |= cfmt.COMPRESSED_FLAG
+        flag |= fmt.COMPRESSED_FLAG
     if message.system_properties.message_type == TRANSACTION:
-        flag |= int(cfmt.TransactionType.PREPARED)
+        flag |= int(fmt.TransactionType.PREPARED)
     return flag
 
 
@@ -296,7 +296,7 @@ def message_of_record(d: Any, record: Any, topic: str | None = None) -> Any:
     sp.message_id = props.get(UNIQ_KEY) or record.msg_id
     sp.body_digest.type = d.MD5
     sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
-    sp.body_encoding = GZIP if record.sys_flag & cfmt.COMPRESSED_FLAG else 1  # IDENTITY
+    sp.body_encoding = GZIP if record.sys_flag & fmt.COMPRESSED_FLAG else 1  # IDENTITY
     sp.message_type = message_type_of(props)
     sp.born_timestamp.FromMilliseconds(record.born_timestamp)
     sp.born_host = props.get(BORN_HOST) or record.born_host

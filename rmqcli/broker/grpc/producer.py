@@ -33,7 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from formats import commitlog as cfmt
+from formats import commitlog as fmt
 from rmqcli.broker.grpc import convert
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc.context import CallContext
@@ -136,7 +136,7 @@ class Producer:
             sys_flag=out.sys_flag,
             born_timestamp=out.born_timestamp,
             flag=0,
-            properties=cfmt.encode_properties_as_broker(out.properties).decode("utf-8"),
+            properties=fmt.encode_properties_as_broker(out.properties).decode("utf-8"),
             reconsume_times=0,
         )
         return RemotingCommand.request(RC.SEND_MESSAGE, header, out.body)

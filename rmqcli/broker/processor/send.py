@@ -36,7 +36,7 @@ import zlib
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
-from formats import commitlog as cfmt
+from formats import commitlog as fmt
 from formats.javatext import parse_boolean
 from formats.remoting import FLAG_RESPONSE, SerializeType
 from rmqcli.broker.ha.config import SYNC_MASTER
@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
 MAX_PROPERTIES_LENGTH = 32767
-_BATCH_HEAD = cfmt.BATCH_ELEMENT_HEAD_STRUCT  # the declaration: formats.commitlog.BatchElement
-_PROPS_LEN = cfmt.PROPERTIES_LENGTH_STRUCT
+_BATCH_HEAD = fmt.BATCH_ELEMENT_HEAD_STRUCT  # the declaration: formats.commitlog.BatchElement
+_PROPS_LEN = fmt.PROPERTIES_LENGTH_STRUCT
 
 
 class SendError(Refusal):
@@ -125,7 +125,7 @@ def decode_batch(body: bytes) -> list[BatchElement]:
         p = start + body_len + _PROPS_LEN.size
         if props_len < 0 or p + props_len > pos + total:
             raise SendError(RS.MESSAGE_ILLEGAL, f"bad batch element properties at byte {pos}")
-        props = cfmt.decode_properties(body[p : p + props_len])
+        props = fmt.decode_properties(body[p : p + props_len])
         elements.append(BatchElement(payload, props, flag))
         pos += total
     if not elements:
@@ -136,7 +136,7 @@ def decode_batch(body: bytes) -> list[BatchElement]:
 def batch_body(body: bytes, sys_flag: int) -> bytes:
     """The encoded batch; inflated first when the sender compressed it as a whole (the C++ client
     compresses a batch body over 4 KiB and sets the compressed bit, B.6)."""
-    if not sys_flag & cfmt.COMPRESSED_FLAG:
+    if not sys_flag & fmt.COMPRESSED_FLAG:
         return body
     try:
         return zlib.decompress(body)
@@ -185,10 +185,10 @@ def parse(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Message
     props_text = h.properties or ""
     if len(props_text.encode("utf-8")) > MAX_PROPERTIES_LENGTH:
         raise SendError(RS.MESSAGE_ILLEGAL, "message properties length too long")
-    props = cfmt.decode_properties(props_text)
+    props = fmt.decode_properties(props_text)
     sys_flag = h.sys_flag
     if topic.get("topicFilterType") == "MULTI_TAG":
-        sys_flag |= cfmt.MULTI_TAGS_FLAG
+        sys_flag |= fmt.MULTI_TAGS_FLAG
     batch = is_batch(req)
     if not batch and is_transactional(props) and ctl.config.reject_transaction_message:
         raise SendError(
@@ -203,7 +203,7 @@ def parse(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Message
             queue_id,
             decode_batch(batch_body(req.body, sys_flag)),
             props,
-            sys_flag=sys_flag & ~cfmt.COMPRESSED_FLAG,
+            sys_flag=sys_flag & ~fmt.COMPRESSED_FLAG,
             born_timestamp=h.born_timestamp,
             born_host=born,
             reconsume_times=h.reconsume_times or 0,
@@ -315,7 +315,7 @@ def stored_response(
 
 def wait_store_msg_ok(properties: Mapping[str, str]) -> bool:
     """``Message.isWaitStoreMsgOK``: true without ``WAIT``, else ``Boolean.parseBoolean`` of it."""
-    wait = properties.get(cfmt.PROPERTY_WAIT)
+    wait = properties.get(fmt.PROPERTY_WAIT)
     return wait is None or parse_boolean(wait)
 
 

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from formats import commitlog as cfmt
-from formats import remoting as fmt
+from formats import commitlog as fmt
+from formats import remoting as rfmt
 from formats.remoting import FLAG_ONEWAY, FLAG_RESPONSE, HEADER_LENGTH_MASK, SerializeType
 from rmqcli.broker.ha.config import SYNC_MASTER
 from rmqcli.broker.ha.member import Replicated
@@ -98,7 +98,7 @@ _NUMBERS = {
     for code, keys in _KEYS.items()
 }
 _MAX_DIGITS = len(str(_LONG_MAX))  # longer digit strings (leading zeros, or past int()'s limit) are declined
-_JSON_TYPE_BITS = fmt.header_length_and_type(SerializeType.JSON, 0)  # the header-length word's type byte
+_JSON_TYPE_BITS = rfmt.header_length_and_type(SerializeType.JSON, 0)  # the header-length word's type byte
 _NAME_VERDICTS_MAX = 4096  # topic names remembered by ``SendLane._sendable_name``
 _SENTINELS = ("@@msgId@@", "@@queueId@@", "@@queueOffset@@")
 _OPAQUE_SENTINEL = 918273645
@@ -155,17 +155,17 @@ def _cut_answer_format(region: str, trace_on: str, msg_id_prefix: str) -> bytes 
 def _request(frame: bytes) -> tuple[tuple[int, int, int, dict], bytes] | None:
     """``(code, opaque, request flag, extFields)`` and the body of a JSON frame whose top-level
     fields both paths read alike, with the code of a single send; else ``None``."""
-    length, word = fmt.FRAME_PREFIX_STRUCT.unpack_from(frame, 0)
+    length, word = rfmt.FRAME_PREFIX_STRUCT.unpack_from(frame, 0)
     header_length = word & HEADER_LENGTH_MASK
     if (
         word - header_length != _JSON_TYPE_BITS
-        or length != len(frame) - fmt.LENGTH_FIELD_SIZE
-        or header_length > length - fmt.HEADER_WORD_SIZE
+        or length != len(frame) - rfmt.LENGTH_FIELD_SIZE
+        or header_length > length - rfmt.HEADER_WORD_SIZE
     ):
         return None
-    header_end = fmt.FRAME_PREFIX_SIZE + header_length
+    header_end = rfmt.FRAME_PREFIX_SIZE + header_length
     try:
-        obj = orjson.loads(frame[fmt.FRAME_PREFIX_SIZE : header_end])
+        obj = orjson.loads(frame[rfmt.FRAME_PREFIX_SIZE : header_end])
     except orjson.JSONDecodeError:
         return None
     if type(obj) is not dict:
@@ -221,7 +221,7 @@ class SendLane:
     def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
         host = ctl.writer.store_host
-        self._msg_id_prefix = cfmt.offset_msg_id(host.address, host.port, 0)[:-16]
+        self._msg_id_prefix = fmt.offset_msg_id(host.address, host.port, 0)[:-16]
         self._formats: dict[tuple[str, object], bytes | None] = {}
         self._name_verdicts: dict[str, bool] = {}
 
@@ -288,7 +288,7 @@ class SendLane:
             b"opaque": opaque,
         }
         n = len(header)
-        answer = fmt.FRAME_PREFIX_STRUCT.pack(fmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
+        answer = rfmt.FRAME_PREFIX_STRUCT.pack(rfmt.HEADER_WORD_SIZE + n, _JSON_TYPE_BITS | n) + header
         if not (flush or wait):
             return answer
         stored = (opaque, f"{self._msg_id_prefix}{physical:016X}", queue_id, queue_offset)
@@ -313,11 +313,11 @@ class SendLane:
             or len(body) > self.ctl.config.max_message_size
             or not properties.isascii()
             or len(properties) > MAX_PROPERTIES_LENGTH
-            or sys_flag & cfmt.TRANSACTION_MASK
+            or sys_flag & fmt.TRANSACTION_MASK
         ):
             return None
-        props = cfmt.decode_properties(properties)
-        if "TRAN_MSG" in props or cfmt.PROPERTY_DELAY in props or has_trigger(props):
+        props = fmt.decode_properties(properties)
+        if "TRAN_MSG" in props or fmt.PROPERTY_DELAY in props or has_trigger(props):
             return None
         return props
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from formats import indexfile as fmt
+from formats import indexfile as ifmt
 from rmqcli.errors import CorruptDataError, NotFoundError
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import is_index_name
@@ -32,10 +32,10 @@ class IndexHeader:
 def read_header(path: Path) -> IndexHeader:
     """The header of the index file at ``path``, read without mapping the file."""
     with open(path, "rb") as handle:
-        data = handle.read(fmt.HEADER_SIZE)
-    if len(data) < fmt.HEADER_SIZE:
+        data = handle.read(ifmt.HEADER_SIZE)
+    if len(data) < ifmt.HEADER_SIZE:
         raise CorruptDataError(f"index file is {len(data)} bytes, shorter than its header", str(path))
-    return IndexHeader(*fmt.HEADER_STRUCT.unpack(data))
+    return IndexHeader(*ifmt.HEADER_STRUCT.unpack(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ class IndexFile:
         self.path = path
         self.mapped = MappedFile(path, 0, path.stat().st_size)
         if hash_slot_num is None or index_num is None:
-            geometry = fmt.geometry_from_size(self.mapped.size)
+            geometry = ifmt.geometry_from_size(self.mapped.size)
             if geometry is None:
                 raise CorruptDataError(
                     f"a {self.mapped.size}-byte index file does not have the default 1:4 slots to entries; "
@@ -62,14 +62,14 @@ class IndexFile:
             hash_slot_num, index_num = geometry
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
-        expected = fmt.file_size(hash_slot_num, index_num)
+        expected = ifmt.file_size(hash_slot_num, index_num)
         if self.mapped.size != expected:
             raise CorruptDataError(
                 f"index file is {self.mapped.size} bytes; {hash_slot_num} slots and {index_num} entries "
                 f"need {expected}",
                 str(path),
             )
-        self.header = IndexHeader(*fmt.HEADER_STRUCT.unpack_from(self.mapped.map(), 0))
+        self.header = IndexHeader(*ifmt.HEADER_STRUCT.unpack_from(self.mapped.map(), 0))
 
     @property
     def name(self) -> str:
@@ -81,28 +81,28 @@ class IndexFile:
         return max(self.header.index_count, 1)
 
     def slot(self, slot: int) -> int:
-        return fmt.SLOT_STRUCT.unpack_from(self.mapped.map(), fmt.slot_position(slot))[0]
+        return ifmt.SLOT_STRUCT.unpack_from(self.mapped.map(), ifmt.slot_position(slot))[0]
 
     def entry(self, index_no: int) -> IndexEntry:
-        pos = fmt.entry_position(index_no, self.hash_slot_num)
+        pos = ifmt.entry_position(index_no, self.hash_slot_num)
         buf = self.mapped.map()
-        if pos + fmt.ENTRY_SIZE > len(buf):
+        if pos + ifmt.ENTRY_SIZE > len(buf):
             raise CorruptDataError(f"index entry {index_no} past the end of the file", str(self.path), pos)
-        return IndexEntry(index_no, *fmt.ENTRY_STRUCT.unpack_from(buf, pos))
+        return IndexEntry(index_no, *ifmt.ENTRY_STRUCT.unpack_from(buf, pos))
 
     def entries(self) -> Iterator[IndexEntry]:
         """Entries 1 .. indexCount-1 in write order."""
         buf = self.mapped.map()
-        start = fmt.entry_position(1, self.hash_slot_num)
+        start = ifmt.entry_position(1, self.hash_slot_num)
         count = min(self.effective_count, self.index_num) - 1
-        end = min(start + count * fmt.ENTRY_SIZE, len(buf))
-        for i, fields in enumerate(fmt.ENTRY_STRUCT.iter_unpack(buf[start:end]), start=1):
+        end = min(start + count * ifmt.ENTRY_SIZE, len(buf))
+        for i, fields in enumerate(ifmt.ENTRY_STRUCT.iter_unpack(buf[start:end]), start=1):
             yield IndexEntry(i, *fields)
 
     def used_slots(self) -> Iterator[tuple[int, int]]:
         buf = self.mapped.map()
-        table = buf[fmt.HEADER_SIZE : fmt.slot_position(self.hash_slot_num)]
-        for slot, (value,) in enumerate(fmt.SLOT_STRUCT.iter_unpack(table)):
+        table = buf[ifmt.HEADER_SIZE : ifmt.slot_position(self.hash_slot_num)]
+        for slot, (value,) in enumerate(ifmt.SLOT_STRUCT.iter_unpack(table)):
             if value:
                 yield slot, value
 
@@ -117,10 +117,10 @@ class IndexFile:
 
     def select(self, key: str, max_num: int, begin: int, end: int, found: list[int]) -> None:
         """``IndexFile.selectPhyOffset``: append matching offsets, newest first, to ``found``."""
-        key_hash = fmt.key_hash(key)
+        key_hash = ifmt.key_hash(key)
         count = self.effective_count
-        slot_value = self.slot(fmt.slot_of(key_hash, self.hash_slot_num))
-        if slot_value <= fmt.INVALID_INDEX or slot_value > count or count <= 1:
+        slot_value = self.slot(ifmt.slot_of(key_hash, self.hash_slot_num))
+        if slot_value <= ifmt.INVALID_INDEX or slot_value > count or count <= 1:
             return
         index_no = slot_value
         seen = 0
@@ -133,7 +133,7 @@ class IndexFile:
             if entry.key_hash == key_hash and begin <= time_read <= end:
                 found.append(entry.phy_offset)
             prev = entry.prev_index
-            if prev <= fmt.INVALID_INDEX or prev > count or prev == index_no or time_read < begin:
+            if prev <= ifmt.INVALID_INDEX or prev > count or prev == index_no or time_read < begin:
                 break
             index_no = prev
 
@@ -154,7 +154,7 @@ class IndexService:
         hash_slot_num: int | None = None,
         index_num: int | None = None,
         *,
-        cap: int | None = fmt.MAX_QUERY_RESULTS,
+        cap: int | None = ifmt.MAX_QUERY_RESULTS,
     ):
         self.directory = directory
         self.files: list[IndexFile] = []
@@ -174,7 +174,7 @@ class IndexService:
         self,
         topic: str,
         key: str,
-        max_num: int = fmt.MAX_QUERY_RESULTS,
+        max_num: int = ifmt.MAX_QUERY_RESULTS,
         begin: int = 0,
         end: int = JAVA_LONG_MAX,
     ) -> list[int]:
@@ -182,7 +182,7 @@ class IndexService:
         if self.cap is not None:
             max_num = min(max_num, self.cap)
         found: list[int] = []
-        full_key = fmt.index_key(topic, key)
+        full_key = ifmt.index_key(topic, key)
         for f in reversed(self.files):
             if f.is_time_matched(begin, end):
                 f.select(full_key, max_num, begin, end, found)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from formats import commitlog as cfmt
-from formats import indexfile as fmt
+from formats import commitlog as fmt
+from formats import indexfile as ifmt
 from rmqcli.store.naming import is_index_name
 from rmqcli.store.write.files import map_writable
 from rmqcli.store.write.messages import INDEXED_TRANSACTION_TYPES
@@ -19,7 +19,7 @@ class IndexFileWriter:
         self.path = path
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
-        size = fmt.file_size(hash_slot_num, index_num)
+        size = ifmt.file_size(hash_slot_num, index_num)
         self._map = map_writable(path, size)
         (
             self.begin_timestamp,
@@ -28,9 +28,9 @@ class IndexFileWriter:
             self.end_phy_offset,
             self.hash_slot_count,
             index_count,
-        ) = fmt.HEADER_STRUCT.unpack_from(self._map, 0)
+        ) = ifmt.HEADER_STRUCT.unpack_from(self._map, 0)
         self.index_count = max(index_count, 1)  # IndexHeader: starts at 1, loaded <= 0 becomes 1
-        self._entries_base = fmt.entry_position(0, hash_slot_num)
+        self._entries_base = ifmt.entry_position(0, hash_slot_num)
 
     @classmethod
     def create(
@@ -55,7 +55,7 @@ class IndexFileWriter:
         return self.index_count >= self.index_num
 
     def _write_header(self) -> None:
-        fmt.HEADER_STRUCT.pack_into(
+        ifmt.HEADER_STRUCT.pack_into(
             self._map,
             0,
             self.begin_timestamp,
@@ -70,26 +70,26 @@ class IndexFileWriter:
         """``IndexFile.putKey``; False when the file is full."""
         if self.index_count >= self.index_num:
             return False
-        hashed = fmt.key_hash(key)
-        slot_pos = fmt.slot_position(fmt.slot_of(hashed, self.hash_slot_num))
-        slot_value = fmt.SLOT_STRUCT.unpack_from(self._map, slot_pos)[0]
-        if slot_value <= fmt.INVALID_INDEX or slot_value > self.index_count:
-            slot_value = fmt.INVALID_INDEX
-        time_diff = fmt.time_diff_seconds(store_timestamp, self.begin_timestamp)
+        hashed = ifmt.key_hash(key)
+        slot_pos = ifmt.slot_position(ifmt.slot_of(hashed, self.hash_slot_num))
+        slot_value = ifmt.SLOT_STRUCT.unpack_from(self._map, slot_pos)[0]
+        if slot_value <= ifmt.INVALID_INDEX or slot_value > self.index_count:
+            slot_value = ifmt.INVALID_INDEX
+        time_diff = ifmt.time_diff_seconds(store_timestamp, self.begin_timestamp)
         count = self.index_count
-        fmt.ENTRY_STRUCT.pack_into(
+        ifmt.ENTRY_STRUCT.pack_into(
             self._map,
-            self._entries_base + count * fmt.ENTRY_SIZE,
+            self._entries_base + count * ifmt.ENTRY_SIZE,
             hashed,
             phy_offset,
             time_diff,
             slot_value,
         )
-        fmt.SLOT_STRUCT.pack_into(self._map, slot_pos, count)
+        ifmt.SLOT_STRUCT.pack_into(self._map, slot_pos, count)
         if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
-        if slot_value == fmt.INVALID_INDEX:
+        if slot_value == ifmt.INVALID_INDEX:
             self.hash_slot_count += 1
         self.index_count = count + 1
         self.end_phy_offset = phy_offset
@@ -172,14 +172,14 @@ class IndexWriter:
         f = self.last_file(store_timestamp)
         if phy_offset < f.end_phy_offset:
             return
-        if sys_flag & cfmt.TRANSACTION_MASK not in INDEXED_TRANSACTION_TYPES:
+        if sys_flag & fmt.TRANSACTION_MASK not in INDEXED_TRANSACTION_TYPES:
             return
         if uniq_key is not None:
-            f = self._put(f, fmt.index_key(topic, uniq_key), phy_offset, store_timestamp)
+            f = self._put(f, ifmt.index_key(topic, uniq_key), phy_offset, store_timestamp)
         if keys:
-            for key in keys.split(cfmt.KEY_SEPARATOR):
+            for key in keys.split(fmt.KEY_SEPARATOR):
                 if key:
-                    f = self._put(f, fmt.index_key(topic, key), phy_offset, store_timestamp)
+                    f = self._put(f, ifmt.index_key(topic, key), phy_offset, store_timestamp)
 
     def flush(self) -> None:
         for f in self.files:
