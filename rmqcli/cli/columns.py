@@ -1,8 +1,7 @@
-"""The table columns several commands show: one declaration per field, used by every table that
-shows it (a record's topic, queue id and offsets, a count of messages, a file...).
-
-A column is its key (``render.Column``): a table shows the same field the same way in every
-command. ``number`` is a right-aligned column (counts, offsets, sizes, ids).
+"""The table columns several commands show, one declaration each: a field (its key), its header
+and how it is drawn are the same in every table that shows it (a record's topic, queue id and
+offsets, a count of messages, a file...). ``number`` makes the right-aligned column of a count,
+an offset, a size or an id among a table's own fields.
 
 Kept light: only ``render`` at import time.
 """

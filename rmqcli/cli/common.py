@@ -93,6 +93,18 @@ output_only = with_options(_output)
 """``--output`` and ``--json`` after a command's own options."""
 
 
+def command_group(name: str, help: str) -> typer.Typer:
+    """A group of ``rmq`` subcommands (``msgid``, ``offsets``, ``pipeline``), set up as ``rmq``
+    itself: ``-h`` for help, plain text, and its help when run without a subcommand."""
+    return typer.Typer(
+        name=name,
+        help=help,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+
 def stored_time_option(flag: str, what: str, side: str) -> Any:
     """``FLAG TIME``: only ``what`` stored at or ``side`` (after, before) TIME, read by ``parse_time``."""
     help_ = f"Only {what} stored at or {side} TIME (epoch ms or ISO-8601)."

@@ -9,16 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from rmqcli.cli.columns import FILE, OFFSET, POSITION, number
-from rmqcli.cli.common import Common, ConfigOpt, config_output, output_only
+from rmqcli.cli.common import Common, ConfigOpt, command_group, config_output, output_only
 from rmqcli.cli.render import Column, OutputFormat
 
-msgid_app = typer.Typer(
-    name="msgid",
-    help="Message ids, offline.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+msgid_app = command_group("msgid", "Message ids, offline.")
 
 ID_COLUMNS = [
     Column("id", "MsgId"),

@@ -8,17 +8,14 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import parse_time
+from rmqcli.cli.common import command_group, parse_time
 from rmqcli.cli.repair import Repair, repair_command
 
-app = typer.Typer(
-    name="offsets",
-    help="Change committed consumer offsets (config/consumerOffset.json) of a stopped broker's store: "
+app = command_group(
+    "offsets",
+    "Change committed consumer offsets (config/consumerOffset.json) of a stopped broker's store: "
     "reset a topic's queues to a time, their min or their max, set one queue, or merge another store's "
     "offsets (the larger per queue). Nothing changes without --yes; the old file is backed up.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
 )
 GroupOpt = Annotated[str, typer.Option("--group", "-g", help="The consumer group.")]
 TopicOpt = Annotated[str, typer.Option("--topic", "-t", help="The topic.")]

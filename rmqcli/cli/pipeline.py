@@ -42,6 +42,7 @@ from rmqcli.cli.common import (
     RebuildTopicOpt,
     SinceOpt,
     UntilOpt,
+    command_group,
     parse_time,
     rebuild_targets,
     with_options,
@@ -94,13 +95,7 @@ also writes into the stores from the driver. While jobs run, a progress line (ta
 is shown on stderr when it is a terminal.
 """
 
-app = typer.Typer(
-    name="pipeline",
-    help=HELP,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+app = command_group("pipeline", HELP)
 
 
 @dataclass(frozen=True)
