@@ -96,17 +96,21 @@ def sent(n: int, prefix: str, **extra: str) -> list[dict]:
     return [{"body": f"{prefix}{i}", "tag": "T", "key": f"{prefix}{i}", **extra} for i in range(n)]
 
 
+def steps(server: ServeProcess, group: str, topic: str, *ops: dict, **more: object) -> dict:
+    """The driver's spec for ``ops`` run in turn by a consumer of ``group`` on ``topic`` of
+    ``server``, 5 s given to its start (``more``: other keys of the spec)."""
+    return {"endpoint": server.grpc, "group": group, "topic": topic, "await": 5, **more, "steps": list(ops)}
+
+
 @needs_client5
 def test_receive_ack_then_nothing_and_the_group_is_online(server: ServeProcess, tmp_path: Path) -> None:
-    spec = {
-        "endpoint": server.grpc, "group": "GC1", "topic": "TopicC1", "await": 5,
-        "steps": [
-            {"op": "send", "messages": sent(5, "a")},
-            {"op": "receive", "count": 5, "within": 20, "invisible": 20},
-            {"op": "receive", "invisible": 20},
-            {"op": "sleep", "s": 1.5},  # the first heartbeat
-        ],
-    }  # fmt: skip
+    spec = steps(
+        server, "GC1", "TopicC1",
+        {"op": "send", "messages": sent(5, "a")},
+        {"op": "receive", "count": 5, "within": 20, "invisible": 20},
+        {"op": "receive", "invisible": 20},
+        {"op": "sleep", "s": 1.5},  # the first heartbeat
+    )  # fmt: skip
     proc = subprocess.Popen(
         consumer5_cmd(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "HOME": str(tmp_path)},
@@ -140,15 +144,13 @@ def test_receive_ack_then_nothing_and_the_group_is_online(server: ServeProcess, 
 
 @needs_client5
 def test_change_invisible_duration_then_redelivery_as_attempt_2(server: ServeProcess, tmp_path: Path) -> None:
-    spec = {
-        "endpoint": server.grpc, "group": "GC2", "topic": "TopicC2", "await": 5,
-        "steps": [
-            {"op": "send", "messages": sent(2, "b")},
-            {"op": "receive", "count": 2, "within": 20, "invisible": 30, "change": 2},
-            {"op": "receive", "count": 2, "within": 25, "invisible": 30},
-            {"op": "receive", "invisible": 20},
-        ],
-    }  # fmt: skip
+    spec = steps(
+        server, "GC2", "TopicC2",
+        {"op": "send", "messages": sent(2, "b")},
+        {"op": "receive", "count": 2, "within": 20, "invisible": 30, "change": 2},
+        {"op": "receive", "count": 2, "within": 25, "invisible": 30},
+        {"op": "receive", "invisible": 20},
+    )  # fmt: skip
     ids, first, again, after = consumer5(spec, tmp_path)["steps"]
     assert sorted(m["body"] for m in first) == ["b0", "b1"] and {m["attempt"] for m in first} == {1}
     assert sorted(m["body"] for m in again) == ["b0", "b1"] and {m["attempt"] for m in again} == {2}
@@ -158,15 +160,13 @@ def test_change_invisible_duration_then_redelivery_as_attempt_2(server: ServePro
 
 @needs_client5
 def test_an_unacked_message_goes_to_the_dlq_after_its_attempts(server: ServeProcess, tmp_path: Path) -> None:
-    spec = {
-        "endpoint": server.grpc, "group": "GC3", "topic": "TopicC3", "await": 5,
-        "steps": [
-            {"op": "send", "messages": sent(1, "d")},
-            {"op": "receive", "count": 1, "within": 20, "invisible": 30, "change": 1},
-            {"op": "receive", "count": 1, "within": 25, "invisible": 30, "change": 1},
-            {"op": "receive", "count": 1, "within": 8, "invisible": 30},
-        ],
-    }  # fmt: skip
+    spec = steps(
+        server, "GC3", "TopicC3",
+        {"op": "send", "messages": sent(1, "d")},
+        {"op": "receive", "count": 1, "within": 20, "invisible": 30, "change": 1},
+        {"op": "receive", "count": 1, "within": 25, "invisible": 30, "change": 1},
+        {"op": "receive", "count": 1, "within": 8, "invisible": 30},
+    )  # fmt: skip
     [message_id], first, second, third = consumer5(spec, tmp_path)["steps"]
     assert [(m["body"], m["attempt"]) for m in first + second] == [("d0", 1), ("d0", 2)]
     assert third == []  # reconsumeTimes 2 >= max attempts 2: forwarded, not delivered
@@ -192,8 +192,7 @@ def test_a_push_consumer_consumes_everything_and_forwards_its_failure(
     consumed = consumer5(spec, tmp_path)["push"]
     assert [(c["body"], c["attempt"]) for c in consumed] == [("f0", 1), ("f0", 2)]
     [message_id] = {c["id"] for c in consumed}
-    spec = {"endpoint": server.grpc, "group": "GC4F", "topic": "TopicC5", "await": 5,
-            "steps": [{"op": "receive", "count": 1, "within": 15, "invisible": 20}]}  # fmt: skip
+    spec = steps(server, "GC4F", "TopicC5", {"op": "receive", "count": 1, "within": 15, "invisible": 20})
     assert consumer5(spec, tmp_path)["steps"] == [[]]
     [found] = rmq_json(
         "queryMsgByUniqueKey", "-n", server.namesrv, "-t", "%DLQ%GC4F", "-i", message_id, "--json"
@@ -219,11 +218,10 @@ def test_a_fifo_group_keeps_order_with_two_consumers(server: ServeProcess, tmp_p
     assert reply.settings.subscription.fifo and reply.settings.backoff_policy.max_attempts == 17
     assert reply.settings.subscription.receive_batch_size == 32
     messages = [{"body": f"{g}-{i}", "tag": "T", "group": g} for i in range(6) for g in ("ga", "gb", "gc")]
-    sender = {"endpoint": server.grpc, "group": "GCF", "topic": "TopicCF", "await": 5,
-              "steps": [{"op": "send", "messages": messages}]}  # fmt: skip
-    consumer5(sender, tmp_path)
-    spec = {"endpoint": server.grpc, "group": "GCF", "topic": "TopicCF", "await": 5,
-            "steps": [{"op": "receive", "count": 18, "within": 9, "invisible": 20, "max": 4}]}  # fmt: skip
+    consumer5(steps(server, "GCF", "TopicCF", {"op": "send", "messages": messages}), tmp_path)
+    spec = steps(
+        server, "GCF", "TopicCF", {"op": "receive", "count": 18, "within": 9, "invisible": 20, "max": 4}
+    )
     env = {**os.environ, "HOME": str(tmp_path)}
     procs = [
         subprocess.Popen(
@@ -250,16 +248,17 @@ def test_a_fifo_group_keeps_order_with_two_consumers(server: ServeProcess, tmp_p
 def test_a_tag_filter_takes_retried_messages_of_its_tag_only(server: ServeProcess, tmp_path: Path) -> None:
     """The broker filters a topic's queues by tag but not the pop-retry topic: the proxy's filter
     acks a retried message of another tag and does not deliver it."""
-    every = {"endpoint": server.grpc, "group": "GC6", "topic": "TopicC6", "await": 5,
-             "steps": [{"op": "send", "messages": [{"body": "tb", "tag": "B"}, {"body": "ta", "tag": "A"}]},
-                       {"op": "receive", "count": 2, "within": 20, "invisible": 20,
-                        "change": 1}]}  # fmt: skip
+    every = steps(
+        server, "GC6", "TopicC6",
+        {"op": "send", "messages": [{"body": "tb", "tag": "B"}, {"body": "ta", "tag": "A"}]},
+        {"op": "receive", "count": 2, "within": 20, "invisible": 20, "change": 1},
+    )  # fmt: skip
     _, got = consumer5(every, tmp_path)["steps"]
     assert sorted(m["body"] for m in got) == ["ta", "tb"]  # both back in a second, from the retry topic
-    only_a = {"endpoint": server.grpc, "group": "GC6", "topic": "TopicC6", "tag": "A", "await": 5,
-              "steps": [{"op": "receive", "count": 2, "within": 8, "invisible": 20}]}  # fmt: skip
+    only_a = steps(
+        server, "GC6", "TopicC6", {"op": "receive", "count": 2, "within": 8, "invisible": 20}, tag="A"
+    )
     [got] = consumer5(only_a, tmp_path)["steps"]
     assert [(m["body"], m["attempt"]) for m in got] == [("ta", 2)]
-    again = {"endpoint": server.grpc, "group": "GC6", "topic": "TopicC6", "await": 5,
-             "steps": [{"op": "receive", "invisible": 20}]}  # fmt: skip
+    again = steps(server, "GC6", "TopicC6", {"op": "receive", "invisible": 20})
     assert consumer5(again, tmp_path)["steps"] == [[]]  # tb was acked by the filter
