@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rmqcli.errors import RmqError, UsageError
+from rmqcli.remoting.codes import RequestCode
 
 if TYPE_CHECKING:
     from rmqcli.admin.session import AdminSession
@@ -92,7 +93,6 @@ def update_acl_config(
 ) -> AclUpdateResult:
     """UPDATE_AND_CREATE_ACL_CONFIG (50): ``CreateAccessConfigRequestHeader``."""
     from rmqcli.remoting import headers as hd
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.CreateAccessConfigRequestHeader(
         access_key=access_key,
@@ -110,7 +110,6 @@ def update_acl_config(
 def delete_acl_config(session: AdminSession, addrs: list[str], access_key: str) -> AclUpdateResult:
     """DELETE_ACL_CONFIG (51)."""
     from rmqcli.remoting import headers as hd
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.DeleteAccessConfigRequestHeader(access_key=access_key)
     return _each(session, addrs, RequestCode.DELETE_ACL_CONFIG, header)
@@ -121,7 +120,6 @@ def update_global_white_addr(
 ) -> AclUpdateResult:
     """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): ``globalWhiteAddrs`` and ``aclFileFullPath``."""
     from rmqcli.remoting import headers as hd
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.UpdateGlobalWhiteAddrsConfigRequestHeader(
         global_white_addrs=addresses, acl_file_full_path=acl_file
@@ -132,7 +130,6 @@ def update_global_white_addr(
 def acl_config_versions(session: AdminSession, addrs: list[str]) -> AclVersionResult:
     """GET_BROKER_CLUSTER_ACL_INFO (52) of each broker: one row per ACL file."""
     from rmqcli.admin.broker import error_kind
-    from rmqcli.remoting.codes import RequestCode
 
     result = AclVersionResult()
     answers = session.call_each(addrs, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)

@@ -11,6 +11,7 @@ from typing import Any
 from rmqcli.admin.session import AdminSession, target_addrs
 from rmqcli.errors import BrokerError, NetworkError, RmqError
 from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codes import RequestCode
 
 
 def error_kind(exc: BaseException) -> str:
@@ -38,7 +39,6 @@ def properties_text(pairs: dict[str, str]) -> bytes:
 def _runtime(session: AdminSession, addrs: list[str]) -> list[dict[str, str] | RmqError]:
     """GET_BROKER_RUNTIME_INFO (28) to each address at once: its KVTable, or the error it met."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     out: list[dict[str, str] | RmqError] = []
     for response in session.call_each(addrs, RequestCode.GET_BROKER_RUNTIME_INFO):
@@ -124,7 +124,6 @@ def ha_status(session: AdminSession, broker_addr: str | None, cluster: str | Non
     """``haStatus`` (RocketMQ 5's command): 907 to ``-b``, or to every master of ``-c``. A 4.x
     broker has no such request: its REQUEST_CODE_NOT_SUPPORTED is the error reported."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     addrs = target_addrs(session, broker_addr, cluster)
     out = []
@@ -151,7 +150,6 @@ def get_broker_config(
     session: AdminSession, broker_addr: str | None, cluster: str | None
 ) -> list[BrokerConfig]:
     """``getBrokerConfig``: ``-b`` one address; ``-c`` every master then its slaves (C.4.7)."""
-    from rmqcli.remoting.codes import RequestCode
 
     targets: list[tuple[str, str | None, int | None, str | None]] = []
     if broker_addr:
@@ -189,7 +187,6 @@ def update_broker_config(
     session: AdminSession, key: str, value: str, broker_addr: str | None, cluster: str | None
 ) -> list[str]:
     """``updateBrokerConfig``: UPDATE_BROKER_CONFIG (25) with ``key=value`` to ``-b`` / ``-c`` masters."""
-    from rmqcli.remoting.codes import RequestCode
 
     body = properties_text({key.strip(): value.strip()})
     done = []
@@ -211,7 +208,6 @@ class WritePermResult:
 
 
 def _write_perm(session: AdminSession, broker_name: str, wipe: bool) -> list[WritePermResult]:
-    from rmqcli.remoting.codes import RequestCode
 
     name = broker_name.strip()
     header: hd.CommandHeader
@@ -247,7 +243,6 @@ def add_write_perm(session: AdminSession, broker_name: str) -> list[WritePermRes
 
 def get_namesrv_config(session: AdminSession) -> dict[str, list[tuple[str, str]]]:
     """``getNamesrvConfig``: GET_NAMESRV_CONFIG (319) of every name server."""
-    from rmqcli.remoting.codes import RequestCode
 
     return {
         addr: parse_properties(session.call(addr, RequestCode.GET_NAMESRV_CONFIG).body)
@@ -257,7 +252,6 @@ def get_namesrv_config(session: AdminSession) -> dict[str, list[tuple[str, str]]
 
 def update_namesrv_config(session: AdminSession, key: str, value: str) -> list[str]:
     """``updateNamesrvConfig``: UPDATE_NAMESRV_CONFIG (318) with ``key=value`` to every name server."""
-    from rmqcli.remoting.codes import RequestCode
 
     body = properties_text({key.strip(): value.strip()})
     for addr in session.namesrv:
@@ -267,7 +261,6 @@ def update_namesrv_config(session: AdminSession, key: str, value: str) -> list[s
 
 def update_kv_config(session: AdminSession, namespace: str, key: str, value: str) -> list[str]:
     """``updateKvConfig``: PUT_KV_CONFIG (100) to every name server."""
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.PutKVConfigRequestHeader(namespace=namespace.strip(), key=key.strip(), value=value.strip())
     for addr in session.namesrv:
@@ -277,7 +270,6 @@ def update_kv_config(session: AdminSession, namespace: str, key: str, value: str
 
 def delete_kv_config(session: AdminSession, namespace: str, key: str) -> list[str]:
     """``deleteKvConfig``: DELETE_KV_CONFIG (102) to every name server."""
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.DeleteKVConfigRequestHeader(namespace=namespace.strip(), key=key.strip())
     for addr in session.namesrv:
@@ -308,7 +300,6 @@ def _clean(session: AdminSession, code: int, broker_addr: str | None, cluster: s
 
 def clean_expired_cq(session: AdminSession, broker_addr: str | None, cluster: str | None) -> CleanResult:
     """``cleanExpiredCQ``: CLEAN_EXPIRED_CONSUMEQUEUE (306) to ``-b``, or every broker of ``-c`` (all)."""
-    from rmqcli.remoting.codes import RequestCode
 
     return _clean(session, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, broker_addr, cluster)
 
@@ -317,14 +308,12 @@ def delete_expired_commitlog(
     session: AdminSession, broker_addr: str | None, cluster: str | None
 ) -> CleanResult:
     """``deleteExpiredCommitLog``: DELETE_EXPIRED_COMMITLOG (329) to ``-b`` / ``-c`` brokers."""
-    from rmqcli.remoting.codes import RequestCode
 
     return _clean(session, RequestCode.DELETE_EXPIRED_COMMITLOG, broker_addr, cluster)
 
 
 def clean_unused_topic(session: AdminSession, broker_addr: str | None, cluster: str | None) -> CleanResult:
     """``cleanUnusedTopic``: CLEAN_UNUSED_TOPIC (316) to ``-b`` / ``-c`` brokers."""
-    from rmqcli.remoting.codes import RequestCode
 
     return _clean(session, RequestCode.CLEAN_UNUSED_TOPIC, broker_addr, cluster)
 
@@ -348,7 +337,6 @@ def broker_member_group(session: AdminSession, cluster: str, broker_name: str) -
     GET_BROKER_RUNTIME_INFO (28) to each member, ids ascending."""
     from rmqcli.remoting import headers as hd
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.GetBrokerMemberGroupRequestHeader(cluster_name=cluster, broker_name=broker_name)
     response = session.call_namesrv(RequestCode.GET_BROKER_MEMBER_GROUP, header)

@@ -27,6 +27,7 @@ from formats.names import CLIENT_INNER_PRODUCER, DLQ_PREFIX, RETRY_PREFIX, TOOLS
 from rmqcli.admin.durable import replace_file
 from rmqcli.admin.session import UNKNOWN_CLUSTER, AdminSession, master_addr
 from rmqcli.errors import BrokerError, NetworkError, NotFoundError, RmqError
+from rmqcli.remoting.codes import RequestCode, version_desc
 
 DEFAULT_PATH = "/tmp/rocketmq/export"
 USER_TIMEOUT = 10.0  # getUserTopicConfig / getUserSubscriptionGroup: 10000 ms
@@ -167,7 +168,6 @@ def _export(path: str, document: dict[str, Any], lead: str = "", newline: bool =
 def broker_properties(session: AdminSession, addr: str) -> dict[str, str]:
     """GET_BROKER_CONFIG (26): the broker's properties."""
     from rmqcli.admin.broker import parse_properties
-    from rmqcli.remoting.codes import RequestCode
 
     return dict(parse_properties(session.call(addr, RequestCode.GET_BROKER_CONFIG).body))
 
@@ -187,7 +187,6 @@ def user_topic_config(
     (305); the broker's system topics dropped, and ``%RETRY%`` / ``%DLQ%`` unless ``special``.
     Returns the ``dataVersion`` and the table (in the client's ``ConcurrentHashMap`` order)."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     response = session.call(addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout=USER_TIMEOUT)
     wrapper = jb.decode_or_empty(jb.TopicConfigSerializeWrapper, response.body)
@@ -209,7 +208,6 @@ def user_subscription_groups(session: AdminSession, addr: str) -> tuple[dict[str
     """``getUserSubscriptionGroup``: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), the system groups
     dropped. Returns the ``dataVersion`` and the table."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     response = session.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, timeout=USER_TIMEOUT)
     wrapper = jb.decode_or_empty(jb.SubscriptionGroupWrapper, response.body)
@@ -344,7 +342,6 @@ def export_metadata(
 # --- exportMetrics ---------------------------------------------------------------------------------
 def _runtime_info(session: AdminSession, addr: str) -> dict[str, str]:
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     response = session.call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
     return jb.decode_or_empty(jb.KVTable, response.body).table
@@ -355,7 +352,6 @@ def _stats(session: AdminSession, addr: str, key: str) -> Any | None:
     such item (its SYSTEM_ERROR, which mqadmin catches) or the answer does not parse."""
     from rmqcli.remoting import headers as hd
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.ViewBrokerStatsDataRequestHeader(stats_name="TOPIC_PUT_NUMS", stats_key=key)
     try:
@@ -396,7 +392,6 @@ def _client_info(session: AdminSession, groups: list[str]) -> JavaSet:
 
     from rmqcli.remoting import headers as hd
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode, version_desc
 
     found: list[str] = []
     for group in groups:
@@ -418,7 +413,6 @@ def _client_info(session: AdminSession, groups: list[str]) -> JavaSet:
 
 def _broker_metrics(session: AdminSession, addr: str, totals: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from rmqcli.remoting.codec import DEFAULT_VERSION
-    from rmqcli.remoting.codes import version_desc
 
     kv = _runtime_info(session, addr)
     props = broker_properties(session, addr)

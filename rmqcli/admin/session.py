@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rmqcli.errors import BrokerError, NetworkError, NotFoundError, UsageError
+from rmqcli.remoting.codes import RequestCode
 
 if TYPE_CHECKING:
     from rmqcli.remoting.acl import Credentials
@@ -145,7 +146,6 @@ class AdminSession:
         """GET_BROKER_CLUSTER_INFO (106), fetched once per session (B.2, B.9)."""
         if self._cluster_info is None:
             from rmqcli.remoting import json_body as jb
-            from rmqcli.remoting.codes import RequestCode
 
             response = self.call_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
             self._cluster_info = jb.decode_or_empty(jb.ClusterInfo, response.body)
@@ -190,7 +190,6 @@ class AdminSession:
         """GET_ROUTEINFO_BY_TOPIC (105); TOPIC_NOT_EXIST becomes a ``BrokerError``."""
         from rmqcli.remoting import headers as hd
         from rmqcli.remoting import json_body as jb
-        from rmqcli.remoting.codes import RequestCode
 
         header = hd.GetRouteInfoRequestHeader(topic=topic)
         response = self.call_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, header)

@@ -19,6 +19,7 @@ from formats.names import (
 from rmqcli.admin.session import AdminSession, masters, target_addrs
 from rmqcli.errors import NotFoundError, RmqError, UsageError
 from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codes import RequestCode, ResponseCode
 
 if TYPE_CHECKING:
     from rmqcli.remoting.json_body import TopicRouteData
@@ -74,7 +75,6 @@ def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> No
     """UPDATE_AND_CREATE_TOPIC; the ``attributes`` field (``AttributeParser.parseToString``) only
     when ``-a`` was given, so a 4.9.x broker sees 4.9.8 mqadmin's header."""
     from rmqcli.admin.attributes import parse_to_string
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.CreateTopicRequestHeader(
         topic=config.topic_name,
@@ -93,7 +93,6 @@ def _create_topic(session: AdminSession, addr: str, config: TopicSettings) -> No
 def _keeps_attributes(session: AdminSession, addr: str, topic: str) -> bool:
     """Whether the broker knows topic attributes: a 4.x broker accepts ``-a`` in
     UPDATE_AND_CREATE_TOPIC and ignores it, and does not support GET_TOPIC_CONFIG (351, 5.x)."""
-    from rmqcli.remoting.codes import RequestCode, ResponseCode
 
     response = session.call(
         addr,
@@ -106,7 +105,6 @@ def _keeps_attributes(session: AdminSession, addr: str, topic: str) -> bool:
 
 def get_order_conf(session: AdminSession, topic: str) -> str | None:
     """GET_KV_CONFIG (101) ``ORDER_TOPIC_CONFIG/<topic>``; None when absent (QUERY_NOT_FOUND)."""
-    from rmqcli.remoting.codes import RequestCode, ResponseCode
 
     response = session.call_namesrv(
         RequestCode.GET_KV_CONFIG,
@@ -120,7 +118,6 @@ def get_order_conf(session: AdminSession, topic: str) -> str | None:
 
 def put_order_conf(session: AdminSession, topic: str, conf: str) -> None:
     """PUT_KV_CONFIG (100) ``ORDER_TOPIC_CONFIG/<topic>`` on every name server."""
-    from rmqcli.remoting.codes import RequestCode
 
     header = hd.PutKVConfigRequestHeader(namespace=ORDER_TOPIC_CONFIG, key=topic, value=conf)
     for addr in session.namesrv:
@@ -246,7 +243,6 @@ class DeleteTopicResult:
 
 def delete_topic(session: AdminSession, topic: str, cluster: str) -> DeleteTopicResult:
     """``deleteTopic``: 106, 215 to every master of the cluster, 216 to every name server."""
-    from rmqcli.remoting.codes import RequestCode
 
     topic, cluster = topic.strip(), cluster.strip()
     result = DeleteTopicResult(topic=topic, cluster=cluster, brokers=[], namesrv=[])
@@ -283,7 +279,6 @@ def _hashset_order(items: list[str]) -> list[str]:
 def topic_list(session: AdminSession, *, cluster_mode: bool = False) -> TopicListResult:
     """``topicList``: 206; with ``-c`` also 106, then per topic 105 + 300 (C.4.2)."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     topics = _hashset_order(jb.decode_or_empty(jb.TopicList, response.body).topic_list)
@@ -365,7 +360,6 @@ class QueueStatus:
 def topic_status(session: AdminSession, topic: str) -> list[QueueStatus]:
     """``topicStatus``: 105, then GET_TOPIC_STATS_INFO (202) to each broker's master, sorted by queue."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     topic = topic.strip()
     route = session.route(topic)
@@ -410,7 +404,6 @@ def update_order_conf(
     session: AdminSession, topic: str, method: str, order_conf: str | None
 ) -> OrderConfResult:
     """``updateOrderConf -m get|put|delete``: KV 101 / 100 / 102 in namespace ORDER_TOPIC_CONFIG."""
-    from rmqcli.remoting.codes import RequestCode
 
     topic, method = topic.strip(), method.strip()
     if method == "get":

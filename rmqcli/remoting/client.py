@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from rmqcli.errors import BrokerError, BrokerNotFoundError, NetworkError, UsageError
+from rmqcli.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
     import asyncio
@@ -164,7 +165,6 @@ class _Connection:
     async def _serve(self, request: RemotingCommand) -> None:
         """Answer a request the server sent us (A.6): handler, or REQUEST_CODE_NOT_SUPPORTED."""
         from rmqcli.remoting.codec import encode
-        from rmqcli.remoting.codes import ResponseCode
 
         handler = self.client.handlers.get(request.code, self.client.default_handler)
         response: RemotingCommand | None

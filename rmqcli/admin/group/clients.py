@@ -10,7 +10,7 @@ from formats.names import RETRY_PREFIX
 from rmqcli.admin.session import AdminSession, master_addr, masters
 from rmqcli.errors import BrokerError, NetworkError
 from rmqcli.remoting import headers as hd
-from rmqcli.remoting.codes import ResponseCode
+from rmqcli.remoting.codes import RequestCode, ResponseCode
 
 if TYPE_CHECKING:
     from rmqcli.admin.beans import ConsumerRunningInfo
@@ -49,7 +49,6 @@ def consumer_connection(
     """``examineConsumerConnectionInfo``: GET_CONSUMER_CONNECTION_LIST (203) to ``-b``, else to one
     broker of the ``%RETRY%G`` route (105); no connection is CONSUMER_NOT_ONLINE."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     group = group.strip()
     addr = broker_addr.strip() if broker_addr else _random_master(session, RETRY_PREFIX + group)
@@ -65,7 +64,6 @@ def consumer_connection(
 def producer_connection(session: AdminSession, group: str, topic: str) -> ProducerConnection:
     """``producerConnection``: 105 for the topic, GET_PRODUCER_CONNECTION_LIST (204) to one broker."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     addr = _random_master(session, topic.strip())
     header = hd.GetProducerConnectionListRequestHeader(producer_group=group.strip())
@@ -84,7 +82,6 @@ def running_info(
     three times the usual timeout, as ``DefaultMQAdminExtImpl`` waits for relayed requests."""
     from rmqcli.admin.beans import ConsumerRunningInfo
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     datas = session.route(RETRY_PREFIX + group).broker_datas
     addr = next((addr for _, addr in masters(datas)), None)

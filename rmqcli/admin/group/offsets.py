@@ -12,7 +12,7 @@ from rmqcli.admin.group.progress import consume_stats
 from rmqcli.admin.session import AdminSession, masters
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
-from rmqcli.remoting.codes import ResponseCode
+from rmqcli.remoting.codes import RequestCode, ResponseCode
 
 
 def parse_timestamp(text: str, *, allow_now: bool = False) -> int:
@@ -68,7 +68,6 @@ def reset_offset_old(
     """``resetOffsetByTimestampOld``: per broker of the route 208 (else 202 for the queues), then per
     queue 30 (timestamp -1) or 29, and UPDATE_CONSUMER_OFFSET (15) when forced or rewinding."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     route = session.route(topic)
     read_nums = {q.broker_name: q.read_queue_nums for q in route.queue_datas}
@@ -126,7 +125,6 @@ def reset_offset_by_time(
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.client import expect
     from rmqcli.remoting.codec import RemotingCommand
-    from rmqcli.remoting.codes import RequestCode
 
     group, topic = group.strip(), topic.strip()
     timestamp = parse_timestamp(timestamp_text, allow_now=True)
@@ -181,8 +179,6 @@ def reset_offset_by_queue(
     ``useServerSideResetOffset`` keeps it for the queue's next pull or POP."""
     import time
 
-    from rmqcli.remoting.codes import RequestCode
-
     group, topic, text = group.strip(), topic.strip(), timestamp_text.strip()
     timestamp = int(time.time() * 1000) if text == "now" else parse_timestamp(text)
     target = offset
@@ -207,7 +203,6 @@ def clone_group_offset(
     """``cloneGroupOffset``: the source group's consume stats (105 + 208), then 105 for the topic and
     UPDATE_CONSUMER_OFFSET (15) of every queue with an offset >= 0 for the destination group.
     (``-o`` is parsed but, as in mqadmin 4.9.7, not used.)"""
-    from rmqcli.remoting.codes import RequestCode
 
     src, dest, topic = src_group.strip(), dest_group.strip(), topic.strip()
     stats = consume_stats(session, src)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from rmqcli.admin.session import AdminSession
+from rmqcli.remoting.codes import RequestCode
 from rmqcli.remoting.json_body import bean, prop
 
 __all__ = ["ProducerInfo", "ProducerTableInfo", "all_producer_info", "ordered", "producer_info_string"]
@@ -38,7 +39,6 @@ def producer_info_string(p: ProducerInfo) -> str:
 def all_producer_info(session: AdminSession, broker_addr: str) -> ProducerTableInfo:
     """``getAllProducerInfo``: 328 with an empty header to ``broker_addr``, groups ``ordered``."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     response = session.call(broker_addr.strip(), RequestCode.GET_ALL_PRODUCER_INFO)
     return ordered(jb.decode_or_empty(ProducerTableInfo, response.body))

@@ -16,7 +16,7 @@ from rmqcli.admin.group.clients import (
 from rmqcli.admin.session import AdminSession, masters
 from rmqcli.errors import BrokerError, NetworkError
 from rmqcli.remoting import headers as hd
-from rmqcli.remoting.codes import version_desc
+from rmqcli.remoting.codes import RequestCode, version_desc
 
 NO_CONSUME_STATS = (
     f"{NOT_ONLINE}: Not found the consumer group consume stats, because return offset table "
@@ -56,7 +56,6 @@ def consume_stats(session: AdminSession, group: str, topic: str | None = None) -
     """``examineConsumeStats``: 105 ``%RETRY%G``, GET_CONSUME_STATS (208) to each broker of that
     route, tables merged and TPS summed; nothing at all is CONSUMER_NOT_ONLINE (C.4.5)."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     route = session.route(RETRY_PREFIX + group)
     table: dict[jb.MessageQueue, jb.OffsetWrapper] = {}
@@ -135,7 +134,6 @@ def consumer_progress_all(session: AdminSession) -> list[GroupSummary]:
     """``consumerProgress`` without ``-g``: one row per ``%RETRY%G`` topic of the name server's list
     (206), in list order; stats and connection failures leave the row's zeros (C.4.5, C.5)."""
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     topics = jb.decode_or_empty(jb.TopicList, response.body).topic_list

@@ -12,6 +12,7 @@ from rmqcli.admin.group.subscription import consuming_groups
 from rmqcli.admin.session import AdminSession
 from rmqcli.errors import BrokerError, NetworkError
 from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codes import RequestCode
 
 
 @dataclass
@@ -36,7 +37,6 @@ def _sum_24h(stats: object) -> int:
 
 def _broker_stats(session: AdminSession, addr: str, name: str, key: str) -> tuple[float, int]:
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     try:
         header = hd.ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key)
@@ -52,7 +52,6 @@ def stats_all(session: AdminSession, topic: str | None = None, active_only: bool
     master and the consume stats of each group (105 + 208); failing topics are skipped (C.4.7)."""
     from formats.javahash import hashmap_order
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     response = session.call_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     topics = jb.decode_or_empty(jb.TopicList, response.body).topic_list
@@ -128,7 +127,6 @@ def broker_consume_stats(
     last timestamp, queues sorted within each group's stats (C.2)."""
     from rmqcli.remoting import json_body as jb
     from rmqcli.remoting.client import expect
-    from rmqcli.remoting.codes import RequestCode
 
     addr = broker_addr.strip()
     header = hd.GetConsumeStatsInBrokerHeader(is_order=is_order)

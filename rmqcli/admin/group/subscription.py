@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from formats.names import DLQ_PREFIX, RETRY_PREFIX
 from rmqcli.admin.session import AdminSession, master_addr, target_addrs
 from rmqcli.remoting import headers as hd
+from rmqcli.remoting.codes import RequestCode
 
 if TYPE_CHECKING:
     from rmqcli.remoting.json_body import SubscriptionGroupConfig, TopicRouteData
@@ -19,7 +20,6 @@ def consuming_groups(session: AdminSession, topic: str, route: TopicRouteData) -
     topic's ``route``; the groups in ``HashSet`` order, none when that broker has no address."""
     from formats.javahash import hashmap_order
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     addr = master_addr(route.broker_datas[0].broker_addrs) if route.broker_datas else None
     if not addr:
@@ -95,7 +95,6 @@ def update_sub_group(
     from rmqcli.admin.retrypolicy import GROUP_5X_DEFAULTS, PolicyError, parse_policy
     from rmqcli.errors import UsageError
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     v5: dict = {}
     if consume_message_orderly is not None or group_retry_policy is not None:
@@ -151,7 +150,6 @@ def delete_sub_group(
     """``deleteSubGroup``: DELETE_SUBSCRIPTIONGROUP (207) to ``-b`` or every master of ``-c``; with
     ``-c`` also deleteTopic of ``%RETRY%G`` and ``%DLQ%G`` (215 to masters, 216 to name servers)."""
     from rmqcli.admin import topic as topic_ops
-    from rmqcli.remoting.codes import RequestCode
 
     group = group.strip()
     header = hd.DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset)
@@ -178,7 +176,6 @@ def get_consumer_config(session: AdminSession, group: str) -> list[ConsumerConfi
     brokers that know the group, in ``brokerAddrTable`` order."""
     from formats.javahash import hashmap_order
     from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.codes import RequestCode
 
     group = group.strip()
     info = session.cluster_info()

@@ -25,6 +25,7 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from rmqcli.remoting.codes import version_desc
 from rmqcli.remoting.server.connection import Connection, Reply, Server, next_opaque
 
 if TYPE_CHECKING:
@@ -143,8 +144,6 @@ async def _call_consumer(
     if channel is None:
         return req.response(RS.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
     if channel.version < V3_1_8_SNAPSHOT:
-        from rmqcli.remoting.codes import version_desc
-
         return req.response(
             RS.SYSTEM_ERROR,
             f"The Consumer <{client_id}> Version <{version_desc(channel.version)}> too low to finish, "
@@ -232,8 +231,6 @@ def reset_offset(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         )
     for channel in info.channels.values():
         if channel.version < V3_0_7_SNAPSHOT:
-            from rmqcli.remoting.codes import version_desc
-
             return req.response(
                 RS.SYSTEM_ERROR,
                 f"the client does not support this feature. version={version_desc(channel.version)}",
