@@ -10,6 +10,12 @@ The NameServer and the Broker share one ``ServerLimits`` (``rmqcli.remoting.serv
 of partly received frames and the open connections, set by ``--max-buffered-bytes`` and
 ``--max-connections`` or by broker.conf's ``rmqMaxPendingFrameBytes`` and ``rmqMaxConnections``
 (rmq's own keys; a RocketMQ broker ignores them).
+
+``main`` is the command (``rmqcli.cli.serve`` only parses its flags into ``ServeFlags``):
+``prepare`` checks the flags, reads broker.conf once (``rmqcli.conf``) into the broker's settings,
+the limits and the NameServer's keys, and gives the warnings to show first (keys rmq does not
+implement, another store root, listeners beyond loopback without ACL, a broker registering
+nowhere); ``serve`` runs the servers.
 """
 
 from __future__ import annotations
@@ -21,22 +27,24 @@ import os
 import signal
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rmqcli.broker.acl.setup import guard_namesrv, open_acl
-from rmqcli.broker.config import BrokerConfig
+from rmqcli.broker.acl.setup import BrokerAcl, guard_namesrv, open_acl
+from rmqcli.broker.config import BrokerConfig, broker_config_from_properties, with_listen_port
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.services.retention import drill_usage
-from rmqcli.errors import NetworkError, RmqError, UsageError
-from rmqcli.namesrv.server import NameServer, default_config
+from rmqcli.conf.parse import BrokerConf, conf_of, load
+from rmqcli.errors import NetworkError, NotFoundError, RmqError, UsageError
+from rmqcli.namesrv.server import NameServer, default_config, namesrv_config
 from rmqcli.remoting.server.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.store.retention import disk_used_ratio
 from rmqcli.store.write.messages import Host
 
 if TYPE_CHECKING:
     from rmqcli.broker.grpc.server import GrpcEndpoint
+    from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
@@ -79,36 +87,9 @@ ROOT_DIR_KEY = "storePathRootDir"
 
 def unimplemented_keys(props: Mapping[str, str]) -> list[str]:
     """The keys of broker.conf that rmq does not implement (a broker's other settings): ``rmq
-    serve`` names them once at start rather than drop them silently. ``storePathRootDir`` is not one
-    (``root_dir_warning``)."""
-    from rmqcli.broker.acl.brokerkeys import PROPERTY_NAMES as SIGNING_KEYS
-    from rmqcli.broker.acting.config import implemented as acting_keys
-    from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
-    from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
-    from rmqcli.broker.pop.config import PROPERTY_NAMES as POP_KEYS
-    from rmqcli.broker.timer.config import PROPERTY_NAMES as TIMER_KEYS
-    from rmqcli.namesrv.server import SETTINGS as NAMESRV_KEYS
-    from rmqcli.store.retention import PROPERTY_NAMES as RETENTION_KEYS
-    from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
-
-    known = {
-        *BROKER_KEYS,
-        *HA_KEYS,
-        *STORE_KEYS,
-        *RETENTION_KEYS,
-        *NAMESRV_KEYS,
-        *POP_KEYS,
-        *TIMER_KEYS,
-        *SIGNING_KEYS,
-        PENDING_BYTES_KEY,
-        CONNECTIONS_KEY,
-    }
-    known |= acting_keys(props)
-    known.add(ROOT_DIR_KEY)
-    unknown = [key for key in props if key not in known]
-    if props.get("notifyMinBrokerIdChanged", "false").strip().lower() == "true":
-        unknown.append("notifyMinBrokerIdChanged")  # the NameServer's pushes (905) are not implemented
-    return sorted(unknown)
+    serve`` names them once at start rather than drop them silently (``BrokerConf.unimplemented``).
+    ``storePathRootDir`` is not one (``root_dir_warning``)."""
+    return conf_of(props).unimplemented()
 
 
 def root_dir_warning(props: Mapping[str, str], store: Path) -> str | None:
@@ -125,33 +106,19 @@ def serve_limits(
     props: Mapping[str, str], max_pending_bytes: int | None, max_connections: int | None
 ) -> tuple[int, int]:
     """The frame budget and the connection cap: the flags, else broker.conf's keys, else the
-    defaults (256 MiB, 10,000). Each must be a positive integer."""
+    defaults (256 MiB, 10,000; rows of ``rmqcli.conf.keys``). Each must be a positive integer."""
+    conf = conf_of(props)
     chosen = []
-    for flag, key, value, default in (
-        ("--max-buffered-bytes", PENDING_BYTES_KEY, max_pending_bytes, MAX_PENDING_FRAME_BYTES),
-        ("--max-connections", CONNECTIONS_KEY, max_connections, MAX_CONNECTIONS),
+    for flag, key, value in (
+        ("--max-buffered-bytes", PENDING_BYTES_KEY, max_pending_bytes),
+        ("--max-connections", CONNECTIONS_KEY, max_connections),
     ):
-        where = flag
-        if value is None and key in props:
-            where = f"broker.conf: {key}"
-            try:
-                value = int(props[key].strip())
-            except ValueError:
-                raise UsageError(f"{where}={props[key]!r} is not a number") from None
         if value is None:
-            value = default
-        if value <= 0:
-            raise UsageError(f"{where}: must be above 0, not {value}")
+            value = conf.value(key)  # the table's range: above 0
+        elif value <= 0:
+            raise UsageError(f"{flag}: must be above 0, not {value}")
         chosen.append(value)
     return chosen[0], chosen[1]
-
-
-def acl_enabled(config: BrokerConfig, props: Mapping[str, str]) -> bool:
-    """``aclEnable`` of broker.conf (``BrokerConfig.aclEnable``, default false)."""
-    value = getattr(config, "acl_enable", None)
-    if value is not None:
-        return bool(value)
-    return props.get("aclEnable", "false").strip().lower() == "true"
 
 
 def is_loopback(host: str) -> bool:
@@ -305,17 +272,42 @@ def ha_description(controller: BrokerController) -> str:
     return f"port {ha.ha_port}, address {controller.config.ha_server_addr}"
 
 
-async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> None:
-    """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way. A
-    server that cannot listen stops it before it announces itself, and without a "stopped" line."""
+@dataclass
+class Serving:
+    """What ``serve`` has started, for ``stop`` to close in order."""
+
+    writer: StoreWriter
+    servers: list[Server] = field(default_factory=list)
+    controller: BrokerController | None = None
+    grpc: GrpcEndpoint | None = None
+    namesrv_task: asyncio.Task[None] | None = None
+    index_task: asyncio.Task[None] | None = None
+
+    async def stop(self) -> None:
+        if self.index_task is not None:
+            await asyncio.wait({self.index_task})  # the index is whole before the store closes
+        if self.grpc is not None:
+            await self.grpc.stop()  # before the store closes under its sends
+        if self.controller is not None:
+            for server in self.servers:
+                if server.name.startswith("broker"):
+                    await server.close()
+            await self.controller.shutdown()
+        else:
+            self.writer.close()
+        if self.namesrv_task is not None:
+            self.namesrv_task.cancel()
+        for server in self.servers:
+            await server.close()
+
+
+def open_writer(opts: ServeOptions, config: BrokerConfig, announce: Callable[[str], None]) -> Serving:
+    """The store recovered (said when it changed) and open for writing; the index rebuilt behind
+    the CommitLog where the recovery dropped some of it."""
     from rmqcli.store import Store
     from rmqcli.store.layout import find_dledger
     from rmqcli.store.write.writer import StoreWriter
 
-    config = effective_config(opts)
-    if not 0 < config.listen_port < 65536:
-        raise UsageError(f"bad broker port {config.listen_port}")
-    acl = open_acl(config) if config.acl_enable else None  # a file that does not load stops us here
     if find_dledger(opts.store, {}) is not None:  # nothing is written to a DLedger store (issue 35)
         raise UsageError(f"{opts.store}: a DLedger CommitLog store (dledger-*/): rmq serve cannot serve it")
     recovered = recover_store(opts.store, config)
@@ -337,18 +329,86 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         cluster=config.broker_cluster_name,
         index_behind=recovered.index_from is not None,
     )
-    index_task = None
+    serving = Serving(writer)
     if recovered.index_from is not None and writer.index_behind:
         from rmqcli.broker.services import indexbehind
 
-        index_task = asyncio.get_running_loop().create_task(
+        serving.index_task = asyncio.get_running_loop().create_task(
             indexbehind.catch_up(writer, recovered.index_from)
         )
-    servers: list[Server] = []
-    controller: BrokerController | None = None
-    grpc_endpoint: GrpcEndpoint | None = None
-    namesrv: NameServer | None = None
-    ns_task: asyncio.Task[None] | None = None
+    return serving
+
+
+async def start_namesrv(
+    serving: Serving, opts: ServeOptions, acl: BrokerAcl | None, limits: ServerLimits
+) -> None:
+    """The embedded NameServer, listening, and its scan of expired brokers."""
+    namesrv = NameServer(config=dict(opts.namesrv_config or default_config()))
+    handle = namesrv.handle if acl is None else guard_namesrv(namesrv.handle, acl)
+    server = Server("namesrv", handle, limits=limits)
+    server.close_callbacks.append(namesrv.on_close)
+    serving.servers.append(server)
+    await listen(server, opts.listen, opts.namesrv_port)
+    serving.namesrv_task = asyncio.get_running_loop().create_task(namesrv.scan_expired())
+
+
+async def start_broker(
+    serving: Serving, opts: ServeOptions, config: BrokerConfig, acl: BrokerAcl | None, limits: ServerLimits
+) -> int:
+    """The broker listening (its port, its VIP channel, HA, gRPC) and its services started; the
+    VIP channel's port (0: none)."""
+    usage = disk_used_ratio if opts.disk_usage_file is None else drill_usage(opts.disk_usage_file)
+    controller = serving.controller = BrokerController(
+        config, serving.writer, namesrv_addrs(opts), acl=acl, ha_host=opts.listen, disk_usage=usage
+    )
+    broker_server = Server("broker", controller.dispatch, limits=limits)
+    broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
+    controller.defer_dispatch = True
+    if controller.send_lane is not None:
+        broker_server.frame_handler = controller.send_lane.handle
+    broker_server.close_callbacks.append(controller.on_close)
+    serving.servers.append(broker_server)
+    await listen(broker_server, opts.listen, config.listen_port)
+    vip_port = vip_channel_port(opts, config)
+    if vip_port:
+        vip_server = Server("broker VIP channel", controller.dispatch_vip, limits=limits)
+        vip_server.settle = broker_server.settle
+        vip_server.frame_handler = broker_server.frame_handler
+        vip_server.close_callbacks.append(controller.on_close)
+        serving.servers.append(vip_server)
+        await listen(vip_server, opts.listen, vip_port)
+    await start_ha(controller, opts.listen)
+    if opts.grpc_port:
+        serving.grpc = await start_grpc(controller, opts)
+    controller.start()
+    return vip_port
+
+
+def started_line(opts: ServeOptions, config: BrokerConfig, serving: Serving, vip_port: int) -> str:
+    """The line ``rmq serve`` announces itself with: what listens where."""
+    assert serving.controller is not None
+    parts = []
+    if opts.run_namesrv:
+        parts.append(f"namesrv on {opts.listen}:{opts.namesrv_port}")
+    parts.append(
+        f"broker {config.broker_name} (cluster {config.broker_cluster_name}, id {config.broker_id}) "
+        f"on {opts.listen}:{config.listen_port} (VIP channel {vip_port or 'off'}), "
+        f"address {serving.controller.addr}, {config.flush_disk_type}, "
+        f"{config.broker_role} (HA {ha_description(serving.controller)})"
+    )
+    if serving.grpc is not None:
+        parts.append(serving.grpc.describe())
+    return "rmq serve: " + "; ".join(parts) + f"; store {opts.store}"
+
+
+async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> None:
+    """Run until SIGTERM/SIGINT (or cancellation); the store is closed cleanly either way. A
+    server that cannot listen stops it before it announces itself, and without a "stopped" line."""
+    config = effective_config(opts)
+    if not 0 < config.listen_port < 65536:
+        raise UsageError(f"bad broker port {config.listen_port}")
+    acl = open_acl(config) if config.acl_enable else None  # a file that does not load stops us here
+    serving = open_writer(opts, config, announce)
     stop = asyncio.Event()
     started = False
     loop = asyncio.get_running_loop()
@@ -358,68 +418,123 @@ async def serve(opts: ServeOptions, announce: Callable[[str], None] = print) -> 
         loop.add_signal_handler(sig, stop.set)
     try:
         if opts.run_namesrv:
-            namesrv = NameServer(config=dict(opts.namesrv_config or default_config()))
-            ns_handle = namesrv.handle if acl is None else guard_namesrv(namesrv.handle, acl)
-            ns_server = Server("namesrv", ns_handle, limits=limits)
-            ns_server.close_callbacks.append(namesrv.on_close)
-            servers.append(ns_server)
-            await listen(ns_server, opts.listen, opts.namesrv_port)
-            ns_task = loop.create_task(namesrv.scan_expired())
-        usage = disk_used_ratio if opts.disk_usage_file is None else drill_usage(opts.disk_usage_file)
-        controller = BrokerController(
-            config, writer, namesrv_addrs(opts), acl=acl, ha_host=opts.listen, disk_usage=usage
-        )
-        broker_server = Server("broker", controller.dispatch, limits=limits)
-        broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
-        controller.defer_dispatch = True
-        if controller.send_lane is not None:
-            broker_server.frame_handler = controller.send_lane.handle
-        broker_server.close_callbacks.append(controller.on_close)
-        servers.append(broker_server)
-        await listen(broker_server, opts.listen, config.listen_port)
-        vip_port = vip_channel_port(opts, config)
-        if vip_port:
-            vip_server = Server("broker VIP channel", controller.dispatch_vip, limits=limits)
-            vip_server.settle = broker_server.settle
-            vip_server.frame_handler = broker_server.frame_handler
-            vip_server.close_callbacks.append(controller.on_close)
-            servers.append(vip_server)
-            await listen(vip_server, opts.listen, vip_port)
-        await start_ha(controller, opts.listen)
-        if opts.grpc_port:
-            grpc_endpoint = await start_grpc(controller, opts)
-        controller.start()
-        parts = []
-        if opts.run_namesrv:
-            parts.append(f"namesrv on {opts.listen}:{opts.namesrv_port}")
-        parts.append(
-            f"broker {config.broker_name} (cluster {config.broker_cluster_name}, id {config.broker_id}) "
-            f"on {opts.listen}:{config.listen_port} (VIP channel {vip_port or 'off'}), "
-            f"address {controller.addr}, {config.flush_disk_type}, "
-            f"{config.broker_role} (HA {ha_description(controller)})"
-        )
-        if grpc_endpoint is not None:
-            parts.append(grpc_endpoint.describe())
-        announce("rmq serve: " + "; ".join(parts) + f"; store {opts.store}")
+            await start_namesrv(serving, opts, acl, limits)
+        vip_port = await start_broker(serving, opts, config, acl, limits)
+        announce(started_line(opts, config, serving, vip_port))
         started = True
         await stop.wait()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        if index_task is not None:
-            await asyncio.wait({index_task})  # the index is whole before the store closes
-        if grpc_endpoint is not None:
-            await grpc_endpoint.stop()  # before the store closes under its sends
-        if controller is not None:
-            for server in servers:
-                if server.name.startswith("broker"):
-                    await server.close()
-            await controller.shutdown()
-        else:
-            writer.close()
-        if ns_task is not None:
-            ns_task.cancel()
-        for server in servers:
-            await server.close()
+        await serving.stop()
         if started:
             announce("rmq serve: stopped; store flushed and closed")
+
+
+# --- the command: its flags, broker.conf read once, the warnings, the run ---------------------------
+@dataclass
+class ServeFlags:
+    """What ``rmq serve`` was given on its command line (``rmqcli.cli.serve``)."""
+
+    store: Path
+    config: Path | None = None  # broker.conf
+    namesrv_port: int = 9876
+    port: int | None = None  # else listenPort of broker.conf
+    fast_port: int | None = None
+    listen: str = "127.0.0.1"
+    no_namesrv: bool = False
+    namesrv: str | None = None  # ";"-separated
+    max_buffered_bytes: int | None = None
+    max_connections: int | None = None
+    grpc_port: int | None = None  # else 8081
+    grpc_listen: str = "127.0.0.1"
+    grpc_cert: Path | None = None
+    grpc_key: Path | None = None
+    acl: Path | None = None
+    disk_usage_from: Path | None = None
+
+
+def check_flags(flags: ServeFlags) -> int:
+    """One-line usage errors for flags that cannot work, before broker.conf is read; the gRPC port."""
+    from rmqcli.broker.grpc.options import DEFAULT_PORT, check_options
+
+    if flags.config is not None and not flags.config.is_file():
+        raise NotFoundError(f"{flags.config}: no such broker.conf")
+    if flags.store.exists() and not flags.store.is_dir():
+        raise UsageError(f"{flags.store}: expected a store directory, not a file")
+    if not 0 < flags.namesrv_port < 65536:
+        raise UsageError(f"--namesrv-port: bad port {flags.namesrv_port}")
+    if flags.fast_port is not None and not 0 <= flags.fast_port < 65536:
+        raise UsageError(f"--fast-port: bad port {flags.fast_port}")
+    grpc = DEFAULT_PORT if flags.grpc_port is None else flags.grpc_port
+    check_options(grpc, flags.grpc_cert, flags.grpc_key)
+    return grpc
+
+
+def broker_settings(flags: ServeFlags, conf: BrokerConf) -> BrokerConfig:
+    """The broker's settings: broker.conf's, with ``--acl`` (only with aclEnable) and ``--port``."""
+    config = broker_config_from_properties(conf)
+    if flags.acl is not None:
+        if not config.acl_enable:
+            raise UsageError("--acl is given but broker.conf does not say aclEnable=true")
+        config = replace(config, acl_file=str(flags.acl.absolute()))
+    if flags.port is not None:
+        config = with_listen_port(config, flags.port, conf)
+    return config
+
+
+def start_warnings(flags: ServeFlags, conf: BrokerConf, config: BrokerConfig, grpc: int) -> list[str]:
+    """The lines ``rmq serve`` warns with before it starts: keys rmq does not implement, another
+    store root, listeners beyond loopback without ACL, a broker that registers nowhere."""
+    lines = []
+    ignored = conf.unimplemented()
+    if ignored:
+        lines.append(
+            f"rmq serve: warning: {flags.config}: keys rmq does not implement (shown as given by "
+            f"getBrokerConfig, without effect): {', '.join(ignored)}"
+        )
+    lines.append(root_dir_warning(conf, flags.store) or "")
+    lines.append(exposure_warning(flags.listen, config.acl_enable) or "")
+    if grpc and not is_loopback(flags.grpc_listen) and not config.acl_enable:
+        lines.append(
+            f"rmq serve: warning: gRPC listening on {flags.grpc_listen or '*'} without aclEnable=true: "
+            "anyone who can connect may send messages"
+        )
+    if flags.no_namesrv and not registry_addrs(flags) and not config.namesrv_addr:
+        lines.append("rmq serve: warning: --no-namesrv without --namesrv: the broker registers nowhere")
+    return [line for line in lines if line]
+
+
+def registry_addrs(flags: ServeFlags) -> tuple[str, ...]:
+    """``--namesrv``'s addresses."""
+    return tuple(a.strip() for a in (flags.namesrv or "").split(";") if a.strip())
+
+
+def prepare(flags: ServeFlags) -> tuple[ServeOptions, list[str]]:
+    """The flags checked, broker.conf read once and checked (every key rmq implements), the
+    options of ``serve`` and the warnings to show first."""
+    grpc = check_flags(flags)
+    conf = load(flags.config)
+    config = broker_settings(flags, conf)
+    pending_budget, connection_cap = serve_limits(conf, flags.max_buffered_bytes, flags.max_connections)
+    same = ("store", "listen", "namesrv_port", "grpc_listen", "grpc_cert", "grpc_key")
+    options = ServeOptions(
+        config=config, run_namesrv=not flags.no_namesrv, namesrv_addrs=registry_addrs(flags),
+        max_pending_bytes=pending_budget, max_connections=connection_cap, namesrv_config=namesrv_config(conf),
+        disk_usage_file=flags.disk_usage_from, grpc_port=grpc, vip_port=flags.fast_port,
+        **{name: getattr(flags, name) for name in same},
+    )  # fmt: skip
+    return options, start_warnings(flags, conf, config, grpc)
+
+
+def main(flags: ServeFlags, announce: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    """``rmq serve``: prepare, warn, serve until stopped (an ``OSError`` is one ``RmqError`` line)."""
+    options, warnings = prepare(flags)
+    for line in warnings:
+        warn(line)
+    try:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(serve(options, announce))
+    except OSError as exc:  # the listeners' own failures are NetworkErrors (exit 5) already
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise RmqError(f"{where}{exc.strerror or exc}") from None

@@ -23,10 +23,13 @@ import asyncio
 import logging
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from formats.javatext import parse_boolean
 from formats.names import ORDER_TOPIC_CONFIG, PERM_WRITE
+from rmqcli.conf.keys import NAMESRV, owned
+from rmqcli.conf.parse import conf_of, text
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -40,11 +43,10 @@ log = logging.getLogger(__name__)
 
 BROKER_EXPIRED_SECONDS = 120.0  # RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 SYNC_MEMBER_TOPIC_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"  # TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX
-SETTINGS = {  # NamesrvConfig keys rmq serve takes from its --config file, with 5.1.1's defaults
-    "supportActingMaster": "false",
-    "scanNotActiveBrokerInterval": "5000",
-    "notifyMinBrokerIdChanged": "false",  # only "false": the pushes (905) are not implemented
-}
+# NamesrvConfig keys rmq serve takes from its --config file, with 5.1.1's defaults (rows of
+# rmqcli.conf.keys, owner namesrv; notifyMinBrokerIdChanged only "false": the pushes, 905, are not
+# implemented)
+SETTINGS = {key.name: text(key.default) for key in owned(NAMESRV)}
 STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
 PATH_KEYS = ("kvConfigPath", "configStorePath")  # UPDATE_NAMESRV_CONFIG refuses these (4.9.7)
 
@@ -70,21 +72,12 @@ def default_config() -> dict[str, str]:
     }
 
 
-def settings_problem(props: dict[str, str]) -> str | None:
-    """Why the NameServer keys of a ``--config`` file cannot be taken, or None."""
-    value = props.get("scanNotActiveBrokerInterval", "5000").strip()
-    if not value.isdigit() or int(value) == 0:
-        return f"scanNotActiveBrokerInterval={value!r} is not a positive number of milliseconds"
-    for key in ("supportActingMaster", "notifyMinBrokerIdChanged"):
-        if props.get(key, "false").strip().lower() not in ("true", "false"):
-            return f"{key}={props[key]!r} is not true or false"
-    return None
-
-
-def namesrv_config(props: dict[str, str]) -> dict[str, str]:
-    """``default_config`` with the NameServer keys of a ``--config`` file (``SETTINGS``)."""
+def namesrv_config(props: Mapping[str, str]) -> dict[str, str]:
+    """``default_config`` with the NameServer keys of a ``--config`` file (``SETTINGS``), read by
+    ``rmqcli.conf`` (a value that does not parse, or a bad one, is a ``UsageError``)."""
+    conf = conf_of(props)
     config = default_config()
-    config.update((key, props[key].strip()) for key in SETTINGS if key in props)
+    config.update((name, text(conf.value(name))) for name in SETTINGS if name in conf)
     return config
 
 

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
+from rmqcli.conf.keys import setting
+from rmqcli.conf.parse import conf_of
 from rmqcli.errors import UsageError
 
 MANUAL_DELETE_ROUNDS = 20  # CleanCommitLogService.MAX_MANUAL_DELETE_FILE_TIMES
@@ -41,18 +43,19 @@ HOUR_MS = 3_600_000
 class RetentionConfig:
     """The clean-up keys of ``MessageStoreConfig``, with 4.9.8's defaults (ms, hours, percent)."""
 
-    file_reserved_time: int = 72  # hours
-    delete_when: str = "04"  # hours of the day, ";"-separated
-    disk_max_used_space_ratio: int = 75  # percent, as given (``max_used_ratio`` is the clamped one)
-    clean_resource_interval: int = 10_000
-    delete_commit_log_files_interval: int = 100
-    delete_consume_queue_files_interval: int = 100
-    destroy_maped_file_interval_forcibly: int = 120_000
-    redelete_hanged_file_interval: int = 120_000
-    clean_file_forcibly_enable: bool = True
-    disk_space_warning_level_ratio: int = 90  # percent
-    disk_space_clean_forcibly_ratio: int = 85  # percent
-    delete_file_batch_max: int = 10
+    file_reserved_time: int = setting("fileReservedTime")  # hours
+    delete_when: str = setting("deleteWhen")  # hours of the day, ";"-separated
+    # percent, as given (``max_used_ratio`` is the clamped one)
+    disk_max_used_space_ratio: int = setting("diskMaxUsedSpaceRatio")
+    clean_resource_interval: int = setting("cleanResourceInterval")
+    delete_commit_log_files_interval: int = setting("deleteCommitLogFilesInterval")
+    delete_consume_queue_files_interval: int = setting("deleteConsumeQueueFilesInterval")
+    destroy_maped_file_interval_forcibly: int = setting("destroyMapedFileIntervalForcibly")
+    redelete_hanged_file_interval: int = setting("redeleteHangedFileInterval")
+    clean_file_forcibly_enable: bool = setting("cleanFileForciblyEnable")
+    disk_space_warning_level_ratio: int = setting("diskSpaceWarningLevelRatio")  # percent
+    disk_space_clean_forcibly_ratio: int = setting("diskSpaceCleanForciblyRatio")  # percent
+    delete_file_batch_max: int = setting("deleteFileBatchMax")
 
     @property
     def max_used_ratio(self) -> float:
@@ -72,22 +75,6 @@ class RetentionConfig:
         return self.file_reserved_time * HOUR_MS
 
 
-PROPERTY_NAMES = {
-    "fileReservedTime": "file_reserved_time",
-    "deleteWhen": "delete_when",
-    "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
-    "cleanResourceInterval": "clean_resource_interval",
-    "deleteCommitLogFilesInterval": "delete_commit_log_files_interval",
-    "deleteConsumeQueueFilesInterval": "delete_consume_queue_files_interval",
-    "destroyMapedFileIntervalForcibly": "destroy_maped_file_interval_forcibly",
-    "redeleteHangedFileInterval": "redelete_hanged_file_interval",
-    "cleanFileForciblyEnable": "clean_file_forcibly_enable",
-    "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
-    "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
-    "deleteFileBatchMax": "delete_file_batch_max",
-}
-
-
 def delete_hours(when: str) -> list[int]:
     """``deleteWhen``'s hours (``UtilAll.isItTimeToDo`` parses each with ``Integer.parseInt``)."""
     try:
@@ -100,31 +87,10 @@ def delete_hours(when: str) -> list[int]:
 def retention_from_properties(
     props: Mapping[str, str], base: RetentionConfig | None = None
 ) -> RetentionConfig:
-    """``RetentionConfig`` from broker.conf keys; a value that does not parse is a ``UsageError``."""
-    base = base or RetentionConfig()
-    kinds = {f.name: f.type for f in fields(RetentionConfig)}
-    changes: dict[str, object] = {}
-    for key, name in PROPERTY_NAMES.items():
-        if key not in props:
-            continue
-        raw = props[key].strip()
-        if kinds[name] == "int":
-            try:
-                changes[name] = int(raw)
-            except ValueError:
-                raise UsageError(f"broker.conf: {key}={raw!r} is not a number") from None
-        elif kinds[name] == "bool":
-            if raw.lower() not in ("true", "false"):
-                raise UsageError(f"broker.conf: {key}={raw!r} is not true or false")
-            changes[name] = raw.lower() == "true"
-        else:
-            changes[name] = raw
-    config = replace(base, **changes)
+    """``RetentionConfig`` from broker.conf keys (``rmqcli.conf``: a value that does not parse, or a
+    period or batch below 1, is a ``UsageError``); ``deleteWhen`` must be a list of hours."""
+    config = replace(base or RetentionConfig(), **conf_of(props).values(RetentionConfig, given_only=True))
     delete_hours(config.delete_when)
-    for name in ("clean_resource_interval", "delete_file_batch_max"):
-        if getattr(config, name) <= 0:
-            key = next(k for k, v in PROPERTY_NAMES.items() if v == name)
-            raise UsageError(f"broker.conf: {key} must be above 0, not {getattr(config, name)}")
     return config
 
 

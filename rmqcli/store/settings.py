@@ -1,100 +1,56 @@
-"""Store settings (``MessageStoreConfig``) and the ``broker.conf`` properties format.
+"""Store settings (``MessageStoreConfig``): the store's keys of broker.conf, read through
+``rmqcli.conf`` (its table has their types and RocketMQ's defaults).
 
-Defaults are RocketMQ's. ``infer`` fills the sizes a store's own files reveal, so ``rmq`` reads
-a store written with non-default sizes without being told.
+``infer`` fills the sizes a store's own files reveal, so ``rmq`` reads a store written with
+non-default sizes without being told.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from formats import commitlog as fmt
-from formats import indexfile
-from formats.commitlog import DEFAULT_DELAY_LEVELS
-from formats.consumequeue import DEFAULT_CQ_FILE_SIZE
-from formats.javatext import parse_boolean
-from rmqcli.errors import UsageError
+from rmqcli.conf.keys import KEYS, setting, settings_of
+from rmqcli.conf.parse import conf_of, read_properties, refused
 
-DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
+DEFAULT_COMMITLOG_FILE_SIZE: int = KEYS["mappedFileSizeCommitLog"].default
 
 
 @dataclass(frozen=True)
 class StoreSettings:
-    mapped_file_size_commitlog: int = DEFAULT_COMMITLOG_FILE_SIZE
-    mapped_file_size_consume_queue: int = DEFAULT_CQ_FILE_SIZE
-    max_hash_slot_num: int = indexfile.DEFAULT_HASH_SLOT_NUM
-    max_index_num: int = indexfile.DEFAULT_INDEX_NUM
-    message_delay_level: str = DEFAULT_DELAY_LEVELS
-    message_index_enable: bool = True
-    message_index_safe: bool = False
-    check_crc_on_recover: bool = True
-    store_path_commitlog: tuple[str, ...] = ()  # empty: <root>/commitlog
+    mapped_file_size_commitlog: int = setting("mappedFileSizeCommitLog")
+    mapped_file_size_consume_queue: int = setting("mappedFileSizeConsumeQueue")
+    max_hash_slot_num: int = setting("maxHashSlotNum")
+    max_index_num: int = setting("maxIndexNum")
+    message_delay_level: str = setting("messageDelayLevel")
+    message_index_enable: bool = setting("messageIndexEnable")
+    message_index_safe: bool = setting("messageIndexSafe")
+    check_crc_on_recover: bool = setting("checkCRCOnRecover")
+    # the comma-separated paths of ``storePathCommitLog``; empty: <root>/commitlog
+    store_path_commitlog: tuple[str, ...] = setting("storePathCommitLog", ())
     explicit: frozenset[str] = field(default_factory=frozenset)  # names set by the user
 
 
-# broker.conf key -> field name
-PROPERTY_NAMES = {
-    "mappedFileSizeCommitLog": "mapped_file_size_commitlog",
-    "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
-    "maxHashSlotNum": "max_hash_slot_num",
-    "maxIndexNum": "max_index_num",
-    "messageDelayLevel": "message_delay_level",
-    "messageIndexEnable": "message_index_enable",
-    "messageIndexSafe": "message_index_safe",
-    "checkCRCOnRecover": "check_crc_on_recover",
-    "storePathCommitLog": "store_path_commitlog",
-}
+PROPERTY_NAMES = settings_of(StoreSettings)  # broker.conf key -> field name
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    """Java ``.properties``: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
-    result: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        for i, ch in enumerate(line):
-            if ch in "=:":
-                result[line[:i].strip()] = line[i + 1 :].strip()
-                break
-        else:
-            result[line] = ""
-    return result
-
-
-def settings_from_properties(props: dict[str, str], base: StoreSettings | None = None) -> StoreSettings:
+def settings_from_properties(props: Mapping[str, str], base: StoreSettings | None = None) -> StoreSettings:
+    """``base`` (default: the defaults) with the store's keys broker.conf sets."""
     base = base or StoreSettings()
-    types = {f.name: f.type for f in fields(StoreSettings)}
-    changes: dict[str, object] = {}
-    for key, name in PROPERTY_NAMES.items():
-        if key not in props:
-            continue
-        raw = props[key]
-        kind = types[name]
+    changes = conf_of(props).values(StoreSettings, given_only=True)
+    levels = changes.get("message_delay_level")
+    if levels is not None:
         try:
-            if kind == "int":
-                changes[name] = int(raw)
-            elif kind == "bool":
-                changes[name] = parse_boolean(raw)
-            elif name == "message_delay_level":
-                try:
-                    fmt.parse_delay_levels(raw)
-                except ValueError as exc:
-                    raise UsageError(
-                        f"broker.conf: {key}={raw!r} is not a list like '1s 5s 1m 2h 1d' ({exc})"
-                    ) from exc
-                changes[name] = raw
-            elif name == "store_path_commitlog":
-                changes[name] = tuple(p for p in raw.split(",") if p and p != "<path>")
-            else:
-                changes[name] = raw
+            fmt.parse_delay_levels(levels)
         except ValueError as exc:
-            raise UsageError(f"broker.conf: {key}={raw!r} is not valid ({exc})") from exc
+            raise refused(
+                f"messageDelayLevel={levels!r} is not a list like '1s 5s 1m 2h 1d' ({exc})"
+            ) from exc
+    paths = changes.get("store_path_commitlog")
+    if paths is not None:
+        changes["store_path_commitlog"] = tuple(p for p in paths.split(",") if p and p != "<path>")
     return replace(base, **changes, explicit=base.explicit | frozenset(changes))
 
 

@@ -17,7 +17,6 @@ broker also rewrites its configuration file (the ``-c`` file); ``rmq serve`` lea
 
 from __future__ import annotations
 
-import os
 import time
 import weakref
 from dataclasses import dataclass, field, replace
@@ -25,10 +24,11 @@ from typing import TYPE_CHECKING
 
 from rmqcli.broker.acl.brokerkeys import HIDDEN
 from rmqcli.broker.acl.brokerkeys import SECRET_KEY as SIGNING_SECRET
-from rmqcli.broker.acting.config import PROPERTY_NAMES as ACTING_KEYS
-from rmqcli.broker.config import PROPERTY_NAMES as BROKER_KEYS
-from rmqcli.broker.config import broker_config_from_properties
-from rmqcli.broker.ha.config import PROPERTY_NAMES as HA_KEYS
+from rmqcli.broker.acting.config import ActingConfig
+from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
+from rmqcli.broker.ha.config import HAConfig
+from rmqcli.conf.keys import ACTING, BROKER, HA, RETENTION, STORE, TABLE, settings_of
+from rmqcli.conf.parse import text
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -37,48 +37,31 @@ from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.remoting.server.bodies import properties_body, properties_text
 from rmqcli.remoting.server.connection import Connection, Reply
-from rmqcli.store.retention import PROPERTY_NAMES as RETENTION_KEYS
-from rmqcli.store.settings import PROPERTY_NAMES as STORE_KEYS
+from rmqcli.store.retention import RetentionConfig
+from rmqcli.store.settings import StoreSettings
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
 
-# keys rmq does not implement that a 4.9.8 broker always reports, with its defaults
-REPORTED_DEFAULTS = {
-    "accessMessageInMemoryMaxRatio": "40",
-    "transientStorePoolEnable": "false",
-    "serverWorkerThreads": "8",
-    "serverChannelMaxIdleTimeSeconds": "120",
-    "filterServerNums": "0",  # these three are among the keys exportConfigs and exportMetrics read
-    "useTLS": "false",
-    "clientCallbackExecutorThreads": str(os.cpu_count() or 1),  # Runtime.availableProcessors()
-}
+# keys rmq does not implement that a 4.9.8 broker always reports, with its defaults (table order)
+REPORTED_DEFAULTS = {key.name: text(key.default) for key in TABLE if key.shown and not key.implemented}
 STORE_ROOT_KEY = "storePathRootDir"
 # read once, at start: an update of these is refused
-RESTART_KEYS = frozenset(
-    {
-        STORE_ROOT_KEY,
-        *STORE_KEYS,
-        *HA_KEYS,
-        *ACTING_KEYS,
-        "brokerName",
-        "brokerClusterName",
-        "brokerId",
-        "listenPort",
-        "brokerIP1",
-        "brokerIP2",
-        "brokerRole",
-        "namesrvAddr",
-        "flushDiskType",
-        "flushIntervalCommitLog",
-        "autoCreateSubscriptionGroup",
-        "aclEnable",
-        "traceTopicEnable",  # the trace topic is created at start
-        "msgTraceTopicName",
-    }
-)
-IMPLEMENTED_KEYS = frozenset(
-    {STORE_ROOT_KEY, *BROKER_KEYS, *STORE_KEYS, *HA_KEYS, *ACTING_KEYS, *RETENTION_KEYS}
+RESTART_KEYS = frozenset(key.name for key in TABLE if key.at_start)
+# reported with the value in force, in the table's order (broker, store, HA, acting, retention)
+IMPLEMENTED_KEYS = frozenset(key.name for key in TABLE if key.shown and key.implemented)
+_VIEWS = {
+    BROKER: BrokerConfig,
+    STORE: StoreSettings,
+    HA: HAConfig,
+    ACTING: ActingConfig,
+    RETENTION: RetentionConfig,
+}
+_ATTRIBUTES = {owner: settings_of(view) for owner, view in _VIEWS.items()}
+_REPORTED = tuple(
+    (key.name, key.owner, _ATTRIBUTES[key.owner][key.name])
+    for key in TABLE
+    if key.name in IMPLEMENTED_KEYS and key.name in _ATTRIBUTES[key.owner]
 )
 
 
@@ -100,26 +83,19 @@ def config_state(ctl: BrokerContext) -> ConfigState:
     return state
 
 
-def _text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    if value is None:
-        return ""
-    return str(value)
-
-
 def current_properties(ctl: BrokerContext) -> dict[str, str]:
     """Every configuration property with the value in force (see the module docstring)."""
     config = ctl.config
+    views = {
+        BROKER: config,
+        STORE: ctl.writer.settings,
+        HA: config.ha,
+        ACTING: config.acting,
+        RETENTION: config.retention,
+    }
     props = dict(REPORTED_DEFAULTS)
     props.update(config.given)
-    props.update({key: _text(getattr(config, name)) for key, name in BROKER_KEYS.items()})
-    props.update({key: _text(getattr(ctl.writer.settings, name)) for key, name in STORE_KEYS.items()})
-    props.update({key: _text(getattr(config.ha, name)) for key, name in HA_KEYS.items()})
-    props.update({key: _text(getattr(config.acting, name)) for key, name in ACTING_KEYS.items()})
-    props.update({key: _text(getattr(config.retention, name)) for key, name in RETENTION_KEYS.items()})
+    props.update({key: text(getattr(views[owner], attribute)) for key, owner, attribute in _REPORTED})
     if not ctl.writer.settings.store_path_commitlog:
         props["storePathCommitLog"] = str(ctl.writer.commitlog.directory)
     props[STORE_ROOT_KEY] = str(ctl.writer.root)
@@ -151,7 +127,14 @@ def apply_update(ctl: BrokerContext, changes: dict[str, str]) -> list[str]:
         return [str(exc).removeprefix("broker.conf: ")]
     old = ctl.config
     ctl.config = replace(
-        new, broker_id=old.broker_id, ha=old.ha, acting=old.acting, store=old.store, given=old.given
+        new,
+        broker_id=old.broker_id,
+        ha=old.ha,
+        acting=old.acting,
+        store=old.store,
+        pop=old.pop,
+        timer=old.timer,
+        given=old.given,
     )
     state = config_state(ctl)
     state.counter += 1

@@ -9,7 +9,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from rmqcli.broker.pop import constants as k
-from rmqcli.broker.pop.config import PopConfig, pop_config
+from rmqcli.broker.pop.config import PopConfig
 from rmqcli.broker.pop.order import OrderInfoManager
 from rmqcli.broker.pop.polling import PopLongPolling
 from rmqcli.broker.pop.revive import ReviveService
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class PopService:
     def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
-        self.config: PopConfig = pop_config(dict(ctl.config.given))
+        self.config: PopConfig = ctl.config.pop
         self.order = OrderInfoManager(ctl.writer.root / CONFIG_DIR, ctl.store.config_writer)
         self.order.load()
         self.polling = PopLongPolling(self.config.pop_polling_size, self.config.max_pop_polling_size)

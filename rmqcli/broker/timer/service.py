@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from rmqcli.broker.timer import horizon as hz
 from rmqcli.broker.timer import message as tm
-from rmqcli.broker.timer.config import TimerConfig, timer_config
+from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.store.naming import is_safe_topic_dir
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class TimerService:
 
     def __init__(self, ctl: BrokerContext):
         self.ctl = ctl
-        self.config: TimerConfig = timer_config(dict(ctl.config.given))
+        self.config: TimerConfig = ctl.config.timer
         self.cap = self.config.max_pending  # timers held in memory (about 200 bytes each)
         self.heap: list[Entry] = []
         self.scanned: int | None = None  # next timer-queue offset to read; None until started
