@@ -23,7 +23,7 @@ needs something new adds it here first, which keeps what the processors share vi
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, TypeVar, cast
 
 from rmqcli.broker.acl.setup import BrokerAcl
 from rmqcli.broker.acting.escape import EscapeBridge
@@ -46,6 +46,27 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.server.connection import Connection, Reply
 from rmqcli.store.write.writer import StoreWriter
 
+T = TypeVar("T")
+
+
+class BrokerParts:
+    """The per-broker state a part makes on first use, one of each type: POP's service
+    (``pop.service``), the timer's (``timer.service``), the consumers' request modes
+    (``pop.assignment``), the configuration's data version (``admin.config``). The controller
+    holds one, so that state lives and goes with its broker, not in a registry of the part's module
+    keyed by broker; the part's module keeps the type (``get(PopService, ...)``), so this module
+    need not import it."""
+
+    def __init__(self) -> None:
+        self._made: dict[type, object] = {}
+
+    def get(self, kind: type[T], make: Callable[[], T]) -> T:
+        """The broker's ``kind``, made by ``make`` the first time."""
+        found = self._made.get(kind)
+        if found is None:
+            found = self._made[kind] = make()
+        return cast(T, found)
+
 
 class BrokerContext(Protocol):
     """The broker as its request handlers and services (schedule, transaction check, send lane) see it."""
@@ -67,6 +88,7 @@ class BrokerContext(Protocol):
     remoting: RemotingClient  # the broker's client: name servers, its group's members
     escape: EscapeBridge  # where the broker's own puts go when it is not its group's master
     retention: RetentionService  # the clean-up rounds (CleanCommitLogService, CleanConsumeQueueService)
+    parts: BrokerParts  # POP, the timer, request modes, the configuration's version: made on first use
 
     @property
     def addr(self) -> str:

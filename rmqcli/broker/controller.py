@@ -28,7 +28,7 @@ from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership, Identity
 from rmqcli.broker.acting.preonline import take_locks, take_offsets
 from rmqcli.broker.config import BrokerConfig
-from rmqcli.broker.context import Handler
+from rmqcli.broker.context import BrokerParts, Handler
 from rmqcli.broker.ha.config import SLAVE
 from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.ha.sync import SlaveSynchronize
@@ -103,6 +103,7 @@ class BrokerController:
         self.config = config
         self.writer = writer
         self.namesrv_addrs = namesrv_addrs
+        self.parts = BrokerParts()  # POP, the timer, request modes, the config version (context)
         self.store = MessageStore(
             writer, sync_flush=config.sync_flush, flush_interval_ms=config.flush_interval_commit_log
         )

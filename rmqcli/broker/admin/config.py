@@ -18,7 +18,6 @@ broker also rewrites its configuration file (the ``-c`` file); ``rmq serve`` lea
 from __future__ import annotations
 
 import time
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -73,14 +72,9 @@ class ConfigState:
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
-_states: weakref.WeakKeyDictionary[BrokerContext, ConfigState] = weakref.WeakKeyDictionary()
-
-
 def config_state(ctl: BrokerContext) -> ConfigState:
-    state = _states.get(ctl)
-    if state is None:
-        state = _states[ctl] = ConfigState()
-    return state
+    """The broker's configuration version (``BrokerContext.parts``)."""
+    return ctl.parts.get(ConfigState, ConfigState)
 
 
 def current_properties(ctl: BrokerContext) -> dict[str, str]:

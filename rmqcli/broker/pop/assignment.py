@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from formats import fastjson
@@ -68,14 +67,9 @@ class Modes:
         self.ctl.store.config_writer.write_now({FILE_NAME: text})  # persisted before the answer
 
 
-_modes: weakref.WeakKeyDictionary[object, Modes] = weakref.WeakKeyDictionary()
-
-
 def modes(ctl: BrokerContext) -> Modes:
-    found = _modes.get(ctl)
-    if found is None:
-        found = _modes[ctl] = Modes(ctl)
-    return found
+    """The broker's request modes, loaded on first use (``BrokerContext.parts``)."""
+    return ctl.parts.get(Modes, lambda: Modes(ctl))
 
 
 def _body(req: RemotingCommand) -> dict[str, Any] | None:

@@ -1,10 +1,9 @@
 """The POP state of one broker: settings, order info, long polling, the ck counter, the revive
-service; created on first use (``pop_service``) and kept beside the broker, not in it."""
+service; created on first use (``pop_service``) and kept with the broker (``BrokerContext.parts``)."""
 
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -57,15 +56,9 @@ class PopService:
         return self._revive
 
 
-_services: weakref.WeakKeyDictionary[object, PopService] = weakref.WeakKeyDictionary()
-
-
 def pop_service(ctl: BrokerContext) -> PopService:
-    """The broker's POP state, made on first use."""
-    service = _services.get(ctl)
-    if service is None:
-        service = _services[ctl] = PopService(ctl)
-    return service
+    """The broker's POP state, made on first use (``BrokerContext.parts``)."""
+    return ctl.parts.get(PopService, lambda: PopService(ctl))
 
 
 def run(ctl: BrokerContext) -> Coroutine[Any, Any, None]:

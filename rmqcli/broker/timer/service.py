@@ -32,7 +32,6 @@ import asyncio
 import heapq
 import logging
 import time
-import weakref
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
@@ -413,12 +412,6 @@ class TimerService:
             self._commit()
 
 
-_SERVICES: weakref.WeakKeyDictionary[object, TimerService] = weakref.WeakKeyDictionary()
-
-
 def timer_service(ctl: BrokerContext) -> TimerService:
-    """The broker's timer service (made on first use)."""
-    service = _SERVICES.get(ctl)
-    if service is None:
-        service = _SERVICES[ctl] = TimerService(ctl)
-    return service
+    """The broker's timer service (made on first use; ``BrokerContext.parts``)."""
+    return ctl.parts.get(TimerService, lambda: TimerService(ctl))
