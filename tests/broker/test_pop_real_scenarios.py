@@ -293,25 +293,11 @@ def refused(a: str) -> Seen:
     return seen
 
 
-NO_TOPIC_REMARKS = ["pop.no_topic.remark", "peek.no_topic.remark"]
-
-
 @pytest.fixture(scope="module")
 def refusals(brokers: Pair) -> tuple[Seen, Seen]:
     return run_both(brokers, refused)
 
 
 def test_pop_of_a_missing_topic_and_of_a_group_that_may_not_consume(refusals: tuple[Seen, Seen]) -> None:
-    ours, theirs = refusals
-    same(ours, theirs, only=[k for k in theirs if k not in NO_TOPIC_REMARKS])
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="rmq differs: POP/PEEK of a missing topic, TOPIC_NOT_EXIST's remark: rmq 'topic[T] not exist, "
-    "apply first please! See http://rocketmq.apache.org/docs/faq/ for further details.', 5.1.1 "
-    "'topic[T] not exist, apply first please! \\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ "
-    "for further details.'",
-)
-def test_pop_of_a_missing_topic_remark(refusals: tuple[Seen, Seen]) -> None:
-    same(*refusals, only=NO_TOPIC_REMARKS)
+    """Codes and remarks, TOPIC_NOT_EXIST's with 5.1.1's FAQ line (``FAQUrl.suggestTodo``)."""
+    same(*refusals)

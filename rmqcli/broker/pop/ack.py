@@ -26,7 +26,7 @@ from rmqcli.broker.pop.pop import PopError, now_ms, refuse_names
 from rmqcli.broker.pop.revivelog import RevivePutError, put_ack, put_ck
 from rmqcli.broker.pop.service import PopService, pop_service
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.remoting.server.refusal import FAQ
+from rmqcli.remoting.server.refusal import FAQ5
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
@@ -59,7 +59,7 @@ def _check(ctl: BrokerContext, svc: PopService, req: AckRequest) -> k.ExtraInfo:
         raise PopError(RS.SYSTEM_ERROR, f"the broker[{ctl.config.broker_ip1}] is a slave: ack on its master")
     config = ctl.topics.get(req.topic)
     if config is None:
-        raise PopError(RS.TOPIC_NOT_EXIST, f"topic[{req.topic}] not exist, apply first please! {FAQ.strip()}")
+        raise PopError(RS.TOPIC_NOT_EXIST, f"topic[{req.topic}] not exist, apply first please! {FAQ5}")
     if not 0 <= req.queue_id < config["readQueueNums"]:
         raise PopError(
             RS.MESSAGE_ILLEGAL,

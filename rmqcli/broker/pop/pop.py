@@ -39,7 +39,7 @@ from rmqcli.broker.pop.service import PopService, pop_service
 from rmqcli.broker.state import is_readable, tag_codes, validate_group, validate_topic
 from rmqcli.filter.sql92 import Selector, SelectorError, compiled, is_tag_type
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.remoting.server.refusal import FAQ, Refusal
+from rmqcli.remoting.server.refusal import FAQ5, Refusal
 from rmqcli.store.write.records import encode_again
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def check_read(ctl: BrokerContext, group: str, topic: str, queue_id: int, what: 
         raise PopError(RS.NO_PERMISSION, f"the broker[{ip}] {what} message is forbidden")
     config = ctl.topics.get(topic)
     if config is None:
-        raise PopError(RS.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ.strip()}")
+        raise PopError(RS.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ5}")
     if not is_readable(config["perm"]):
         raise PopError(RS.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
     if queue_id >= config["readQueueNums"]:
@@ -142,7 +142,7 @@ def check_read(ctl: BrokerContext, group: str, topic: str, queue_id: int, what: 
     sub = ctl.groups.find(group)
     if sub is None:
         raise PopError(
-            RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist, {FAQ.strip()}"
+            RS.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist, {FAQ5}"
         )
     if not sub.get("consumeEnable", True):
         raise PopError(RS.NO_PERMISSION, f"subscription group no permission, {group}")

@@ -2,7 +2,9 @@
 
 The checks of a processor's ``parse`` step raise a ``Refusal`` (``send.SendError``,
 ``pull.PullError``); the handler answers it with ``answer``, so every check states its code and
-remark where it is made. ``FAQ`` is the suffix 4.9.x's ``FAQUrl.suggestTodo`` adds to some remarks.
+remark where it is made. ``FAQ`` is the suffix 4.9.x's ``FAQUrl.suggestTodo`` adds to some remarks,
+``FAQ5`` the one 5.1.1's adds (its URLs all name one page): the remarks of RocketMQ 5's own requests
+(POP, ACK, PEEK) carry that one.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from rmqcli.remoting.codec import RemotingCommand
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+FAQ5 = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
 def no_property_filter(expression_type: str | None) -> str:
