@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ERROR = "error"
 WARNING = "warning"
@@ -111,26 +113,31 @@ class Collector:
         return report
 
 
+@functools.cache
+def _libc() -> Any:
+    """glibc, loaded once (``find_library`` runs ``ldconfig -p``); None where there is none."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018 - both exist in glibc only
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
 def give_back_free_memory() -> None:
     """Return the allocator's free memory to the system (glibc ``malloc_trim``; nothing elsewhere).
 
     The CommitLog scan frees its per-window arrays between the record columns it keeps; glibc keeps
     such freed chunks in its heap, counted in the RSS, until trimmed.
     """
-    global _TRIM
-    if _TRIM is None:
-        import ctypes
-        import ctypes.util
-
-        try:
-            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _TRIM = False
-    if _TRIM:
-        _TRIM(0)
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
-_TRIM = None
 _M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 _MMAP_FROM = 1 << 20
 
@@ -142,11 +149,6 @@ def map_large_blocks() -> None:
     the arrays of later checks come from its heap and stay in the RSS once freed, until trimmed;
     a fixed threshold returns them to the system at once. Nothing where there is no glibc.
     """
-    import ctypes
-    import ctypes.util
-
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM)
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM)
