@@ -44,12 +44,15 @@ CHECK_TESTS := not (server or slow or java or java5 or proxy5 or cpp or client5 
 check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -m "$(CHECK_TESTS)" --hypothesis-profile=rmq-check --durations=5
+	$(BIN)/python -m pytest -n 2 -m "$(CHECK_TESTS)" --hypothesis-profile=rmq-check --durations=5
 
+# Everything, on TEST_WORKERS processes (pytest-xdist; each takes whole files, so a module's
+# fixtures start once): most tests wait on servers and JVMs, so more workers than cores pay.
+TEST_WORKERS ?= 4
 test: $(STAMP) $(JS_STAMP) $(RMQ5_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP) $(RMQ5_STAMP)
 	$(BIN)/python -m tests.bench.run

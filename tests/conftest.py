@@ -43,6 +43,7 @@ settings.register_profile("rmq-check", settings.get_profile("rmq"), max_examples
 
 def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile(config.getoption("hypothesis_profile", None) or "rmq")
+    CENSUS.names = list(COMPONENTS)
     for component in COMPONENTS.values():
         config.addinivalue_line("markers", f"{component.name}: needs {component.what}")
     config.addinivalue_line(

@@ -13,6 +13,7 @@ NONE = "none"  # the tests that need no optional component
 
 class Census:
     def __init__(self) -> None:
+        self.names: list[str] = []  # the components, in the order the census lists them
         self.components: dict[str, list[str]] = {}
         self.outcomes: dict[str, str] = {}
         self.reasons: Counter[str] = Counter()
@@ -21,7 +22,11 @@ class Census:
         self.components[nodeid] = components or [NONE]
 
     def report(self, report: pytest.TestReport) -> None:
-        """The outcome of a test: its call's, or its setup's or teardown's when that did not pass."""
+        """The outcome of a test: its call's, or its setup's or teardown's when that did not pass.
+        Under pytest-xdist the workers collect, so a test's components come with its report (its
+        keywords hold its markers)."""
+        if report.nodeid not in self.components:
+            self.collected(report.nodeid, [n for n in self.names if n in report.keywords])
         if report.when == "call" or (report.when == "setup" and not report.passed):
             if hasattr(report, "wasxfail"):  # an expected failure is neither a pass nor a skip
                 self.outcomes[report.nodeid] = "xfailed" if report.skipped else "xpassed"

@@ -17,39 +17,18 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from tests.support import ROOT
 from tests.support.cli import RMQ
-
-_HANDED: set[int] = set()  # ports handed out in this run: two servers never get the same one
+from tests.support.ports import claim
 
 
 def free_port() -> int:
-    """A loopback port free now and not handed out before in this run (servers chosen together,
-    then started, must not collide)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in _HANDED:
-            _HANDED.add(port)
-            return port
-    raise AssertionError("no free loopback port")
+    """A loopback port free now and handed out to no other server (``tests.support.ports``)."""
+    return claim()
 
 
 def free_port_pair() -> int:
     """A free broker listenPort whose HA port (+1) and VIP channel (-2) are free too; all three are
     kept from later picks."""
-    for _ in range(100):
-        port = free_port()
-        if port < 1026 or {port + 1, port - 2} & _HANDED:
-            continue
-        try:
-            for other in (port + 1, port - 2):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", other))
-        except OSError:
-            continue
-        _HANDED.update((port + 1, port - 2))
-        return port
-    raise AssertionError("no free broker port with its HA and VIP ports")
+    return claim((0, 1, -2))
 
 
 class ServeProcess:

@@ -1,0 +1,78 @@
+"""Loopback ports for test servers, handed out once across every test process on the machine.
+
+Ports are chosen first and bound later (a broker's listen, HA and VIP ports, a kit's conf), so two
+picks must never meet: not within one run, not between the workers of a parallel run
+(pytest-xdist), not between two runs at once. Every pick is written to one registry file under an
+exclusive ``flock`` with the pid that holds it; a port stays taken while that process lives, and the
+entries of ended processes are dropped at the next pick."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+REGISTRY = Path(tempfile.gettempdir()) / "rmq-test-ports"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _registry() -> Iterator[dict[int, int]]:
+    """The ports taken by living processes (port -> pid), written back when the block ends."""
+    with open(os.open(REGISTRY, os.O_RDWR | os.O_CREAT, 0o666), "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        taken: dict[int, int] = {}
+        for line in f.read().split("\n"):
+            port, _, pid = line.partition(" ")
+            if port.isdigit() and pid.isdigit() and _alive(int(pid)):
+                taken[int(port)] = int(pid)
+        yield taken
+        f.seek(0)
+        f.truncate()
+        f.write("".join(f"{port} {pid}\n" for port, pid in taken.items()))
+        f.flush()
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _ephemeral() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def claim(offsets: Iterable[int] = (0,)) -> int:
+    """A free loopback port whose ``port + offset`` for each offset are free too, none handed out
+    before to a living process; all of them are kept from later picks."""
+    offsets = tuple(offsets)
+    with _registry() as taken:
+        for _ in range(200):
+            port = _ephemeral()
+            wanted = [port + o for o in offsets]
+            if min(wanted) < 1025 or max(wanted) > 65535 or any(p in taken for p in wanted):
+                continue
+            if all(_bindable(p) for p in wanted if p != port):
+                for p in wanted:
+                    taken[p] = os.getpid()
+                return port
+    raise AssertionError("no free loopback port")
