@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -69,12 +72,59 @@ def test_a_lock_that_cannot_be_checked_counts_as_held(store: Path) -> None:
     assert finish_interrupted(store) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root opens files whatever their mode")
-def test_an_unreadable_lock_counts_as_held(store: Path) -> None:
+def an_unreadable_lock_refuses(store: Path) -> None:
+    """The lock file free and readable: nothing held; made unreadable (mode 0, by its owner): held,
+    and a change is refused for that reason (EACCES), not another."""
+    assert not Store(store).lock_held()
     (store / "lock").chmod(0)
     assert Store(store).lock_held()
-    with pytest.raises(StoreBusyError):
+    with pytest.raises(StoreBusyError, match="cannot check the store lock .*: Permission denied"):
+        ensure_unlocked(store)
+    with pytest.raises(StoreBusyError, match="cannot take the store lock .*: Permission denied") as info:
         Change(store, "t")
+    assert info.value.exit_code == 7
+
+
+# as root (CI's) the modes mean nothing: the check runs in a child that has dropped to ``nobody``
+# (no capabilities left) after its imports (the interpreter lives under /root, which ``nobody``
+# cannot read), on a copy of the store that ``nobody`` owns
+AS_NOBODY = r"""
+import os, pwd, sys
+from pathlib import Path
+from tests.ops.test_safety_locks import an_unreadable_lock_refuses
+
+nobody = pwd.getpwnam("nobody")
+os.setgroups([])
+os.setgid(nobody.pw_gid)
+os.setuid(nobody.pw_uid)
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines())
+assert os.geteuid() == nobody.pw_uid and int(status["CapEff"], 16) == 0, status["CapEff"]
+an_unreadable_lock_refuses(Path(sys.argv[1]))
+print("refused as", os.geteuid())
+"""
+
+
+def test_an_unreadable_lock_counts_as_held(store: Path) -> None:
+    if os.geteuid() != 0:
+        an_unreadable_lock_refuses(store)
+        return
+    nobody = pwd.getpwnam("nobody")
+    home = Path(tempfile.mkdtemp(prefix="rmq-unreadable-lock-"))  # in /tmp: nobody may reach it
+    try:
+        copy = shutil.copytree(store, home / "store")
+        for path in [home, *home.rglob("*")]:
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        proc = subprocess.run(
+            [sys.executable, "-c", AS_NOBODY, str(copy)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0 and proc.stdout == f"refused as {nobody.pw_uid}\n", proc.stderr
+    finally:
+        shutil.rmtree(home)
 
 
 def recover_while_a_broker_starts(root: Path, *flags: str) -> subprocess.CompletedProcess[str]:
