@@ -7,7 +7,6 @@ getBrokerMemberGroup (RocketMQ 5's GET_BROKER_MEMBER_GROUP, no mqadmin command o
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from rmqcli.cli.admin.registry import (
@@ -16,6 +15,7 @@ from rmqcli.cli.admin.registry import (
     SIZE,
     AdminCommand,
     Args,
+    Family,
     Lazy,
     Opt,
     broker_addr,
@@ -34,6 +34,7 @@ from rmqcli.errors import UsageError
 brokers = Lazy("rmqcli.admin.broker")
 cluster_rts = Lazy("rmqcli.admin.clusterrt")
 broker_text = Lazy("rmqcli.cli.admin.format")
+BROKERS = Family(brokers, broker_text, "broker")
 
 CONFIG_KEY = required("key", "--key", "-k", "config key")
 CONFIG_VALUE = required("value", "--value", "-v", "config value")
@@ -41,16 +42,16 @@ UPDATE_WHICH = broker_or_cluster_options("update")
 BROKER_ADDRESS = broker_addr("Broker address")
 
 
-cluster_list = AdminCommand(
+cluster_list = BROKERS.command(
     "clusterList",
     "List all of clusters",
-    "cluster",
     (
         opt("more_stats", "--moreStats", "-m", "Print more stats", bool, False),
         opt("interval", "--interval", "-i", "specify intervals numbers, it is in seconds", int),
         ROUNDS,
     ),
-    call=lambda s, a: brokers.cluster_list(s),
+    group="cluster",
+    params=(),
     text=lambda rows, a: (
         broker_text.cluster_list_more(rows) if a.more_stats else broker_text.cluster_list(rows)
     ),
@@ -87,10 +88,9 @@ def _cluster_rt_data(result: Any, args: Args) -> dict[str, Any]:
     }
 
 
-cluster_rt = AdminCommand(
+cluster_rt = BROKERS.command(
     "clusterRT",
     "List All clusters Message Send RT",
-    "cluster",
     (
         AMOUNT,
         SIZE,
@@ -108,6 +108,7 @@ cluster_rt = AdminCommand(
             0,
         ),
     ),
+    group="cluster",
     call=lambda s, a: cluster_rts.cluster_rt(s, vars(a).setdefault("_run", {}), a.amount, a.size, a.cluster),
     text=lambda result, a: broker_text.cluster_rt(result, parse_boolean(a.print_log), a.machine_room.strip()),
     data=_cluster_rt_data,
@@ -115,63 +116,52 @@ cluster_rt = AdminCommand(
     repeat=lambda a: (a.interval or 0.001, a.rounds),  # -i 0: again at once, as mqadmin
 )
 
-broker_status = AdminCommand(
+broker_status = BROKERS.command(
     "brokerStatus",
     "Fetch broker runtime status data",
-    "broker",
     (BROKER_ADDRESS, cluster_name("which cluster")),
-    call=lambda s, a: brokers.broker_status(s, a.broker_addr, a.cluster_name),
     text=lambda statuses, a: broker_text.broker_status(statuses, by_cluster=not a.broker_addr),
     check=broker_or_cluster,
     namesrv=without_broker,
 )
 
-broker_member_group = AdminCommand(
+broker_member_group = BROKERS.command(
     "getBrokerMemberGroup",
     "Fetch the live members of a broker group (SlaveActingMaster: who acts as master).",
-    "broker",
     (
         required("cluster_name", "--clusterName", "-c", "cluster name"),
         required("broker_name", "--brokerName", "-b", "broker name"),
     ),
-    call=lambda s, a: brokers.broker_member_group(s, a.cluster_name, a.broker_name),
-    text=lambda members, a: broker_text.broker_member_group(members),
+    operation="broker_member_group",
 )
 
-ha_status = AdminCommand(
+ha_status = BROKERS.command(
     "haStatus",
     "Fetch ha runtime status data.",
-    "broker",
     (
         broker_addr("which broker to fetch"),
         cluster_name("which cluster"),
         opt("interval", "--interval", "-i", "the interval(second) of get info", int),
         ROUNDS,
     ),
-    call=lambda s, a: brokers.ha_status(s, a.broker_addr, a.cluster_name),
-    text=lambda statuses, a: broker_text.ha_status(statuses),
+    params=("broker_addr", "cluster_name"),
     check=broker_or_cluster,
     namesrv=without_broker,
     repeat=lambda a: (a.interval, a.rounds),
 )
 
-get_broker_config = AdminCommand(
+get_broker_config = BROKERS.command(
     "getBrokerConfig",
     "Get broker config by cluster or special broker!",
-    "broker",
     UPDATE_WHICH,
-    call=lambda s, a: brokers.get_broker_config(s, a.broker_addr, a.cluster_name),
-    text=lambda configs, a: broker_text.broker_config(configs),
+    render="broker_config",
     namesrv=without_broker,
 )
 
-update_broker_config = AdminCommand(
+update_broker_config = BROKERS.command(
     "updateBrokerConfig",
     "Update broker's config",
-    "broker",
     (CONFIG_KEY, CONFIG_VALUE, *UPDATE_WHICH),
-    call=lambda s, a: brokers.update_broker_config(s, a.key, a.value, a.broker_addr, a.cluster_name),
-    text=lambda addrs, a: broker_text.update_broker_config(addrs),
     check=broker_or_cluster,
     namesrv=without_broker,
 )
@@ -182,12 +172,12 @@ BROKER_NAME = required("broker_name", "--brokerName", "-b", "broker name")
 
 def _write_perm(name: str, description: str, verb: str) -> AdminCommand:
     """wipeWritePerm, addWritePerm: one line per name server, then fail for the first that did not."""
-    return AdminCommand(
+    return BROKERS.command(
         name,
         description,
-        "namesrv",
         (BROKER_NAME,),
-        call=lambda s, a: getattr(brokers, f"{verb}_write_perm")(s, a.broker_name),
+        group="namesrv",
+        operation=f"{verb}_write_perm",
         text=lambda results, a: broker_text.write_perm(results, a.broker_name.strip(), verb),
         fail=lambda results: fail_first([r for r in results if not r.ok]),
     )
@@ -200,22 +190,20 @@ add_write_perm = _write_perm(
     "addWritePerm", "Add write perm of broker in all name server you defined in the -n param", "add"
 )
 
-get_namesrv_config = AdminCommand(
+get_namesrv_config = BROKERS.command(
     "getNamesrvConfig",
     "Get configs of name server.",
-    "namesrv",
     (),
-    call=lambda s, a: brokers.get_namesrv_config(s),
-    text=lambda configs, a: broker_text.namesrv_config(configs),
+    group="namesrv",
+    render="namesrv_config",
     data=lambda configs, a: {addr: dict(pairs) for addr, pairs in configs.items()},
 )
 
-update_namesrv_config = AdminCommand(
+update_namesrv_config = BROKERS.command(
     "updateNamesrvConfig",
     "Update configs of name server.",
-    "namesrv",
     (CONFIG_KEY, CONFIG_VALUE),
-    call=lambda s, a: brokers.update_namesrv_config(s, a.key, a.value),
+    group="namesrv",
     text=lambda addrs, a: broker_text.update_namesrv_config(
         addrs if a.namesrv else None, a.key.strip(), a.value.strip()
     ),
@@ -226,17 +214,14 @@ NAMESPACE = required("namespace", "--namespace", "-s", "set the namespace")
 KV_KEY = required("key", "--key", "-k", "set the key name")
 
 
-def _kv_config(
-    name: str, description: str, options: tuple[Opt, ...], call: Callable[[Any, Args], Any], done: str
-) -> AdminCommand:
+def _kv_config(name: str, description: str, options: tuple[Opt, ...], done: str) -> AdminCommand:
     """updateKvConfig, deleteKvConfig: a change of every name server's KV config, mqadmin's line
     ``done`` once they all applied it; ``--json`` names the name servers."""
-    return AdminCommand(
+    return BROKERS.command(
         name,
         description,
-        "namesrv",
         options,
-        call=call,
+        group="namesrv",
         text=lambda addrs, a: done,
         data=lambda addrs, a: {"namesrv": addrs},
     )
@@ -246,19 +231,14 @@ update_kv_config = _kv_config(
     "updateKvConfig",
     "Create or update KV config.",
     (NAMESPACE, KV_KEY, required("value", "--value", "-v", "set the key value")),
-    lambda s, a: brokers.update_kv_config(s, a.namespace, a.key, a.value),
     "create or update kv config to namespace success.\n",
 )
 delete_kv_config = _kv_config(
-    "deleteKvConfig",
-    "Delete KV config.",
-    (NAMESPACE, KV_KEY),
-    lambda s, a: brokers.delete_kv_config(s, a.namespace, a.key),
-    "delete kv config from namespace success.\n",
+    "deleteKvConfig", "Delete KV config.", (NAMESPACE, KV_KEY), "delete kv config from namespace success.\n"
 )
 
 
-def _clean(name: str, description: str, group: str, operation: str) -> AdminCommand:
+def _clean(name: str, description: str, operation: str) -> AdminCommand:
     """cleanExpiredCQ, deleteExpiredCommitLog, cleanUnusedTopic: ``success`` or ``false`` (no
     newline after ``success``, as mqadmin prints it) from every broker of ``-b`` or ``-c``."""
 
@@ -266,24 +246,19 @@ def _clean(name: str, description: str, group: str, operation: str) -> AdminComm
         if not result.ok:
             failed(result.errors[0], result.error_kind)
 
-    return AdminCommand(
+    return BROKERS.command(
         name,
         description,
-        group,
         (BROKER_ADDRESS, opt("cluster", "--cluster", "-c", "cluster name")),
-        call=lambda s, a: getattr(brokers, operation)(s, a.broker_addr, a.cluster),
+        operation=operation,
         text=lambda result, a: "success" if result.ok else "false\n",
         fail=fail,
         namesrv=without_broker,
     )
 
 
-clean_expired_cq = _clean(
-    "cleanExpiredCQ", "Clean expired ConsumeQueue on broker.", "broker", "clean_expired_cq"
-)
+clean_expired_cq = _clean("cleanExpiredCQ", "Clean expired ConsumeQueue on broker.", "clean_expired_cq")
 delete_expired_commit_log = _clean(
-    "deleteExpiredCommitLog", "Delete expired CommitLog files", "broker", "delete_expired_commitlog"
+    "deleteExpiredCommitLog", "Delete expired CommitLog files", "delete_expired_commitlog"
 )
-clean_unused_topic = _clean(
-    "cleanUnusedTopic", "Clean unused topic on broker.", "broker", "clean_unused_topic"
-)
+clean_unused_topic = _clean("cleanUnusedTopic", "Clean unused topic on broker.", "clean_unused_topic")

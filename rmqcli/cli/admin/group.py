@@ -10,8 +10,8 @@ from typing import Any
 
 from rmqcli.cli.admin.registry import (
     TOPIC,
-    AdminCommand,
     Args,
+    Family,
     Lazy,
     broker_addr,
     broker_or_cluster,
@@ -25,6 +25,7 @@ from rmqcli.errors import UsageError
 
 groups = Lazy("rmqcli.admin.group")
 group_text = Lazy("rmqcli.cli.admin.format_groups")
+GROUPS = Family(groups, group_text, "consumer")
 
 RETRY_POLICY_HELP = (
     "the json string of retry policy ( exp: "
@@ -69,10 +70,9 @@ def _update_sub_group(s: Any, a: Args) -> Any:
     )
 
 
-update_sub_group = AdminCommand(
+update_sub_group = GROUPS.command(
     "updateSubGroup",
     "Update or create subscription group",
-    "consumer",
     (
         GROUP_NAME,
         *broker_or_cluster_options("create subscription group to"),
@@ -88,15 +88,13 @@ update_sub_group = AdminCommand(
         opt("notify", "--notifyConsumerIdsChanged", "-a", "notify consumerId changed"),
     ),
     call=_update_sub_group,
-    text=lambda result, a: group_text.update_sub_group(result),
     check=broker_or_cluster,
     namesrv=without_broker,
 )
 
-delete_sub_group = AdminCommand(
+delete_sub_group = GROUPS.command(
     "deleteSubGroup",
     "Delete subscription group from broker.",
-    "consumer",
     (
         GROUP_NAME,
         *broker_or_cluster_options("delete subscription group from"),
@@ -109,24 +107,20 @@ delete_sub_group = AdminCommand(
         cluster=a.cluster_name,
         remove_offset=parse_boolean(a.remove_offset),
     ),
-    text=lambda result, a: group_text.delete_sub_group(result),
     check=broker_or_cluster,
     namesrv=without_broker,
 )
 
-get_consumer_config = AdminCommand(
+get_consumer_config = GROUPS.command(
     "getConsumerConfig",
     "Get consumer config by subscription group name!",
-    "consumer",
     (GROUP_NAME,),
-    call=lambda s, a: groups.get_consumer_config(s, a.group_name),
-    text=lambda infos, a: group_text.consumer_config(infos),
+    render="consumer_config",
 )
 
-consumer_progress = AdminCommand(
+consumer_progress = GROUPS.command(
     "consumerProgress",
     "Query consumers's progress, speed",
-    "consumer",
     (
         opt("group_name", "--groupName", "-g", "consumer group name"),
         opt("show_client_ip", "--showClientIP", "-s", "Show Client IP per Queue"),
@@ -148,40 +142,35 @@ consumer_progress = AdminCommand(
     ),
 )
 
-consumer_connection = AdminCommand(
+consumer_connection = GROUPS.command(
     "consumerConnection",
     "Query consumer's socket connection, client version and subscription",
-    "connection",
     (CONSUMER_GROUP, BROKER_ADDRESS),
-    call=lambda s, a: groups.consumer_connection(s, a.consumer_group, a.broker_addr),
-    text=lambda cc, a: group_text.consumer_connection(cc),
+    group="connection",
     namesrv=without_broker,
 )
 
-producer_connection = AdminCommand(
+producer_connection = GROUPS.command(
     "producerConnection",
     "Query producer's socket connection and client version",
-    "connection",
     (required("producer_group", "--producerGroup", "-g", "producer group name"), TOPIC),
-    call=lambda s, a: groups.producer_connection(s, a.producer_group, a.topic),
-    text=lambda pc, a: group_text.producer_connection(pc),
+    group="connection",
 )
 
-producer = AdminCommand(
+producer = GROUPS.command(
     "producer",
     "Query producer's instances, connection, status, etc.",
-    "producer",
     (required("broker", "--broker", "-b", "broker address"),),
-    call=lambda s, a: groups.all_producer_info(s, a.broker),
-    text=lambda table, a: group_text.producer(table),
+    group="producer",
+    operation="all_producer_info",
+    render="producer",
     data=lambda table, a: table.data,
     namesrv=lambda a: False,
 )
 
-consumer_status = AdminCommand(
+consumer_status = GROUPS.command(
     "consumerStatus",
     "Query consumer's internal data structure",
-    "consumer",
     (
         CONSUMER_GROUP,
         opt("client_id", "--clientId", "-i", "The consumer's client id"),
@@ -191,17 +180,15 @@ consumer_status = AdminCommand(
     call=lambda s, a: groups.consumer_status(
         s, a.consumer_group, client_id=a.client_id, broker_addr=a.broker_addr, jstack=a.jstack
     ),
-    text=lambda result, a: group_text.consumer_status(result),
     data=lambda result, a: group_text.consumer_status_data(result),
 )
 
 OFFSET_GROUP = required("group", "--group", "-g", "set the consumer group")
 FORCE = opt("force", "--force", "-f", "set the force rollback by timestamp switch[true|false]")
 
-reset_offset_by_time = AdminCommand(
+reset_offset_by_time = GROUPS.command(
     "resetOffsetByTime",
     "Reset consumer offset by timestamp(without client restart).",
-    "offset",
     (
         OFFSET_GROUP,
         TOPIC,
@@ -217,6 +204,7 @@ reset_offset_by_time = AdminCommand(
         opt("queue", "--queue", "-q", "queue id"),
         opt("offset", "--offset", "-o", "Expect queue offset, not support old version broker"),
     ),
+    group="offset",
     call=lambda s, a: _reset_offset_by_time(s, a),
     text=lambda result, a: (
         group_text.reset_queue_offset(result) if _one_queue(a) else group_text.reset_offset(result)
@@ -242,27 +230,27 @@ def _reset_offset_by_time(session: Any, a: Args) -> Any:
     )
 
 
-skip_accumulated_message = AdminCommand(
+skip_accumulated_message = GROUPS.command(
     "skipAccumulatedMessage",
     "Skip all messages that are accumulated (not consumed) currently",
-    "offset",
     (OFFSET_GROUP, TOPIC, FORCE),
+    group="offset",
     call=lambda s, a: groups.reset_offset_by_time(
         s, a.group, a.topic, "now", force=_true_unless_false(a.force)
     ),
-    text=lambda result, a: group_text.skip_accumulated(result),
+    render="skip_accumulated",
 )
 
-clone_group_offset = AdminCommand(
+clone_group_offset = GROUPS.command(
     "cloneGroupOffset",
     "clone offset from other group.",
-    "offset",
     (
         required("src_group", "--srcGroup", "-s", "set source consumer group"),
         required("dest_group", "--destGroup", "-d", "set destination consumer group"),
         TOPIC,
         opt("offline", "--offline", "-o", "the group or the topic is offline"),
     ),
+    group="offset",
     call=lambda s, a: groups.clone_group_offset(
         s, a.src_group, a.dest_group, a.topic, parse_boolean(a.offline)
     ),
@@ -294,10 +282,9 @@ def _start_monitoring(s: Any, a: Args) -> None:
     raise typer.Exit(0)
 
 
-start_monitoring = AdminCommand(
+start_monitoring = GROUPS.command(
     "startMonitoring",
     "Start Monitoring",
-    "consumer",
     (
         opt("rounds", "--rounds", None, "Stop after N rounds (0: run until interrupted, as mqadmin)", int, 0),
         opt("interval", "--interval", None, "Seconds between rounds (MonitorConfig.roundInterval)", int, 60),
@@ -307,32 +294,30 @@ start_monitoring = AdminCommand(
     text=lambda result, a: "",
 )
 
-stats_all = AdminCommand(
+stats_all = GROUPS.command(
     "statsAll",
     "Topic and Consumer tps stats",
-    "stats",
     (
         opt("active_topic", "--activeTopic", "-a", "print active topic only", bool, False),
         opt("topic", "--topic", "-t", "print select topic only"),
     ),
-    call=lambda s, a: groups.stats_all(s, a.topic, a.active_topic),
-    text=lambda rows, a: group_text.stats_all(rows),
+    group="stats",
+    params=("topic", "active_topic"),
 )
 
-broker_consume_stats = AdminCommand(
+broker_consume_stats = GROUPS.command(
     "brokerConsumeStats",
     "Fetch broker consume stats data",
-    "broker",
     (
         required("broker_addr", "--brokerAddr", "-b", "Broker address"),
         opt("timeout_millis", "--timeoutMillis", "-t", "request timeout Millis", int, 50000),
         opt("level", "--level", "-l", "threshold of print diff", int, 0),
         opt("order", "--order", "-o", "order topic"),
     ),
+    group="broker",
     call=lambda s, a: groups.broker_consume_stats(
         s, a.broker_addr, is_order=parse_boolean(a.order), timeout_millis=a.timeout_millis, level=a.level
     ),
-    text=lambda stats, a: group_text.broker_consume_stats(stats),
     data=lambda stats, a: group_text.broker_consume_stats_data(stats),
     namesrv=lambda a: False,
 )

@@ -11,8 +11,8 @@ from rmqcli.cli.admin.registry import (
     AMOUNT,
     SIZE,
     TOPIC,
-    AdminCommand,
     Args,
+    Family,
     Lazy,
     Opt,
     broker_addr,
@@ -25,6 +25,7 @@ from rmqcli.errors import BrokerError, NetworkError, UsageError
 messages = Lazy("rmqcli.admin.message")
 beans = Lazy("rmqcli.admin.beans")
 message_text = Lazy("rmqcli.cli.admin.format_messages")
+MESSAGES = Family(messages, message_text, "message")
 
 TIME_HELP = "timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]"
 MSG_ID = required("msg_id", "--msgId", "-i", "Message Id")
@@ -78,10 +79,9 @@ ID_BROKER_HELP = (
 # broker. Any other id is a unique key (the msgId a client's send returns), looked up as
 # queryMsgByUniqueKey does: in -t's brokers, else in every topic. rmq never connects to an address
 # decoded from an id that neither the NameServer nor -b names (4.9.8's mqadmin does).
-query_msg_by_id = AdminCommand(
+query_msg_by_id = MESSAGES.command(
     "queryMsgById",
     "Query Message by Id",
-    "message",
     (
         MSG_ID,
         CONSUMER_GROUP,
@@ -91,30 +91,26 @@ query_msg_by_id = AdminCommand(
         opt("topic", "--topic", "-t", ID_TOPIC_HELP),
         broker_addr(ID_BROKER_HELP),
     ),
-    call=lambda s, a: messages.query_msg_by_id(s, a.msg_id, a.topic, a.broker_addr),
+    params=("msg_id", "topic", "broker_addr"),
     text=lambda views, a: "".join(message_text.message_view(v) for v in views),
     data=lambda views, a: [message_text.view_data(v) for v in views],
     check=_check_query_by_id,
 )
 
-query_msg_by_key = AdminCommand(
+query_msg_by_key = MESSAGES.command(
     "queryMsgByKey",
     "Query Message by Key",
-    "message",
     (TOPIC, required("msg_key", "--msgKey", "-k", "Message Key")),
-    call=lambda s, a: messages.query_msg_by_key(s, a.topic, a.msg_key),
-    text=lambda found, a: message_text.query_by_key(found),
+    render="query_by_key",
     data=lambda found, a: [message_text.message_data(m) for m in found],
 )
 
 
-query_msg_trace_by_id = AdminCommand(
+query_msg_trace_by_id = MESSAGES.command(
     "queryMsgTraceById",
     "query a message trace",
-    "message",
     (MSG_ID, opt("trace_topic", "--traceTopic", "-t", "The name value of message trace topic")),
-    call=lambda s, a: messages.query_msg_trace_by_id(s, a.msg_id, a.trace_topic),
-    text=lambda views, a: message_text.query_msg_trace(views),
+    render="query_msg_trace",
 )
 
 
@@ -123,10 +119,9 @@ def _direct(a: Args) -> bool:
     return bool(a.consumer_group and a.client_id)
 
 
-query_msg_by_unique_key = AdminCommand(
+query_msg_by_unique_key = MESSAGES.command(
     "queryMsgByUniqueKey",
     "Query Message by Unique key",
-    "message",
     (
         MSG_ID,
         TOPIC,
@@ -147,20 +142,17 @@ query_msg_by_unique_key = AdminCommand(
     data=lambda result, a: beans.plain(result) if _direct(a) else [message_text.view_data(v) for v in result],
 )
 
-query_msg_by_offset = AdminCommand(
+query_msg_by_offset = MESSAGES.command(
     "queryMsgByOffset",
     "Query Message by offset",
-    "message",
     (TOPIC, *_queue_position(required)),
-    call=lambda s, a: messages.query_msg_by_offset(s, a.topic, a.broker_name, a.queue_id, a.offset),
     text=lambda view, a: "" if view is None else message_text.message_view(view),
     data=lambda view, a: None if view is None else message_text.view_data(view),
 )
 
-print_msg = AdminCommand(
+print_msg = MESSAGES.command(
     "printMsg",
     "Print Message Detail",
-    "message",
     (TOPIC, CHARSET, SUB_EXPRESSION, BEGIN, END, opt("print_body", "--printBody", "-d", "print body")),
     call=lambda s, a: messages.print_msg(
         s, a.topic, a.sub_expression.strip(), _time(a.begin_timestamp), _time(a.end_timestamp)
@@ -171,10 +163,9 @@ print_msg = AdminCommand(
     data=lambda events, a: message_text.events_data(events),
 )
 
-print_msg_by_queue = AdminCommand(
+print_msg_by_queue = MESSAGES.command(
     "printMsgByQueue",
     "Print Message Detail",
-    "message",
     (
         TOPIC,
         required("broker_name", "--brokerName", "-a", "broker name"),
@@ -209,10 +200,9 @@ print_msg_by_queue = AdminCommand(
     },
 )
 
-query_cq = AdminCommand(
+query_cq = MESSAGES.command(
     "queryCq",
     "Query cq command.",
-    "queue",
     (
         TOPIC,
         required("queue", "--queue", "-q", "queue num, ie. 1", int),
@@ -221,7 +211,7 @@ query_cq = AdminCommand(
         opt("broker", "--broker", "-b", "broker addr."),
         opt("consumer", "--consumer", "-g", "consumer group."),
     ),
-    call=lambda s, a: messages.query_cq(s, a.topic, a.queue, a.index, a.count, a.broker, a.consumer),
+    group="queue",
     text=lambda body, a: message_text.query_cq(body, a.index),
     namesrv=lambda a: not a.broker,
 )
@@ -232,10 +222,9 @@ def _check_send(a: Args) -> None:
         raise UsageError("-m true (message trace) is not supported")
 
 
-send_message = AdminCommand(
+send_message = MESSAGES.command(
     "sendMessage",
     "Send a message",
-    "message",
     (
         TOPIC,
         required("body", "--body", "-p", "UTF-8 string format of the message body"),
@@ -248,7 +237,6 @@ send_message = AdminCommand(
     call=lambda s, a: messages.send_message(
         s, a.topic, a.body, keys=a.key, tags=a.tags, broker_name=a.broker, queue_id=a.qid
     ),
-    text=lambda result, a: message_text.send_message(result),
     data=lambda result, a: message_text.send_result_data(result),
     check=_check_send,
 )
@@ -275,10 +263,9 @@ def _check_consume(a: Args) -> None:
         raise UsageError("Please make sure that the beginTimestamp is less than or equal to the endTimestamp")
 
 
-consume_message = AdminCommand(
+consume_message = MESSAGES.command(
     "consumeMessage",
     "Consume message",
-    "message",
     (
         TOPIC,
         *_queue_position(opt),
@@ -298,7 +285,6 @@ consume_message = AdminCommand(
         end=_time(a.end_timestamp) or 0,
         count=a.message_number,
     ),
-    text=lambda events, a: message_text.consume_message(events),
     data=lambda events, a: message_text.events_data(events),
     check=_check_consume,
 )
@@ -311,30 +297,21 @@ def _every_send_failed(result: Any) -> None:
         raise (NetworkError if "(" not in error else BrokerError)(error)
 
 
-check_msg_send_rt = AdminCommand(
+check_msg_send_rt = MESSAGES.command(
     "checkMsgSendRT",
     "check message send response time",
-    "message",
-    (
-        TOPIC,
-        AMOUNT,
-        SIZE,
-    ),
-    call=lambda s, a: messages.check_msg_send_rt(s, a.topic, a.amount, a.size),
-    text=lambda result, a: message_text.check_msg_send_rt(result),
+    (TOPIC, AMOUNT, SIZE),
     fail=_every_send_failed,
 )
 
-send_msg_status = AdminCommand(
+send_msg_status = MESSAGES.command(
     "sendMsgStatus",
     "send msg to broker.",
-    "broker",
     (
         required("broker_name", "--brokerName", "-b", "Broker Name"),
         opt("message_size", "--messageSize", "-s", "Message Size, Default: 128", int, 128),
         opt("count", "--count", "-c", "send message count, Default: 50", int, 50),
     ),
-    call=lambda s, a: messages.send_msg_status(s, a.broker_name, a.message_size, a.count),
-    text=lambda sends, a: message_text.send_msg_status(sends),
+    group="broker",
     data=lambda sends, a: [dict(message_text.send_result_data(x.result), rt=x.rt) for x in sends],
 )

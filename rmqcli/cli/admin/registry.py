@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -190,6 +191,59 @@ class Lazy:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(importlib.import_module(self._module), name)
+
+
+def snake_case(name: str) -> str:
+    """``topicStatus``: ``topic_status``; a run of capitals stays one word (``checkMsgSendRT``:
+    ``check_msg_send_rt``)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def deferred(module: Lazy, name: str) -> Callable[..., Any]:
+    """``module.<name>``, looked up when called: a declaration names a function without importing
+    its module."""
+    return lambda *args: getattr(module, name)(*args)
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """What one ``cli/admin/<family>.py`` declares its commands over: the admin operations
+    (``rmqcli.admin.<family>``), the text renderers (``cli/admin/format*.py``) and the package of
+    most of its mqadmin classes (``AdminCommand.group``)."""
+
+    operations: Lazy
+    texts: Lazy
+    group: str
+
+    def command(
+        self,
+        name: str,
+        description: str,
+        options: tuple[Opt, ...],
+        *,
+        group: str | None = None,
+        operation: str | None = None,
+        render: str | None = None,
+        params: tuple[str, ...] | None = None,
+        **more: Any,
+    ) -> AdminCommand:
+        """The ``AdminCommand`` ``name`` of this family (``group`` defaults to the family's).
+
+        Without ``call`` it calls ``operations.<operation>(session, *values)``, the values of
+        ``params`` (option names; default: every option, in the declared order); ``operation``
+        defaults to the command's name in snake case (``topicStatus``: ``topic_status``,
+        ``checkMsgSendRT``: ``check_msg_send_rt``), as the admin operations are named. Without
+        ``text`` the text is ``texts.<render>(result)``, ``render`` defaulting to ``operation``.
+        ``more`` are ``AdminCommand``'s other fields (``data``, ``check``, ``namesrv``, ...)."""
+        operation = operation or snake_case(name)
+        if "call" not in more:
+            names = tuple(o.name for o in options) if params is None else params
+            call = deferred(self.operations, operation)
+            more["call"] = lambda s, a: call(s, *(getattr(a, n) for n in names))
+        if "text" not in more:
+            show = deferred(self.texts, render or operation)
+            more["text"] = lambda result, a: show(result)
+        return AdminCommand(name, description, group or self.group, options, **more)
 
 
 # --- checks shared by declarations ----------------------------------------------------------------

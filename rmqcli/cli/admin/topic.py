@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rmqcli.cli.admin.registry import (
     TOPIC,
-    AdminCommand,
+    Family,
     Lazy,
     broker_or_cluster,
     broker_or_cluster_options,
@@ -17,13 +17,13 @@ from rmqcli.cli.admin.registry import (
 
 topics = Lazy("rmqcli.admin.topic")
 topic_text = Lazy("rmqcli.cli.admin.format")
+TOPICS = Family(topics, topic_text, "topic")
 
 CREATE_WHICH = broker_or_cluster_options("create topic to")
 
-update_topic = AdminCommand(
+update_topic = TOPICS.command(
     "updateTopic",
     "Update or create topic",
-    "topic",
     (
         TOPIC,
         *CREATE_WHICH,
@@ -48,16 +48,14 @@ update_topic = AdminCommand(
         has_unit_sub=parse_boolean(a.has_unit_sub),
         attributes=a.attributes,
     ),
-    text=lambda result, a: topic_text.update_topic(result),
     warnings=lambda result: result.warnings,
     check=broker_or_cluster,
     namesrv=lambda a: bool(a.cluster_name) or parse_boolean(a.order),
 )
 
-update_topic_perm = AdminCommand(
+update_topic_perm = TOPICS.command(
     "updateTopicPerm",
     "Update topic perm",
-    "topic",
     (
         TOPIC,
         required("perm", "--perm", "-p", "set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]", int),
@@ -70,31 +68,25 @@ update_topic_perm = AdminCommand(
     check=broker_or_cluster,
 )
 
-delete_topic = AdminCommand(
+delete_topic = TOPICS.command(
     "deleteTopic",
     "Delete topic from broker and NameServer.",
-    "topic",
     (TOPIC, required("cluster_name", "--clusterName", "-c", "delete topic from which cluster")),
-    call=lambda s, a: topics.delete_topic(s, a.topic, a.cluster_name),
-    text=lambda result, a: topic_text.delete_topic(result),
 )
 
-topic_list = AdminCommand(
+topic_list = TOPICS.command(
     "topicList",
     "Fetch all topic list from name server",
-    "topic",
     (opt("cluster_model", "--clusterModel", "-c", "clusterModel", bool, False),),
     call=lambda s, a: topics.topic_list(s, cluster_mode=a.cluster_model),
-    text=lambda result, a: topic_text.topic_list(result),
     data=lambda result, a: result.clusters if a.cluster_model else result.topics,
 )
 
-topic_route = AdminCommand(
+topic_route = TOPICS.command(
     "topicRoute",
     "Examine topic route info",
-    "topic",
     (TOPIC, opt("list_form", "--list", "-l", "Use list format to print data", bool, False)),
-    call=lambda s, a: topics.topic_route(s, a.topic),
+    params=("topic",),
     text=lambda route, a: (
         topic_text.topic_route_list(topics.route_rows(route))
         if a.list_form
@@ -103,43 +95,26 @@ topic_route = AdminCommand(
     data=lambda route, a: topics.route_rows(route) if a.list_form else route,
 )
 
-topic_status = AdminCommand(
-    "topicStatus",
-    "Examine topic Status info",
-    "topic",
-    (TOPIC,),
-    call=lambda s, a: topics.topic_status(s, a.topic),
-    text=lambda rows, a: topic_text.topic_status(rows),
+topic_status = TOPICS.command("topicStatus", "Examine topic Status info", (TOPIC,))
+
+topic_cluster_list = TOPICS.command(
+    "topicClusterList", "get cluster info for topic", (TOPIC,), render="lines"
 )
 
-topic_cluster_list = AdminCommand(
-    "topicClusterList",
-    "get cluster info for topic",
-    "topic",
-    (TOPIC,),
-    call=lambda s, a: topics.topic_cluster_list(s, a.topic),
-    text=lambda clusters, a: topic_text.lines(clusters),
-)
-
-update_order_conf = AdminCommand(
+update_order_conf = TOPICS.command(
     "updateOrderConf",
     "Create or update or delete order conf",
-    "topic",
     (
         TOPIC,
         required("method", "--method", "-m", "option type [eg. put|get|delete]"),
         opt("order_conf", "--orderConf", "-v", "set order conf [eg. brokerName1:num;brokerName2:num]"),
     ),
-    call=lambda s, a: topics.update_order_conf(s, a.topic, a.method, a.order_conf),
-    text=lambda result, a: topic_text.update_order_conf(result),
 )
 
-allocate_mq = AdminCommand(
+allocate_mq = TOPICS.command(
     "allocateMQ",
     "Allocate MQ",
-    "topic",
     (TOPIC, required("ip_list", "--ipList", "-i", "ipList")),
     call=lambda s, a: topics.allocate_mq(s, a.topic, a.ip_list.strip().split(",")),
-    text=lambda result, a: topic_text.allocate_mq(result),
     data=lambda result, a: {"result": result},
 )
