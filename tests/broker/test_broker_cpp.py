@@ -5,6 +5,7 @@ after NOTIFY_CONSUMER_IDS_CHANGED). The client runs in driver processes (``tests
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support.broker_drivers import Driver, run_driver
-from tests.support.serve import LEVELS, ServeProcess, invoke, run, write_conf
+from tests.support.serve import LEVELS, ServeProcess, invoke, run, wait_until, write_conf
 
 pytestmark = pytest.mark.cpp
 
@@ -142,11 +143,16 @@ def test_a_second_consumer_joins_and_the_queues_are_split(tmp_path: Path) -> Non
                 r = run(go)
                 return len(json.loads(r.body)["consumerIdList"]) if r.code == RS.SUCCESS else 0
 
-            deadline = time.monotonic() + 20
-            while members() < 2 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert members() == 2
-            time.sleep(3)  # both clients rebalance on NOTIFY_CONSUMER_IDS_CHANGED and drop/take queues
+            wait_until(lambda: members() == 2, 20, "both consumers in the group")
+
+            # both clients rebalance on NOTIFY_CONSUMER_IDS_CHANGED: A drops two queues, B takes them
+            # (before, A could still take messages of B's queues: they would not be split)
+            def split() -> bool:
+                mine = held(tmp_path, a.proc.pid, topic)
+                theirs = held(tmp_path, b.proc.pid, topic)  # type: ignore[union-attr]
+                return len(mine) == len(theirs) == 2 and mine | theirs == {0, 1, 2, 3}
+
+            wait_until(split, 30, "the queues split between A and B (their rebalance logs)")
             after = [f"b{i}" for i in range(40)]
             run_driver(
                 tmp_path,
@@ -176,6 +182,17 @@ def test_a_second_consumer_joins_and_the_queues_are_split(tmp_path: Path) -> Non
     for driver, least in ((a, 2), (b, 1)):
         log = "".join(p.read_text(errors="replace") for p in client_logs(tmp_path, driver.proc.pid))
         assert log.count(f"notifyConsumerIdsChanged:{group}") >= least
+
+
+def held(tmp: Path, pid: int, topic: str) -> set[int]:
+    """The queues of ``topic`` the C++ client holds now, by its log: each rebalance logs
+    ``add mq:`` for a queue it takes and ``drop mq:`` for one it gives up."""
+    log = "".join(p.read_text(errors="replace") for p in client_logs(tmp, pid))
+    queues: set[int] = set()
+    pattern = rf"(add|drop) mq:MessageQueue \[topic={re.escape(topic)}, brokerName=[^,]+, queueId=(\d+)\]"
+    for change, queue in re.findall(pattern, log):
+        (queues.add if change == "add" else queues.discard)(int(queue))
+    return queues
 
 
 def client_logs(tmp: Path, pid: int) -> list[Path]:
