@@ -69,7 +69,8 @@ LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (.*)$")
 class Holder:
     def __init__(self, tmp: Path, ns: str, group: str, topic: str):
         (tmp / "holder.py").write_text(HOLDER)
-        (tmp / "home").mkdir(exist_ok=True)
+        self.home = tmp / "home"
+        self.home.mkdir(exist_ok=True)
         self.out, self.block, self.stop_file = tmp / "holder.jsonl", tmp / "holder.block", tmp / "holder.stop"
         self.out.write_text("")
         args = [ns, group, topic, str(self.out), str(self.block), str(self.stop_file)]
@@ -84,6 +85,15 @@ class Holder:
 
     def keys(self) -> list[str]:
         return [e["key"] for e in self.events() if "key" in e]
+
+    def commits(self, topic: str) -> list[int]:
+        """The offsets the client committed for ``topic``'s queues, in order (its log's lines)."""
+        logs = sorted((self.home / "logs" / "rocketmq-cpp").glob(f"{self.proc.pid}_rocketmq-cpp.log*"))
+        text = "".join(path.read_text(errors="replace") for path in logs)
+        queue = rf"mq:MessageQueue \[topic={re.escape(topic)}, [^]]*\]"
+        return [
+            int(n) for n in re.findall(rf"updateConsumeOffsetToBroker of {queue}, its offset is:(\d+)", text)
+        ]
 
     def stop(self) -> None:
         stop_by_file(self.proc, self.stop_file, 30)
@@ -121,7 +131,11 @@ def test_monitor_reports_a_lagging_cpp_consumer(served: Served, tmp_path: Path) 
         holder.block.touch()  # the next message holds the only consume thread
         run_driver(tmp_path, "second", {**produce, "keys": [f"b{i}" for i in range(6)]})
         wait_for(lambda: len(holder.keys()) == 9, "one held message", 40)
-        time.sleep(1.5)  # one more offset commit of the C++ client (every second here): still 8
+        # the C++ client's next offset commit (every 5 s, one line a queue in its log) after the
+        # hold: it commits no further than the held message, still 8 in all
+        held_at = len(holder.commits(topic))
+        wait_for(lambda: len(holder.commits(topic)) >= held_at + 4, "a commit round during the hold", 30)
+        assert sum(holder.commits(topic)[held_at : held_at + 4]) == 8
         progress = offsets()
         assert sum(r["brokerOffset"] for r in progress.values()) == 14
         assert sum(r["consumerOffset"] for r in progress.values()) == 8
