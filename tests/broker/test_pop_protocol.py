@@ -21,7 +21,7 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import popwire as w
-from tests.support.serve import ServeProcess, write_conf
+from tests.support.serve import ServeProcess, wait_until, write_conf
 
 REVIVE = "rmq_sys_REVIVE_LOG_DefaultCluster"
 
@@ -68,7 +68,7 @@ def test_pop_writes_a_ck_and_ack_writes_an_ack(server: ServeProcess) -> None:
     assert again.code == RS.POLLING_TIMEOUT and again.remark == "NO_MESSAGE_IN_QUEUE"
     assert again.ext_fields["startOffsetInfo"] == "" and again.ext_fields["msgOffsetInfo"] == ""
     pop_time, qid = int(h["popTime"]), int(h["reviveQid"])
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30  # the ck and the ack reach the revive queue through the timer
     while True:
         stored = w.pull_all(a, REVIVE, qid)
         ck = next((r for r in stored if r.tags == "ck" and b'"c":"GP"' in r.body()), None)
@@ -214,11 +214,12 @@ def test_held_pops_polling_info_and_polling_full(server: ServeProcess) -> None:
                 )
                 for _ in range(2)
             ]
-            for _ in range(100):  # until both pops are held (at most 10 s)
+            deadline = time.monotonic() + 7  # until both pops are held, within their 8 s
+            while True:
                 info = await client.invoke(
                     a, req(RC.POLLING_INFO, {"consumerGroup": "GH", "topic": "TopicH", "queueId": 0}), 5
                 )
-                if info.ext_fields.get("pollingNum") == "2":
+                if info.ext_fields.get("pollingNum") == "2" or time.monotonic() > deadline:
                     break
                 await asyncio.sleep(0.1)
             full = await client.invoke(
@@ -317,9 +318,7 @@ def test_order_info_is_persisted(server: ServeProcess, tmp_path: Path) -> None:
     fill(a, "TopicF", 2)
     w.pop(a, "GF", "TopicF", invisible=30000, order=True)
     path = server.store / "config" / "consumerOrderInfo.json"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not (path.exists() and "TopicF@GF" in path.read_text()):
-        time.sleep(0.2)
+    wait_until(lambda: path.exists() and "TopicF@GF" in path.read_text(), 30, "the order info persisted")
     table = fastjson.loads(path.read_text())["table"]  # fastjson: queue ids as bare numbers
     info = table["TopicF@GF"][0]
     assert info["o"] == [0, 1] and info["i"] == 30000 and info["cm"] == 0
