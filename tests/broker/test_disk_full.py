@@ -96,3 +96,44 @@ def test_a_fast_fill_is_refused_with_14_and_the_broker_lives(
     assert code == 0, serve.output()[-2000:]
     verify = run_rmq("verify", str(small_disk / "store"))
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.parametrize("delayed", [False, True], ids=["plain", "delayed"])
+def test_a_failed_mapping_is_an_error_answer_and_one_log_line(tmp_path: Path, delayed: bool) -> None:
+    """A directory where the next CommitLog file goes: the send that needs that file is answered as
+    4.9.8 answers ``CREATE_MAPEDFILE_FAILED`` (SYSTEM_ERROR, "create mapped file failed, server is
+    busy or broken."), the writer logs it once, and the broker lives on: the stored messages are
+    pulled, and once the directory is gone the next send is stored. Plain sends take the send lane,
+    delayed ones the general path. Needs no root."""
+    size = 1024 * 1024
+    conf = write_conf(tmp_path / "broker.conf", mappedFileSizeCommitLog=str(size))
+    serve = ServeProcess(tmp_path / "store", conf).start()
+    blocker = tmp_path / "store" / "commitlog" / f"{size:020d}"
+    props = {"DELAY": "18"} if delayed else {}
+    try:
+        a = serve.broker
+        assert w.create_topic(a, TOPIC, 1).code == RS.SUCCESS
+        blocker.mkdir(parents=True)
+        codes: list[int] = []
+        while len(codes) < 40 and RS.SUCCESS == (codes[-1] if codes else RS.SUCCESS):
+            answer = w.call(a, RC.SEND_MESSAGE_V2, header(TOPIC, {"KEYS": f"K{len(codes)}", **props}), BODY)
+            codes.append(answer.code)
+        assert (
+            codes[-1] == RS.SYSTEM_ERROR
+            and answer.remark == "create mapped file failed, server is busy or broken."
+        )
+        stored = len(codes) - 1
+        assert stored > 10, codes
+        assert serve.proc is not None and serve.proc.poll() is None  # alive
+        lines = [line for line in serve.output().splitlines() if "ERROR" in line or "Traceback" in line]
+        assert len(lines) == 1 and "CommitLog: cannot create or map the next file" in lines[0], lines
+        assert "Is a directory" in lines[0]
+        topic, queue = ("SCHEDULE_TOPIC_XXXX", 17) if delayed else (TOPIC, 0)
+        assert len(w.pull_all(a, topic, queue)) == stored
+        blocker.rmdir()
+        again = w.call(a, RC.SEND_MESSAGE_V2, header(TOPIC, {"KEYS": "AFTER", **props}), BODY)
+        assert again.code == RS.SUCCESS, again.remark
+        assert len(w.pull_all(a, topic, queue)) == stored + 1
+    finally:
+        code = serve.stop()
+    assert code == 0, serve.output()[-2000:]

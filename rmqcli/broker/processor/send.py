@@ -247,6 +247,7 @@ def retry_or_dlq(
 
 
 IN_SYNC_REPLICAS_NOT_ENOUGH = "in-sync replicas not enough"  # 5.1.1's remark (SYSTEM_ERROR)
+CREATE_MAPPED_FILE_FAILED = "create mapped file failed, server is busy or broken."  # 4.9.8's (SYSTEM_ERROR)
 
 
 def apply(
@@ -278,6 +279,8 @@ def apply(
             msg_id, queue_offset = last.msg_id, last.queue_offset
     except DiskFullError:  # the append found no room: the store is marked full already
         return with_trace_fields(ctl, req.response(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl)))
+    except OSError:  # the next CommitLog file could not be created or mapped (the writer logged why)
+        return mapping_failed(ctl, req)
     response = stored_response(ctl, req.opaque, req.serialize_type, msg_id, message.queue_id, queue_offset)
     wait_slave = waits_for_slave(ctl, message.properties)
     wait_flush = waits_for_flush(ctl, message.properties)
@@ -387,6 +390,11 @@ def service_not_available(ctl: BrokerContext) -> str:
         f"full [CL: {ratios[0]:5.2f} CQ: {ratios[1]:5.2f} INDEX: {ratios[2]:5.2f}], messages are put to "
         "the slave, message store has been shut down, etc."
     )
+
+
+def mapping_failed(ctl: BrokerContext, req: RemotingCommand) -> RemotingCommand:
+    """4.9.8's answer to ``PutMessageStatus.CREATE_MAPEDFILE_FAILED``: SYSTEM_ERROR (1), its remark."""
+    return with_trace_fields(ctl, req.response(RS.SYSTEM_ERROR, CREATE_MAPPED_FILE_FAILED))
 
 
 def with_trace_fields(ctl: BrokerContext, response: RemotingCommand) -> RemotingCommand:

@@ -51,6 +51,7 @@ from rmqcli.broker.processor.send import (
     REPLICA_CODES,
     connection_born_host,
     is_batch_flag,
+    mapping_failed,
     stored_response,
     waits_for_flush,
     waits_for_slave,
@@ -59,10 +60,11 @@ from rmqcli.broker.state import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFI
 from rmqcli.broker.timer.message import has_trigger
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
-from rmqcli.remoting.codec import RemotingCommand, encode, encode_json_header, ext_value
+from rmqcli.remoting.codec import RemotingCommand, decode, encode, encode_json_header, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.remoting.server.connection import MAX_INFLIGHT
+from rmqcli.store.write.files import DiskFullError
 from rmqcli.store.write.messages import stored_properties
 
 if TYPE_CHECKING:
@@ -274,8 +276,10 @@ class SendLane:
                 reconsume_times=reconsume_times,
                 stored_map=stored_map,
             )
-        except (UsageError, OSError):  # refused before anything is written: the general path answers it
+        except (UsageError, DiskFullError):  # refused before anything is written: the general path answers it
             return None
+        except OSError:  # no next CommitLog file (logged by the writer): answered, not tried a second time
+            return b"" if request_flag == FLAG_ONEWAY else encode(mapping_failed(ctl, decode(frame)))
         if config.sync_flush and not flush:  # oneway, or WAIT=false: the group commit is only woken
             ctl.store.wake_group_commit()
         if request_flag == FLAG_ONEWAY:
