@@ -16,7 +16,9 @@ from rmqcli.remoting.acl import Credentials
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
+from tests.support import popwire as w
 from tests.support.acl import exchange, is_refusal, serve_acl, signed
+from tests.support.records import body_records
 from tests.support.serve import ServeProcess
 
 ADMIN = Credentials("dataAdmin01", "dataAdminSecret1")
@@ -60,10 +62,11 @@ def commit_offset(answer: RemotingCommand) -> int:
     return int(answer.ext_fields["msgId"][-16:], 16)
 
 
-def pull(topic: str, group: str = OWN_GROUP) -> RemotingCommand:
+def pull(topic: str, group: str = OWN_GROUP, sys_flag: int = 0) -> RemotingCommand:
+    """A pull of queue 0 from offset 0 (``sys_flag`` 4: with its subscription, as a new consumer)."""
     fields = {"consumerGroup": group, "topic": topic, "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
-              "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-              "subVersion": 0}  # fmt: skip
+              "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
+              "subVersion": 0, "expressionType": "TAG"}  # fmt: skip
     return RemotingCommand.request(RC.PULL_MESSAGE, fields)
 
 
@@ -202,3 +205,49 @@ def test_consumer_metadata_of_denied_resources_is_refused(server: ServeProcess) 
     )
     assert call(server, own, LIMITED).code != RS.NO_PERMISSION
     assert call(server, assignment("Open", OWN_GROUP), LIMITED).code == RS.SUCCESS
+
+
+def test_a_pop_retry_topic_belongs_to_its_group_and_its_topic(server: ServeProcess) -> None:
+    """``%RETRY%VictimGroup_Secret`` (5.1.1's ``KeyBuilder.buildPopRetryTopic``) holds Secret's
+    messages VictimGroup popped and did not ack: read as the group ``VictimGroup_Secret`` alone, the
+    limited account's default would let it read, copy and feed them; it needs VictimGroup and Secret."""
+    retry = "%RETRY%VictimGroup_Secret"
+    assert call(server, send_v2("Secret", UNIQ_KEY="POPRETRY0001"), ADMIN).code == RS.SUCCESS
+    unacked = w.pop_header("VictimGroup", "Secret", invisible=1000)
+    popped = call(server, RemotingCommand.request(RC.POP_MESSAGE, unacked), ADMIN)
+    assert popped.code == RS.SUCCESS and popped.body, popped.remark
+    revived: list = []
+    deadline = time.monotonic() + 60  # revived once the 1 s is over (the revive round: a few s)
+    while not revived and time.monotonic() < deadline:
+        answer = call(server, pull(retry, "AdminGroup", 4), ADMIN)
+        revived = body_records(answer.body) if answer.code == RS.SUCCESS and answer.body else []
+        if not revived:
+            time.sleep(0.5)
+    assert revived, "no POP retry message within 60 s"
+    offset = revived[0].physical_offset
+
+    def back(group: str) -> RemotingCommand:
+        fields = {"offset": offset, "group": group, "delayLevel": -1, "maxReconsumeTimes": 0}
+        return RemotingCommand.request(RC.CONSUMER_SEND_MSG_BACK, fields)
+
+    view = RemotingCommand.request(RC.VIEW_MESSAGE_BY_ID, {"offset": offset})
+    wanted = {"topic": retry, "key": "POPRETRY0001", "maxNum": 32, "beginTimestamp": 0,
+              "endTimestamp": 2**62}  # fmt: skip
+    query = RemotingCommand.request(RC.QUERY_MESSAGE, wanted)
+    pop_it = RemotingCommand.request(RC.POP_MESSAGE, w.pop_header(OWN_GROUP, retry, invisible=60000))
+    refused = {
+        "pull": pull(retry, sys_flag=4),
+        "view by id": view,
+        "send into": send_v2(retry, group=OWN_GROUP),
+        "send back": back(OWN_GROUP),
+        "query": query,
+        "pop": pop_it,
+    }
+    for what, request in refused.items():
+        answer = call(server, request, LIMITED)
+        assert is_refusal(answer, DENIED_VICTIM), (what, answer.code, answer.remark)
+    again = call(server, pull(retry, "AdminGroup", 4), ADMIN)
+    assert again.code == RS.SUCCESS and body_records(again.body or b"")
+    seen = call(server, RemotingCommand.request(RC.VIEW_MESSAGE_BY_ID, {"offset": offset}), ADMIN)
+    assert seen.code == RS.SUCCESS and b"data-body" in (seen.body or b"")
+    assert call(server, pull(f"%RETRY%{OWN_GROUP}", sys_flag=4), LIMITED).code != RS.NO_PERMISSION

@@ -28,6 +28,10 @@ The resources (``parse``'s switch; PUB, SUB, ANY as ``permissions``):
 * Telemetry ``settings``: each publishing topic PUB; the subscription's group SUB and each of its
   topics SUB; neither publishing nor subscription: refused. Other commands name nothing.
 
+A topic that is a POP retry topic ``%RETRY%G_T`` also needs SUB on the group G and the call's
+permission on T (``ownership.pop_retry_resources``; rmq's own, as over remoting). Without the
+broker's group names (``validate``'s ``names``), every reading of the name is checked.
+
 No MessagingService call maps to an admin request code (``RequestMapping``), so none is
 admin-only. Two deliberate differences from 5.1.1:
 
@@ -45,6 +49,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from rmqcli.broker.acl.ownership import Names, pop_retry_resources
 from rmqcli.broker.acl.permissions import ANY, PUB, SUB, retry_topic
 from rmqcli.broker.acl.plainacl import PlainAclFiles
 from rmqcli.broker.acl.validator import AccessDenied, authenticate, check_resources, traced
@@ -117,14 +122,17 @@ def _enum_name(message: Any, field: str) -> str:
     return enum.name if enum is not None else str(value)
 
 
-def needed_resources(message: Any) -> dict[str, int]:
+def needed_resources(message: Any, names: Names | None = None) -> dict[str, int]:
     """The resources a request message names and the permission each needs (``parse``'s switch;
-    groups under their retry topic, as the ACL keeps them)."""
+    groups under their retry topic, as the ACL keeps them; a POP retry topic's group and topic)."""
     name = message.DESCRIPTOR.name
     needed: dict[str, int] = {}
+    popped: dict[str, int] = {}
 
     def topic(resource: Any, perm: int) -> None:
         needed[resource.name] = perm
+        for key, wanted in pop_retry_resources(resource.name, perm, names).items():
+            popped.setdefault(key, wanted)
 
     def group(resource: Any) -> None:
         needed[retry_topic(resource.name) or ""] = SUB
@@ -172,20 +180,28 @@ def needed_resources(message: Any) -> dict[str, int]:
     elif name == "QueryAssignmentRequest":
         group(message.group)
         topic(message.topic, SUB)
+    for key, wanted in popped.items():
+        needed.setdefault(key, wanted)
     return needed
 
 
 def validate(
-    files: PlainAclFiles, remote_host: str, authorization: str | None, date_time: str | None, message: Any
+    files: PlainAclFiles,
+    remote_host: str,
+    authorization: str | None,
+    date_time: str | None,
+    message: Any,
+    names: Names | None = None,
 ) -> None:
-    """Raise ``AccessDenied`` (or ``MissingMetadata``) unless ``message`` may run."""
+    """Raise ``AccessDenied`` (or ``MissingMetadata``) unless ``message`` may run; ``names``: the
+    broker's groups, to read a POP retry topic by (None: every reading)."""
     if authorization is None:
         raise MissingMetadata("the call has no authorization metadata")
     signed = parse_authorization(authorization)
     if date_time is None:
         raise MissingMetadata("the call has no x-mq-date-time metadata")
     try:
-        needed = needed_resources(message)
+        needed = needed_resources(message, names)
     except AccessDenied:
         raise
     except Exception as exc:  # parse(): a message it cannot read

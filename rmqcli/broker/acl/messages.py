@@ -7,9 +7,10 @@ permission follows the message, not the request code. 4.9.8's ``parse`` checks n
   topic (``REAL_TOPIC``): PUB on it. (The producer group must also be the half's, as 4.9.8's
   ``EndTransactionProcessor.checkPrepareMessage`` checks; ``rmqcli.broker.processor.transaction``.)
 
-A message in a system topic that holds other topics' messages stays an admin's
-(``ownership.admin_topic``). An offset where no message starts needs nothing here: the handler
-answers its own error.
+A message in a POP retry topic ``%RETRY%G_T`` also needs SUB on G and the permission on T
+(``ownership.pop_retry_resources``). A message in a system topic that holds other topics'
+messages stays an admin's (``ownership.admin_topic``). An offset where no message starts needs
+nothing here: the handler answers its own error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 
 from formats.commitlog import PROPERTY_REAL_TOPIC
 from formats.records import Record
-from rmqcli.broker.acl.ownership import owning_group
+from rmqcli.broker.acl.ownership import Names, owning_group, pop_retry_resources
 from rmqcli.broker.acl.permissions import PUB, SUB
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
@@ -33,8 +34,9 @@ OFFSET_FIELDS = {
 }
 
 
-def message_resources(request: RemotingCommand, look: Lookup) -> dict[str, int]:
-    """The topic (and group) of the message ``request`` names, with the permission it needs."""
+def message_resources(request: RemotingCommand, look: Lookup, names: Names | None = None) -> dict[str, int]:
+    """The topic (and group) of the message ``request`` names, with the permission it needs;
+    ``names``: the broker's groups, to read a POP retry topic by (None: every reading)."""
     wanted = OFFSET_FIELDS.get(request.code)
     if wanted is None:
         return {}
@@ -53,4 +55,6 @@ def message_resources(request: RemotingCommand, look: Lookup) -> dict[str, int]:
     group = owning_group(topic)
     if group is not None:
         needed.setdefault(group, SUB)
+    for resource, wanted_perm in pop_retry_resources(topic, perm, names).items():
+        needed.setdefault(resource, wanted_perm)
     return needed

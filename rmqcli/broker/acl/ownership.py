@@ -5,6 +5,12 @@ the permissions follow the data, not the request code (issue 41).
 * A retry or dead-letter topic belongs to its group: a send to ``%RETRY%G`` needs SUB on G whatever
   group field it carries (4.9.8 checks only the group the header names, and nothing without one);
   ``%DLQ%G`` needs SUB on G besides the topic's own permission.
+* A POP retry topic ``%RETRY%G_T`` (5.1.1's ``KeyBuilder.buildPopRetryTopic``) holds topic T's
+  messages for group G: besides the group ``G_T`` it is read as, it needs SUB on the group G and
+  the topic's permission on T (SUB to read it, PUB to send into it), wherever a request names it
+  (a header's topic, a message read by id or sent back: ``messages``). The name is split at each
+  ``_`` after which a subscription group of that name exists on the broker (``Names``); where
+  several do (or the names are unknown: every ``_``), every split is checked: the stricter.
 * LOCK_BATCH_MQ and UNLOCK_BATCH_MQ: SUB on the body's group and on each queue's topic;
   QUERY_ASSIGNMENT: SUB on the body's topic and group; QUERY_CONSUME_QUEUE, QUERY_CONSUMER_OFFSET,
   GET_CONSUME_STATS and QUERY_CONSUME_TIME_SPAN: SUB on the header's topic.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from formats.names import (
     DLQ_PREFIX,
@@ -31,7 +38,7 @@ from formats.names import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from rmqcli.broker.acl.permissions import SEND_V2_CODES, SUB, retry_topic
+from rmqcli.broker.acl.permissions import PUB, SEND_V2_CODES, SUB, retry_topic
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 
@@ -44,6 +51,32 @@ TOPIC_READS = frozenset(
 )
 BODY_GROUPS = frozenset({RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ, RC.QUERY_ASSIGNMENT})
 MAX_BODY_QUEUES = 4096  # topics of one lock body looked at; more is no client's request
+SEND_CODES = SEND_V2_CODES | {RC.SEND_MESSAGE, RC.SEND_REPLY_MESSAGE}
+MAX_POP_RETRY_NAME = 1024  # a longer %RETRY% name is no group's and topic's (255 + 127 characters)
+
+
+class Names(Protocol):
+    """The subscription groups a broker knows (``subscriptionGroup.json``'s table)."""
+
+    def has_group(self, name: str) -> bool: ...
+
+
+class StoreNames:
+    """``Names`` over a store writer's live config tables (``BrokerConfigState.groups``)."""
+
+    def __init__(self, writer: Any):
+        self.writer = writer
+
+    def has_group(self, name: str) -> bool:
+        return name in self.writer.config.groups
+
+
+def names_of(look: Callable[..., Any] | None) -> Names | None:
+    """The broker's names behind ``look`` (the controller passes ``MessageStore.look_message``,
+    whose store's writer holds the tables); None when ``look`` is no such method."""
+    writer = getattr(getattr(look, "__self__", None), "writer", None)
+    groups = getattr(getattr(writer, "config", None), "groups", None)
+    return StoreNames(writer) if isinstance(groups, dict) else None
 
 
 def is_holding_topic(topic: str) -> bool:
@@ -58,6 +91,23 @@ def owning_group(topic: str) -> str | None:
     if topic.startswith(DLQ_PREFIX):
         return retry_topic(topic[len(DLQ_PREFIX) :])
     return None
+
+
+def pop_retry_resources(topic: str, perm: int, names: Names | None) -> dict[str, int]:
+    """The group G (SUB) and topic T (``perm``) of each reading of ``topic`` as a POP retry topic
+    ``%RETRY%G_T`` whose group G exists (``names`` None: every reading); empty for other topics."""
+    if not topic.startswith(RETRY_PREFIX) or len(topic) > MAX_POP_RETRY_NAME:
+        return {}
+    rest = topic[len(RETRY_PREFIX) :]
+    found: dict[str, int] = {}
+    at = rest.find("_", 1)
+    while 0 < at < len(rest) - 1:
+        group = rest[:at]
+        if names is None or names.has_group(group):
+            found.setdefault(RETRY_PREFIX + group, SUB)
+            found.setdefault(rest[at + 1 :], perm)
+        at = rest.find("_", at + 1)
+    return found
 
 
 def admin_topic(needed: dict[str, int]) -> str | None:
@@ -87,8 +137,9 @@ def _body_resources(request: RemotingCommand, add: Callable[[str | None, int], N
             add(topic, SUB)
 
 
-def extra_resources(request: RemotingCommand) -> dict[str, int]:
-    """The resources rmq checks besides 4.9.8's (see the module docstring)."""
+def extra_resources(request: RemotingCommand, names: Names | None = None) -> dict[str, int]:
+    """The resources rmq checks besides 4.9.8's (see the module docstring); ``names``: the
+    broker's groups, to read a POP retry topic by (None: every reading)."""
     f = request.ext_fields
     code = request.code
     extra: dict[str, int] = {}
@@ -106,6 +157,8 @@ def extra_resources(request: RemotingCommand) -> dict[str, int]:
         add(owning_group(topic), SUB)
         if code in TOPIC_READS:
             add(topic, SUB)
+        for resource, perm in pop_retry_resources(topic, PUB if code in SEND_CODES else SUB, names).items():
+            add(resource, perm)
     if code in BODY_GROUPS:
         _body_resources(request, add)
     return extra

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 
 from formats.names import TRACE_TOPIC
 from rmqcli.broker.acl.messages import Lookup, message_resources
-from rmqcli.broker.acl.ownership import admin_topic, extra_resources
+from rmqcli.broker.acl.ownership import Names, admin_topic, extra_resources, names_of
 from rmqcli.broker.acl.permissions import (
     ADMIN_CODES,
     PUB,
@@ -105,9 +105,18 @@ class PlainAccessValidator:
     def __init__(self, files: PlainAclFiles):
         self.files = files
 
-    def validate(self, request: RemotingCommand, remote_host: str, look: Lookup | None = None) -> None:
+    def validate(
+        self,
+        request: RemotingCommand,
+        remote_host: str,
+        look: Lookup | None = None,
+        names: Names | None = None,
+    ) -> None:
         """Raise ``AccessDenied`` unless ``request`` from ``remote_host`` may run; ``look`` finds
-        the stored message a request names by offset."""
+        the stored message a request names by offset; ``names`` (by default the groups of
+        ``look``'s store) tell a POP retry topic's group and topic apart."""
+        if names is None:
+            names = names_of(look)
         fields = request.ext_fields
         needed: dict[str, int] = {}
         if fields:
@@ -115,7 +124,7 @@ class PlainAccessValidator:
                 needed = needed_resources(request)
             except Exception as exc:  # parse(): a header or body it cannot read
                 raise AccessDenied(str(exc) or type(exc).__name__) from None
-            for resource, perm in extra_resources(request).items():
+            for resource, perm in extra_resources(request, names).items():
                 needed.setdefault(resource, perm)
         access_key = fields.get(ACCESS_KEY)
         account = authenticate(
@@ -127,7 +136,7 @@ class PlainAccessValidator:
         )
         if account is None or traced(needed):
             return
-        stored = message_resources(request, look) if look is not None else {}
+        stored = message_resources(request, look, names) if look is not None else {}
         if not account.admin:
             held = admin_topic(needed) or admin_topic(stored)
             if request.code in ADMIN_CODES or held is not None:
