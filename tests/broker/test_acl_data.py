@@ -144,6 +144,36 @@ def test_a_timer_or_a_commit_into_a_topic_needs_pub_on_it(server: ServeProcess, 
     )
 
 
+def stored_keys(server: ServeProcess, topic: str) -> list[str]:
+    """The UNIQ_KEYs of queue 0 of ``topic``, pulled by the admin from the start."""
+    keys: list[str] = []
+    offset = 0
+    while True:
+        request = pull(topic, "AdminGroup", 4)
+        request.ext_fields["queueOffset"] = str(offset)
+        answer = call(server, request, ADMIN)
+        if answer.code != RS.SUCCESS or not answer.body:
+            return keys
+        keys += [r.properties.get("UNIQ_KEY", "") for r in body_records(answer.body)]
+        offset = int(answer.ext_fields["nextBeginOffset"])
+
+
+def test_a_timer_cancel_marker_into_a_denied_topic_is_refused(server: ServeProcess) -> None:
+    """A TIMER_DEL_UNIQKEY marker naming the admin's Secret timer, due in the same second, in
+    5.1.1's form (the key) and 5.2's (``Secret+key``): a send to Secret, refused; the timer comes."""
+    at = str((int(time.time() * 1000) // 1000 + 3) * 1000 + 500)
+    victim = send_v2("Secret", UNIQ_KEY="SECRETTIMER1", TIMER_DELIVER_MS=at)
+    assert call(server, victim, ADMIN).code == RS.SUCCESS
+    for key in ("SECRETTIMER1", "Secret+SECRETTIMER1"):
+        marker = send_v2("Secret", UNIQ_KEY=f"M-{key}", TIMER_DEL_UNIQKEY=key, TIMER_DELIVER_MS=at)
+        answer = call(server, marker, LIMITED)
+        assert is_refusal(answer, DENIED_SECRET), (key, answer.code, answer.remark)
+    deadline = time.monotonic() + 30
+    while "SECRETTIMER1" not in stored_keys(server, "Secret") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "SECRETTIMER1" in stored_keys(server, "Secret"), "the Secret timer was not delivered"
+
+
 def test_retry_topics_and_locks_belong_to_their_group(server: ServeProcess) -> None:
     v1 = hd.SendMessageRequestHeader(
         producer_group="PG_DATA", topic="%RETRY%VictimGroup", default_topic="TBW102",
