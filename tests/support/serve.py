@@ -71,7 +71,9 @@ class ServeProcess:
         """The gRPC endpoint (5.x clients' access point)."""
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self, timeout: float = 15.0) -> ServeProcess:
+    def start(self, timeout: float = 60.0) -> ServeProcess:
+        """Start it and wait until it serves; ``timeout`` is only an upper bound (on a loaded machine
+        the interpreter alone took over 15 s to start)."""
         args = [
             *self.command,
             "serve",
