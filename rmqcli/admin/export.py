@@ -24,8 +24,8 @@ from typing import Any
 from formats.javahash import chm_order, hashmap_order
 from formats.javatext import java_double
 from formats.names import CLIENT_INNER_PRODUCER, DLQ_PREFIX, RETRY_PREFIX, TOOLS_CONSUMER, TRANS_CHECK_GROUP
-from rmqcli.admin.durable import replace_file
 from rmqcli.admin.session import UNKNOWN_CLUSTER, AdminSession, master_addr
+from rmqcli.durable import replace_file
 from rmqcli.errors import BrokerError, NetworkError, NotFoundError, RmqError
 from rmqcli.remoting.codes import RequestCode, version_desc
 

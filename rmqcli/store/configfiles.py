@@ -6,14 +6,13 @@ Written by fastjson: bare integer map keys, tab-indented pretty form. Loading fa
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from formats import fastjson
+from rmqcli.durable import replace_file
 from rmqcli.errors import CorruptDataError
-from rmqcli.store.write.files import fsync_dir
 
 TOPICS = "topics.json"
 SUBSCRIPTIONS = "subscriptionGroup.json"
@@ -106,28 +105,5 @@ def write_config(config_dir: Path, name: str, data: dict[str, Any]) -> Path:
     """
     config_dir.mkdir(parents=True, exist_ok=True)
     path = config_dir / name
-    replace_durably(path, fastjson.dumps(data, pretty=True).encode("utf-8"))
-    fsync_dir(config_dir, missing_ok=False)
+    replace_file(path, fastjson.dumps(data, pretty=True).encode("utf-8"), backup=True)
     return path
-
-
-def replace_durably(path: Path, data: bytes) -> None:
-    """``path`` replaced by ``data`` as ``ConfigManager.persist`` does: written beside and fsynced,
-    the previous content kept as ``.bak`` (fsynced), then renamed into place. The caller fsyncs
-    the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    _write_synced(tmp, data)
-    try:
-        old = path.read_bytes()
-    except FileNotFoundError:
-        old = None
-    if old is not None:
-        _write_synced(path.with_name(path.name + ".bak"), old)
-    os.replace(tmp, path)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from rmqcli.admin.durable import replace_file
 from rmqcli.broker.acl.addresses import AclConfigError, Matcher, compile_pattern
 from rmqcli.broker.acl.permissions import check_resource_perms, parse_perm, parse_resource_perms
+from rmqcli.durable import replace_file
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from rmqcli.durable import fsync_dir
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import offset_to_name
 from rmqcli.store.read.commitlog import CommitLog
-from rmqcli.store.write.files import WritableFile, WritableFileQueue, fsync_dir
+from rmqcli.store.write.files import WritableFile, WritableFileQueue
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from formats.consumequeue import CQ_UNIT_SIZE, CQ_UNIT_STRUCT
+from rmqcli.durable import fsync_dir
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.read.commitlog import Record, RecordError, decode_record
 from rmqcli.store.read.index import IndexService
@@ -33,7 +34,7 @@ from rmqcli.store.timesearch import offset_by_time
 from rmqcli.store.write import messages  # the message and result types the store takes
 from rmqcli.store.write.configsync import ConfigWriter
 from rmqcli.store.write.cq import ConsumeQueueWriter
-from rmqcli.store.write.files import WritableFile, datasync_path, fsync_dir
+from rmqcli.store.write.files import WritableFile, datasync_path
 from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)

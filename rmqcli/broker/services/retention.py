@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from formats.consumequeue import CQ_UNIT_SIZE
+from rmqcli.durable import fsync_dir
 from rmqcli.store import retention as rules
 from rmqcli.store.naming import CONSUMEQUEUE_DIR
-from rmqcli.store.write.files import fsync_dir
 
 if TYPE_CHECKING:
     from rmqcli.broker.ha.member import Replication

@@ -21,9 +21,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from rmqcli.durable import fsync_dir as durable_fsync_dir
 from rmqcli.errors import CorruptDataError, RmqError
 from rmqcli.store.store import BACKUP_DIR  # noqa: F401 - declared with the store's names, also importable from here
-from rmqcli.store.write.files import fsync_dir as store_fsync_dir
 
 STAGING_DIR = ".rmq-staging"
 MANIFEST = "manifest.json"
@@ -77,7 +77,7 @@ def crashpoints_passed() -> int:
 # --- durable files --------------------------------------------------------------------------------
 def fsync_dir(path: Path) -> None:
     """fsync the directory ``path``; ``OSError`` when it is not there (the change then fails)."""
-    store_fsync_dir(path, missing_ok=False)
+    durable_fsync_dir(path, missing_ok=False)
 
 
 def write_durable(path: Path, data: bytes) -> None:

@@ -1,11 +1,11 @@
 """The broker's ``config/*.json`` written off the event loop (``ConfigManager.persist``, 4.9.x).
 
 The texts are taken on the loop (``BrokerConfigState.texts``: the tables as they are now); the
-writes (beside, fsync, ``.bak``, rename, directory fsync: ``configfiles.write_config``'s steps) run
-in a worker thread. One write at a time, the newest text of a file wins: every text has a number,
-and a file is never written with an older text than the one it holds. ``write_now`` writes on the
-calling thread (an admin request answered once its file is on disk, and shutdown), after any
-write under way.
+writes (``durable.replace_file`` with ``backup``: beside, fsync, ``.bak``, rename; one directory
+fsync after the batch) run in a worker thread. One write at a time, the newest text of a file
+wins: every text has a number, and a file is never written with an older text than the one it
+holds. ``write_now`` writes on the calling thread (an admin request answered once its file is on
+disk, and shutdown), after any write under way.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import logging
 import threading
 from pathlib import Path
 
-from rmqcli.store.configfiles import replace_durably
-from rmqcli.store.write.files import fsync_dir
+from rmqcli.durable import fsync_dir, replace_file
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +77,6 @@ class ConfigWriter:
                 return
             self.config_dir.mkdir(parents=True, exist_ok=True)
             for name, (number, text) in fresh.items():
-                replace_durably(self.config_dir / name, text.encode("utf-8"))
+                replace_file(self.config_dir / name, text.encode("utf-8"), backup=True, sync_dir=False)
                 self._written[name] = number
             fsync_dir(self.config_dir, missing_ok=False)

@@ -18,6 +18,7 @@ import mmap
 import os
 from pathlib import Path
 
+from rmqcli.durable import fsync_dir
 from rmqcli.store.naming import is_offset_name, offset_to_name
 
 ALLOCATE_CHUNK = 1 << 20
@@ -210,17 +211,5 @@ def datasync_path(path: Path) -> None:
         return
     try:
         os.fdatasync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(directory: Path, *, missing_ok: bool = True) -> None:
-    """fsync a directory, so the names created or removed in it are durable; a directory that is
-    not there is skipped (``missing_ok``) or raises ``OSError``."""
-    if missing_ok and not directory.is_dir():
-        return
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)

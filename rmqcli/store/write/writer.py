@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from formats import commitlog as fmt
+from rmqcli.durable import fsync_dir
 from rmqcli.errors import UsageError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
 from rmqcli.store.mapped import MappedFileQueue
@@ -32,7 +33,7 @@ from rmqcli.store.store import (
 )
 from rmqcli.store.write.config import BrokerConfigState
 from rmqcli.store.write.dispatch import Dispatcher, DispatchRequest
-from rmqcli.store.write.files import DiskFullError, WritableFile, WritableFileQueue, fsync_dir
+from rmqcli.store.write.files import DiskFullError, WritableFile, WritableFileQueue
 from rmqcli.store.write.index import IndexNamer
 from rmqcli.store.write.messages import (
     DEFAULT_STORE_HOST,
