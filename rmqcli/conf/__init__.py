@@ -12,9 +12,9 @@ UPDATE_BROKER_CONFIG refuses it; ``shown``: GET_BROKER_CONFIG reports it).
 demand) with the Java broker's rules (``parse_value``; a bad value is one ``UsageError`` line
 naming the key). Everything else derives from the table: the typed views (``BrokerConfig``,
 ``StoreSettings``, ``HAConfig``, ``ActingConfig``, ``RetentionConfig``, ``PopConfig``,
-``TimerConfig``) declare each attribute with ``keys.setting(name)``, which takes its default from
-the row, and are filled by ``BrokerConf.values``; GET_BROKER_CONFIG's report and refusals
-(``rmqcli.broker.admin.config``), the NameServer's keys (``rmqcli.namesrv.server``), ``rmq serve``'s
+``TimerConfig``, ``SigningKeys``) declare each attribute with ``keys.setting(name)``, which takes
+its default from the row, and are filled by ``BrokerConf.values``; GET_BROKER_CONFIG's report and
+refusals (``rmqcli.broker.admin.config``), the NameServer's keys (``rmqcli.namesrv.server``), ``rmq serve``'s
 limits and its warning about keys rmq does not implement (``BrokerConf.unimplemented``). The
 offline store commands read their ``--config`` through the same parser
 (``rmqcli.store.settings``). Rules a row cannot say (``messageDelayLevel``'s list, ``deleteWhen``'s

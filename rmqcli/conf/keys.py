@@ -190,7 +190,7 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     # rmq serve's limits (the flags --max-buffered-bytes and --max-connections come first)
     Key("rmqMaxPendingFrameBytes", LONG, 256 * MIB, SERVE, RMQ, low=1),
     Key("rmqMaxConnections", INT, 10_000, SERVE, RMQ, low=1),
-    # the keys the broker signs its own requests with (rmqcli.broker.acl.brokerkeys)
+    # the keys the broker signs its own requests with (rmqcli.broker.acl.brokerkeys.SigningKeys)
     Key("rmqBrokerAccessKey", STR, "", ACL, RMQ),
     Key("rmqBrokerSecretKey", STR, "", ACL, RMQ),
 )

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from rmqcli.broker.acl.brokerkeys import SigningKeys, configured_credentials
 from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.admin.config import IMPLEMENTED_KEYS, REPORTED_DEFAULTS, RESTART_KEYS, current_properties
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
@@ -22,6 +23,7 @@ from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.conf import keys as k
 from rmqcli.conf.parse import BrokerConf, parse_value, read_properties, text
 from rmqcli.errors import UsageError
+from rmqcli.remoting.acl import Credentials
 from rmqcli.remoting.server.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES
 from rmqcli.store.retention import RetentionConfig
 from rmqcli.store.settings import StoreSettings
@@ -36,10 +38,11 @@ VIEWS = {
     k.RETENTION: RetentionConfig,
     k.POP: PopConfig,
     k.TIMER: TimerConfig,
+    k.ACL: SigningKeys,
 }
 # keys rmq implements that no view holds: read where they act
 UNVIEWED = {"storePathRootDir", "compatibleWithOldNameSrv"} | {
-    key.name for key in k.TABLE if key.owner in (k.NAMESRV, k.SERVE, k.ACL)
+    key.name for key in k.TABLE if key.owner in (k.NAMESRV, k.SERVE)
 }
 
 
@@ -147,6 +150,17 @@ def test_the_views_take_their_keys_and_defaults_from_the_table() -> None:
                 assert defaults[attribute] == k.KEYS[name].default, name
     assert viewed | UNVIEWED == set(k.IMPLEMENTED)
     assert not viewed & UNVIEWED
+
+
+def test_the_broker_signs_with_the_keys_broker_conf_gives() -> None:
+    """``rmqBrokerAccessKey``/``rmqBrokerSecretKey`` through their rows (``SigningKeys``): trimmed
+    as every value, both or neither."""
+    given = {"rmqBrokerAccessKey": " rocketmq2 ", "rmqBrokerSecretKey": "12345678"}
+    config = broker_config_from_properties(given)
+    assert configured_credentials(config) == Credentials("rocketmq2", "12345678")
+    assert configured_credentials(broker_config_from_properties({"rmqBrokerAccessKey": " "})) is None
+    with pytest.raises(UsageError, match="rmqBrokerAccessKey and rmqBrokerSecretKey go together"):
+        configured_credentials(broker_config_from_properties({"rmqBrokerSecretKey": "12345678"}))
 
 
 def test_get_broker_config_the_warning_and_the_refusals_derive_from_the_table() -> None:

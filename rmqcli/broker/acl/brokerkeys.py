@@ -17,8 +17,11 @@ guide says for a master's slaves.
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rmqcli.conf.keys import setting
+from rmqcli.conf.parse import BrokerConf
 from rmqcli.errors import UsageError
 from rmqcli.remoting.acl import Credentials
 
@@ -31,13 +34,20 @@ PROPERTY_NAMES = (ACCESS_KEY, SECRET_KEY)
 HIDDEN = "******"  # what GET_BROKER_CONFIG shows for the secret
 
 
+@dataclass(frozen=True)
+class SigningKeys:
+    """The typed view of the two keys (rows of ``rmqcli.conf.keys``, owner ``acl``)."""
+
+    access_key: str = setting(ACCESS_KEY)
+    secret_key: str = setting(SECRET_KEY)
+
+
 def configured_credentials(config: BrokerConfig) -> Credentials | None:
     """The two keys of broker.conf, None without them; one without the other is a usage error."""
-    given = dict(config.given)
-    access, secret = (given.get(key, "").strip() for key in PROPERTY_NAMES)
-    if bool(access) != bool(secret):
+    keys = BrokerConf(config.given).view(SigningKeys)  # broker.conf as read, through the table
+    if bool(keys.access_key) != bool(keys.secret_key):
         raise UsageError(f"broker.conf: {ACCESS_KEY} and {SECRET_KEY} go together")
-    return Credentials(access, secret) if access else None
+    return Credentials(keys.access_key, keys.secret_key) if keys.access_key else None
 
 
 def process_credentials() -> Credentials:
