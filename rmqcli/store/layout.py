@@ -8,6 +8,7 @@ broker.conf when one is given, else from the one ``dledger-*`` directory of the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,7 @@ class DLedgerLayout:
             raise NotFoundError(f"{self.home.parent}: not a RocketMQ store (no {self.data_dir})")
 
 
-def find_dledger(root: Path, conf: dict[str, str]) -> DLedgerLayout | None:
+def find_dledger(root: Path, conf: Mapping[str, str]) -> DLedgerLayout | None:
     """The DLedger layout of the store at ``root`` (``None``: RocketMQ's own ``commitlog/``).
 
     ``conf``: the broker.conf properties (empty without one). ``UsageError`` when the store holds

@@ -6,6 +6,7 @@ import fcntl
 import os
 import struct
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import overload
 
 from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_SIZE
+from rmqcli.conf.parse import load
 from rmqcli.errors import NotFoundError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
 from rmqcli.store.layout import DLedgerLayout, find_dledger
@@ -28,7 +30,7 @@ from rmqcli.store.read.commitlog import CommitLog
 from rmqcli.store.read.consumequeue import ConsumeQueue
 from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.read.index import IndexService
-from rmqcli.store.settings import PROPERTY_NAMES, StoreSettings, load_broker_conf, read_properties
+from rmqcli.store.settings import PROPERTY_NAMES, StoreSettings, settings_from_properties
 
 COMMITLOG_DIR = "commitlog"
 INDEX_DIR = "index"
@@ -157,7 +159,9 @@ class _BelowRoot:
 class Store:
     """A broker's store directory, read-only."""
 
-    def __init__(self, root: Path, settings: StoreSettings | None = None, conf: dict[str, str] | None = None):
+    def __init__(
+        self, root: Path, settings: StoreSettings | None = None, conf: Mapping[str, str] | None = None
+    ):
         self.root = Path(root)
         if not self.root.is_dir():
             raise NotFoundError(f"{self.root}: no such store directory")
@@ -173,8 +177,9 @@ class Store:
         ``rmq serve`` creates stores: it builds ``Store(root, settings)`` itself.
         """
         root = Path(root)
-        settings = load_broker_conf(config) if config else None
-        store = cls(root, settings, read_properties(config) if config else None)
+        conf = load(config) if config else None  # the file read once: the settings and the layout
+        settings = settings_from_properties(conf) if conf is not None else None
+        store = cls(root, settings, conf)
         store.require_commitlog()
         return store
 

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,3 +67,27 @@ def test_separate_and_multi_path_commitlog(tmp_path):
     store = Store.open(root, conf)
     assert [(r.position, r.msg_id) for r in store.commitlog.records()] == expected
     assert store.commitlog.file_size == 1024 * 1024
+
+
+def test_open_reads_the_config_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--config``: one read gives the store's settings and its layout (DLedger or not)."""
+    root = tmp_path / "store"
+    (root / "commitlog").mkdir(parents=True)
+    (root / "dledger-n0" / "data").mkdir(parents=True)  # the file says which log is the store's
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=4096\nenableDLegerCommitLog=false\nfooBarKey=1\n")
+    reads = []
+    read_text = Path.read_text
+
+    def counted(self: Path, *args: object, **kwargs: object) -> str:
+        reads.append(self)
+        return read_text(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    store = Store.open(root, conf)
+    monkeypatch.undo()
+    assert reads.count(conf) == 1
+    assert store.configured and store.settings.mapped_file_size_commitlog == 4096
+    assert store.settings.explicit == {"mapped_file_size_commitlog"}
+    assert store.dledger is None
+    store.close()
