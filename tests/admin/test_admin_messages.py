@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from formats import commitlog as cl
+from formats import commitlog as fmt
 from rmqcli.cli.admin.format import time_millis_to_human_string2
 from rmqcli.cli.commands import ADMIN
 from rmqcli.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
@@ -55,9 +55,9 @@ def test_send_message_request_as_the_java_producer(single: AdminServer) -> None:
         "broker-a",
     )
     assert header.a.isdigit() and not header.m and header.j == 0
-    props = cl.decode_properties(header.i)
+    props = fmt.decode_properties(header.i)
     assert props == {"TAGS": "TagA", "KEYS": "k1 k2", "WAIT": "true", "UNIQ_KEY": uniq}
-    assert header.i == cl.encode_properties_as_broker(props).decode()  # HashMap order, no trailing separator
+    assert header.i == fmt.encode_properties_as_broker(props).decode()  # HashMap order, no trailing separator
     assert request.body == b"hello" and header.a not in broker.controller.clients.producers  # unregistered
     # a body of 4 KiB or more is zlib-compressed with the ZLIB type bits (sysFlag 0x301)
     big = "x" * 5000
@@ -101,7 +101,7 @@ def test_query_by_key_unique_key_and_id(single: AdminServer) -> None:
     # queryMsgById: the offset id names the broker; the tracks come from 300 / 203 / 208
     unit = broker.units("T", 1)[1]
     phys = unit.physical_offset
-    offset_id = cl.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, phys)
+    offset_id = fmt.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, phys)
     single.add_consumer("G", "10.0.0.1@1", {"T": "TagA"})
     single.commit(broker, "G", "T", {1: 2})
     text = rmq("queryMsgById", "-n", n, "-i", offset_id)
@@ -117,11 +117,11 @@ def test_query_by_key_unique_key_and_id(single: AdminServer) -> None:
     assert (
         views[0]["message"]["body"] == "two" and views[0]["tracks"][0]["trackType"] == "CONSUMED_BUT_FILTERED"
     )
-    missing = cl.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, 999999)
+    missing = fmt.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, 999999)
     code, err = rmq_fail("queryMsgById", "-n", n, "-i", missing)
     assert code == 6 and "SYSTEM_ERROR(1): can not find message by the offset, 999999" in err
     # an offset id naming an address the NameServer does not list is never connected to
-    code, err = rmq_fail("queryMsgById", "-n", n, "-i", cl.offset_msg_id(b"\x7f\x00\x00\x01", 1, 0))
+    code, err = rmq_fail("queryMsgById", "-n", n, "-i", fmt.offset_msg_id(b"\x7f\x00\x00\x01", 1, 0))
     assert code == 3 and "127.0.0.1:1" in err
 
 
@@ -212,7 +212,7 @@ def test_query_cq_check_rt_and_send_status(single: AdminServer) -> None:
 def test_every_message_command_has_json(single: AdminServer) -> None:
     n, broker = single.namesrv, single.broker("broker-a")
     uniq = send(single, "-t", "T", "-p", "x", "-k", "k", "-b", "broker-a", "-i", "0")
-    offset_id = cl.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, 0)
+    offset_id = fmt.offset_msg_id(b"\x7f\x00\x00\x01", broker.port, 0)
     calls = [
         ["sendMessage", "-t", "T", "-p", "y"],
         ["queryMsgById", "-i", offset_id],

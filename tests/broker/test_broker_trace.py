@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from formats import commitlog as cfmt
+from formats import commitlog as fmt
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support.cli import invoke_rmq, one_line_error
@@ -82,7 +82,7 @@ def v2(header: dict[str, str]) -> dict[str, str]:
 
 
 BATCH = b"".join(
-    cfmt.BatchElement.build(dict(magic_code=0, body_crc=0, flag=0, body=body, properties=b""))
+    fmt.BatchElement.build(dict(magic_code=0, body_crc=0, flag=0, body=body, properties=b""))
     for body in (b"one", b"two")
 )
 

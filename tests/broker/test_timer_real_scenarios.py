@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from formats import commitlog as cfmt
+from formats import commitlog as fmt
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
@@ -207,7 +207,7 @@ def batch(a: str) -> Seen:
     topic(a, "TimerBatch")
     before = timer_max(a)
     body = b"".join(
-        cfmt.BatchElement.build(
+        fmt.BatchElement.build(
             dict(
                 magic_code=0,
                 body_crc=0,

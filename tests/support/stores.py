@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from formats import checkpoint as checkpoint_format
+from formats import checkpoint as ckpt_fmt
 from formats import indexfile
 from rmqcli.store import Store
 from rmqcli.store.settings import StoreSettings
@@ -62,7 +62,7 @@ def writable_copy(source: Path, target: Path) -> Path:
 def zero_checkpoint_timestamps(root: Path) -> None:
     """Zero the checkpoint's physic, logics and index timestamps (formats.md §4), as a checkpoint
     never flushed: a recovery then checks every CommitLog file and rebuilds every index file."""
-    stamps = checkpoint_format.CheckpointFields.subcons[:3]
+    stamps = ckpt_fmt.CheckpointFields.subcons[:3]
     assert [sub.name for sub in stamps] == [
         "physic_msg_timestamp",
         "logics_msg_timestamp",

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from formats import commitlog as cfmt
+from formats import commitlog as fmt
 from formats.ha import MAX_BODY_SIZE, SLAVE_REPORT_STRUCT, TRANSFER_HEADER_SIZE, TRANSFER_HEADER_STRUCT
 from rmqcli.broker.ha.appender import AppendError, CommitLogAppender
 from rmqcli.broker.ha.config import HAConfig
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 READ_SIZE = 4 * 1024 * 1024  # at most this much is taken from the socket per read
 _HEADER = TRANSFER_HEADER_STRUCT
 _REPORT = SLAVE_REPORT_STRUCT
-_SIZE_MAGIC = cfmt.SIZE_MAGIC_STRUCT
+_SIZE_MAGIC = fmt.SIZE_MAGIC_STRUCT
 
 
 class SlaveState(enum.Enum):
@@ -386,13 +386,13 @@ class HASlave:
 def _layout_problem(start: int, body: memoryview) -> str | None:
     """Why the master's bytes at ``start`` cannot continue the slave's CommitLog, which ends with a
     whole record there; None when they start a record stored at ``start``, or a BLANK record."""
-    if len(body) < cfmt.PREFIX_SIZE:
+    if len(body) < fmt.PREFIX_SIZE:
         return None  # too short to tell; the next pushes are not checked
     total, magic = _SIZE_MAGIC.unpack_from(body, 0)
-    if magic == cfmt.BLANK_MAGIC and total > 0:
+    if magic == fmt.BLANK_MAGIC and total > 0:
         return None
-    if magic in cfmt.MESSAGE_MAGICS and total > 0:
-        physical = cfmt.stored_physical_offset(body)
+    if magic in fmt.MESSAGE_MAGICS and total > 0:
+        physical = fmt.stored_physical_offset(body)
         if physical == start:
             return None
         found = f"a record stored at offset {physical}"
