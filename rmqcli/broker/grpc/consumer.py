@@ -209,11 +209,11 @@ class Consumer:
         written = 0
         try:
             yield svc.ReceiveMessageResponse(status=st.make(d, st.OK, "OK"))
-            for message, handle in messages:
-                yield svc.ReceiveMessageResponse(message=message)
+            for response, handle in messages:
+                yield response
                 written += 1
                 if request.auto_renew:
-                    message_id = message.system_properties.message_id
+                    message_id = response.message.system_properties.message_id
                     self.renewer.track(ctx.client_id, group, topic, message_id, handle)
         finally:
             for _, handle in messages[written:]:  # not written: visible again soon (the proxy's NACK)
@@ -274,8 +274,10 @@ class Consumer:
         tags: set[str] | None,
         max_attempts: int,
     ) -> list[tuple[Any, str]]:
-        """``ConsumerProcessor.popMessage``'s handles and ``PopMessageResultFilterImpl``."""
-        d = self.s.definition
+        """``ConsumerProcessor.popMessage``'s handles and ``PopMessageResultFilterImpl``: a
+        ReceiveMessageResponse for each message to answer, and its handle."""
+        d, svc = self.s.definition, self.s.service
+        broker_name = self.ctl.config.broker_name
         starts = _info_map(result.start_offset_info)
         counts = _info_map(result.order_count_info or "")
         out = []
@@ -295,7 +297,7 @@ class Consumer:
                 result.invisible_time,
                 result.revive_qid,
                 real,
-                self.ctl.config.broker_name,
+                broker_name,
                 queue_id,
                 queue_offset,
             )
@@ -314,10 +316,11 @@ class Consumer:
             if reconsume >= max_attempts:  # TO_DLQ
                 self._quiet(self.forward_handle, ctx, group, topic, handle, message_id)
                 continue
-            message = convert.message_of_record(d, record, topic)
+            response = svc.ReceiveMessageResponse()
+            message = convert.message_of_record(d, record, topic, into=response.message)
             message.system_properties.receipt_handle = handle
             message.system_properties.delivery_attempt = reconsume + 1
-            out.append((message, handle))
+            out.append((response, handle))
         return out
 
     @staticmethod
@@ -354,25 +357,24 @@ class Consumer:
         group, topic = _target(ctx, request)
         if not request.entries:
             raise st.GrpcStatusError(st.BAD_REQUEST, "no ack entry")
-        entries = []
+        response = svc.AckMessageResponse()  # its entries made in place
+        codes = set()
         for entry in request.entries[:1024]:
-            handle = self.renewer.resolve(ctx.client_id, group, entry.message_id, entry.receipt_handle)
+            message_id = entry.message_id
+            handle = self.renewer.resolve(ctx.client_id, group, message_id, entry.receipt_handle)
             try:
-                self.ack_handle(group, topic, handle, entry.message_id)
+                self.ack_handle(group, topic, handle, message_id)
                 status = st.make(d, st.OK)
-                self.renewer.forget(ctx.client_id, group, entry.message_id)
+                self.renewer.forget(ctx.client_id, group, message_id)
             except st.GrpcStatusError as exc:
                 status = st.make(d, exc.code, exc.status_text)
             except pop_mod.PopError as exc:
                 status = st.make(d, st.INTERNAL_SERVER_ERROR, f"ack failed: {exc.remark}")
-            entries.append(
-                svc.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
-                )
-            )
-        codes = {e.status.code for e in entries}
+            response.entries.add(message_id=message_id, receipt_handle=entry.receipt_handle, status=status)
+            codes.add(status.code)
         code = codes.pop() if len(codes) == 1 else st.MULTIPLE_RESULTS
-        return svc.AckMessageResponse(status=st.make(d, code), entries=entries)
+        response.status.CopyFrom(st.make(d, code))
+        return response
 
     def _change(self, group: str, topic: str, handle: str, invisible: int) -> str:
         """Change the invisible time of ``handle``; the new handle (``ReceiptHandle.encode``)."""

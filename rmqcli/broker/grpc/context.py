@@ -51,6 +51,16 @@ class CallContext:
 
 def parse_peer(peer: str) -> tuple[str, int]:
     """grpc's ``context.peer()``: ``ipv4:127.0.0.1:5555``, ``ipv6:[::1]:5555`` (or ``unix:...``)."""
+    found = _peers.get(peer)
+    if found is None:
+        found = _parse_peer(peer)
+        if len(_peers) >= MAX_PEERS:
+            _peers.clear()
+        _peers[peer] = found
+    return found
+
+
+def _parse_peer(peer: str) -> tuple[str, int]:
     scheme, _, rest = (peer or "").partition(":")
     if scheme not in ("ipv4", "ipv6") or ":" not in rest:
         return "", 0
@@ -59,21 +69,32 @@ def parse_peer(peer: str) -> tuple[str, int]:
     return host, int(port) if port.isdigit() and int(port) < 65536 else 0
 
 
+MAX_PEERS = 4096  # peer strings parsed once each (a client keeps its connection: one per client)
+_peers: dict[str, tuple[str, int]] = {}
+_WANTED = frozenset((CLIENT_ID, LANGUAGE, CLIENT_VERSION, PROTOCOL, NAMESPACE, REQUEST_ID))
+
+
 def from_call(metadata: Iterable[tuple[str, str | bytes]] | None, peer: str) -> CallContext:
-    """The context of one call from its invocation metadata and peer string."""
+    """The context of one call from its invocation metadata and peer string (the first value of
+    each key, in any case, counts; values of "-bin" keys are bytes and none of ours)."""
     values: dict[str, str] = {}
     for key, value in metadata or ():
-        if isinstance(value, bytes):  # "-bin" keys; none of ours
+        if key not in _WANTED:
+            key = key.lower()
+            if key not in _WANTED:
+                continue
+        if key in values or isinstance(value, bytes):
             continue
-        values.setdefault(key.lower(), value[:MAX_VALUE_LENGTH])
+        values[key] = value[:MAX_VALUE_LENGTH]
     host, port = parse_peer(peer)
+    get = values.get
     return CallContext(
-        client_id=values.get(CLIENT_ID, ""),
-        language=values.get(LANGUAGE, ""),
-        client_version=values.get(CLIENT_VERSION, ""),
-        protocol=values.get(PROTOCOL, ""),
-        namespace=values.get(NAMESPACE, ""),
-        request_id=values.get(REQUEST_ID, ""),
-        remote_host=host,
-        remote_port=port,
+        get(CLIENT_ID, ""),
+        get(LANGUAGE, ""),
+        get(CLIENT_VERSION, ""),
+        get(PROTOCOL, ""),
+        get(NAMESPACE, ""),
+        get(REQUEST_ID, ""),
+        host,
+        port,
     )

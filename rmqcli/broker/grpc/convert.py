@@ -17,6 +17,8 @@ TRANSACTION message; the body is stored as sent.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -87,18 +89,31 @@ class Outgoing:
     born_timestamp: int  # ms: the message's, else now (ProducerProcessor.buildSendMessageRequestHeader)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def has_control_character(text: str) -> bool:
     """Guava's ``CharMatcher.javaIsoControl``: U+0000-U+001F and U+007F-U+009F."""
-    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+    return _CONTROL.search(text) is not None
 
 
 def check_topic(topic: str) -> None:
-    """``GrpcValidator.validateTopic``: a legal name, not a system topic (ILLEGAL_TOPIC)."""
+    """``GrpcValidator.validateTopic``: a legal name, not a system topic (ILLEGAL_TOPIC). The names
+    that passed are remembered (at most ``MAX_CHECKED``): the check is of the name alone."""
+    if topic in _checked:
+        return
     problem = validate_topic(topic)
     if problem:
         raise st.GrpcStatusError(st.ILLEGAL_TOPIC, problem)
     if is_system_topic(topic):
         raise st.GrpcStatusError(st.ILLEGAL_TOPIC, "cannot access system topic")
+    if len(_checked) >= MAX_CHECKED:
+        _checked.clear()
+    _checked.add(topic)
+
+
+MAX_CHECKED = 4096
+_checked: set[str] = set()
 
 
 def _check_text(text: str, code: int, what: str, *, bar: bool = False) -> None:
@@ -275,36 +290,52 @@ def check_type(topic: str, config: dict | None, props: dict[str, str]) -> None:
         )
 
 
-def message_of_record(d: Any, record: Any, topic: str | None = None) -> Any:
+TIMESTAMP_SECONDS = (-62135596800, 253402300799)  # Timestamp's range: years 1 to 9999
+
+
+def set_millis(timestamp: Any, millis: int) -> None:
+    """``Timestamp.FromMilliseconds`` (its ValueError out of range), without its Python call."""
+    seconds, rest = divmod(millis, 1000)
+    if not TIMESTAMP_SECONDS[0] <= seconds <= TIMESTAMP_SECONDS[1]:
+        timestamp.FromMilliseconds(millis)  # raises as it would have
+    timestamp.seconds = seconds
+    timestamp.nanos = rest * 1_000_000
+
+
+def message_of_record(d: Any, record: Any, topic: str | None = None, into: Any = None) -> Any:
     """A stored message as the proxy hands it to a client (``GrpcConverter.buildMessage``): the
     non-system properties as user properties; tag, keys, message id (``UNIQ_KEY``, else the offset
     id), the body's MD5 (upper-case hex) and encoding, the type its properties make, born and store
     time and host, delivery time, message group, queue, offset and delivery attempt
-    (``reconsumeTimes`` + 1). ``record`` is a ``formats.records.Record``."""
-    import hashlib
-
+    (``reconsumeTimes`` + 1). ``record`` is a ``formats.records.Record``. Built in ``into`` (an
+    empty ``Message``, e.g. a response's field: no copy) when given."""
     props = record.properties
     body = record.stored_body
-    message = d.Message(topic=d.Resource(name=topic or record.topic), body=body)
-    for key, value in props.items():
-        if key not in SYSTEM_KEYS:
-            message.user_properties[key] = value
+    message = d.Message() if into is None else into
+    message.topic.name = topic or record.topic
+    message.body = body
+    user = {key: value for key, value in props.items() if key not in SYSTEM_KEYS}
+    if user:
+        message.user_properties.update(user)
     sp = message.system_properties
     if props.get(TAGS):
         sp.tag = props[TAGS]
-    sp.keys.extend(k for k in props.get(KEYS, "").split(" ") if k)
+    keys = props.get(KEYS, "")
+    if keys:
+        sp.keys.extend(k for k in keys.split(" ") if k)
     sp.message_id = props.get(UNIQ_KEY) or record.msg_id
-    sp.body_digest.type = d.MD5
-    sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
+    digest = sp.body_digest
+    digest.type = d.MD5
+    digest.checksum = hashlib.md5(body).hexdigest().upper()
     sp.body_encoding = GZIP if record.sys_flag & fmt.COMPRESSED_FLAG else 1  # IDENTITY
     sp.message_type = message_type_of(props)
-    sp.born_timestamp.FromMilliseconds(record.born_timestamp)
+    set_millis(sp.born_timestamp, record.born_timestamp)
     sp.born_host = props.get(BORN_HOST) or record.born_host
-    sp.store_timestamp.FromMilliseconds(record.store_timestamp)
+    set_millis(sp.store_timestamp, record.store_timestamp)
     sp.store_host = record.store_host
     deliver = props.get(TIMER_DELIVER_MS, "")
     if deliver.isdigit():
-        sp.delivery_timestamp.FromMilliseconds(int(deliver))
+        set_millis(sp.delivery_timestamp, int(deliver))
     if props.get(SHARDING_KEY):
         sp.message_group = props[SHARDING_KEY]
     sp.queue_id = record.queue_id

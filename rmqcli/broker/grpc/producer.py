@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from rmqcli.remoting.server.connection import Connection
 
 DEFAULT_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
+MAX_CHANNELS = 4096  # callers' addresses with a stand-in connection kept
 MAX_TRANSACTIONS = 100_000  # transaction data kept for EndTransaction (oldest forgotten first)
 ENTRY_CODES = {
     RS.FLUSH_DISK_TIMEOUT: st.MASTER_PERSISTENCE_TIMEOUT,
@@ -111,6 +112,7 @@ class Producer:
         self.s = stubs
         self.ctl = ctl
         self._turns: dict[str, itertools.count[int]] = {}
+        self._channels: dict[tuple[str, int], CallChannel] = {}
         self.transactions: OrderedDict[tuple[str, str], TransactionData] = OrderedDict()
 
     def select_queue(self, topic: str, config: dict, group: str) -> int:
@@ -169,7 +171,7 @@ class Producer:
         if out.properties.get(convert.TRAN_MSG) == "true":  # 5.1.1's parseHalfMessageInner
             out.properties[convert.TRANSACTION_ID] = out.properties[convert.UNIQ_KEY]
         request = self.request(out, queue_id)
-        reply = send.send(self.ctl, request, cast("Connection", CallChannel(ctx)))
+        reply = send.send(self.ctl, request, cast("Connection", self.channel(ctx)))
         if self.ctl.defer_dispatch:
             self.ctl.store.catch_up()  # the reput the connection runs after each read
         if inspect.isawaitable(reply):
@@ -191,6 +193,18 @@ class Producer:
             message_id=message_id,
             transaction_id=message_id,  # the broker's answer carries every message's UNIQ_KEY
         )
+
+    def channel(self, ctx: CallContext) -> CallChannel:
+        """The stand-in connection of the caller's address, kept (at most ``MAX_CHANNELS``) as a
+        remoting connection is, so that what the send processor works out once per connection (the
+        born host) is worked out once per client connection here too."""
+        key = (ctx.remote_host, ctx.remote_port)
+        found = self._channels.get(key)
+        if found is None:
+            if len(self._channels) >= MAX_CHANNELS:
+                self._channels.clear()
+            found = self._channels[key] = CallChannel(ctx)
+        return found
 
     def remember(self, topic: str, transaction_id: str, offset_msg_id: str, queue_offset: int) -> None:
         """``fillTransactionData``: the half message's commit log offset (the last 16 hex digits of

@@ -121,22 +121,6 @@ class _Calls:
         )
         return st.make(self.d, st.BAD_REQUEST, f"the request does not decode: {request.reason}")
 
-    async def unary(self, name: str, response: type, context: Any, request: Any) -> Any:
-        """The unary method ``name``: its ``work`` answered, a failure in the response's status."""
-        if isinstance(request, Undecodable):
-            return response(status=self.undecodable(context, request))
-        if self.acl is not None:  # before anything else, as the proxy's interceptor
-            await self.acl.check(context, request, name)
-        try:
-            ctx = cc.from_call(context.invocation_metadata(), context.peer())
-            ctx.require_client_id()
-            result = self.work[name](ctx, request)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except Exception as exc:  # answered in the status, as the proxy's writeResponse
-            return response(status=st.of_exception(self.d, exc, name))
-
     async def telemetry(self, request_iterator: Any, context: Any) -> None:
         import grpc
 
@@ -181,11 +165,33 @@ class _Calls:
 
 
 def _unary_method(calls: _Calls, name: str) -> Callable[[Any, Any], Any]:
-    """The unary method ``name`` (a coroutine function: grpc.aio awaits its result)."""
+    """The unary method ``name`` (a coroutine function: grpc.aio awaits its result): its ``work``
+    answered, a failure in the response's status. One coroutine per call: what a call needs of
+    ``calls`` is looked up once here."""
     response = getattr(calls.svc, f"{name}Response")
+    work = calls.work[name]
+    is_coroutine = inspect.iscoroutinefunction(work)
+    acl = calls.acl
+    definition = calls.d
+    from_call = cc.from_call
+    isawaitable = inspect.isawaitable
 
     async def method(request: Any, context: Any) -> Any:
-        return await calls.unary(name, response, context, request)
+        if isinstance(request, Undecodable):
+            return response(status=calls.undecodable(context, request))
+        if acl is not None:  # before anything else, as the proxy's interceptor
+            await acl.check(context, request, name)
+        try:
+            ctx = from_call(context.invocation_metadata(), context.peer())
+            ctx.require_client_id()
+            if is_coroutine:
+                return await work(ctx, request)
+            result = work(ctx, request)
+            if isawaitable(result):
+                result = await result
+            return result
+        except Exception as exc:  # answered in the status, as the proxy's writeResponse
+            return response(status=st.of_exception(definition, exc, name))
 
     method.__name__ = method.__qualname__ = name
     return method
