@@ -234,11 +234,22 @@ CASES = [
 ]
 
 
+# Requests of the Java client's timers, sent or not depending on how long a command ran (its
+# heartbeat 1 s after its instance starts, then every 30 s; its rebalance every 20 s): seen from
+# the real mqadmin on a loaded machine, for consumerStatus and printMsg. They are compared only
+# where rmq sends them too.
+TIMED = (RC.HEART_BEAT.name, RC.GET_CONSUMER_LIST_BY_GROUP.name)
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_rmq_sends_the_ext_fields_mqadmin_sends(recorded: tuple[Sent, Sent], name: str) -> None:
     java, ours = recorded
     assert java[name], f"the real mqadmin sent nothing for {name}"  # the command ran
-    assert by_code(ours[name], java=False) == by_code(java[name], java=True)
+    sent, expected = by_code(ours[name], java=False), by_code(java[name], java=True)
+    for code in TIMED:
+        if code not in sent:
+            expected.pop(code, None)
+    assert sent == expected
 
 
 def test_rmq_pushes_a_message_by_client_msgid_as_mqadmin_by_offset_msgid(recorded: tuple[Sent, Sent]) -> None:
