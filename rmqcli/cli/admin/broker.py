@@ -154,7 +154,6 @@ get_broker_config = BROKERS.command(
     "getBrokerConfig",
     "Get broker config by cluster or special broker!",
     UPDATE_WHICH,
-    render="broker_config",
     namesrv=without_broker,
 )
 
@@ -195,7 +194,6 @@ get_namesrv_config = BROKERS.command(
     "Get configs of name server.",
     (),
     group="namesrv",
-    render="namesrv_config",
     data=lambda configs, a: {addr: dict(pairs) for addr, pairs in configs.items()},
 )
 

@@ -291,7 +291,7 @@ def ha_status(statuses: list[Any]) -> str:
     return "".join(out)
 
 
-def broker_config(configs: list[Any]) -> str:
+def get_broker_config(configs: list[Any]) -> str:
     """C.4.7: a ``====`` banner per broker, ``%-50s=  %s`` per property, then an empty line."""
     out = []
     for c in configs:
@@ -318,7 +318,7 @@ def write_perm(results: list[Any], broker_name: str, verb: str) -> str:
     return "".join(out)
 
 
-def namesrv_config(configs: Mapping[str, list[tuple[str, str]]]) -> str:
+def get_namesrv_config(configs: Mapping[str, list[tuple[str, str]]]) -> str:
     out = []
     for addr, pairs in configs.items():
         out.append(f"============{addr}============\n")
@@ -366,7 +366,7 @@ def acl_versions(result: Any, by_broker: bool) -> str:
     return "".join(out)
 
 
-def broker_member_group(members: list[Any]) -> str:
+def get_broker_member_group(members: list[Any]) -> str:
     """``getBrokerMemberGroup``: one line per live member, ids ascending; ``#ACTIVATED`` says which
     member runs the group's delayed delivery and transaction check (the acting master)."""
     line = "{:<16}  {:<22}  {:<4}  {:<22}  {:<10}\n"

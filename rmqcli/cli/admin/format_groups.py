@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from rmqcli.cli.admin.format import bool_text
+from rmqcli.remoting.codes import version_desc
 
 
 def format_date(millis: int) -> str:
@@ -68,7 +69,7 @@ CONSUMER_CONFIG_FIELDS_5 = (
 given 5.x settings)."""
 
 
-def consumer_config(infos: list[Any]) -> str:
+def get_consumer_config(infos: list[Any]) -> str:
     """A ``====cluster:broker====`` banner, then ``%-40s=  %s`` per declared field (4.9.7 order;
     5.1.1's for a config with 5.1.1's keys)."""
     from rmqcli.admin.retrypolicy import policy_string
@@ -135,8 +136,6 @@ def consumer_progress_all(rows: list[Any]) -> str:
 
 def consumer_connection(cc: Any) -> str:
     """C.4.7: connections, subscriptions, consume type, model and where to start."""
-    from rmqcli.remoting.codes import version_desc
-
     out = [f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version\n"]
     for c in cc.connection_set:
         out.append(f"{c.client_id:<36} {c.client_addr:<22} {c.language:<10} {version_desc(c.version)}\n")
@@ -156,8 +155,6 @@ def consumer_connection(cc: Any) -> str:
 
 def producer_connection(pc: Any) -> str:
     """C.4.7: ``%04d  %-32s %-22s %-8s %s%n``, no header."""
-    from rmqcli.remoting.codes import version_desc
-
     return "".join(
         f"{i:04d}  {c.client_id:<32} {c.client_addr:<22} {c.language:<8} {version_desc(c.version)}\n"
         for i, c in enumerate(pc.connection_set, 1)
@@ -200,7 +197,6 @@ def consumer_status(result: Any) -> str:
     """``consumerStatus``: the client table and the subscription/rebalance verdict, or with ``-i``
     one client's ``formatString`` (4.9.7 ``ConsumerStatusSubCommand``)."""
     from rmqcli.admin.beans import running_info_string
-    from rmqcli.remoting.codes import version_desc
 
     if result.client is not None:
         return running_info_string(result.client)
@@ -257,7 +253,7 @@ def reset_queue_offset(result: Any) -> str:
     )
 
 
-def skip_accumulated(result: Any) -> str:
+def skip_accumulated_message(result: Any) -> str:
     """C.4.7 ``skipAccumulatedMessage``: the online table, or the offline one, no rollback line."""
     return _rollback_table(result.rollback) if result.offline else _offset_table(result.rows)
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rmqcli.cli.admin.format import bool_text, java_map, time_millis_to_human_string2
+from rmqcli.remoting.javanames import camel_fields
 
 
 def js(value: Any) -> str:
@@ -85,7 +86,7 @@ def message_view(view: Any, with_offset_id: bool = True) -> str:
     return "".join(out)
 
 
-def query_by_key(messages: list[Any]) -> str:
+def query_msg_by_key(messages: list[Any]) -> str:
     """C.4.7: ``%-50s %4s %40s%n``."""
     out = [f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}\n"]
     out.extend(f"{m.msg_id:<50} {m.queue_id:>4d} {m.queue_offset:>40d}\n" for m in messages)
@@ -206,29 +207,13 @@ def query_cq(body: Any, index: int) -> str:
 
 # --- --json documents ----------------------------------------------------------------------------
 def message_data(m: Any) -> dict[str, Any]:
-    return {
-        "msgId": m.msg_id,
-        "offsetMsgId": m.offset_msg_id,
-        "topic": m.topic,
-        "brokerName": m.broker_name,
-        "queueId": m.queue_id,
-        "queueOffset": m.queue_offset,
-        "commitLogOffset": m.commit_log_offset,
-        "storeSize": m.store_size,
-        "sysFlag": m.sys_flag,
-        "flag": m.flag,
-        "bodyCRC": m.body_crc,
-        "bornTimestamp": m.born_timestamp,
-        "bornHost": m.born_host,
-        "storeTimestamp": m.store_timestamp,
-        "storeHost": m.store_host,
-        "reconsumeTimes": m.reconsume_times,
-        "preparedTransactionOffset": m.prepared_transaction_offset,
-        "tags": m.tags,
-        "keys": m.keys,
-        "properties": m.properties,
-        "body": m.body.decode("utf-8", "replace"),
-    }
+    """A message's fields under their Java names (``bodyCRC`` as Java spells it), the body as text."""
+    return camel_fields(
+        m, "msg_id", "offset_msg_id", "topic", "broker_name", "queue_id", "queue_offset",
+        "commit_log_offset", "store_size", "sys_flag", "flag", "bodyCRC=body_crc", "born_timestamp",
+        "born_host", "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset",
+        "tags", "keys", "properties",
+    ) | {"body": m.body.decode("utf-8", "replace")}  # fmt: skip
 
 
 def view_data(v: Any) -> dict[str, Any]:
@@ -242,6 +227,16 @@ def view_data(v: Any) -> dict[str, Any]:
             for t in v.tracks
         ],
     }
+
+
+def unique_key_data(result: Any, direct: bool) -> Any:
+    """queryMsgByUniqueKey's document: the client's answer when ``-g`` and ``-d`` pushed the message
+    to it (``direct``), else the messages found."""
+    if direct:
+        from rmqcli.admin.beans import plain
+
+        return plain(result)
+    return [view_data(v) for v in result]
 
 
 def events_data(events: list[Any]) -> list[dict[str, Any]]:

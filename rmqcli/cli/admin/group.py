@@ -16,6 +16,7 @@ from rmqcli.cli.admin.registry import (
     broker_addr,
     broker_or_cluster,
     broker_or_cluster_options,
+    broker_or_cluster_target,
     opt,
     parse_boolean,
     required,
@@ -55,8 +56,7 @@ def _update_sub_group(s: Any, a: Args) -> Any:
     return groups.update_sub_group(
         s,
         a.group_name,
-        broker_addr=a.broker_addr,
-        cluster=a.cluster_name,
+        **broker_or_cluster_target(a),
         consume_enable=_true_unless_false(a.consume_enable),
         consume_from_min_enable=parse_boolean(a.consume_from_min_enable),
         consume_broadcast_enable=parse_boolean(a.consume_broadcast_enable),
@@ -103,8 +103,7 @@ delete_sub_group = GROUPS.command(
     call=lambda s, a: groups.delete_sub_group(
         s,
         a.group_name,
-        broker_addr=a.broker_addr,
-        cluster=a.cluster_name,
+        **broker_or_cluster_target(a),
         remove_offset=parse_boolean(a.remove_offset),
     ),
     check=broker_or_cluster,
@@ -115,7 +114,6 @@ get_consumer_config = GROUPS.command(
     "getConsumerConfig",
     "Get consumer config by subscription group name!",
     (GROUP_NAME,),
-    render="consumer_config",
 )
 
 consumer_progress = GROUPS.command(
@@ -163,7 +161,6 @@ producer = GROUPS.command(
     (required("broker", "--broker", "-b", "broker address"),),
     group="producer",
     operation="all_producer_info",
-    render="producer",
     data=lambda table, a: table.data,
     namesrv=lambda a: False,
 )
@@ -238,7 +235,6 @@ skip_accumulated_message = GROUPS.command(
     call=lambda s, a: groups.reset_offset_by_time(
         s, a.group, a.topic, "now", force=_true_unless_false(a.force)
     ),
-    render="skip_accumulated",
 )
 
 clone_group_offset = GROUPS.command(

@@ -23,7 +23,6 @@ from rmqcli.cli.admin.registry import (
 from rmqcli.errors import BrokerError, NetworkError, UsageError
 
 messages = Lazy("rmqcli.admin.message")
-beans = Lazy("rmqcli.admin.beans")
 message_text = Lazy("rmqcli.cli.admin.format_messages")
 MESSAGES = Family(messages, message_text, "message")
 
@@ -101,7 +100,6 @@ query_msg_by_key = MESSAGES.command(
     "queryMsgByKey",
     "Query Message by Key",
     (TOPIC, required("msg_key", "--msgKey", "-k", "Message Key")),
-    render="query_by_key",
     data=lambda found, a: [message_text.message_data(m) for m in found],
 )
 
@@ -139,7 +137,7 @@ query_msg_by_unique_key = MESSAGES.command(
         if _direct(a)
         else "".join(message_text.message_view(v, with_offset_id=False) for v in result)
     ),
-    data=lambda result, a: beans.plain(result) if _direct(a) else [message_text.view_data(v) for v in result],
+    data=lambda result, a: message_text.unique_key_data(result, _direct(a)),
 )
 
 query_msg_by_offset = MESSAGES.command(

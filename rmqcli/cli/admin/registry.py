@@ -14,7 +14,10 @@ admin operations and the codec are imported when a command runs.
 Design note: one declaration per command is the model a new mqadmin command copies. Its
 ``AdminCommand`` in ``cli/admin/<family>.py`` is its only entry (name, description, options, the
 call into its ``rmqcli.admin`` function, the text): the listings, ``--help``, the man pages and
-``--json`` all come from it, and every command runs through the same ``run_admin``.
+``--json`` all come from it, and every command runs through the same ``run_admin``. A family module
+declares its commands through its ``Family`` (``Family.command``): a command that hands its
+options to the admin operation of its name and shows the result with the renderer of that name
+needs only its name, description and options.
 """
 
 from __future__ import annotations
@@ -152,6 +155,12 @@ def broker_or_cluster_options(action: str) -> tuple[Opt, Opt]:
     return broker_addr(f"{action} which broker"), cluster_name(f"{action} which cluster")
 
 
+def broker_or_cluster_target(args: Args) -> dict[str, str | None]:
+    """``broker_addr`` and ``cluster``, the keywords of an operation sent to ``-b`` or to every
+    broker of ``-c`` (the options of ``broker_or_cluster_options``)."""
+    return {"broker_addr": args.broker_addr, "cluster": args.cluster_name}
+
+
 @dataclass(frozen=True, slots=True)
 class AdminCommand:
     """One mqadmin command.
@@ -233,15 +242,14 @@ class Family:
         ``params`` (option names; default: every option, in the declared order); ``operation``
         defaults to the command's name in snake case (``topicStatus``: ``topic_status``,
         ``checkMsgSendRT``: ``check_msg_send_rt``), as the admin operations are named. Without
-        ``text`` the text is ``texts.<render>(result)``, ``render`` defaulting to ``operation``.
+        ``text`` the text is ``texts.<render>(result)``, ``render`` defaulting to that name too.
         ``more`` are ``AdminCommand``'s other fields (``data``, ``check``, ``namesrv``, ...)."""
-        operation = operation or snake_case(name)
         if "call" not in more:
             names = tuple(o.name for o in options) if params is None else params
-            call = deferred(self.operations, operation)
+            call = deferred(self.operations, operation or snake_case(name))
             more["call"] = lambda s, a: call(s, *(getattr(a, n) for n in names))
         if "text" not in more:
-            show = deferred(self.texts, render or operation)
+            show = deferred(self.texts, render or snake_case(name))
             more["text"] = lambda result, a: show(result)
         return AdminCommand(name, description, group or self.group, options, **more)
 

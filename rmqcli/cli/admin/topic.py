@@ -10,6 +10,7 @@ from rmqcli.cli.admin.registry import (
     Lazy,
     broker_or_cluster,
     broker_or_cluster_options,
+    broker_or_cluster_target,
     opt,
     parse_boolean,
     required,
@@ -38,8 +39,7 @@ update_topic = TOPICS.command(
     call=lambda s, a: topics.update_topic(
         s,
         a.topic,
-        broker_addr=a.broker_addr,
-        cluster=a.cluster_name,
+        **broker_or_cluster_target(a),
         read_queue_nums=a.read_queue_nums,
         write_queue_nums=a.write_queue_nums,
         perm=a.perm,
@@ -61,9 +61,7 @@ update_topic_perm = TOPICS.command(
         required("perm", "--perm", "-p", "set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]", int),
         *CREATE_WHICH,
     ),
-    call=lambda s, a: topics.update_topic_perm(
-        s, a.topic, a.perm, broker_addr=a.broker_addr, cluster=a.cluster_name
-    ),
+    call=lambda s, a: topics.update_topic_perm(s, a.topic, a.perm, **broker_or_cluster_target(a)),
     text=lambda result, a: topic_text.update_topic_perm(result, by_broker=bool(a.broker_addr)),
     check=broker_or_cluster,
 )
