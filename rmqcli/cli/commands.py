@@ -33,6 +33,14 @@ STORE = {
     "serve": "serve:serve",
 }
 
+# How ``rmq`` and each group of subcommands is set up: ``-h`` for help, plain text, and the help
+# when run without a subcommand (``main.app``, ``common.command_group``).
+GROUP_SETTINGS: dict[str, Any] = {
+    "no_args_is_help": True,
+    "rich_markup_mode": None,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+}
+
 OTHER = {"help": "admin.commands:help_command"}
 GROUPS = {"msgid": "ids:msgid_app", "offsets": "offsets:app", "pipeline": "pipeline:app"}  # typer sub-apps
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rmqcli.cli.commands import GROUP_SETTINGS
 from rmqcli.cli.render import OutputFormat, Renderer, resolve_format, warn
 from rmqcli.errors import NotFoundError, UsageError
 
@@ -32,15 +33,41 @@ OutputOpt = Annotated[
     OutputFormat,
     typer.Option("--output", "-o", help="Output format: table (text when piped), json, jsonl or yaml."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --output json.")]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        help="broker.conf of the store (file sizes, storePathCommitLog, index geometry).",
-        dir_okay=False,
-    ),
-]
+
+
+def value_option(kind: Any, *flags: str, help: str, **settings: Any) -> Any:
+    """An option that takes a value of ``kind`` and is None when not given: ``flags`` and the rest
+    of ``typer.Option``'s settings (``min``, ``metavar``, ...), worded for the command."""
+    return Annotated[kind | None, typer.Option(*flags, help=help, **settings)]
+
+
+def switch_option(*flags: str, help: str) -> Any:
+    """A boolean option: ``--flag`` (off unless given) or ``--flag/--no-flag``, worded for the command."""
+    return Annotated[bool, typer.Option(*flags, help=help)]
+
+
+def topic_option(help: str) -> Any:
+    """``--topic/-t TOPIC``: the one topic a command reads or keeps, worded for the command."""
+    return value_option(str, "--topic", "-t", help=help)
+
+
+def queue_option(help: str) -> Any:
+    """``--queue/-q QUEUE``: a queue id, worded for the command."""
+    return value_option(int, "--queue", "-q", help=help)
+
+
+def key_option(help: str) -> Any:
+    """``--key/-k KEY``: a message key to look for, worded for the command."""
+    return value_option(str, "--key", "-k", help=help)
+
+
+JsonOpt = switch_option("--json", help="Same as --output json.")
+ConfigOpt = value_option(
+    Path,
+    "--config",
+    help="broker.conf of the store (file sizes, storePathCommitLog, index geometry).",
+    dir_okay=False,
+)
 
 
 @dataclass(frozen=True)
@@ -96,13 +123,7 @@ output_only = with_options(_output)
 def command_group(name: str, help: str) -> typer.Typer:
     """A group of ``rmq`` subcommands (``msgid``, ``offsets``, ``pipeline``), set up as ``rmq``
     itself: ``-h`` for help, plain text, and its help when run without a subcommand."""
-    return typer.Typer(
-        name=name,
-        help=help,
-        no_args_is_help=True,
-        rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
+    return typer.Typer(name=name, help=help, **GROUP_SETTINGS)
 
 
 def stored_time_option(flag: str, what: str, side: str) -> Any:
@@ -125,20 +146,18 @@ def skip_corrupt_option(then: str) -> Any:
     """``--skip-corrupt``: each corrupt stretch is reported, then the command ``then`` (goes on, counts
     on); the exit code stays 4."""
     help_ = f"Report corrupt stretches and {then} (the exit code stays 4)."
-    return Annotated[bool, typer.Option("--skip-corrupt", help=help_)]
+    return switch_option("--skip-corrupt", help=help_)
 
 
 # `rmq lag` and `rmq pipeline lag`
-LagGroupOpt = Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")]
-LagTopicOpt = Annotated[str | None, typer.Option("--topic", "-t", help="Only this topic.")]
+LagGroupOpt = value_option(str, "--group", "-g", help="Only this consumer group.")
+LagTopicOpt = topic_option("Only this topic.")
 
 
 # `rmq rebuild` and `rmq pipeline rebuild`: what to rebuild (``rebuild_targets``)
-RebuildCqOpt = Annotated[bool, typer.Option("--cq", help="Rebuild the consume queues.")]
-RebuildIndexOpt = Annotated[bool, typer.Option("--index", help="Rebuild the index files.")]
-RebuildTopicOpt = Annotated[
-    str | None, typer.Option("--topic", "-t", help="Only this topic's consume queues (with --cq).")
-]
+RebuildCqOpt = switch_option("--cq", help="Rebuild the consume queues.")
+RebuildIndexOpt = switch_option("--index", help="Rebuild the index files.")
+RebuildTopicOpt = topic_option("Only this topic's consume queues (with --cq).")
 
 
 def rebuild_targets(cq: bool, index: bool, topic: str | None) -> tuple[bool, bool]:

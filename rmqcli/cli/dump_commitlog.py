@@ -28,10 +28,15 @@ from rmqcli.cli.common import (
     SinceOpt,
     UntilOpt,
     config_output,
+    key_option,
     open_store,
     parse_time,
+    queue_option,
     record_offset_option,
     skip_corrupt_option,
+    switch_option,
+    topic_option,
+    value_option,
     warn_skipped,
 )
 from rmqcli.cli.render import (
@@ -110,21 +115,17 @@ class Problems:
 def dump_commitlog(
     path: SourceArg,
     from_offset: FromOpt = None,
-    count: Annotated[int | None, typer.Option("--count", "-n", min=0, help="Show at most N records.")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Only records of this topic.")] = None,
-    queue: Annotated[int | None, typer.Option("--queue", "-q", help="Only records of this queue id.")] = None,
-    key: Annotated[
-        str | None, typer.Option("--key", "-k", help="Only records with this key or UNIQ_KEY.")
-    ] = None,
+    count: value_option(int, "--count", "-n", min=0, help="Show at most N records.") = None,
+    topic: topic_option("Only records of this topic.") = None,
+    queue: queue_option("Only records of this queue id.") = None,
+    key: key_option("Only records with this key or UNIQ_KEY.") = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     body: BodyOpt = BodyChoice.none,
-    raw: Annotated[
-        bool, typer.Option("--raw", help="Show compressed bodies as stored (no inflating).")
-    ] = False,
-    properties: Annotated[
-        bool, typer.Option("--properties", help="Add the raw properties string (and a table column).")
-    ] = False,
+    raw: switch_option("--raw", help="Show compressed bodies as stored (no inflating).") = False,
+    properties: switch_option(
+        "--properties", help="Add the raw properties string (and a table column)."
+    ) = False,
     skip_corrupt: SkipCorruptOpt = False,
     *,
     common: Common,

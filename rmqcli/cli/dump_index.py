@@ -22,8 +22,11 @@ from rmqcli.cli.columns import (
 from rmqcli.cli.common import (
     Common,
     config_output,
+    key_option,
     parse_time,
     stored_time_option,
+    switch_option,
+    topic_option,
 )
 from rmqcli.cli.render import Column, Section, human_time, warn
 from rmqcli.errors import NotFoundError, UsageError
@@ -70,10 +73,8 @@ def dump_index(
     path: Annotated[
         Path, typer.Argument(metavar="STORE_OR_FILE", help="A store directory or one index file.")
     ],
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Topic of the key to look up.")] = None,
-    key: Annotated[
-        str | None, typer.Option("--key", "-k", help="Look this key (KEYS or UNIQ_KEY) up.")
-    ] = None,
+    topic: topic_option("Topic of the key to look up.") = None,
+    key: key_option("Look this key (KEYS or UNIQ_KEY) up.") = None,
     begin: BeginOpt = None,
     end: EndOpt = None,
     max_num: Annotated[
@@ -85,7 +86,7 @@ def dump_index(
             "(maxMsgsNumBatch); rmq reads on, and says when there are more than N or than 64.",
         ),
     ] = BROKER_MAX,
-    headers_only: Annotated[bool, typer.Option("--headers-only", help="Show only the file headers.")] = False,
+    headers_only: switch_option("--headers-only", help="Show only the file headers.") = False,
     *,
     common: Common,
 ) -> None:

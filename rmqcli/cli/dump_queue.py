@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rmqcli.cli.columns import QUEUE_OFFSET, SIZE, number
-from rmqcli.cli.common import Common, config_output, open_store
+from rmqcli.cli.common import Common, config_output, open_store, queue_option, topic_option, value_option
 from rmqcli.cli.render import Column
 from rmqcli.errors import NotFoundError, RmqError, UsageError
 
@@ -34,13 +34,12 @@ def dump_cq(
             metavar="STORE_OR_FILE", help="A store directory (with --topic and --queue) or one CQ file."
         ),
     ],
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Topic of the queue.")] = None,
-    queue: Annotated[int | None, typer.Option("--queue", "-q", help="Queue id.")] = None,
-    from_offset: Annotated[
-        int | None,
-        typer.Option("--from", min=0, help="First queue offset (default: the first unit on disk)."),
-    ] = None,
-    count: Annotated[int | None, typer.Option("--count", "-n", min=0, help="Show at most N units.")] = None,
+    topic: topic_option("Topic of the queue.") = None,
+    queue: queue_option("Queue id.") = None,
+    from_offset: value_option(
+        int, "--from", min=0, help="First queue offset (default: the first unit on disk)."
+    ) = None,
+    count: value_option(int, "--count", "-n", min=0, help="Show at most N units.") = None,
     *,
     common: Common,
 ) -> None:

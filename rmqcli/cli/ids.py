@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from rmqcli.cli.columns import FILE, OFFSET, POSITION, number
-from rmqcli.cli.common import Common, ConfigOpt, command_group, config_output, output_only
+from rmqcli.cli.common import Common, ConfigOpt, command_group, config_output, output_only, value_option
 from rmqcli.cli.render import Column, OutputFormat
 
 msgid_app = command_group("msgid", "Message ids, offline.")
@@ -40,14 +40,12 @@ def _file_size(config: Path | None) -> int:
 def decode(
     ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Message ids (32 or 56 hex digits).")],
     config: ConfigOpt = None,
-    now: Annotated[
-        str | None,
-        typer.Option(
-            "--now",
-            help="A unique key's time is counted within the month before this moment (epoch ms or ISO-8601; "
-            "default: now): give a later moment for an id older than a month.",
-        ),
-    ] = None,
+    now: value_option(
+        str,
+        "--now",
+        help="A unique key's time is counted within the month before this moment (epoch ms or ISO-8601; "
+        "default: now): give a later moment for an id older than a month.",
+    ) = None,
     *,
     common: Common,
 ) -> None:

@@ -120,14 +120,7 @@ class RmqGroup(TyperGroup):
             raise typer.Exit(_quiet_broken_pipe()) from None
 
 
-app = typer.Typer(
-    name=PROG,
-    cls=RmqGroup,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+app = typer.Typer(name=PROG, cls=RmqGroup, pretty_exceptions_enable=False, **commands.GROUP_SETTINGS)
 
 
 def _show_version(value: bool) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rmqcli.cli.common import command_group, parse_time
+from rmqcli.cli.common import command_group, parse_time, switch_option, value_option
 from rmqcli.cli.repair import Repair, repair_command
 
 app = command_group(
@@ -40,15 +40,9 @@ def reset(
     store: Path,
     group: GroupOpt,
     topic: TopicOpt,
-    time: Annotated[
-        str | None, typer.Option("--time", help="The first message stored at TIME (epoch ms or ISO-8601).")
-    ] = None,
-    to_min: Annotated[
-        bool, typer.Option("--to-min", help="Each queue's min offset (everything again).")
-    ] = False,
-    to_max: Annotated[
-        bool, typer.Option("--to-max", help="Each queue's max offset (skip what waits).")
-    ] = False,
+    time: value_option(str, "--time", help="The first message stored at TIME (epoch ms or ISO-8601).") = None,
+    to_min: switch_option("--to-min", help="Each queue's min offset (everything again).") = False,
+    to_max: switch_option("--to-max", help="Each queue's max offset (skip what waits).") = False,
 ) -> Repair:
     """Reset the group's offsets on every read queue of the topic: to a time, the min or the max.
 

@@ -43,8 +43,11 @@ from rmqcli.cli.common import (
     SinceOpt,
     UntilOpt,
     command_group,
+    key_option,
     parse_time,
     rebuild_targets,
+    switch_option,
+    value_option,
     with_options,
 )
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, YesOpt, confirm
@@ -68,18 +71,14 @@ UrlStoresArg = Annotated[
         "file://, ...: the CommitLog files are read through Spark).",
     ),
 ]
-TopicsOpt = Annotated[
-    list[str] | None, typer.Option("--topic", "-t", help="Only records of this topic (repeatable).")
-]
-MasterOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--master",
-        help="Spark master URL (default: local[*], or the one spark-submit gives).",
-        show_default=False,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+TopicsOpt = value_option(list[str], "--topic", "-t", help="Only records of this topic (repeatable).")
+MasterOpt = value_option(
+    str,
+    "--master",
+    help="Spark master URL (default: local[*], or the one spark-submit gives).",
+    show_default=False,
+)
+JsonOpt = switch_option("--json", help="Print the result as JSON.")
 
 HELP = """Bulk jobs over the stores of many brokers on Apache Spark (PySpark).
 
@@ -157,7 +156,7 @@ def export(
     body: Annotated[
         ExportBody, typer.Option("--body", help="No body column, the body as bytes (raw), or as UTF-8 text.")
     ] = ExportBody.none,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+    overwrite: switch_option("--overwrite", help="Replace --out if it exists.") = False,
     master: MasterOpt = None,
     config: ConfigOpt = None,
     json_: JsonOpt = False,
@@ -197,12 +196,9 @@ STATS_HELP = (
 @spark_output
 def stats(
     stores: StoresArg,
-    parquet: Annotated[
-        str | None,
-        typer.Option(
-            "--parquet", help="Also write the tables as Parquet under this directory (one per section)."
-        ),
-    ] = None,
+    parquet: value_option(
+        str, "--parquet", help="Also write the tables as Parquet under this directory (one per section)."
+    ) = None,
     *,
     common: SparkCommon,
 ) -> None:
@@ -337,25 +333,20 @@ def lag(
 @spark_output
 def search(
     stores: UrlStoresArg,
-    key: Annotated[
-        str | None, typer.Option("--key", "-k", help="Records with this key among their KEYS.")
-    ] = None,
-    uniq_key: Annotated[
-        str | None,
-        typer.Option("--uniq-key", "-i", help="Records with this UNIQ_KEY (the client's message id)."),
-    ] = None,
-    prop: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--property", "-p", metavar="NAME=VALUE", help="Records with this property value (repeatable)."
-        ),
-    ] = None,
-    body_regex: Annotated[
-        str | None,
-        typer.Option(
-            "--body-regex", help="Records whose body (UTF-8 text, inflated) matches this Python regex."
-        ),
-    ] = None,
+    key: key_option("Records with this key among their KEYS.") = None,
+    uniq_key: value_option(
+        str, "--uniq-key", "-i", help="Records with this UNIQ_KEY (the client's message id)."
+    ) = None,
+    prop: value_option(
+        list[str],
+        "--property",
+        "-p",
+        metavar="NAME=VALUE",
+        help="Records with this property value (repeatable).",
+    ) = None,
+    body_regex: value_option(
+        str, "--body-regex", help="Records whose body (UTF-8 text, inflated) matches this Python regex."
+    ) = None,
     topic: TopicsOpt = None,
     body: BodyOpt = BodyChoice.none,
     *,
@@ -392,9 +383,9 @@ def rebuild(
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
     force_unlocked: ForceUnlockedOpt = False,
-    json_: Annotated[
-        bool, typer.Option("--json", help="Print each store's plan as one JSON document (a line each).")
-    ] = False,
+    json_: switch_option(
+        "--json", help="Print each store's plan as one JSON document (a line each)."
+    ) = False,
 ) -> None:
     from rmqcli.cli.plan import print_plan
     from rmqcli.pipeline.rebuild import check_options, pipeline_rebuild

@@ -26,31 +26,27 @@ command with exit code 7.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from rmqcli.cli.columns import number
+from rmqcli.cli.common import switch_option
 from rmqcli.cli.render import Column, OutputFormat, Renderer, _json, _yaml
 from rmqcli.errors import UsageError
 
 if TYPE_CHECKING:
     from rmqcli.ops.safety import Plan
 
-DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Only print the plan (the default without --yes); change nothing.")
-]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Apply the plan; without it nothing changes.")]
-ForceUnlockedOpt = Annotated[
-    bool,
-    typer.Option(
-        "--force-unlocked",
-        help="Change the store even though its lock file is held or cannot be checked (only when no "
-        "broker runs on it).",
-    ),
-]
+DryRunOpt = switch_option(
+    "--dry-run", help="Only print the plan (the default without --yes); change nothing."
+)
+YesOpt = switch_option("--yes", "-y", help="Apply the plan; without it nothing changes.")
+ForceUnlockedOpt = switch_option(
+    "--force-unlocked",
+    help="Change the store even though its lock file is held or cannot be checked (only when no "
+    "broker runs on it).",
+)
 
-PlanJsonOpt = Annotated[bool, typer.Option("--json", help="Print the plan as one JSON document.")]
+PlanJsonOpt = switch_option("--json", help="Print the plan as one JSON document.")
 
 NOT_APPLIED = "nothing changed; re-run with --yes to apply"
 NOTHING_TO_DO = "nothing to do; the store is left as it is"

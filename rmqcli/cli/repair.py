@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -33,6 +33,8 @@ from rmqcli.cli.common import (
     parse_time,
     rebuild_targets,
     record_offset_option,
+    switch_option,
+    value_option,
 )
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, PlanJsonOpt, YesOpt, confirm, print_plan
 from rmqcli.cli.render import OutputFormat, Renderer, resolve_format
@@ -146,24 +148,18 @@ def repair_command(plan: Callable[..., Repair], *, store_in_context: bool = Fals
 @repair_command
 def recover(
     store: StoreArg,
-    normal: Annotated[bool, typer.Option("--normal", help="Recover as after a clean shutdown.")] = False,
-    abnormal: Annotated[
-        bool, typer.Option("--abnormal", help="Recover as after a crash (the default when `abort` exists).")
-    ] = False,
-    check_crc: Annotated[
-        bool | None,
-        typer.Option(
-            "--check-crc/--no-check-crc", help="Check body CRCs (default: checkCRCOnRecover, true)."
-        ),
-    ] = None,
-    salvage: Annotated[
-        bool,
-        typer.Option(
-            "--salvage",
-            help="Unlike the broker: check every CommitLog file, replace each invalid record by "
-            "tombstone records of the same length and keep the valid records after it.",
-        ),
-    ] = False,
+    normal: switch_option("--normal", help="Recover as after a clean shutdown.") = False,
+    abnormal: switch_option(
+        "--abnormal", help="Recover as after a crash (the default when `abort` exists)."
+    ) = False,
+    check_crc: value_option(
+        bool, "--check-crc/--no-check-crc", help="Check body CRCs (default: checkCRCOnRecover, true)."
+    ) = None,
+    salvage: switch_option(
+        "--salvage",
+        help="Unlike the broker: check every CommitLog file, replace each invalid record by "
+        "tombstone records of the same length and keep the valid records after it.",
+    ) = False,
 ) -> Repair:
     """Do offline what a broker does to its store at start-up, and leave the same store.
 
@@ -214,17 +210,13 @@ CutOffsetOpt = record_offset_option("--offset", "Cut")
 def truncate(
     store: StoreArg,
     offset: CutOffsetOpt = None,
-    time: Annotated[
-        str | None,
-        typer.Option("--time", help="Cut at the first record stored after TIME (epoch ms or ISO-8601)."),
-    ] = None,
-    clamp_offsets: Annotated[
-        bool,
-        typer.Option(
-            "--clamp-offsets",
-            help="Set committed consumer and delay offsets that lie past a queue's new end to that end.",
-        ),
-    ] = False,
+    time: value_option(
+        str, "--time", help="Cut at the first record stored after TIME (epoch ms or ISO-8601)."
+    ) = None,
+    clamp_offsets: switch_option(
+        "--clamp-offsets",
+        help="Set committed consumer and delay offsets that lie past a queue's new end to that end.",
+    ) = False,
 ) -> Repair:
     """Cut the CommitLog at a record boundary; consume queues, index and checkpoint follow.
 
@@ -256,10 +248,9 @@ def rebuild(
     cq: RebuildCqOpt = False,
     index: RebuildIndexOpt = False,
     topic: RebuildTopicOpt = None,
-    from_offset: Annotated[
-        int | None,
-        typer.Option("--from", help="Keep what lies before this physical offset; dispatch from there."),
-    ] = None,
+    from_offset: value_option(
+        int, "--from", help="Keep what lies before this physical offset; dispatch from there."
+    ) = None,
 ) -> Repair:
     """Regenerate consume queues and/or index files from the CommitLog, as the broker's dispatch.
 
@@ -285,37 +276,26 @@ def rebuild(
 @repair_command
 def clean(
     store: StoreArg,
-    reserved_hours: Annotated[
-        int | None,
-        typer.Option(
-            "--reserved-hours",
-            help="fileReservedTime: files last modified longer ago expire (default: broker.conf's, else 72).",
-        ),
-    ] = None,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            "--at", help="The moment of the round: epoch ms or ISO-8601, local time (default: now)."
-        ),
-    ] = None,
-    disk_ratio: Annotated[
-        float | None,
-        typer.Option(
-            "--disk-ratio",
-            help="The disk's used share to judge by, 0 to 1 like commitLogDiskRatio (default: measured).",
-        ),
-    ] = None,
-    manual: Annotated[
-        bool,
-        typer.Option("--manual", help="As after deleteExpiredCommitLog: expired files go whatever the hour."),
-    ] = False,
-    no_backup: Annotated[
-        bool,
-        typer.Option(
-            "--no-backup",
-            help="Delete the files for good instead of moving them into the backup (which frees no space).",
-        ),
-    ] = False,
+    reserved_hours: value_option(
+        int,
+        "--reserved-hours",
+        help="fileReservedTime: files last modified longer ago expire (default: broker.conf's, else 72).",
+    ) = None,
+    at: value_option(
+        str, "--at", help="The moment of the round: epoch ms or ISO-8601, local time (default: now)."
+    ) = None,
+    disk_ratio: value_option(
+        float,
+        "--disk-ratio",
+        help="The disk's used share to judge by, 0 to 1 like commitLogDiskRatio (default: measured).",
+    ) = None,
+    manual: switch_option(
+        "--manual", help="As after deleteExpiredCommitLog: expired files go whatever the hour."
+    ) = False,
+    no_backup: switch_option(
+        "--no-backup",
+        help="Delete the files for good instead of moving them into the backup (which frees no space).",
+    ) = False,
     config: Path | None = None,
 ) -> Repair:
     """Plan (and with --yes apply) what a broker's clean-up round would delete: expired CommitLog files.

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from rmqcli.cli.columns import GROUP, KEYS, LEVEL, QUEUE_ID, QUEUE_OFFSET, TOPIC, UNIQ_KEY, number
-from rmqcli.cli.common import Common, LagGroupOpt, LagTopicOpt, StoreArg, config_output, open_store
+from rmqcli.cli.common import (
+    Common,
+    LagGroupOpt,
+    LagTopicOpt,
+    StoreArg,
+    config_output,
+    open_store,
+    switch_option,
+)
 from rmqcli.cli.render import Column, OutputFormat, human_time
 
 LAG_COLUMNS = [
@@ -79,7 +83,7 @@ def _delay_text(millis: int) -> str:
     return f"{millis}ms"
 
 
-ListOpt = Annotated[bool, typer.Option("--list", help="Each waiting message instead of the levels.")]
+ListOpt = switch_option("--list", help="Each waiting message instead of the levels.")
 
 
 @config_output

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
-
-import typer
 
 from rmqcli.cli.columns import FILE, KIND, OFFSET, number
-from rmqcli.cli.common import Common, StoreArg, config_output, open_store
+from rmqcli.cli.common import (
+    Common,
+    StoreArg,
+    config_output,
+    open_store,
+    switch_option,
+    topic_option,
+    value_option,
+)
 from rmqcli.cli.render import Column, OutputFormat, Section, camel_dict, progress
 from rmqcli.errors import CorruptDataError
 
@@ -34,17 +39,11 @@ SUMMARY_FIELDS = (
 @config_output
 def verify(
     path: StoreArg,
-    crc: Annotated[
-        bool, typer.Option("--crc/--no-crc", help="Recompute every body CRC (as recovery does).")
-    ] = True,
-    topic: Annotated[
-        str | None,
-        typer.Option("--topic", "-t", help="Check only this topic's queues and index keys."),
-    ] = None,
-    max_problems: Annotated[
-        int | None,
-        typer.Option("--max-problems", min=0, help="List at most N problems (all are still counted)."),
-    ] = None,
+    crc: switch_option("--crc/--no-crc", help="Recompute every body CRC (as recovery does).") = True,
+    topic: topic_option("Check only this topic's queues and index keys.") = None,
+    max_problems: value_option(
+        int, "--max-problems", min=0, help="List at most N problems (all are still counted)."
+    ) = None,
     *,
     common: Common,
 ) -> None:
