@@ -5,12 +5,20 @@ NO_PERMISSION (16); the legitimate path next to it still runs."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
+from rmqcli.broker.acl import grpcacl
+from rmqcli.broker.acl.permissions import SUB
+from rmqcli.broker.acl.plainacl import PlainAclFiles
+from rmqcli.broker.acl.validator import AccessDenied
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.acl import Credentials
 from rmqcli.remoting.codec import RemotingCommand
@@ -281,3 +289,42 @@ def test_a_pop_retry_topic_belongs_to_its_group_and_its_topic(server: ServeProce
     seen = call(server, RemotingCommand.request(RC.VIEW_MESSAGE_BY_ID, {"offset": offset}), ADMIN)
     assert seen.code == RS.SUCCESS and b"data-body" in (seen.body or b"")
     assert call(server, pull(f"%RETRY%{OWN_GROUP}", sys_flag=4), LIMITED).code != RS.NO_PERMISSION
+
+
+def test_a_pop_retry_topic_named_after_the_trace_topic_is_no_trace_send(server: ServeProcess) -> None:
+    """``%RETRY%VictimGroup_RMQ_SYS_TRACE_TOPIC`` reads as VictimGroup's retry of the trace topic: a
+    send to it is no send to RMQ_SYS_TRACE_TOPIC (which needs no permission) and needs VictimGroup."""
+    group = json.dumps({"groupName": "VictimGroup"}).encode()
+    created = RemotingCommand.request(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, group)
+    assert call(server, created, ADMIN).code == RS.SUCCESS
+    answer = call(server, send_v2("%RETRY%VictimGroup_RMQ_SYS_TRACE_TOPIC", group=OWN_GROUP), LIMITED)
+    assert is_refusal(answer, DENIED_VICTIM), (answer.code, answer.remark)
+
+
+def test_a_grpc_call_naming_a_pop_retry_topic_needs_its_group_and_topic(tmp_path: Path) -> None:
+    """gRPC (``grpcacl.validate`` without the broker's names: every reading of the name): a receive
+    from ``%RETRY%VictimGroup_Secret`` and a send to ``%RETRY%VictimGroup_RMQ_SYS_TRACE_TOPIC``."""
+    from rmqcli.broker.grpc.stubs import load
+
+    s = load()
+    d, v = s.definition, s.service
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(yaml.safe_dump(ACL))
+    files = PlainAclFiles(acl_file)
+    date = "20261129T000000Z"
+    signature = hmac.new(LIMITED.secret_key.encode(), date.encode(), hashlib.sha1).hexdigest()
+    authorization = (
+        f"MQv2-HMAC-SHA1 Credential={LIMITED.access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
+    )
+    queue = d.MessageQueue(topic=d.Resource(name="%RETRY%VictimGroup_Secret"))
+    receive = v.ReceiveMessageRequest(group=d.Resource(name=OWN_GROUP), message_queue=queue)
+    assert grpcacl.needed_resources(receive) == {
+        "%RETRY%" + OWN_GROUP: SUB, "%RETRY%VictimGroup_Secret": SUB, "%RETRY%VictimGroup": SUB, "Secret": SUB
+    }  # fmt: skip
+    trace = d.Message(topic=d.Resource(name="%RETRY%VictimGroup_RMQ_SYS_TRACE_TOPIC"))
+    for message in (receive, v.SendMessageRequest(messages=[trace])):
+        with pytest.raises(AccessDenied, match="^No permission for group:VictimGroup$"):
+            grpcacl.validate(files, "10.0.0.9", authorization, date, message)
+    own = d.MessageQueue(topic=d.Resource(name="Open"))
+    mine = v.ReceiveMessageRequest(group=d.Resource(name=OWN_GROUP), message_queue=own)
+    grpcacl.validate(files, "10.0.0.9", authorization, date, mine)  # passes

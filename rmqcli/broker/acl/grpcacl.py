@@ -123,16 +123,31 @@ def _enum_name(message: Any, field: str) -> str:
 
 
 def needed_resources(message: Any, names: Names | None = None) -> dict[str, int]:
+    """The resources a request message names and the permission each needs: 5.1.1's
+    (``parsed_resources``), then each POP retry topic's group and topic."""
+    needed = parsed_resources(message)
+    return with_pop_retry(needed, names)
+
+
+def with_pop_retry(needed: dict[str, int], names: Names | None) -> dict[str, int]:
+    """``needed`` and, for each POP retry topic in it, its group and topic (``ownership``)."""
+    popped: dict[str, int] = {}
+    for resource, perm in needed.items():
+        for key, wanted in pop_retry_resources(resource, perm, names).items():
+            popped.setdefault(key, wanted)
+    for key, wanted in popped.items():
+        needed.setdefault(key, wanted)
+    return needed
+
+
+def parsed_resources(message: Any) -> dict[str, int]:
     """The resources a request message names and the permission each needs (``parse``'s switch;
-    groups under their retry topic, as the ACL keeps them; a POP retry topic's group and topic)."""
+    groups under their retry topic, as the ACL keeps them)."""
     name = message.DESCRIPTOR.name
     needed: dict[str, int] = {}
-    popped: dict[str, int] = {}
 
     def topic(resource: Any, perm: int) -> None:
         needed[resource.name] = perm
-        for key, wanted in pop_retry_resources(resource.name, perm, names).items():
-            popped.setdefault(key, wanted)
 
     def group(resource: Any) -> None:
         needed[retry_topic(resource.name) or ""] = SUB
@@ -180,8 +195,6 @@ def needed_resources(message: Any, names: Names | None = None) -> dict[str, int]
     elif name == "QueryAssignmentRequest":
         group(message.group)
         topic(message.topic, SUB)
-    for key, wanted in popped.items():
-        needed.setdefault(key, wanted)
     return needed
 
 
@@ -201,13 +214,13 @@ def validate(
     if date_time is None:
         raise MissingMetadata("the call has no x-mq-date-time metadata")
     try:
-        needed = needed_resources(message, names)
+        needed = parsed_resources(message)
     except AccessDenied:
         raise
     except Exception as exc:  # parse(): a message it cannot read
         raise AccessDenied(str(exc) or type(exc).__name__) from None
     stamp = date_time.encode("utf-8")
     account = authenticate(files, remote_host, signed.access_key, lambda: stamp, signed.signature)
-    if account is None or traced(needed) or account.admin:
+    if account is None or traced(needed) or account.admin:  # traced: 5.1.1's resources only
         return
-    check_resources(account, needed, listed="No permission")
+    check_resources(account, with_pop_retry(needed, names), listed="No permission")
