@@ -155,7 +155,9 @@ def test_consumers_keep_receiving_and_a_delayed_message_is_escaped_once(rmq, tmp
         )
         wanted = set(keys) | {"d0"}
         consumer.wait_for(lambda ev: wanted <= {e.get("key") for e in ev}, 60, "every message, d0 included")
-        time.sleep(2)  # a second d0 would come now
+        # a second d0 (a second escape by the delay service, which found it due with the first, or
+        # a redelivery) would come right after the first: 2 s is many pull rounds more
+        time.sleep(2)
         got = [e["key"] for e in consumer.stop() if "key" in e]
         consumer = None
         assert got.count("d0") == 1
@@ -188,7 +190,9 @@ def test_consumers_keep_receiving_and_a_delayed_message_is_escaped_once(rmq, tmp
         after = [f"after{i}" for i in range(8)]
         run_driver(tmp_path, "produce2", {"op": "produce", "namesrv": ns, "topic": TOPIC, "keys": after})
         consumer.wait_for(lambda ev: set(after) <= {e.get("key") for e in ev}, 60, "the new messages")
-        time.sleep(3)  # old messages and a second d0 would come now
+        # old messages (offsets not taken over) or a second d0 would come with the first pulls,
+        # which brought the new ones: 3 s is many pull rounds more
+        time.sleep(3)
         again = [e for e in consumer.stop() if "key" in e]
         consumer = None
         assert sorted(e["key"] for e in again if e["times"] == 0) == sorted(after)  # duplicates: 0
@@ -295,7 +299,9 @@ def test_a_half_message_unknown_at_the_kill_is_checked_back_through_another_grou
                     assert (
                         await client.invoke(master.broker, beat_a, 5)
                     ).code == RS.SUCCESS  # reachable again
-                    await asyncio.sleep(4)  # master a's own checks run every second
+                    # master a's own checks run every second (transactionCheckInterval=1000): a
+                    # check of tx1 would come within the first; 4 s gives it four chances
+                    await asyncio.sleep(4)
                 finally:
                     got = [e["key"] for e in consumer.stop() if "key" in e]
                 assert got.count("tx1") == 1
@@ -316,16 +322,31 @@ def test_a_frozen_master_leaves_the_routes_within_15_seconds(rmq, tmp_path: Path
             lambda: route(ns)["broker-a"]["addrs"] == {0: master.broker, 1: slave.broker}, 10, "group a"
         )
         assert master.proc is not None
+        removal = f"broker {master.broker}: silent for 10 s; removed"
         master.proc.send_signal(signal.SIGSTOP)
-        frozen = time.monotonic()
+        frozen = time.time()
         try:
+            # when the NameServer dropped it, by its own clock: the log file's mtime when the line
+            # is the last one written (else when this test saw it, later), so that a loaded machine
+            # slowing this test's polling does not move the time measured
+            left = None
+            deadline = time.monotonic() + 40
+            while left is None:
+                assert time.monotonic() < deadline, "master a not dropped within 40 s"
+                text = b.output()
+                if removal in text:
+                    stat = b.log.stat()
+                    last = text.rstrip("\n").endswith(removal) and b.output() == text
+                    left = (stat.st_mtime if last else time.time()) - frozen
+                time.sleep(0.02)
             wait_until(
                 lambda: route(ns)["broker-a"]["addrs"] == {0: slave.broker}, 20, "slave a routed as id 0"
             )
-            left = time.monotonic() - frozen
             wait_until(lambda: broker_active(slave.broker) == "true", 10, "slave a acting as master")
         finally:
             master.proc.send_signal(signal.SIGCONT)
+        # its silence (a heartbeat a second) began at most 1 s before the freeze; dropped at the
+        # first scan (every 5 s) after 10 s of it: between 9 and 15 s after the freeze
         assert 9.0 <= left <= 15.5, left
 
 
@@ -423,8 +444,9 @@ def test_strict_mode_locks_need_a_majority_of_the_group(rmq, tmp_path: Path) -> 
         wait_until(
             lambda: route(b.namesrv)["broker-a"]["addrs"] == {0: master.broker, 1: slave.broker}, 10, "a"
         )
-        time.sleep(1.5)  # both know their member group
-        assert lock(master.broker, "c1") == [0, 1]  # the master and the slave hold them for c1
+        # the master and the slave hold them for c1, once both know their member group (until
+        # then the master alone is one vote of two and grants nothing)
+        wait_until(lambda: lock(master.broker, "c1") == [0, 1], 20, "c1's locks on a's master and slave")
         assert lock(slave.broker, "c2") == []  # the slave holds them for c1 already
         assert lock(slave.broker, "c1", only_this_broker=True) == [0, 1]  # c1's own, locally
         master.sigkill()
@@ -459,7 +481,9 @@ def test_a_delayed_message_the_master_sent_on_is_not_sent_again_by_the_slave(rmq
         wait_until(ends_meet(slave.store, master.store), 10, "the slave has it")
         master.sigkill()
         wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")
-        time.sleep(3)  # a stale level 1 offset is due at once
+        # a stale level 1 offset would make the acting slave deliver d1 again at once (it was due 1 s
+        # after the send, long past); 3 s is the level's delay three times over
+        time.sleep(3)
     assert "d1" not in stored_keys(b.store)
 
 
@@ -496,8 +520,9 @@ def test_a_pull_held_on_the_acting_slave_is_answered_when_the_master_returns(rmq
                 pull = asyncio.ensure_future(
                     client.invoke(slave.broker, RemotingCommand.request(RC.PULL_MESSAGE, header), 30)
                 )
+                # held: nothing past offset 1, and an answer would come at once (20 s suspend)
                 await asyncio.sleep(1.0)
-                assert not pull.done(), pull.result().describe()  # held: nothing past offset 1
+                assert not pull.done(), pull.result().describe()
                 started = time.monotonic()
                 await asyncio.to_thread(master.start)
                 answer = await pull
