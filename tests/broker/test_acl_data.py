@@ -207,12 +207,56 @@ def test_retry_topics_and_locks_belong_to_their_group(server: ServeProcess) -> N
 @pytest.mark.parametrize(
     "code",
     [RC.GET_ALL_TOPIC_CONFIG, RC.GET_ALL_CONSUMER_OFFSET, RC.GET_ALL_DELAY_OFFSET,
-     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RC.GET_BROKER_CONFIG, RC.GET_BROKER_RUNTIME_INFO],
+     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RC.GET_BROKER_CONFIG, RC.GET_BROKER_RUNTIME_INFO,
+     RC.GET_BROKER_CONSUME_STATS],
 )  # fmt: skip
 def test_whole_tables_and_settings_need_an_admin(server: ServeProcess, code: int) -> None:
     request = RemotingCommand.request(code)
     assert is_refusal(call(server, request, LIMITED), needs_admin(f"request code={code}"))
     assert call(server, RemotingCommand.request(code), ADMIN).code != RS.NO_PERMISSION
+
+
+@pytest.mark.parametrize(
+    ("code", "fields"),
+    [(RC.GET_TOPIC_STATS_INFO, {}), (RC.GET_MAX_OFFSET, {"queueId": 0}), (RC.GET_MIN_OFFSET, {"queueId": 0}),
+     (RC.SEARCH_OFFSET_BY_TIMESTAMP, {"queueId": 0, "timestamp": 0}),
+     (RC.GET_EARLIEST_MSG_STORETIME, {"queueId": 0}), (RC.QUERY_TOPIC_CONSUME_BY_WHO, {}),
+     (RC.GET_TOPIC_CONFIG, {})],
+)  # fmt: skip
+def test_a_denied_topics_metadata_needs_sub_on_it(
+    server: ServeProcess, secret: dict, code: int, fields: dict
+) -> None:
+    """4.9.8 checks none of these: any signed account read a DENY topic's offsets, stats and config."""
+    answer = call(server, RemotingCommand.request(code, {"topic": "Secret", **fields}), LIMITED)
+    assert is_refusal(answer, DENIED_SECRET), (answer.code, answer.remark)
+    assert (
+        call(server, RemotingCommand.request(code, {"topic": "Open", **fields}), LIMITED).code
+        != RS.NO_PERMISSION
+    )
+    assert (
+        call(server, RemotingCommand.request(code, {"topic": "Secret", **fields}), ADMIN).code
+        != RS.NO_PERMISSION
+    )
+
+
+def test_broker_stats_of_a_denied_topic_or_group_are_refused(server: ServeProcess, secret: dict) -> None:
+    """VIEW_BROKER_STATS_DATA: SUB on the topic and the group its ``statsKey`` names."""
+
+    def stats(name: str, key: str) -> RemotingCommand:
+        return RemotingCommand.request(RC.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+
+    refused = [
+        (stats("TOPIC_PUT_NUMS", "Secret"), DENIED_SECRET),
+        (stats("GROUP_GET_NUMS", "Secret@" + OWN_GROUP), DENIED_SECRET),
+        (stats("GROUP_GET_NUMS", "Open@VictimGroup"), DENIED_VICTIM),
+        (stats("NO_SUCH_STATS", "Open@Secret"), DENIED_SECRET),  # unknown: each part as a topic
+    ]
+    for request, message in refused:
+        answer = call(server, request, LIMITED)
+        assert is_refusal(answer, message), (request.ext_fields, answer.code, answer.remark)
+    assert call(server, stats("TOPIC_PUT_NUMS", "Open"), LIMITED).code != RS.NO_PERMISSION
+    assert call(server, stats("GROUP_GET_NUMS", "Open@" + OWN_GROUP), LIMITED).code != RS.NO_PERMISSION
+    assert call(server, stats("TOPIC_PUT_NUMS", "Secret"), ADMIN).code == RS.SUCCESS
 
 
 def test_consumer_metadata_of_denied_resources_is_refused(server: ServeProcess) -> None:

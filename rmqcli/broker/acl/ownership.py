@@ -14,6 +14,12 @@ the permissions follow the data, not the request code (issue 41).
 * LOCK_BATCH_MQ and UNLOCK_BATCH_MQ: SUB on the body's group and on each queue's topic;
   QUERY_ASSIGNMENT: SUB on the body's topic and group; QUERY_CONSUME_QUEUE, QUERY_CONSUMER_OFFSET,
   GET_CONSUME_STATS and QUERY_CONSUME_TIME_SPAN: SUB on the header's topic.
+* A topic's metadata needs SUB on it: GET_TOPIC_STATS_INFO, GET_MAX_OFFSET, GET_MIN_OFFSET,
+  SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME, QUERY_TOPIC_CONSUME_BY_WHO and
+  GET_TOPIC_CONFIG (351) on the header's ``topic``; VIEW_BROKER_STATS_DATA on the topic (and
+  group) its ``statsKey`` names (``STATS_KEYS``; a name not listed: every part as a topic).
+  An admin account reads any topic's (it may read the whole tables): these topic reads
+  (``TOPIC_READS``) and stats are not checked for it, even with entries of its own.
 * The system topics that hold other topics' messages (``HOLDING_TOPICS`` and every ``rmq_sys_``
   topic) are an admin's only, whatever the request names them for (send, pull, pop, query, a
   message read by id): ``admin_topic``.
@@ -47,8 +53,18 @@ HOLDING_TOPICS = frozenset(
 )
 GROUP_FIELDS = ("consumerGroup", "group")
 TOPIC_READS = frozenset(
-    {RC.QUERY_CONSUME_QUEUE, RC.QUERY_CONSUMER_OFFSET, RC.GET_CONSUME_STATS, RC.QUERY_CONSUME_TIME_SPAN}
-)
+    {RC.QUERY_CONSUME_QUEUE, RC.QUERY_CONSUMER_OFFSET, RC.GET_CONSUME_STATS, RC.QUERY_CONSUME_TIME_SPAN,
+     RC.GET_TOPIC_STATS_INFO, RC.GET_MAX_OFFSET, RC.GET_MIN_OFFSET, RC.SEARCH_OFFSET_BY_TIMESTAMP,
+     RC.GET_EARLIEST_MSG_STORETIME, RC.QUERY_TOPIC_CONSUME_BY_WHO, RC.GET_TOPIC_CONFIG}
+)  # fmt: skip
+STATS_KEYS = {
+    "TOPIC_PUT_NUMS": "T", "TOPIC_PUT_SIZE": "T", "GROUP_GET_NUMS": "TG", "GROUP_GET_SIZE": "TG",
+    "SNDBCK_PUT_NUMS": "TG", "GROUP_GET_LATENCY": "TG", "QUEUE_PUT_NUMS": "T-", "QUEUE_PUT_SIZE": "T-",
+    "QUEUE_GET_NUMS": "T-G", "QUEUE_GET_SIZE": "T-G", "GROUP_GET_FALL_SIZE": "-TG",
+    "GROUP_GET_FALL_TIME": "-TG",
+}  # fmt: skip
+"""``BrokerStatsManager``'s stats names and what each ``@``-separated part of their keys is: a
+topic (T), a group (G) or a queue id (-)."""
 BODY_GROUPS = frozenset({RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ, RC.QUERY_ASSIGNMENT})
 MAX_BODY_QUEUES = 4096  # topics of one lock body looked at; more is no client's request
 SEND_CODES = SEND_V2_CODES | {RC.SEND_MESSAGE, RC.SEND_REPLY_MESSAGE}
@@ -137,9 +153,28 @@ def _body_resources(request: RemotingCommand, add: Callable[[str | None, int], N
             add(topic, SUB)
 
 
-def extra_resources(request: RemotingCommand, names: Names | None = None) -> dict[str, int]:
+def _stats_resources(request: RemotingCommand, add: Callable[[str | None, int], None]) -> None:
+    """The topic and group of VIEW_BROKER_STATS_DATA's ``statsKey`` (``STATS_KEYS``)."""
+    key = request.ext_fields.get("statsKey")
+    if key is None:
+        return
+    parts = key.split("@")
+    kinds = STATS_KEYS.get(request.ext_fields.get("statsName") or "")
+    if kinds is None or len(kinds) != len(parts):
+        kinds = "T" * len(parts)  # not a key this broker knows: each part as a topic, the stricter
+    for kind, part in zip(kinds, parts, strict=True):
+        if kind == "T":
+            add(part, SUB)
+        elif kind == "G":
+            add(retry_topic(part), SUB)
+
+
+def extra_resources(
+    request: RemotingCommand, names: Names | None = None, *, admin: bool = False
+) -> dict[str, int]:
     """The resources rmq checks besides 4.9.8's (see the module docstring); ``names``: the
-    broker's groups, to read a POP retry topic by (None: every reading)."""
+    broker's groups, to read a POP retry topic by (None: every reading); ``admin``: the account
+    is one, and reads any topic's metadata."""
     f = request.ext_fields
     code = request.code
     extra: dict[str, int] = {}
@@ -155,10 +190,12 @@ def extra_resources(request: RemotingCommand, names: Names | None = None) -> dic
     topic = f.get("b") if code in SEND_V2_CODES else f.get("topic")
     if topic is not None:
         add(owning_group(topic), SUB)
-        if code in TOPIC_READS:
+        if code in TOPIC_READS and not admin:
             add(topic, SUB)
         for resource, perm in pop_retry_resources(topic, PUB if code in SEND_CODES else SUB, names).items():
             add(resource, perm)
     if code in BODY_GROUPS:
         _body_resources(request, add)
+    if code == RC.VIEW_BROKER_STATS_DATA and not admin:
+        _stats_resources(request, add)
     return extra

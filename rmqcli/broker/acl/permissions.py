@@ -39,11 +39,13 @@ ADMIN_CODES = ADMIN_CODES_498 | NAMESRV_ADMIN_CODES | NAMESRV_BROKER_CODES | fro
      RC.SET_MESSAGE_REQUEST_MODE}
 ) | frozenset(
     {RC.GET_ALL_TOPIC_CONFIG, RC.GET_ALL_CONSUMER_OFFSET, RC.GET_ALL_DELAY_OFFSET,
-     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RC.GET_BROKER_CONFIG, RC.GET_BROKER_RUNTIME_INFO}
+     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RC.GET_BROKER_CONFIG, RC.GET_BROKER_RUNTIME_INFO,
+     RC.GET_BROKER_CONSUME_STATS}
 )  # fmt: skip
 """Codes only an ``admin: true`` account may send: 4.9.8's five, and rmq's additions (the ACL's
 own updates, the commands that delete data, and the broker's whole tables and settings, which a
-slave copies: its account must be an admin, or its address in ``globalWhiteRemoteAddresses``)."""
+slave copies: its account must be an admin, or its address in ``globalWhiteRemoteAddresses``; and
+GET_BROKER_CONSUME_STATS, every group's consume stats)."""
 
 
 def parse_perm(text: object) -> int:

@@ -125,9 +125,6 @@ class PlainAccessValidator:
             except Exception as exc:  # parse(): a header or body it cannot read
                 raise AccessDenied(str(exc) or type(exc).__name__) from None
         trace = traced(needed)  # 4.9.8's resources only: a send to RMQ_SYS_TRACE_TOPIC itself
-        if fields:
-            for resource, perm in extra_resources(request, names).items():
-                needed.setdefault(resource, perm)
         access_key = fields.get(ACCESS_KEY)
         account = authenticate(
             self.files,
@@ -138,6 +135,9 @@ class PlainAccessValidator:
         )
         if account is None or trace:
             return
+        if fields:
+            for resource, perm in extra_resources(request, names, admin=account.admin).items():
+                needed.setdefault(resource, perm)
         stored = message_resources(request, look, names) if look is not None else {}
         if not account.admin:
             held = admin_topic(needed) or admin_topic(stored)
