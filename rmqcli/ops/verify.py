@@ -27,6 +27,7 @@ from formats import dledger as dfmt
 from formats import fastjson
 from formats.derive import field_offsets
 from rmqcli.errors import CorruptDataError
+from rmqcli.memory import give_back_free_memory, map_large_blocks
 from rmqcli.ops.verify_commitlog import CommitLogVerifier
 from rmqcli.ops.verify_common import (
     ERROR,
@@ -35,8 +36,6 @@ from rmqcli.ops.verify_common import (
     KindCount,
     Problem,
     VerifyReport,
-    give_back_free_memory,
-    map_large_blocks,
 )
 from rmqcli.ops.verify_dledger import DLedgerVerifier, check_dledger_checkpoint, check_entry_index
 from rmqcli.ops.verify_index import check_index, open_files

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from formats import commitlog as fmt
-from rmqcli.ops.verify_common import Collector, give_back_free_memory
+from rmqcli.memory import give_back_free_memory
+from rmqcli.ops.verify_common import Collector
 from rmqcli.ops.verify_table import SYS_FLAG_BITS, FileInfo, KeyColumns, Parts, RecordTable
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import offset_to_name, topic_dir_problem

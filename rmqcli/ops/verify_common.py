@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 ERROR = "error"
 WARNING = "warning"
@@ -111,44 +109,3 @@ class Collector:
         report.warnings = sum(n for (_, s), n in self.counts.items() if s == WARNING)
         report.omitted = self.omitted
         return report
-
-
-@functools.cache
-def _libc() -> Any:
-    """glibc, loaded once (``find_library`` runs ``ldconfig -p``); None where there is none."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim, libc.mallopt  # noqa: B018 - both exist in glibc only
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-def give_back_free_memory() -> None:
-    """Return the allocator's free memory to the system (glibc ``malloc_trim``; nothing elsewhere).
-
-    The CommitLog scan frees its per-window arrays between the record columns it keeps; glibc keeps
-    such freed chunks in its heap, counted in the RSS, until trimmed.
-    """
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-_MMAP_FROM = 1 << 20
-
-
-def map_large_blocks() -> None:
-    """Have glibc give every block of 1 MiB or more its own mapping, unmapped when freed.
-
-    By default glibc raises its mmap threshold (up to 32 MiB) each time such a block is freed, so
-    the arrays of later checks come from its heap and stay in the RSS once freed, until trimmed;
-    a fixed threshold returns them to the system at once. Nothing where there is no glibc.
-    """
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM)

@@ -15,7 +15,8 @@ import numpy as np
 from formats import commitlog as fmt
 from formats import indexfile as ifmt
 from formats.derive import field_offsets, flat_fields
-from rmqcli.ops.verify_common import ERROR, WARNING, Collector, give_back_free_memory
+from rmqcli.memory import give_back_free_memory
+from rmqcli.ops.verify_common import ERROR, WARNING, Collector
 from rmqcli.ops.verify_table import RecordTable
 from rmqcli.store.naming import is_index_name
 from rmqcli.store.read.index import IndexFile

@@ -16,7 +16,8 @@ import numpy as np
 from formats import commitlog as fmt
 from formats.consumequeue import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE, is_ext_address
 from formats.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
-from rmqcli.ops.verify_common import Collector, give_back_free_memory
+from rmqcli.memory import give_back_free_memory
+from rmqcli.ops.verify_common import Collector
 from rmqcli.ops.verify_table import RecordTable
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import consume_queue_dir, is_safe_topic_dir, offset_to_name

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from formats import commitlog as fmt
-from rmqcli.ops.verify_common import give_back_free_memory
+from rmqcli.memory import give_back_free_memory
 from rmqcli.store.mapped import MappedFile
 
 _KEYS_AT_ONCE = 1 << 18  # index keys read back from their files at once

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from rmqcli.broker.acl.ownership import StoreNames
 from rmqcli.broker.grpc import client as clients
 from rmqcli.broker.grpc import context as cc
 from rmqcli.broker.grpc import route
@@ -42,6 +43,7 @@ from rmqcli.broker.grpc.producer import Producer
 from rmqcli.broker.grpc.settings import SettingsStore
 from rmqcli.broker.grpc.stubs import Stubs, load
 from rmqcli.errors import NetworkError, UsageError
+from rmqcli.memory import map_large_blocks
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
@@ -98,7 +100,7 @@ class _Calls:
         settings = SettingsStore(self.d, lambda group: ctl.writer.config.groups.get(group))
         self.consumer = Consumer(s, ctl, settings)
         self.known = clients.Clients(s, settings, ctl, producer, self.consumer)
-        self.acl = GrpcAcl(ctl.acl) if ctl.acl is not None else None
+        self.acl = GrpcAcl(ctl.acl, StoreNames(ctl.writer)) if ctl.acl is not None else None
         self.bad = BadRequests()
         self.work: dict[str, Callable[[cc.CallContext, Any], Any]] = {
             "QueryRoute": lambda ctx, request: route.query_route(s, ctl, endpoint, request),
@@ -227,27 +229,13 @@ class GrpcEndpoint:
         await self.server.stop(STOP_GRACE_SECONDS)
 
 
-def release_large_buffers() -> None:
-    """glibc's ``mallopt(M_MMAP_THRESHOLD, 1 MiB)``: buffers of 1 MiB and more (large requests, read
-    by grpc's threads) are mapped on their own and go back to the system when freed. Left to itself
-    glibc raises the threshold to the size of the last such buffer freed and keeps the next ones in
-    its arenas (40 Telemetry commands of 8 MiB kept about 100 MiB). A no-op where there is no glibc."""
-    import ctypes
-
-    m_mmap_threshold = -3
-    try:
-        ctypes.CDLL(None).mallopt(m_mmap_threshold, 1 << 20)
-    except (OSError, AttributeError):
-        pass
-
-
 async def start(ctl: BrokerContext, options: GrpcOptions) -> GrpcEndpoint:
     """Generate/load the stubs, bind and start; a port that cannot be bound is a ``NetworkError``
     naming it (exit 5), a bad certificate or key a ``UsageError``."""
     import grpc
 
     s = load()
-    release_large_buffers()
+    map_large_blocks()  # buffers of 1 MiB and more go back to the system when freed
     creds = credentials(options) if options.tls else None
     server = grpc.aio.server(
         options=[
