@@ -23,6 +23,7 @@ from formats.names import BENCHMARK_TOPIC
 from rmqcli.broker import admin
 from rmqcli.broker.acl import handlers as acl_handlers
 from rmqcli.broker.acl.hagate import HaGate
+from rmqcli.broker.acl.ownership import StoreNames
 from rmqcli.broker.acl.setup import BrokerAcl, broker_credentials, open_acl
 from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership, Identity
@@ -104,6 +105,7 @@ class BrokerController:
         self.writer = writer
         self.namesrv_addrs = namesrv_addrs
         self.parts = BrokerParts()  # POP, the timer, request modes, the config version (context)
+        self.names = StoreNames(writer)  # the groups by which ACL reads a POP retry topic
         self.store = MessageStore(
             writer, sync_flush=config.sync_flush, flush_interval_ms=config.flush_interval_commit_log
         )
@@ -187,7 +189,7 @@ class BrokerController:
         self, handlers: dict[int, Handler], req: RemotingCommand, conn: Connection
     ) -> Reply | Awaitable[Reply]:
         if self.acl is not None:
-            refusal = self.acl.refusal(req, conn.peer[0], self.store.look_message)
+            refusal = self.acl.refusal(req, conn.peer[0], self.store.look_message, self.names)
             if refusal is not None:
                 return refusal
         handler = handlers.get(req.code)

@@ -87,14 +87,6 @@ class StoreNames:
         return name in self.writer.config.groups
 
 
-def names_of(look: Callable[..., Any] | None) -> Names | None:
-    """The broker's names behind ``look`` (the controller passes ``MessageStore.look_message``,
-    whose store's writer holds the tables); None when ``look`` is no such method."""
-    writer = getattr(getattr(look, "__self__", None), "writer", None)
-    groups = getattr(getattr(writer, "config", None), "groups", None)
-    return StoreNames(writer) if isinstance(groups, dict) else None
-
-
 def is_holding_topic(topic: str) -> bool:
     """A system topic whose messages are other topics' (delayed, half, timer, revive...)."""
     return topic in HOLDING_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)

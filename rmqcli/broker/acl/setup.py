@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rmqcli.broker.acl.addresses import AclConfigError
 from rmqcli.broker.acl.brokerkeys import configured_credentials, process_credentials
 from rmqcli.broker.acl.messages import Lookup
+from rmqcli.broker.acl.ownership import Names
 from rmqcli.broker.acl.permissions import NAMESRV_ADMIN_CODES, NAMESRV_BROKER_CODES
 from rmqcli.broker.acl.plainacl import ACL_DIR, DEFAULT_FILE, WATCH_SECONDS, PlainAclFiles
 from rmqcli.broker.acl.validator import PlainAccessValidator, signature_matches
@@ -41,9 +42,9 @@ class BrokerAcl:
         self.own = process_credentials()
 
     def refusal(
-        self, request: RemotingCommand, host: str, look: Lookup | None = None
+        self, request: RemotingCommand, host: str, look: Lookup | None = None, names: Names | None = None
     ) -> RemotingCommand | None:
-        return self.validator.refusal(request, plain_host(host), look)
+        return self.validator.refusal(request, plain_host(host), look, names)
 
     def signed_by_own(self, request: RemotingCommand) -> bool:
         """``request`` carries this process's key and its signature."""

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 
 from formats.names import TRACE_TOPIC
 from rmqcli.broker.acl.messages import Lookup, message_resources
-from rmqcli.broker.acl.ownership import Names, admin_topic, extra_resources, names_of
+from rmqcli.broker.acl.ownership import Names, admin_topic, extra_resources
 from rmqcli.broker.acl.permissions import (
     ADMIN_CODES,
     PUB,
@@ -113,10 +113,8 @@ class PlainAccessValidator:
         names: Names | None = None,
     ) -> None:
         """Raise ``AccessDenied`` unless ``request`` from ``remote_host`` may run; ``look`` finds
-        the stored message a request names by offset; ``names`` (by default the groups of
-        ``look``'s store) tell a POP retry topic's group and topic apart."""
-        if names is None:
-            names = names_of(look)
+        the stored message a request names by offset; ``names`` (the broker's groups; None: every
+        reading) tell a POP retry topic's group and topic apart."""
         fields = request.ext_fields
         needed: dict[str, int] = {}
         if fields:
@@ -150,11 +148,15 @@ class PlainAccessValidator:
         check_resources(account, stored)
 
     def refusal(
-        self, request: RemotingCommand, remote_host: str, look: Lookup | None = None
+        self,
+        request: RemotingCommand,
+        remote_host: str,
+        look: Lookup | None = None,
+        names: Names | None = None,
     ) -> RemotingCommand | None:
         """None when the request may run, else its NO_PERMISSION answer."""
         try:
-            self.validate(request, remote_host, look)
+            self.validate(request, remote_host, look, names)
         except AccessDenied as exc:
             return request.response(ResponseCode.NO_PERMISSION, REMARK_PREFIX + str(exc))
         return None

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rmqcli.broker.acl import grpcacl
+from rmqcli.broker.acl.ownership import Names
 from rmqcli.broker.acl.setup import BrokerAcl, plain_host
 from rmqcli.broker.acl.validator import AccessDenied
 from rmqcli.broker.grpc.context import MAX_VALUE_LENGTH, parse_peer
@@ -45,8 +46,9 @@ def _headers(metadata: Any) -> tuple[str | None, str | None]:
 class GrpcAcl:
     """The ACL check of the gRPC calls over a broker's ``BrokerAcl``."""
 
-    def __init__(self, acl: BrokerAcl):
+    def __init__(self, acl: BrokerAcl, names: Names | None = None):
         self.acl = acl
+        self.names = names  # the broker's groups, to read a POP retry topic by
         self._refusals = LogLimiter(LOG_LINES, "about refused gRPC calls")
 
     def refusal(self, metadata: Any, peer: str, message: Any, rpc: str) -> tuple[str, str] | None:
@@ -55,7 +57,7 @@ class GrpcAcl:
         authorization, date_time = _headers(metadata)
         host = plain_host(parse_peer(peer)[0])
         try:
-            grpcacl.validate(self.acl.files, host, authorization, date_time, message)
+            grpcacl.validate(self.acl.files, host, authorization, date_time, message, self.names)
         except AccessDenied as exc:
             self._log(rpc, host, str(exc))
             return "PERMISSION_DENIED", ""
