@@ -29,6 +29,7 @@ from rmqcli.store.retention import RetentionConfig
 from rmqcli.store.settings import StoreSettings
 from tests.support.cli import invoke_rmq
 from tests.support.oracle import real_cluster
+from tests.support.reads import counted_reads
 
 VIEWS = {
     k.BROKER: BrokerConfig,
@@ -199,14 +200,7 @@ def test_get_broker_config_reports_in_table_order_after_the_files_keys() -> None
 def test_rmq_serve_reads_broker_conf_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=b1\nrmqMaxConnections=7\nsupportActingMaster=true\nfooBarKey=1\n")
-    reads = []
-    read_text = Path.read_text
-
-    def counted(self: Path, *args: object, **kwargs: object) -> str:
-        reads.append(self)
-        return read_text(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Path, "read_text", counted)
+    reads = counted_reads(monkeypatch)
     options, warnings = prepare(ServeFlags(tmp_path / "store", conf, grpc_port=0))
     assert reads.count(conf) == 1
     assert options.config.broker_name == "b1" and options.max_connections == 7

@@ -15,6 +15,7 @@ from rmqcli.store import Store
 from rmqcli.store.naming import offset_to_name
 from rmqcli.store.read.commitlog import Corruption, Record
 from tests.support.components import require
+from tests.support.reads import counted_reads
 from tests.support.realfixtures import variants
 from tests.support.records import record
 
@@ -76,14 +77,7 @@ def test_open_reads_the_config_once(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (root / "dledger-n0" / "data").mkdir(parents=True)  # the file says which log is the store's
     conf = tmp_path / "broker.conf"
     conf.write_text("mappedFileSizeCommitLog=4096\nenableDLegerCommitLog=false\nfooBarKey=1\n")
-    reads = []
-    read_text = Path.read_text
-
-    def counted(self: Path, *args: object, **kwargs: object) -> str:
-        reads.append(self)
-        return read_text(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Path, "read_text", counted)
+    reads = counted_reads(monkeypatch)
     store = Store.open(root, conf)
     monkeypatch.undo()
     assert reads.count(conf) == 1
