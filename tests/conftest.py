@@ -86,7 +86,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(CENSUS.line())
 
 
-# --- server and slow: what make check leaves out ---------------------------------------------------
+# --- server, slow and real: what a test reaches ---------------------------------------------------
 # What a test reaches decides: its function, its fixtures' (setup and teardown) and, followed to
 # what they call, the helpers of tests/ (modules of rmqcli and libraries are looked up, not
 # followed). So only primitives are listed here: a new helper around one, or a new test calling
@@ -103,6 +103,10 @@ REACHES = {
         ".listen",  # an attribute of anything: socket.listen(), loop.create_server()
         ".start_server",
         ".create_server",
+    ),
+    "real": (  # reads the stores real brokers wrote (parametrized ones are marked by real_params)
+        "tests.support.realfixtures:variants",
+        "tests.support:REAL_ROOT",
     ),
     "slow": (  # starts a child process: rmq as a command, a lock holder, a JVM, a client driver
         "subprocess:Popen",
@@ -212,8 +216,8 @@ def _edges(obj: object) -> tuple[list[object], dict[str, str]]:
 
 
 def reached(item: pytest.Item) -> dict[str, str]:
-    """The markers ``server`` and ``slow`` that ``item`` earns by what it reaches, each with the
-    first place found that starts a server or a child process."""
+    """The markers ``server``, ``slow`` and ``real`` that ``item`` earns by what it reaches, each with
+    the first place found that starts a server or a child process, or reads the real stores."""
     if not _PRIMITIVES:
         _primitives()
     info = getattr(item, "_fixtureinfo", None)

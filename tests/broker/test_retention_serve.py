@@ -25,7 +25,7 @@ from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from rmqcli.store.retention import HOUR_MS, disk_used_ratio
+from rmqcli.store.retention import HOUR_MS
 from rmqcli.store.settings import read_properties
 from tests.support.broker_drivers import Driver, run_driver
 from tests.support.cli import invoke_rmq
@@ -65,14 +65,20 @@ class Case:
     jvm: Jvm | None = None
 
 
-def plan(store: Path, conf: Path) -> dict:
-    result = invoke_rmq("clean", str(store), "--config", str(conf), "--json")
+def plan(store: Path, conf: Path, disk_ratio: str | None = None) -> dict:
+    ratio = ["--disk-ratio", disk_ratio] if disk_ratio is not None else []
+    result = invoke_rmq("clean", str(store), "--config", str(conf), "--json", *ratio)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
 
 def prepare(
-    tmp: Path, name: str, conf_keys: dict[str, str], build: bool = True, drill: str | None = None
+    tmp: Path,
+    name: str,
+    conf_keys: dict[str, str],
+    build: bool = True,
+    drill: str | None = None,
+    half: bool = False,
 ) -> Case:
     store = tmp / name / "store"
     store.mkdir(parents=True)
@@ -80,7 +86,7 @@ def prepare(
     if build:
         names = commitlog_names(store)
         age(store, names[:2], int(time.time() * 1000) - 2 * HOUR_MS)  # two old files, the others new
-    half = add_half_message(store) if drill is not None else None
+    half_at = add_half_message(store) if half else None
     conf = write_conf(tmp / name / "broker.conf", brokerName=f"broker-{name}", **COMMON, **conf_keys)
     extra = []
     drill_file = None
@@ -88,9 +94,9 @@ def prepare(
         drill_file = tmp / name / "usage"
         drill_file.write_text(drill)
         extra = ["--disk-usage-from", str(drill_file)]
-    planned = plan(store, conf) if build else {}
+    planned = plan(store, conf, drill) if build else {}
     case = Case(ServeProcess(store, conf, extra), store, store_files(store), planned, placed, drill_file)
-    case.half = half
+    case.half = half_at
     return case
 
 
@@ -99,11 +105,14 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case]]
     tmp = tmp_path_factory.mktemp("retention")
     made = {
         "time": prepare(tmp, "time", {"fileReservedTime": "0", "deleteWhen": THIS_HOUR}),
-        # 1 is clamped to 10 %: fuller than that, the disk asks for the expired files at once
+        # 1 is clamped to 10 %: at the drilled 50 %, the disk asks for the expired files at once
         "space": prepare(
-            tmp, "space", {"fileReservedTime": "1", "deleteWhen": OTHER_HOUR, "diskMaxUsedSpaceRatio": "1"}
+            tmp,
+            "space",
+            {"fileReservedTime": "1", "deleteWhen": OTHER_HOUR, "diskMaxUsedSpaceRatio": "1"},
+            drill="0.50",
         ),
-        "full": prepare(tmp, "full", {"deleteWhen": OTHER_HOUR}, drill="0.95"),
+        "full": prepare(tmp, "full", {"deleteWhen": OTHER_HOUR}, drill="0.95", half=True),
         "mirror": prepare(tmp, "mirror", {"fileReservedTime": "1", "deleteWhen": THIS_HOUR}),
     }
     started = []
@@ -217,8 +226,6 @@ def test_a_disk_fuller_than_the_ratio_deletes_the_expired_files_outside_the_hour
     cases: dict[str, Case],
 ) -> None:
     case = cases["space"]
-    if disk_used_ratio(case.store) <= 0.10:
-        pytest.skip("the test disk is less than 10 % used")
     names = initial_commitlog(case)
     wait_until(
         lambda: commitlog_names(case.store) == names[2:], ROUND_WAIT, "the two old CommitLog files deleted"

@@ -13,7 +13,6 @@ from formats import checkpoint, commitlog, consumequeue, fastjson, indexfile
 from formats.derive import compile_struct, field_offsets
 from formats.javahash import java_string_hash, string_hash
 from rmqcli.store.read.commitlog import RecordError, decode_record
-from tests.support.components import require
 from tests.support.records import GOLDEN_RECORD, golden_fields
 
 
@@ -368,11 +367,10 @@ def test_fastjson_dumps_is_the_reference_writer_byte_for_byte(value, pretty):
 
 
 def test_fastjson_dumps_of_the_real_brokers_config_files():
-    from tests.support import SHARED
+    from tests.support import REAL_ROOT
 
-    files = sorted((SHARED / "fixtures" / "real").glob("*/*/config/*.json"))
-    if not files:
-        require("real")
+    files = sorted(REAL_ROOT.glob("*/*/config/*.json"))
+    assert files, f"no config/*.json under {REAL_ROOT}"
     for path in files:
         value = fastjson.loads(path.read_text())
         for pretty in (False, True):

@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import SHARED
+from tests.support import REAL_ROOT
 from tests.support.cli import invoke_rmq
+from tests.support.realfixtures import real_params
 from tests.support.retention import TOPIC, age, build_store, commitlog_names
 
-REAL = SHARED / "fixtures" / "real"
-CAPTURES = sorted(REAL.glob("*/mqadmin/consumerProgress_*.txt")) if REAL.is_dir() else []
+CAPTURES = sorted(REAL_ROOT.glob("*/mqadmin/consumerProgress_*.txt"))
+
+
+def _capture_id(path: Path) -> str:
+    return f"{path.parts[-3]}/{path.stem}"
 
 
 def lag(*args: str) -> list[dict]:
@@ -33,8 +37,7 @@ def captured(path: Path) -> list[list[str]]:
 
 @pytest.mark.parametrize(
     "capture",
-    [c for c in CAPTURES if not c.name.endswith("_all.txt")],
-    ids=lambda p: f"{p.parts[-3]}/{p.stem}",
+    real_params([c for c in CAPTURES if not c.name.endswith("_all.txt")], _capture_id),
 )
 def test_every_group_s_numbers_equal_the_live_consumer_progress(capture: Path) -> None:
     group = capture.stem.removeprefix("consumerProgress_")
@@ -61,7 +64,7 @@ def test_every_group_s_numbers_equal_the_live_consumer_progress(capture: Path) -
 
 
 @pytest.mark.parametrize(
-    "capture", [c for c in CAPTURES if c.name.endswith("_all.txt")], ids=lambda p: p.parts[-3]
+    "capture", real_params([c for c in CAPTURES if c.name.endswith("_all.txt")], _capture_id)
 )
 def test_each_group_s_diff_total_equals_the_live_one(capture: Path) -> None:
     totals = {}
@@ -93,7 +96,7 @@ def test_offsets_below_the_minimum_and_past_the_end_are_flagged(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "capture", [c for c in CAPTURES if c.name.endswith("_all.txt")][:1], ids=lambda p: p.parts[-3]
+    "capture", real_params([c for c in CAPTURES if c.name.endswith("_all.txt")][:1], _capture_id)
 )
 def test_several_processes_give_the_rows_one_gives(capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rmqcli.ops import lag as ops

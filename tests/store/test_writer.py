@@ -46,8 +46,7 @@ from rmqcli.store.write.messages import (
 )
 from rmqcli.store.write.records import encode_record
 from rmqcli.store.write.writer import StoreWriter
-from tests.support.components import require
-from tests.support.realfixtures import REAL_ROOT
+from tests.support.realfixtures import REAL_ROOT, real_params
 from tests.support.stores import TINY
 
 REPLAYED = ["basic-1/store", "ipv6/store", "crash-1/store-recovered-by-broker", "expired/store"]
@@ -331,12 +330,11 @@ def replay(real: Path, out: Path, settings_: StoreSettings, *, store_host: Host 
 
 def _real_store(name: str) -> Path:
     path = REAL_ROOT / name
-    require("real")
     assert path.is_dir(), f"{path} is absent"
     return path
 
 
-@pytest.fixture(scope="module", params=REPLAYED)
+@pytest.fixture(scope="module", params=real_params(REPLAYED))
 def replayed(request, tmp_path_factory):
     real = _real_store(request.param)
     conf = load_broker_conf(real.parent / "broker.conf")

@@ -59,7 +59,16 @@ DRIVER = textwrap.dedent(
                 m.set_property("p%02d" % j, "v")
             if cmd.get("delay"):
                 m.set_delay_time_level(cmd["delay"])
-            r = p.send_sync(m)
+            for attempt in range(6):
+                try:
+                    r = p.send_sync(m)
+                    break
+                except Exception as exc:  # the route look-up timed out on a loaded machine: the
+                    # client does not retry it itself; only before the first ack, a few times
+                    if previous != cmd["keys"][0] or "No route info" not in str(exc) or attempt == 5:
+                        raise
+                    emit(retry=str(exc)[:200])
+                    time.sleep(1)
             emit(key=key, status=int(r.status), id=r.msg_id)
         p.shutdown()
         emit(done=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -52,9 +53,15 @@ def variants() -> list[Variant]:
     return found
 
 
-def variant_params():
-    """``pytest.mark.parametrize`` values; one skipped entry when the fixtures are absent."""
-    found = variants()
-    if not found:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="../shared/fixtures/real is absent"))]
-    return [pytest.param(v, id=v.id) for v in found]
+def real_params(values: list, ids: Callable[[object], str] = str) -> list:
+    """``pytest.mark.parametrize`` values drawn from the real stores, each marked ``real``; when there
+    are none, one ``absent`` entry marked ``real``, which skips (or fails where the component is
+    required) instead of leaving an empty, silently skipped parameter set."""
+    if not values:
+        return [pytest.param(None, id="absent", marks=pytest.mark.real)]
+    return [pytest.param(v, id=ids(v), marks=pytest.mark.real) for v in values]
+
+
+def variant_params() -> list:
+    """``pytest.mark.parametrize`` values: every variant of every real store."""
+    return real_params(variants(), lambda v: v.id)
