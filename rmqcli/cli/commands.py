@@ -17,6 +17,7 @@ STORE = {
     "dump-index": "dump_index:dump_index",
     "dump-checkpoint": "dump_misc:dump_checkpoint",
     "dump-config": "dump_misc:dump_config",
+    "dump-timer": "dump_timer:dump_timer",
     "stats": "stats:stats",
     "verify": "verify:verify",
     "diff-stores": "diff_stores:diff_stores",
