@@ -1,0 +1,533 @@
+"""Read the timer store of RocketMQ 5.1.1 (``formats.timer``): the wheel, the timerlog, the timer
+checkpoint and ``config/timermetrics``, and what of it 5.1.1 would still deliver.
+
+``pending`` follows what 5.1.1's ``TimerMessageStore`` does on load and after:
+
+* ``recover``: the timerlog is read from the start of the file holding ``lastTimerLogFlushPos``
+  less one file (0 at least) up to the first unit whose size or magic is wrong (``recoverAndRevise``:
+  that is the log's end, the rest is cut off), and every unit read makes its slot point at it
+  (``TimerWheel.reviseSlot`` with ``force``);
+* the timer queue is read again from ``min(queue offset of the last unit's message + 1 (else the
+  checkpoint's lastTimerQueueOffset), masterTimerQueueOffset)`` (``reviseQueueOffset``), not below
+  the queue's first unit;
+* the wheel is read from ``max(lastReadTimeMs, now - 7 days + 60 slots)``: every slot of that time or
+  later whose stored time is its own, each chain from ``lastPos`` back along ``prev_pos``
+  (``dequeue``).
+
+Of the timers so found, a cancel marker (``MAGIC_DELETE``, or a queued message with
+``TIMER_DEL_UNIQKEY``) cancels the messages of its slot whose ``UNIQ_KEY`` it names (5.1.1 matches
+on the key alone) and is never delivered; a queued one already due is delivered at once, uncancelled
+(a marker then is dropped: ``doPut`` refuses it); a rolled unit (``MAGIC_ROLL``) comes back through
+the timer queue and is delivered at its ``TIMER_OUT_MS``. What remains is delivered to
+``REAL_TOPIC``/``REAL_QID`` when its slot (``TIMER_OUT_MS``) has passed. A chain reaching past the
+timerlog's end, or a unit whose CommitLog record is gone, is reported, not followed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from formats import commitlog as fmt
+from formats import fastjson
+from formats import timer as tfmt
+from formats.names import TIMER_TOPIC
+from rmqcli.errors import CorruptDataError, NotFoundError
+from rmqcli.store.mapped import MappedFileQueue
+from rmqcli.store.read.commitlog import Record
+
+if TYPE_CHECKING:
+    from rmqcli.store.store import Store
+
+TIMER_OUT_MS = "TIMER_OUT_MS"
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+SLOT_DTYPE = np.dtype([(name, ">" + code.lower()) for name, code in (
+    ("time_slot", "i8"), ("first_pos", "i8"), ("last_pos", "i8"), ("num", "i4"), ("magic", "i4"),
+)])  # fmt: skip
+assert SLOT_DTYPE.itemsize == tfmt.SLOT_SIZE and list(SLOT_DTYPE.names or ()) == [
+    s.name for s in tfmt.TimerSlot.subcons
+]
+
+
+@dataclass(frozen=True)
+class TimerCheckpoint:
+    """``config/timercheck`` (``TimerCheckpoint``): zeros when the file is absent, as 5.1.1 reads it."""
+
+    last_read_time_ms: int = 0
+    last_timer_log_flush_pos: int = 0
+    last_timer_queue_offset: int = 0
+    master_timer_queue_offset: int = 0
+    state_version: int = 0
+    timestamp: int = 0
+    counter: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {_camel(k): v for k, v in asdict(self).items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def read_timer_checkpoint(path: Path) -> TimerCheckpoint | None:
+    """The checkpoint at ``path``; None when there is none (a short file reads as zeros after its
+    end: 5.1.1 maps a whole page)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    data = data[: tfmt.CHECKPOINT_STRUCT.size].ljust(tfmt.CHECKPOINT_STRUCT.size, b"\0")
+    return TimerCheckpoint(*tfmt.CHECKPOINT_STRUCT.unpack(data))
+
+
+def read_timer_metrics(path: Path) -> dict[str, int] | None:
+    """``config/timermetrics`` (``TimerMetrics``, fastjson): ``{topic: count}``; None when absent.
+    Falls back to its ``.bak`` as ``ConfigManager.load`` does. Raises ``CorruptDataError``."""
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CorruptDataError(str(exc), str(candidate)) from None
+        try:
+            data = fastjson.loads(text) if text.strip() else {}
+            counts = data.get("timingCount", {}) if isinstance(data, dict) else None
+            return {str(t): int(m["count"]) for t, m in counts.items()}
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise CorruptDataError("not a timer metrics document", str(candidate)) from None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One timerlog unit and where it is."""
+
+    pos: int
+    size: int
+    prev_pos: int
+    magic: int
+    write_time_ms: int
+    delay_ms: int
+    offset_py: int
+    size_py: int
+    topic_hash: int
+    reserved: int
+
+    @property
+    def slot_ms(self) -> int:
+        return self.write_time_ms + self.delay_ms
+
+    @property
+    def rolled(self) -> bool:
+        return bool(self.magic & tfmt.MAGIC_ROLL)
+
+    @property
+    def marker(self) -> bool:
+        """A cancel marker as ``dequeue`` takes it (delete, not rolled)."""
+        return bool(self.magic & tfmt.MAGIC_DELETE) and not self.rolled
+
+
+@dataclass
+class LogScan:
+    """The timerlog as ``recoverAndRevise`` reads it: its units from ``start`` up to ``end``; ``bad``
+    the unit that stopped it (position, reason) when it was not zeros or a blank."""
+
+    start: int
+    end: int
+    units: list[Unit] = field(default_factory=list)
+    bad: tuple[int, str] | None = None
+
+
+class TimerLog:
+    """``timerlog/``: mapped files named by their first offset."""
+
+    def __init__(self, directory: Path, file_size: int | None = None):
+        self.directory = directory
+        self.queue = MappedFileQueue.open(directory, file_size)
+        self.file_size = self.queue.file_size or file_size or tfmt.DEFAULT_TIMERLOG_FILE_SIZE
+
+    def unit_at(self, pos: int) -> Unit | None:
+        """The unit at ``pos``; None when no file holds it."""
+        try:
+            mf = self.queue.find(pos)
+        except NotFoundError:
+            return None
+        at = pos - mf.from_offset
+        raw = mf.read(at, tfmt.UNIT_SIZE)
+        if len(raw) < tfmt.UNIT_SIZE:
+            return None
+        return Unit(pos, *tfmt.UNIT_STRUCT.unpack(raw))
+
+    def scan(self, begin: int = 0) -> LogScan:
+        """Read units from the file holding ``begin`` (its start) on, as ``recoverAndRevise`` with
+        ``checkTimerLog``: a blank ends a file, anything else not a unit ends the log."""
+        files = self.queue.files
+        index = max((i for i, f in enumerate(files) if begin >= f.from_offset), default=0)
+        start = files[index].from_offset if files else 0
+        result = LogScan(start, start)
+        for mf in files[index:]:
+            buf = mf.map()
+            position = 0
+            stop = False
+            size = len(buf)
+            while position + tfmt.MIN_BLANK_LEN <= size:
+                head = bytes(buf[position : position + tfmt.MIN_BLANK_LEN])
+                unit_size, _prev, magic = tfmt.BLANK_STRUCT.unpack(head)
+                if magic == tfmt.BLANK_MAGIC_CODE:
+                    break
+                if (
+                    unit_size != tfmt.UNIT_SIZE
+                    or not tfmt.magic_ok(magic)
+                    or position + tfmt.UNIT_SIZE > size
+                ):
+                    stop = True
+                    if any(buf[position : position + tfmt.UNIT_SIZE]):
+                        result.bad = (mf.from_offset + position, f"size {unit_size}, magic {magic:#x}")
+                    break
+                raw = bytes(buf[position : position + tfmt.UNIT_SIZE])
+                result.units.append(Unit(mf.from_offset + position, *tfmt.UNIT_STRUCT.unpack(raw)))
+                position += tfmt.UNIT_SIZE
+            result.end = mf.from_offset + position
+            if stop:
+                break
+        return result
+
+    def close(self) -> None:
+        for mf in self.queue.files:
+            mf.close()
+
+
+class TimerWheel:
+    """``timerwheel``: ``2 * SLOTS_TOTAL`` slots (``TimerWheel``)."""
+
+    def __init__(self, path: Path, precision_ms: int):
+        self.path = path
+        self.precision_ms = precision_ms
+        size = path.stat().st_size
+        if size not in (0, tfmt.WHEEL_LENGTH):  # TimerWheel's constructor refuses it too
+            raise CorruptDataError(f"timer wheel length {size} != expected {tfmt.WHEEL_LENGTH}", str(path))
+        if size == 0:
+            self.slots = np.zeros(2 * tfmt.SLOTS_TOTAL, SLOT_DTYPE)
+        else:
+            with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                self.slots = np.frombuffer(m, SLOT_DTYPE).copy()
+
+    def live(self, read_time_ms: int) -> Iterator[tuple[int, int, int, int, int]]:
+        """``(index, slot time ms, first_pos, last_pos, num)`` of the slots ``dequeue`` reads from
+        ``read_time_ms`` on: those of the wheel's window whose stored time is their own."""
+        total = 2 * tfmt.SLOTS_TOTAL
+        first = read_time_ms // self.precision_ms
+        times = self.slots["time_slot"]
+        index = np.arange(total)
+        ok = (times % total == index) & (times >= first) & (times < first + total)
+        for i in np.nonzero(ok)[0]:
+            s = self.slots[i]
+            yield (
+                int(i),
+                int(s["time_slot"]) * self.precision_ms,
+                int(s["first_pos"]),
+                int(s["last_pos"]),
+                int(s["num"]),
+            )
+
+    def revise(self, unit: Unit) -> None:
+        """``reviseSlot(slot time, IGNORE, unit, force=true)`` (recovery)."""
+        i = tfmt.slot_index(unit.slot_ms, self.precision_ms)
+        s = self.slots[i]
+        if int(s["time_slot"]) == unit.slot_ms // self.precision_ms:
+            s["last_pos"] = unit.pos
+        else:
+            s["time_slot"], s["first_pos"], s["last_pos"] = (
+                unit.slot_ms // self.precision_ms,
+                unit.pos,
+                unit.pos,
+            )
+
+
+@dataclass
+class TimerFiles:
+    """The timer files of a store: which exist, their paths."""
+
+    root: Path
+    precision_ms: int = tfmt.DEFAULT_PRECISION_MS
+    timerlog_file_size: int | None = None
+
+    @property
+    def wheel_path(self) -> Path:
+        return self.root / tfmt.WHEEL_FILE
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / tfmt.TIMERLOG_DIR
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / tfmt.CHECKPOINT_FILE
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.root / tfmt.METRICS_FILE
+
+    def present(self) -> bool:
+        return self.wheel_path.exists() or self.log_dir.is_dir() or self.checkpoint_path.exists()
+
+
+@dataclass
+class Timer:
+    """A timer 5.1.1 would still deliver (or a cancelled one / a marker)."""
+
+    source: str  # "wheel" (a timerlog unit) or "queue" (a timer-queue message not in the wheel yet)
+    slot_ms: int  # the wheel slot it is in (for a queued one: its TIMER_OUT_MS)
+    out_ms: int  # TIMER_OUT_MS: the slot it is delivered from
+    topic: str  # REAL_TOPIC
+    queue_id: int | None  # REAL_QID
+    msg_id: str | None  # UNIQ_KEY
+    commitlog_offset: int
+    timerlog_pos: int | None = None
+    queue_offset: int | None = None
+    rolled: bool = False
+    marker: bool = False  # a cancel marker (TIMER_DEL_UNIQKEY)
+    cancels: str | None = None
+    state: str = "pending"  # pending | cancelled | marker | dropped
+
+    def as_json(self) -> dict[str, Any]:
+        return {_camel(k): v for k, v in asdict(self).items()}
+
+
+@dataclass
+class Problem:
+    kind: str
+    file: str
+    offset: int | None
+    message: str
+
+
+@dataclass
+class TimerState:
+    """What ``pending`` found: the progress 5.1.1 starts from, every timer, and what it could not read."""
+
+    checkpoint: TimerCheckpoint | None
+    metrics: dict[str, int] | None
+    timerlog_start: int
+    timerlog_end: int
+    read_time_ms: int
+    queue_offset: int
+    queue_max: int
+    timers: list[Timer] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def pending(self) -> list[Timer]:
+        return [t for t in self.timers if t.state == "pending"]
+
+
+def _recover(log: TimerLog, wheel: TimerWheel, ckpt: TimerCheckpoint) -> LogScan:
+    """``recover``'s first pass: the log's end and the wheel revised."""
+    begin = ckpt.last_timer_log_flush_pos - (log.file_size if log.queue.files else 0)
+    scan = log.scan(max(begin, 0))
+    for unit in scan.units:
+        wheel.revise(unit)
+    return scan
+
+
+def pending(
+    files: TimerFiles,
+    queue_units: list[tuple[int, int, int]],
+    queue_min: int,
+    read: Any,
+    now_ms: int | None = None,
+) -> TimerState:
+    """What 5.1.1 would deliver if started now on these files (see the module's docstring).
+
+    ``queue_units``: the timer queue's units ``(queue offset, CommitLog offset, size)``;
+    ``queue_min``: its first offset; ``read(offset)``: the CommitLog record there, or None.
+    Raises ``CorruptDataError`` for a wheel of the wrong length."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    prec = files.precision_ms
+    ckpt = read_timer_checkpoint(files.checkpoint_path)
+    metrics = read_timer_metrics(files.metrics_path)
+    use = ckpt or TimerCheckpoint()
+    log = TimerLog(files.log_dir, files.timerlog_file_size)
+    wheel = TimerWheel(files.wheel_path, prec) if files.wheel_path.exists() else None
+    problems: list[Problem] = []
+    if wheel is None:
+        wheel = _empty_wheel(files.wheel_path, prec)
+    try:
+        scan = _recover(log, wheel, use)
+        end = scan.end
+        if scan.bad is not None:
+            pos, why = scan.bad
+            mf = log.queue.find(pos)
+            problems.append(
+                Problem("timerlog-bad-unit", str(mf.path), pos - mf.from_offset, f"bad timerlog unit ({why})")
+            )
+        by_physical = {cl: (q, size) for q, cl, size in queue_units}
+        last_queue = None
+        if scan.units or end > 0:
+            last = log.unit_at(end - tfmt.UNIT_SIZE) if end >= tfmt.UNIT_SIZE else None
+            if last is not None and last.offset_py in by_physical:
+                last_queue = by_physical[last.offset_py][0]
+        queue_start = use.last_timer_queue_offset if last_queue is None else last_queue + 1
+        queue_start = max(min(queue_start, use.master_timer_queue_offset), queue_min)
+        read_time = max(
+            use.last_read_time_ms,
+            now // prec * prec - tfmt.SLOTS_TOTAL * prec + tfmt.TIMER_BLANK_SLOTS * prec,
+        )
+        timers: list[Timer] = []
+        for _index, slot_ms, _first, last_pos, _num in wheel.live(read_time):
+            pos = last_pos
+            seen = 0
+            while pos != -1:
+                if pos >= end or pos < 0:
+                    problems.append(_past_end(files, log, slot_ms, pos, end))
+                    break
+                unit = log.unit_at(pos)
+                if unit is None:
+                    problems.append(_past_end(files, log, slot_ms, pos, end))
+                    break
+                timer = _from_unit(unit, slot_ms, read, log, problems)
+                if timer is not None:
+                    timers.append(timer)
+                seen += 1
+                if unit.prev_pos >= pos or seen > end // tfmt.UNIT_SIZE:
+                    mf = log.queue.find(pos)
+                    problems.append(
+                        Problem(
+                            "timerlog-chain",
+                            str(mf.path),
+                            pos - mf.from_offset,
+                            f"unit's prev_pos {unit.prev_pos} does not lead back",
+                        )
+                    )
+                    break
+                pos = unit.prev_pos
+        queue_max = max((q for q, _cl, _s in queue_units), default=queue_min - 1) + 1
+        for q, cl, _size in queue_units:
+            if q < queue_start:
+                continue
+            rec = read(cl)
+            if rec is None:
+                continue
+            timers.append(_from_queue(rec, q, cl, now))
+        _settle(timers, now)
+        timers.sort(key=lambda t: (t.out_ms, t.topic, t.msg_id or ""))
+        return TimerState(ckpt, metrics, scan.start, end, read_time, queue_start, queue_max, timers, problems)
+    finally:
+        log.close()
+
+
+def _empty_wheel(path: Path, precision_ms: int) -> TimerWheel:
+    wheel = TimerWheel.__new__(TimerWheel)
+    wheel.path, wheel.precision_ms = path, precision_ms
+    wheel.slots = np.zeros(2 * tfmt.SLOTS_TOTAL, SLOT_DTYPE)
+    return wheel
+
+
+def _past_end(files: TimerFiles, log: TimerLog, slot_ms: int, pos: int, end: int) -> Problem:
+    index = tfmt.slot_index(slot_ms, files.precision_ms)
+    return Problem(
+        "timer-slot-past-end",
+        str(files.wheel_path),
+        index * tfmt.SLOT_SIZE,
+        f"slot {index} (time {slot_ms}) points at timerlog position {pos}, past the timerlog's end {end}",
+    )
+
+
+def _from_unit(unit: Unit, slot_ms: int, read: Any, log: TimerLog, problems: list[Problem]) -> Timer | None:
+    rec: Record | None = read(unit.offset_py)
+    if rec is None or rec.total_size != unit.size_py:
+        mf = log.queue.find(unit.pos)
+        problems.append(
+            Problem(
+                "timerlog-no-message",
+                str(mf.path),
+                unit.pos - mf.from_offset,
+                f"unit's message at CommitLog offset {unit.offset_py} (size {unit.size_py}) not in the log",
+            )
+        )
+        return None
+    props = rec.properties
+    return Timer(
+        "wheel",
+        slot_ms,
+        _int(props.get(TIMER_OUT_MS), slot_ms),
+        props.get(fmt.PROPERTY_REAL_TOPIC, ""),
+        _int(props.get(fmt.PROPERTY_REAL_QID), None),
+        props.get(fmt.PROPERTY_UNIQ_KEY),
+        unit.offset_py,
+        timerlog_pos=unit.pos,
+        rolled=unit.rolled,
+        marker=bool(unit.magic & tfmt.MAGIC_DELETE),
+        cancels=props.get(TIMER_DEL_UNIQKEY),
+    )
+
+
+def _from_queue(rec: Record, queue_offset: int, offset: int, now: int) -> Timer:
+    props = rec.properties
+    out = _int(props.get(TIMER_OUT_MS), 0) or 0
+    return Timer(
+        "queue",
+        out,
+        out,
+        props.get(fmt.PROPERTY_REAL_TOPIC, ""),
+        _int(props.get(fmt.PROPERTY_REAL_QID), None),
+        props.get(fmt.PROPERTY_UNIQ_KEY),
+        offset,
+        queue_offset=queue_offset,
+        marker=TIMER_DEL_UNIQKEY in props,
+        cancels=props.get(TIMER_DEL_UNIQKEY),
+    )
+
+
+def _int(text: str | None, default: int | None) -> int | None:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _settle(timers: list[Timer], now: int) -> None:
+    """Markers, cancels and drops per slot (``dequeue``: a slot's markers first, by key)."""
+    keys: dict[int, set[str]] = {}
+    for t in timers:
+        if t.marker:
+            t.state = "marker"
+            if t.source == "queue" and t.out_ms < now:
+                t.state = "dropped"  # put at once: doPut refuses a marker
+            elif t.cancels:
+                keys.setdefault(t.out_ms, set()).add(t.cancels)
+    for t in timers:
+        if t.marker:
+            continue
+        if t.source == "queue" and t.out_ms < now:
+            continue  # delivered at once, past the wheel
+        if t.msg_id and t.msg_id in keys.get(t.out_ms, ()):
+            t.state = "cancelled"
+
+
+def store_timers(store: Store, precision_ms: int | None = None, now_ms: int | None = None) -> TimerState:
+    """``pending`` over a store: its timer files, its timer queue (``rmq_sys_wheel_timer`` queue 0)
+    and its CommitLog. Raises ``NotFoundError`` when the store has no timer files."""
+    files = TimerFiles(store.root, precision_ms or tfmt.DEFAULT_PRECISION_MS)
+    if not files.present():
+        raise NotFoundError(f"{store.root}: no timer files (timerwheel, timerlog/, config/timercheck)")
+    cq = store.consume_queue(TIMER_TOPIC, 0)
+    commitlog = store.commitlog
+    units = [(u.queue_offset, u.commitlog_offset, u.size) for u in cq.units(0) if not u.is_filler]
+    queue_min = cq.min_offset(commitlog.min_offset) if cq.files else 0
+
+    def read(offset: int) -> Record | None:
+        try:
+            return commitlog.read(offset)
+        except (NotFoundError, CorruptDataError):
+            return None
+
+    return pending(files, units, queue_min, read, now_ms)
