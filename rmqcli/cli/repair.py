@@ -48,12 +48,15 @@ if TYPE_CHECKING:
 class Repair:
     """What a repair command plans with: ``stage(store)`` stages the plan (its result has
     ``.plan``) in ``STORE/.rmq-staging/<staging>``, ``commit(root, result, argv, force_unlocked=)``
-    applies it and returns the backup, ``discard(result)`` drops what was staged."""
+    applies it and returns the backup, ``discard(result)`` drops what was staged. ``dledger``: the
+    repair to run instead on a DLedger CommitLog store (``formats.dledger``); without it such a
+    store is refused."""
 
     stage: Callable[[Any], Any]
     commit: Callable[..., Path]
     discard: Callable[[Any], None]
     staging: str
+    dledger: Repair | None = None
 
 
 def _run(
@@ -73,7 +76,10 @@ def _run(
     store = open_store(store_path, config)
     result = None
     try:
-        refuse_dledger(store, repair.staging)
+        if store.dledger is not None and repair.dledger is not None:
+            repair = repair.dledger
+        else:
+            refuse_dledger(store, repair.staging)
         if apply:
             ensure_unlocked(store.root, force=force_unlocked)
             # an earlier run killed half-way is rolled back first
@@ -93,8 +99,9 @@ def _run(
 
 
 def refuse_dledger(store: Store, staging: str) -> None:
-    """A change to the log or the queues of a DLedger CommitLog store (``formats.dledger``) is not
-    planned yet: refused before anything is read or locked (consumer offsets may change)."""
+    """A change to a DLedger CommitLog store (``formats.dledger``) by a command that plans none for
+    it (no ``Repair.dledger``): refused before anything is read or locked (consumer offsets may
+    change: they do not depend on the log's layout)."""
     from rmqcli.ops.offsets import STAGING_NAME as OFFSETS
 
     if store.dledger is not None and staging != OFFSETS:
@@ -200,7 +207,20 @@ def recover(
         ops.apply_recover,
         ops.discard,
         ops.STAGING_NAME,
+        dledger=_dledger_recover(salvage),
     )
+
+
+def _dledger_recover(salvage: bool) -> Repair:
+    """``recover`` on a DLedger CommitLog store (``rmqcli.ops.recover_dledger``)."""
+    from rmqcli.ops import recover_dledger as dl
+
+    def stage(store: Store) -> dl.DLedgerRecoverResult:
+        if salvage:
+            raise UsageError("--salvage: not for a DLedger CommitLog store (entries are cut, not replaced)")
+        return dl.stage(store)
+
+    return Repair(stage, dl.apply, dl.discard, dl.STAGING_NAME)
 
 
 CutOffsetOpt = record_offset_option("--offset", "Cut")
@@ -263,7 +283,7 @@ def rebuild(
     from rmqcli.ops import rebuild as ops
 
     queues, indexes = rebuild_targets(cq, index, topic)
-    return Repair(
+    repair = Repair(
         lambda s: ops.stage_rebuild(
             s, consume_queues=queues, index=indexes, topic=topic, from_offset=from_offset
         ),
@@ -271,6 +291,7 @@ def rebuild(
         ops.discard,
         ops.STAGING_NAME,
     )
+    return replace(repair, dledger=repair)  # the dispatch reads a DLedger log's entries as records
 
 
 @repair_command
