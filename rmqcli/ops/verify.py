@@ -41,6 +41,7 @@ from rmqcli.ops.verify_dledger import DLedgerVerifier, check_dledger_checkpoint,
 from rmqcli.ops.verify_index import check_index, open_files
 from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, load_queues, queue_hints
 from rmqcli.ops.verify_table import FileInfo, RecordTable
+from rmqcli.ops.verify_timer import check_timer_store
 from rmqcli.store import Store
 from rmqcli.store import configfiles as cfg
 from rmqcli.store.checkpoint import Checkpoint
@@ -114,6 +115,7 @@ def verify_store(
         store, p, geometry, table, abort, index_msg_timestamp, topic, redispatch
     )
     _check_configs(store.config_dir, p)
+    check_timer_store(store, p)  # RocketMQ 5.1.1 timer files, when the store has them
     _check_changes(store, p)
     _check_offsets(store, p, every, cl_min, topic)
     report = VerifyReport(

@@ -329,6 +329,12 @@ class TimerState:
         return [t for t in self.timers if t.state == "pending"]
 
 
+def first_read_time(ckpt: TimerCheckpoint, precision_ms: int, now_ms: int) -> int:
+    """``recover``'s ``currReadTimeMs``: the checkpoint's read time, not older than the wheel's reach."""
+    reach = now_ms // precision_ms * precision_ms - (tfmt.SLOTS_TOTAL - tfmt.TIMER_BLANK_SLOTS) * precision_ms
+    return max(ckpt.last_read_time_ms, reach)
+
+
 def _recover(log: TimerLog, wheel: TimerWheel, ckpt: TimerCheckpoint) -> LogScan:
     """``recover``'s first pass: the log's end and the wheel revised."""
     begin = ckpt.last_timer_log_flush_pos - (log.file_size if log.queue.files else 0)
@@ -377,10 +383,7 @@ def pending(
                 last_queue = by_physical[last.offset_py][0]
         queue_start = use.last_timer_queue_offset if last_queue is None else last_queue + 1
         queue_start = max(min(queue_start, use.master_timer_queue_offset), queue_min)
-        read_time = max(
-            use.last_read_time_ms,
-            now // prec * prec - tfmt.SLOTS_TOTAL * prec + tfmt.TIMER_BLANK_SLOTS * prec,
-        )
+        read_time = first_read_time(use, prec, now)
         timers: list[Timer] = []
         for _index, slot_ms, _first, last_pos, _num in wheel.live(read_time):
             pos = last_pos
