@@ -16,6 +16,7 @@ STORE = {
     "dump-cq": "dump_queue:dump_cq",
     "dump-index": "dump_index:dump_index",
     "dump-checkpoint": "dump_misc:dump_checkpoint",
+    "dump-epoch": "dump_misc:dump_epoch",
     "dump-config": "dump_misc:dump_config",
     "dump-timer": "dump_timer:dump_timer",
     "stats": "stats:stats",

@@ -127,10 +127,20 @@ def dump_commitlog(
         "--properties", help="Add the raw properties string (and a table column)."
     ) = False,
     skip_corrupt: SkipCorruptOpt = False,
+    unconfirmed: switch_option(
+        "--unconfirmed",
+        help="Also show the records past the checkpoint's confirmPhyOffset (controller mode), marked "
+        "confirmed=false.",
+    ) = False,
     *,
     common: Common,
 ) -> None:
     """Dump CommitLog records: header fields, decoded properties, message id and body.
+
+    In a RocketMQ 5 controller-mode store (it has epochFileCheckpoint or brokerIdentity, or
+    --config says enableControllerMode=true) the records past the checkpoint's confirmPhyOffset are
+    not in the log, as 5.1.1's recovery sees it: they are left out and counted in a warning on
+    stderr; --unconfirmed shows them too, marked confirmed=false.
 
     A corrupt record stops the dump with an error naming its file and byte offset (exit code 4),
     and so do zeros inside a file with valid records after them, a file that ends in zeros
@@ -152,7 +162,10 @@ def dump_commitlog(
     delay_spec = store.settings.message_delay_level if store is not None else None
     delay = parse_delay_levels(delay_spec) if delay_spec else None
     hits = NameHits()
-    items = filtered(commitlog.records(from_offset, skip_corrupt=skip_corrupt), flt, count, hits)
+    bound = store.confirm_bound() if store is not None else None
+    past = Unconfirmed(bound.boundary if bound is not None else None, unconfirmed)
+    records = past.records(commitlog.records(from_offset, skip_corrupt=skip_corrupt))
+    items = filtered(records, flt, count, hits)
     mode = BodyMode(body.value)
     extra = [number(name, title) for name, title in commitlog.extra_columns]  # DLedger's framing
     columns = [*COLUMNS, *extra, *([PROPERTIES] if properties else []), *body_columns(body.value)]
@@ -165,10 +178,17 @@ def dump_commitlog(
         def rows() -> Iterator[dict[str, Any]]:
             yield from _rows(
                 items, mode, raw, properties, delay, renderer.fmt, lambda pos: update(pos - start), problems,
-                commitlog.record_extra,
+                lambda rec: {**commitlog.record_extra(rec), **past.marks(rec)},
             )  # fmt: skip
 
         renderer.rows(rows(), columns)
+    if bound is not None and (past.left_out or past.shown):
+        what = "shown, marked confirmed=false" if unconfirmed else "left out (--unconfirmed shows them)"
+        warn(
+            f"{past.left_out + past.shown} record(s) from offset {bound.boundary} are past the checkpoint's "
+            f"confirmPhyOffset {bound.checkpoint}: not confirmed by the in-sync replicas, not in the log; "
+            f"{what}"
+        )
     error = problems.error()
     if error is not None:
         raise error
@@ -176,6 +196,32 @@ def dump_commitlog(
         missing = hits.missing(flt, *_known_names(store))
         if missing is not None:
             raise NotFoundError(missing)
+
+
+class Unconfirmed:
+    """The records from ``boundary`` on (a controller-mode store's, ``rmqcli.store.confirm``):
+    counted and left out, or (``show``) passed on marked."""
+
+    def __init__(self, boundary: int | None, show: bool):
+        self.boundary, self.show = boundary, show
+        self.left_out = self.shown = 0
+
+    def records(self, items: Iterator[Any]) -> Iterator[Any]:
+        from rmqcli.store.read.commitlog import Corruption
+
+        for item in items:
+            if self.boundary is None or isinstance(item, Corruption) or item.physical_offset < self.boundary:
+                yield item
+            elif self.show:
+                self.shown += 1
+                yield item
+            else:
+                self.left_out += 1
+
+    def marks(self, item: Any) -> dict[str, bool]:
+        if self.boundary is not None and item.physical_offset >= self.boundary:
+            return {"confirmed": False}
+        return {}
 
 
 def _rows(

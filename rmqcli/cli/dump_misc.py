@@ -1,4 +1,4 @@
-"""``rmq dump-checkpoint`` and ``rmq dump-config``: the small files of a store."""
+"""``rmq dump-checkpoint``, ``rmq dump-epoch`` and ``rmq dump-config``: the small files of a store."""
 
 from __future__ import annotations
 
@@ -137,3 +137,47 @@ def _config_dir(path: Path) -> Path:
         warn(f"{path}: no {CONFIG_DIR}/ directory: the broker starts with empty configuration")
         return path / CONFIG_DIR
     raise NotFoundError(not_a_store(path))
+
+
+EPOCH_COLUMNS = [
+    number("epoch", "Epoch"),
+    number("startOffset", "StartOffset"),
+    number("endOffset", "EndOffset"),
+    number("records", "Records"),
+]
+
+
+@output_only
+def dump_epoch(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="STORE_OR_FILE", help="A store directory, or an epochFileCheckpoint (or .bak) file."
+        ),
+    ],
+    *,
+    common: Common,
+) -> None:
+    """Dump a RocketMQ 5 controller-mode broker's epochs and identity.
+
+    epochFileCheckpoint (falling back to its .bak as the broker does when the file is missing,
+    empty or fails its count or CRC check) lists each epoch in which a master wrote, with the
+    CommitLog offset it started at; an epoch ends where the next starts, the last at the CommitLog's
+    end (as mqadmin getBrokerEpoch shows them), and Records counts the CommitLog records in each
+    (a store directory only). brokerIdentity holds the cluster, broker name and the broker id the
+    controller gave this broker. A damaged file is warned about on stderr; with neither file usable
+    the command exits 4.
+    """
+    from rmqcli.ops.epochs import epoch_dump
+
+    require_path(path)
+    dump = epoch_dump(path)
+    for line in dump.warnings:
+        warn(line)
+    sections = [Section("epochFile", "epochFile", item=dump.file, title=str(dump.file.get("source")))]
+    if dump.identity is not None:
+        sections.append(
+            Section("brokerIdentity", "brokerIdentity", item=dump.identity, title="brokerIdentity")
+        )
+    sections.append(Section("epochs", "epoch", rows=dump.rows, columns=EPOCH_COLUMNS, title="Epochs"))
+    common.renderer().sections(sections)

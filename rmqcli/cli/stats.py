@@ -99,6 +99,8 @@ def stats(
     ]
     if result["unsafeTopics"]:
         sections.append(unsafe_section(result["unsafeTopics"]))
+    if result["confirm"] is not None:
+        sections += confirm_sections(result["confirm"])
     if skipped:
         rows = [{k: v for k, v in corruption_fields(c).items() if k != "kind"} for c in skipped]
         title = "Corrupt stretches skipped (the records after them are counted)"
@@ -111,6 +113,36 @@ def stats(
             first.file,
             first.file_position,
         )
+
+
+UNCONFIRMED_COLUMNS = [
+    TOPIC,
+    QUEUE_ID,
+    MESSAGES,
+    number("minQueueOffset", "MinQOffset"),
+    number("maxQueueOffset", "MaxQOffset"),
+]
+
+
+def confirm_sections(confirm: dict) -> list[Section]:
+    """A controller-mode store: its confirm offset, and the records past it (warned about on
+    stderr), which the counts above leave out as 5.1.1's recovery does."""
+    if confirm["unconfirmedRecords"]:
+        warn(
+            f"{confirm['unconfirmedRecords']} record(s) ({confirm['unconfirmedBytes']} bytes) from offset "
+            f"{confirm['unconfirmedFrom']} are past the checkpoint's confirmPhyOffset "
+            f"{confirm['confirmPhyOffset']}: not confirmed by the in-sync replicas, not counted"
+        )
+    if confirm["clamped"]:
+        warn(f"{confirm['clamped']}: a starting broker corrects it to {confirm['confirmOffset']}")
+    item = {k: v for k, v in confirm.items() if k != "queues"}
+    title = "Past confirmPhyOffset (not in the log until confirmed)"
+    return [
+        Section("confirm", "confirm", item=item, title="Confirm offset (controller mode)"),
+        Section(
+            "unconfirmed", "unconfirmed", rows=confirm["queues"], columns=UNCONFIRMED_COLUMNS, title=title
+        ),
+    ]
 
 
 def commitlog_item(fields: dict) -> dict:

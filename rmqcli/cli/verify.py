@@ -78,6 +78,8 @@ def verify(
         store.close()
     data = camel_dict(report)
     summary = {k: data[k] for k in SUMMARY_FIELDS}
+    if report.unconfirmed is not None:  # a controller-mode store
+        summary["unconfirmed"] = report.unconfirmed
     renderer = common.renderer()
     if renderer.fmt is OutputFormat.table:
         if report.problems or report.kinds:
@@ -112,8 +114,9 @@ def verify(
 def _summary_line(report) -> str:
     state = "OK" if report.clean else "CORRUPT"
     extra = f", {report.omitted} not listed" if report.omitted else ""
+    past = f" (and {report.unconfirmed} past confirmPhyOffset)" if report.unconfirmed else ""
     return (
-        f"{state}: {report.store}: {report.records} records "
+        f"{state}: {report.store}: {report.records} records{past} "
         f"({report.bytes} bytes, {report.crc_checked} CRCs) "
         f"in {report.commitlog_files} CommitLog files, {report.units} units in {report.queues} queues, "
         f"{report.index_entries} entries in {report.index_files} index files; "

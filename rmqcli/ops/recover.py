@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from formats import commitlog as fmt
@@ -46,9 +46,17 @@ from rmqcli.ops.salvage import SALVAGED_PROPERTY, Fill, Salvager
 from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.confirm import ConfirmBound, confirm_bound
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.naming import is_index_name
-from rmqcli.store.read.commitlog import Record, RecordError, classify_tail, decode_record, first_nonzero
+from rmqcli.store.read.commitlog import (
+    CommitLog,
+    Record,
+    RecordError,
+    classify_tail,
+    decode_record,
+    first_nonzero,
+)
 from rmqcli.store.scan.fastdispatch import FastDispatcher
 from rmqcli.store.sparse import copy_sparse, same_tree
 from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE, CONSUMEQUEUE_DIR, INDEX_DIR
@@ -325,27 +333,33 @@ def _stage_recover(
         for fill in sorted(fills.values(), key=lambda f: f.position):
             _cut_queues(dispatcher, fill.position, fill.queues)
 
-        # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below)
-        in_walk = abnormal and not fills and reindex_from is None  # else the reput below dispatches, in order
+        # 4. the CommitLog walk (abnormal: dispatching as it goes; with fills the reput does it, below;
+        # controller mode: the reput does it, up to the confirm offset)
+        controller = store.controller_mode
+        in_walk = abnormal and not fills and reindex_from is None and not controller
         stop, count = way.walk(store, start, check, dispatcher, in_walk)
         previous_end = store.commitlog.max_offset()
         end = stop.end
         _plan_commitlog(store, end, actions, notes, stop)
 
-        # 5. consume-queue units past the end; 6. reput
+        # 5. consume-queue units past the end; 6. reput (controller mode: the confirmed records only)
         if max_cq >= end:
             _cut_queues(dispatcher, end)
         reput_from = max(dispatcher.max_physic_offset, store.commitlog.min_offset, 0)
-        if not in_walk and (fills or reindex_from is not None):
-            walked_from = store.commitlog.files[start].from_offset if abnormal else None
+        walked_from = store.commitlog.files[start].from_offset if abnormal and store.commitlog.files else None
+        if not in_walk and (fills or reindex_from is not None or (controller and abnormal)):
             reput_from = _first_lacking(reput_from, walked_from, fills, reindex_from)
-        count += way.reput(store, start, reput_from, end, dispatcher)
+        confirm = _confirm(store, cp, end, walked_from, notes) if controller else None
+        reput_end = min(end, confirm.boundary) if confirm is not None else end
+        count += way.reput(store, start, reput_from, reput_end, dispatcher)
         dispatcher.flush()
     finally:
         dispatcher.close()
         way.close()
     index_ts = way.index_timestamp(dispatcher)
     checkpoint = _recovered_checkpoint(cp, dispatcher.logics_msg_timestamp, index_ts, loaded_index_ts)
+    if confirm is not None:
+        checkpoint = replace(checkpoint, confirm_phy_offset=confirm.offset)
 
     plan = Plan("recover", store.root, [], notes, outside_roots(store.root, store.commitlog_dirs))
     result = RecoverResult(plan, "abnormal" if abnormal else "normal", staged, end, previous_end)
@@ -505,6 +519,32 @@ def _first_lacking(
     if reindex_from is not None:
         starts.append(reindex_from)
     return min(starts)
+
+
+def _confirm(
+    store: Store, cp: Checkpoint, end: int, walked_from: int | None, notes: list[str]
+) -> ConfirmBound:
+    """A controller-mode store's confirm offset after 5.1.1's recovery: clamped into
+    ``[minPhyOffset, end]`` (``recoverNormally``), or after an abnormal walk from ``walked_from``
+    into ``[minPhyOffset, end of the last record it dispatched]`` (``recoverAbnormally``); the
+    records after it stay in the CommitLog and are not dispatched (``rmqcli.store.confirm``)."""
+    commitlog = store.commitlog
+    assert isinstance(commitlog, CommitLog)
+    bound = confirm_bound(commitlog, cp.confirm_phy_offset, end)
+    if walked_from is not None and bound.offset > max(bound.boundary, walked_from):
+        bound = replace(bound, offset=max(bound.boundary, walked_from))
+    if bound.offset != cp.confirm_phy_offset:
+        notes.append(
+            f"confirmPhyOffset {cp.confirm_phy_offset} becomes {bound.offset} (5.1.1's recovery in "
+            "controller mode corrects it so)"
+        )
+    if bound.boundary < end:
+        notes.append(
+            f"the {end - bound.boundary} bytes of records from offset {bound.boundary} are past "
+            "confirmPhyOffset: kept in the CommitLog, not dispatched (controller mode: they wait for the "
+            "in-sync replicas)"
+        )
+    return bound
 
 
 def _refuse_mixed_sizes(store: Store, file_size: int) -> None:

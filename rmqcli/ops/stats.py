@@ -7,7 +7,7 @@ Topics of the CommitLog that cannot name a consume-queue directory (``naming.top
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from rmqcli.store.store import (
 )
 
 if TYPE_CHECKING:
+    from rmqcli.store.confirm import ConfirmBound
     from rmqcli.store.read.commitlog import Corruption
     from rmqcli.store.scan.headerscan import HeaderBatch
 
@@ -87,6 +88,29 @@ class UnsafeTopicStats:
 
 
 @dataclass
+class UnconfirmedQueue:
+    topic: str
+    queue_id: int
+    messages: int
+    min_queue_offset: int | None
+    max_queue_offset: int | None
+
+
+@dataclass
+class ConfirmStats:
+    """A controller-mode store (``rmqcli.store.confirm``): the checkpoint's confirmPhyOffset, the
+    value recovery keeps, and the records after it, which are not counted as in the log."""
+
+    confirm_phy_offset: int
+    confirm_offset: int
+    unconfirmed_from: int  # the first record not confirmed starts here
+    unconfirmed_records: int
+    unconfirmed_bytes: int
+    clamped: str | None
+    queues: list[UnconfirmedQueue] = field(default_factory=list)
+
+
+@dataclass
 class StoreStats:
     store: str
     commitlog: CommitLogStats
@@ -94,6 +118,7 @@ class StoreStats:
     queues: list[QueueStats] = field(default_factory=list)
     files: list[FileGroupStats] = field(default_factory=list)
     unsafe_topics: list[UnsafeTopicStats] = field(default_factory=list)
+    confirm: ConfirmStats | None = None  # controller-mode stores only
 
 
 def earliest(a: int | None, b: int) -> int:
@@ -116,11 +141,53 @@ def store_stats(
     ``on_corrupt`` it is passed there and the records after it are counted too.
     """
     queues: dict[tuple[str, int], QueueStats] = {}
+    bound = store.confirm_bound()
+    unconfirmed: dict[tuple[str, int], QueueStats] = {}
     for batch in store.commitlog.header_batches(hints=store.record_offsets(), on_corrupt=on_corrupt):
-        add_batch(queues, batch)
+        if bound is not None and batch.position[-1] >= bound.boundary:
+            keep = batch.position < bound.boundary
+            add_batch(queues, subset(batch, keep))
+            add_batch(unconfirmed, subset(batch, ~keep))
+        else:
+            add_batch(queues, batch)
         if progress is not None:
             progress(int(batch.position[-1]))
-    return finish_stats(store, queues)
+    result = finish_stats(store, queues)
+    if bound is not None:
+        result.confirm = _confirm_stats(bound, unconfirmed)
+        result.commitlog.max_offset = bound.boundary  # the log's end: the records after it are not in it
+    return result
+
+
+def subset(batch: HeaderBatch, keep) -> HeaderBatch:  # type: ignore[no-untyped-def]
+    """The records of ``batch`` that the boolean array ``keep`` selects (the header fields only)."""
+    names = (
+        "position",
+        "total_size",
+        "queue_id",
+        "queue_offset",
+        "sys_flag",
+        "store_timestamp",
+        "topic_index",
+    )
+    return replace(batch, **{n: getattr(batch, n)[keep] for n in names})
+
+
+def _confirm_stats(bound: ConfirmBound, unconfirmed: dict[tuple[str, int], QueueStats]) -> ConfirmStats:
+    rows = [
+        UnconfirmedQueue(q.topic, q.queue_id, q.messages, q.min_queue_offset, q.max_queue_offset)
+        for _k, q in sorted(unconfirmed.items())
+        if q.messages
+    ]
+    return ConfirmStats(
+        bound.checkpoint,
+        bound.offset,
+        bound.boundary,
+        sum(q.messages for q in rows),
+        bound.unconfirmed_bytes,
+        bound.clamped,
+        rows,
+    )
 
 
 def finish_stats(store: Store, queues: dict[tuple[str, int], QueueStats]) -> StoreStats:
@@ -160,6 +227,9 @@ def finish_stats(store: Store, queues: dict[tuple[str, int], QueueStats]) -> Sto
 def add_batch(queues: dict[tuple[str, int], QueueStats], batch: HeaderBatch) -> None:
     """Fold one file's header arrays into the per-queue totals, grouped with numpy."""
     import numpy as np
+
+    if not len(batch):
+        return
 
     group_key = (batch.topic_index.astype(np.int64) << 32) | (batch.queue_id.astype(np.int64) & 0xFFFFFFFF)
     keys, inverse = np.unique(group_key, return_inverse=True)

@@ -37,6 +37,7 @@ from rmqcli.ops.verify_common import (
     Problem,
     VerifyReport,
 )
+from rmqcli.ops.verify_controller import check_confirm, check_epochs
 from rmqcli.ops.verify_dledger import DLedgerVerifier, check_dledger_checkpoint, check_entry_index
 from rmqcli.ops.verify_index import check_index, open_files
 from rmqcli.ops.verify_queues import QueueUnits, check_coverage, check_units, load_queues, queue_hints
@@ -92,6 +93,12 @@ def verify_store(
         queues = load_queues(store, p, cq_size, topic)
     table = _scan_commitlog(store, p, settings, crc, every, progress)
     checkpoint = _check_checkpoint(store, p, table)
+    bound = store.confirm_bound() if store.controller_mode else None
+    unconfirmed = 0
+    if bound is not None:  # RocketMQ 5 controller mode: the records past confirmPhyOffset are not in the log
+        unconfirmed = check_confirm(store, bound, queues, table, p)
+    if store.controller_mode:
+        check_epochs(store, bound.end if bound is not None else commitlog.max_offset(), p)
     abort = _check_run_state(store, p)
     redispatch = _redispatch_from(every, table, cl_min, abort, checkpoint, settings.message_index_safe)
     levels_known = store.configured or "message_delay_level" in settings.explicit
@@ -107,6 +114,7 @@ def verify_store(
         file_size=cq_size,
         topic=topic,
         configured=_configured_topics(store),
+        dispatched_below=bound.boundary if bound is not None else None,
     )
     table.drop_queue_columns()
     give_back_free_memory()
@@ -120,14 +128,15 @@ def verify_store(
     _check_offsets(store, p, every, cl_min, topic)
     report = VerifyReport(
         store=str(root),
-        records=len(table),
-        bytes=table.bytes,
+        records=len(table) - unconfirmed,
+        bytes=table.bytes - (bound.unconfirmed_bytes if bound is not None else 0),
         crc_checked=table.crc_checked,
         commitlog_files=len(commitlog.files),
         queues=len(queues),
         units=units,
         index_files=index_files,
         index_entries=entries,
+        unconfirmed=unconfirmed if bound is not None else None,
     )
     return p.fill(report)
 

@@ -45,6 +45,7 @@ class VerifyReport:
     kinds: list[KindCount] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     omitted: int = 0  # problems counted but not listed (``max_problems``)
+    unconfirmed: int | None = None  # controller mode: records past confirmPhyOffset (not in ``records``)
 
     @property
     def clean(self) -> bool:

@@ -433,8 +433,12 @@ def check_coverage(
     file_size: int,
     topic: str | None = None,
     configured: set[str] | None = None,
+    dispatched_below: int | None = None,
 ) -> None:
     """Every dispatchable record must be in its queue at its queue offset.
+
+    ``dispatched_below``: a controller-mode store's confirm bound (``rmqcli.store.confirm``): the
+    records from it on are not confirmed, and 5.1.1 does not dispatch them.
 
     Records at or after ``redispatch_from`` are dispatched by the broker when it starts (reput
     from the consume queues' max physical offset, or abnormal recovery), so their absence is only
@@ -443,6 +447,8 @@ def check_coverage(
     ``cleanUnusedTopic``, its consume queues, and leaves its records in the CommitLog.
     """
     missing = _missing_records(table, covered, cl_min, topic)
+    if dispatched_below is not None:
+        missing = missing[table.position[missing] < dispatched_below]
     if not len(missing):
         return
     key = table.topic_id[missing].astype(np.int64) * (1 << 32) + (

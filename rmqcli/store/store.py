@@ -17,6 +17,7 @@ from formats.consumequeue import CQ_UNIT_SIZE
 from rmqcli.conf.parse import load
 from rmqcli.errors import NotFoundError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
+from rmqcli.store.confirm import ConfirmBound, confirm_bound, controller_mode
 from rmqcli.store.layout import DLedgerLayout, find_dledger
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.naming import (
@@ -169,6 +170,8 @@ class Store:
         self.settings = settings or StoreSettings()
         # DLedger CommitLog mode (formats.dledger): from the broker.conf ``conf``, else the store's files
         self.dledger: DLedgerLayout | None = find_dledger(self.root, conf or {})
+        # RocketMQ 5 controller mode (rmqcli.store.confirm): from the broker.conf, else the store's files
+        self.controller_mode = self.dledger is None and controller_mode(self.root, conf)
 
     @classmethod
     def open(cls, root: Path | str, config: Path | None = None) -> Store:
@@ -313,6 +316,16 @@ class Store:
 
     def checkpoint(self) -> Checkpoint:
         return read_checkpoint(self.checkpoint_path)
+
+    def confirm_bound(self) -> ConfirmBound | None:
+        """Where the confirmed records of a controller-mode store end (``rmqcli.store.confirm``);
+        None for any other store, whose every record counts. A missing checkpoint reads as 0."""
+        if not self.controller_mode:
+            return None
+        commitlog = self.commitlog
+        assert isinstance(commitlog, CommitLog)
+        stored = self.checkpoint().confirm_phy_offset if self.checkpoint_path.exists() else 0
+        return confirm_bound(commitlog, stored)
 
     @property
     def abort_exists(self) -> bool:
