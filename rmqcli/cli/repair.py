@@ -254,12 +254,13 @@ def truncate(
     from rmqcli.ops import truncate as ops
 
     when = parse_time(time, "--time")
-    return Repair(
+    repair = Repair(
         lambda s: ops.stage_truncate(s, offset=offset, time_ms=when, clamp_offsets=clamp_offsets),
         ops.apply_truncate,
         lambda r: rebuild.discard(r.staged),
         rebuild.STAGING_NAME,
     )
+    return replace(repair, dledger=repair)  # a DLedger log is cut before an entry (ops.dledger_cut)
 
 
 @repair_command
@@ -347,7 +348,7 @@ def clean(
     if disk_ratio is not None and not 0 <= disk_ratio <= 1:
         raise UsageError(f"--disk-ratio: a share from 0 to 1, not {disk_ratio}")
     when = parse_time(at, "--at")
-    return Repair(
+    repair = Repair(
         lambda s: ops.stage_clean(
             s, retention, at_ms=when, disk_ratio=disk_ratio, manual=manual, no_backup=no_backup
         ),
@@ -355,3 +356,4 @@ def clean(
         ops.discard,
         ops.STAGING_NAME,
     )
+    return replace(repair, dledger=repair)  # DLedger's data files by its rules (ops.clean_dledger)

@@ -11,6 +11,9 @@ re-run plans the next round.
 Applying it (``--yes``) moves every deleted file into the change's backup, which frees no space; with
 ``no_backup`` the files are deleted for good (journalled, so a killed run is finished by re-running:
 what was deleted stays deleted, as after a broker killed during its round).
+
+On a DLedger CommitLog store the data files go by DLedger's rules (``rmqcli.ops.clean_dledger``),
+with the entry-index files below the first entry left; queues and index files follow as above.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from formats.consumequeue import CQ_UNIT_SIZE
+from formats.dledger import BODY_OFFSET
 from rmqcli.errors import CorruptDataError
+from rmqcli.ops import clean_dledger as dl
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path
 from rmqcli.store import Store
 from rmqcli.store import retention as rules
@@ -65,7 +70,7 @@ class CleanResult:
     plan: Plan
     at_ms: int
     disk: rules.Disk
-    decision: rules.Round
+    decision: rules.Round | dl.DLedgerRound
     commitlog: list[rules.CommitLogFile]
     min_offset: tuple[int, int]  # the CommitLog minimum before and after
     stored: tuple[int | None, int | None]  # first store time of what goes, and of what stays
@@ -123,20 +128,32 @@ def stage_clean(
 ) -> CleanResult:
     """One round at ``at_ms`` (now) with the disk at ``disk_ratio`` (measured when ``None``)."""
     at_ms = int(time.time() * 1000) if at_ms is None else at_ms
-    if disk_ratio is None:
+    hour = time.localtime(at_ms / 1000).tm_hour
+    dledger = store.dledger is not None
+    if disk_ratio is not None:
+        disk = rules.Disk(disk_ratio, disk_ratio)
+    elif dledger:
+        disk = dl.disk(store)
+    else:
         dirs = store.commitlog_dirs
         disk = rules.Disk(
             min((rules.disk_used_ratio(d) for d in dirs), default=-1.0),
             rules.disk_used_ratio(store.root / CONSUMEQUEUE_DIR),
         )
-    else:
-        disk = rules.Disk(disk_ratio, disk_ratio)
-    decision = rules.decide(config, time.localtime(at_ms / 1000).tm_hour, disk, manual)
     files = [_described(mf) for mf in store.commitlog.files]
-    chosen = rules.expired_commitlog(files, at_ms, config, decision.clean_at_once) if decision.deletes else []
+    decision: rules.Round | dl.DLedgerRound
+    if dledger:  # DLedger's CleanSpaceService deletes the data files (ops.clean_dledger)
+        decision = dl.decide(config, hour, disk, manual)
+        chosen = dl.expired(files, at_ms, config, decision.force) if decision.deletes else []
+    else:
+        decision = rules.decide(config, hour, disk, manual)
+        chosen = (
+            rules.expired_commitlog(files, at_ms, config, decision.clean_at_once) if decision.deletes else []
+        )
     before = files[0].from_offset if files else 0
     after = files[len(chosen)].from_offset if chosen else before
-    plan = Plan("clean", store.root, roots=outside_roots(store.root, store.commitlog_dirs))
+    dirs = [store.commitlog.home, *(mf.path.parent for mf in store.commitlog.files)] if dledger else None
+    plan = Plan("clean", store.root, roots=outside_roots(store.root, dirs or store.commitlog_dirs))
     result = CleanResult(
         plan, at_ms, disk, decision, chosen, (before, after), (None, None), no_backup=no_backup
     )
@@ -146,8 +163,14 @@ def stage_clean(
         plan.steps.append(
             PlanStep(action, plan_path(store.root, f.path), f"expired CommitLog file, {verb}", f.size)
         )
+    if dledger and chosen:
+        kept = store.commitlog.files[len(chosen)] if len(chosen) < len(files) else None
+        for mf in dl.index_files_below(store, kept):
+            detail = f"entry-index file below the first entry left, {verb}"
+            plan.steps.append(PlanStep(action, plan_path(store.root, mf.path), detail, mf.size))
     if chosen:
-        result.stored = (_first_store_time(store, before), _first_store_time(store, after))
+        body = BODY_OFFSET if dledger else 0  # a DLedger entry's message follows its header
+        result.stored = (_first_store_time(store, before + body), _first_store_time(store, after + body))
     # CleanConsumeQueueService runs on the CommitLog minimum whether or not this round moved it (a
     # broker's first round after start, or a clean killed between its CommitLog and queue files)
     _plan_queues(store, result, verb, action)

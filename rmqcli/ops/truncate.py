@@ -28,6 +28,7 @@ from pathlib import Path
 from formats import commitlog as fmt
 from formats import fastjson
 from rmqcli.errors import CorruptDataError, UnsafeNameError, UsageError
+from rmqcli.ops.dledger_cut import DLedgerCut, plan_cut
 from rmqcli.ops.rebuild import STAGING_NAME, RebuildResult, stage_rebuild
 from rmqcli.ops.safety import Change, Plan, PlanStep, outside_roots, plan_path, staging_dir
 from rmqcli.store import Store
@@ -36,6 +37,7 @@ from rmqcli.store.configfiles import DELAY, OFFSETS, load_config, parse_consumer
 from rmqcli.store.naming import CONSUMEQUEUE_DIR, consume_queue_dir
 from rmqcli.store.read.commitlog import Record
 from rmqcli.store.read.consumequeue import ConsumeQueue
+from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.store import CHECKPOINT_FILE, CONFIG_DIR
 
 LISTED = 20  # offsets named one by one in the plan; the rest are counted
@@ -60,6 +62,7 @@ class TruncateResult:
     staged: RebuildResult
     past_end: list[PastEnd] = field(default_factory=list)
     configs: dict[str, bytes] = field(default_factory=dict)  # --clamp-offsets: new config files
+    dledger: DLedgerCut | None = None  # a DLedger log's cut: data, entry index, its checkpoint
 
     @property
     def plan(self):
@@ -123,7 +126,10 @@ def _converged(store: Store, offset: int | None, time_ms: int | None) -> Truncat
 
 def _stage_cut(store: Store, cut: int, last_ts: int) -> TruncateResult:
     removed = sum(1 for r in store.commitlog.records(cut, skip_corrupt=True) if isinstance(r, Record))
-    staged = stage_rebuild(store, from_offset=cut, until=cut)
+    log = store.commitlog
+    # a DLedger entry starts BODY_OFFSET bytes before its record: the dispatch ends there
+    until = log.entry_of(cut).pos if isinstance(log, DLedgerCommitLog) else cut
+    staged = stage_rebuild(store, from_offset=cut, until=until)
     old = store.checkpoint() if store.checkpoint_path.exists() else Checkpoint()
     staged.checkpoint = Checkpoint(
         min(old.physic_msg_timestamp, last_ts),
@@ -134,14 +140,11 @@ def _stage_cut(store: Store, cut: int, last_ts: int) -> TruncateResult:
     )
     steps = staged.plan.steps
     steps[:] = [s for s in steps if s.path != CHECKPOINT_FILE]
-    staged.plan.roots = outside_roots(store.root, store.commitlog_dirs)
-    for mf in store.commitlog.files:
-        rel = plan_path(store.root, mf.path)  # absolute when storePathCommitLog puts it elsewhere
-        if mf.from_offset > cut or (mf.from_offset == cut and mf is not store.commitlog.files[0]):
-            steps.insert(0, PlanStep("delete", rel, f"{mf.size} bytes after the cut", mf.size))
-        elif cut < mf.from_offset + mf.size:
-            pos = cut - mf.from_offset
-            steps.insert(0, PlanStep("truncate", rel, f"cut at byte {pos}; the rest zeroed", mf.size - pos))
+    dledger = None
+    if isinstance(log, DLedgerCommitLog):
+        dledger = _dledger_cut(store, log, cut, staged)
+    else:
+        _cut_commitlog(store, cut, staged)
     steps.append(
         PlanStep(
             "replace",
@@ -151,7 +154,30 @@ def _stage_cut(store: Store, cut: int, last_ts: int) -> TruncateResult:
     )
     staged.plan.command = "truncate"
     staged.plan.notes.append(f"{removed} records at and after offset {cut} are removed (they are backed up)")
-    return TruncateResult(cut, removed, staged)
+    return TruncateResult(cut, removed, staged, dledger=dledger)
+
+
+def _dledger_cut(store: Store, log: DLedgerCommitLog, cut: int, staged: RebuildResult) -> DLedgerCut:
+    """A DLedger log is cut before the entry of the record at ``cut`` (``rmqcli.ops.dledger_cut``)."""
+    entry = log.entry_of(cut)
+    dcut = plan_cut(store, entry.pos, entry.index - 1)
+    staged.plan.steps[:0] = dcut.steps
+    staged.plan.roots = outside_roots(store.root, [log.home, *(mf.path.parent for mf in log.files)])
+    staged.plan.notes.append(f"the log ends before entry {entry.index} (at offset {entry.pos})")
+    return dcut
+
+
+def _cut_commitlog(store: Store, cut: int, staged: RebuildResult) -> None:
+    """The CommitLog files' steps of a cut at ``cut``."""
+    steps = staged.plan.steps
+    staged.plan.roots = outside_roots(store.root, store.commitlog_dirs)
+    for mf in store.commitlog.files:
+        rel = plan_path(store.root, mf.path)  # absolute when storePathCommitLog puts it elsewhere
+        if mf.from_offset > cut or (mf.from_offset == cut and mf is not store.commitlog.files[0]):
+            steps.insert(0, PlanStep("delete", rel, f"{mf.size} bytes after the cut", mf.size))
+        elif cut < mf.from_offset + mf.size:
+            pos = cut - mf.from_offset
+            steps.insert(0, PlanStep("truncate", rel, f"cut at byte {pos}; the rest zeroed", mf.size - pos))
 
 
 def offsets_past_end(store: Store, cq_root: Path) -> tuple[list[PastEnd], dict[str, dict], list[str]]:
@@ -256,6 +282,8 @@ def apply_truncate(
     roots = staged.plan.roots
     with Change(store_root, "truncate", argv, roots=roots, force_unlocked=force_unlocked) as change:
         for step in staged.plan.steps:
+            if result.dledger is not None and result.dledger.apply(change, step):
+                continue
             if step.action == "delete":
                 change.delete_file(step.path)
             elif step.action == "truncate":

@@ -132,3 +132,85 @@ def dledger_group(home: Path) -> Iterator[DLedgerGroup]:
     finally:
         group.stop()
         ns.stop()
+
+
+_RECOVERED = re.compile(r"Recover data to the end entryIndex=(-?\d+) processOffset=(-?\d+)")
+_RESULT = re.compile(r"RESULT sent=\d+ sendOk=\d+ received=(\d+) distinct=(\d+)")
+
+
+@dataclass
+class LoneBroker:
+    """A real 4.9.8 broker in DLedger mode started on an existing store, alone in its group (its own
+    selfId the only peer, so it elects itself and commits what it holds), with its NameServer."""
+
+    home: Path
+    namesrv: str
+    port: int
+    state: Path  # the broker's ORACLE_STATE_DIR (logs)
+
+    def recovered(self) -> tuple[int, int]:
+        """(entryIndex, processOffset) of DLedger's "Recover data to the end" log line."""
+        for log in sorted((self.state / "logs").glob("*.log")):
+            m = _RECOVERED.search(log.read_text(errors="replace"))
+            if m:
+                return int(m.group(1)), int(m.group(2))
+        raise AssertionError(f"no 'Recover data to the end' line in {self.state / 'logs'}")
+
+    def mqadmin(self, *args: str) -> str:
+        run = subprocess.run([str(KIT / "bin" / "mqadmin"), *args, "-n", self.namesrv], capture_output=True,
+                             text=True, timeout=120, env=kit_env(self.home))  # fmt: skip
+        return run.stdout
+
+    def queue_offsets(self, topic: str, timeout: float = 60) -> dict[int, tuple[int, int]]:
+        """queueId -> (min, max) of ``topic`` from ``mqadmin topicStatus`` (retried until answered)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.mqadmin("topicStatus", "-t", topic)
+            rows = [line.split() for line in out.splitlines() if line.startswith(GROUP)]
+            if rows:
+                return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+            assert time.monotonic() < deadline, out
+            time.sleep(1)
+
+    def consume(self, topic: str, count: int, timeout: int = 60) -> tuple[int, int]:
+        """``clienttest NS topic count consume``: (received, distinct), a new group from the first offset."""
+        run = subprocess.run([str(KIT / "bin" / "clienttest"), self.namesrv, topic, str(count), "consume",
+                              str(timeout)], capture_output=True, text=True, timeout=timeout + 120,
+                             env=kit_env(self.home))  # fmt: skip
+        m = _RESULT.search(run.stdout)
+        assert m, run.stdout[-3000:] + run.stderr[-2000:]
+        return int(m.group(1)), int(m.group(2))
+
+
+@contextmanager
+def lone_broker(home: Path, store: Path) -> Iterator[LoneBroker]:
+    """The real broker on ``store`` (its ``dledger-<selfId>`` names the selfId) until the block ends
+    (SIGTERM: it persists its checkpoints). Ready once the NameServer routes to it as leader."""
+    (self_id,) = [p.name.removeprefix("dledger-") for p in store.glob("dledger-*")]
+    home.mkdir(parents=True, exist_ok=True)
+    ns_port, port, raft = free_port(), broker_port(), free_port()
+    conf = {
+        "brokerClusterName": "DefaultCluster", "brokerName": GROUP, "listenPort": str(port),
+        "namesrvAddr": f"127.0.0.1:{ns_port}", "brokerIP1": "127.0.0.1", "storePathRootDir": str(store),
+        "mappedFileSizeCommitLog": str(DATA_FILE_SIZE), "enableDLegerCommitLog": "true",
+        "dLegerGroup": GROUP, "dLegerPeers": f"{self_id}-127.0.0.1:{raft}", "dLegerSelfId": self_id,
+        "diskMaxUsedSpaceRatio": "95",
+    }  # fmt: skip
+    (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    ns = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", kit_env(home))
+    env = kit_env(home)
+    broker = None
+    try:
+        ns.wait_for("The Name Server boot success")
+        broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out", env)
+        broker.wait_for("boot success")
+        lone = LoneBroker(home, f"127.0.0.1:{ns_port}", port, Path(env["ORACLE_STATE_DIR"]))
+        deadline = time.monotonic() + 90
+        while f"127.0.0.1:{port}" not in lone.mqadmin("clusterList"):
+            assert time.monotonic() < deadline, "the lone DLedger broker never led its group"
+            time.sleep(1)
+        yield lone
+    finally:
+        if broker is not None:
+            broker.stop()
+        ns.stop()
