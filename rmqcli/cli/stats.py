@@ -70,6 +70,12 @@ def stats(
     naming the file and byte offset (exit code 4). With --skip-corrupt each is warned about on
     stderr and listed in a section "corrupt", the count goes on at the next valid record (as
     verify reads), and the exit code is still 4.
+
+    In a RocketMQ 5 controller-mode store (epochFileCheckpoint or brokerIdentity in it, or
+    enableControllerMode=true in --config) the records past the checkpoint's confirmPhyOffset are
+    not in the log, as 5.1.1's recovery has it: they are left out of every count (and the
+    CommitLog's max offset ends before them), warned about on stderr, and listed per queue in the
+    sections "confirm" and "unconfirmed".
     """
     from rmqcli.ops.records import corruption_fields
     from rmqcli.ops.stats import store_stats

@@ -58,6 +58,15 @@ def verify(
     records). Without --config the file sizes are those of the store's own files (a warning names
     any size assumed) and the delay levels RocketMQ's defaults. Exit status 0 when there is no
     error, 3 when STORE is not a store (no commitlog/), 4 when there is an error.
+
+    A RocketMQ 5 controller-mode store (it has epochFileCheckpoint or brokerIdentity, or --config
+    says enableControllerMode=true) is read as 5.1.1's recovery reads it: the records past the
+    checkpoint's confirmPhyOffset are not in the log (counted apart, a warning, and so are
+    consume-queue units pointing at them); stale ones there (older than the confirmed records or
+    repeating their queue offsets: what a replica's truncation after a master change leaves) and
+    units pointing at them are errors, as is a confirmPhyOffset past the end. epochFileCheckpoint
+    (+ .bak: count, CRC, increasing epochs, start offsets within the log) and brokerIdentity are
+    checked too.
     """
     from rmqcli.ops.verify import verify_store
 

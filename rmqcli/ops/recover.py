@@ -17,6 +17,12 @@
 6. Reput: records after the furthest consume-queue unit are dispatched.
 7. The checkpoint's logics/index timestamps follow the dispatch; ``abort`` is removed.
 
+A RocketMQ 5 controller-mode store (``rmqcli.store.confirm``) is recovered as 5.1.1's
+``recoverNormally``/``recoverAbnormally`` do it: the CommitLog is not cut at the checkpoint's
+confirmPhyOffset, but neither the walk nor the reput dispatches a record past it, and the value is
+clamped into ``[minPhyOffset, end]`` (abnormally: the end of the last confirmed record walked)
+and written back; the plan notes the records left undispatched.
+
 With ``salvage`` every CommitLog file is checked, also those before the start file, whose bad
 records a broker serves as they are (``salvage_before``). Where the broker leaves stale bytes
 after the new end of a file, ``rmq`` zeroes them (and backs them up first). Index files a

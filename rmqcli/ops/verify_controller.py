@@ -2,16 +2,25 @@
 ``epochFileCheckpoint`` (+ ``.bak``) and ``brokerIdentity`` (``formats.epoch``).
 
 What is an error: a confirmPhyOffset past the CommitLog's end (records the in-sync replicas
-acknowledged are gone; 5.1.1's recovery logs an error and lowers it), a consume-queue unit pointing
-at a record past the confirm offset (5.1.1 never dispatches one there: ``recoverAbnormally`` and
-``ReputMessageService`` stop at ``confirmOffset``, so consumers would read a record the group may
-truncate), an epoch file the broker cannot load (``CheckpointFile.read`` throws, the count or the
-CRC does not match) when no ``.bak`` stands in, epochs not increasing, start offsets going back or
-past the CommitLog's end, and a ``brokerIdentity`` that ``BrokerMetadata.decodeFromStr`` rejects.
+acknowledged are gone; 5.1.1's recovery logs an error and lowers it), stale records past it (they
+repeat queue offsets of confirmed records: an older epoch's bytes that the truncation of a replica
+after a master change left, ``MappedFile`` truncation does not zero them) and consume-queue units
+pointing at them (seen with the 5.1.1 kit: the old master rejoining as a slave kept 20 such records
+and units after its new end, apache/rocketmq#10666), an epoch file the broker
+cannot load (``CheckpointFile.read`` throws, the count or the CRC does not match) when no ``.bak``
+stands in, epochs not increasing, start offsets going back or past the CommitLog's end, and a
+``brokerIdentity`` that ``BrokerMetadata.decodeFromStr`` rejects.
 Warnings: the records past the confirm offset (with their count: the broker keeps them and
-dispatches them once confirmed, or truncates them when it follows a master that lacks them), a
-confirmPhyOffset below the CommitLog's first offset (corrected on start), a damaged main epoch file
-whose ``.bak`` the broker falls back to, and a ``.bak`` that disagrees with the main file.
+dispatches them once confirmed, or truncates them when it follows a master that lacks them), the
+consume-queue units pointing at them, a confirmPhyOffset below the CommitLog's first offset
+(corrected on start), a damaged main epoch file whose ``.bak`` the broker falls back to, and a
+``.bak`` that disagrees with the main file.
+
+Units past the confirm offset are a warning, not an error: a master alone in its SyncStateSet
+confirms every record without writing the checkpoint (``CommitLog.getConfirmOffset`` returns the
+max offset), so its consume queues run past the stored value; seen with the 5.1.1 kit, a master
+whose replica died wrote 50 records, all dispatched, past confirmPhyOffset. A slave's never do
+(its reput stops at the confirm offset), but offline the two cannot be told apart.
 """
 
 from __future__ import annotations
@@ -51,39 +60,91 @@ def check_confirm(
             f"confirmPhyOffset {bound.checkpoint} is below the CommitLog's first offset {bound.min_offset}: "
             f"a starting broker raises it to {bound.min_offset}",
         )
-    past = int(np.count_nonzero(table.position >= bound.boundary)) if len(table) else 0
-    if past:
+    past_rows = np.flatnonzero(table.position >= bound.boundary) if len(table) else np.empty(0, np.int64)
+    if len(past_rows):
         p.warning(
             "unconfirmed",
             path,
             32,
-            f"{past} record(s) ({bound.end - bound.boundary} bytes) from offset {bound.boundary} are past "
-            f"confirmPhyOffset {bound.checkpoint}: not confirmed by the in-sync replicas, so not in the log; "
-            "the broker dispatches them once confirmed, or truncates them when it follows a master that "
-            "lacks them",
+            f"{len(past_rows)} record(s) ({bound.end - bound.boundary} bytes) from offset {bound.boundary} "
+            f"are past confirmPhyOffset {bound.checkpoint}: not confirmed by the in-sync replicas, so not in "
+            "the log; the broker dispatches them once confirmed, or truncates them when it follows a master "
+            "that lacks them",
         )
+    stale = stale_rows(table, bound.boundary)
+    if len(stale):
+        first = int(stale[0])
+        p.error(
+            "stale-past-confirm",
+            store.checkpoint_path,
+            32,
+            f"{len(stale)} record(s) past confirmPhyOffset {bound.checkpoint} are stale, older than the "
+            f"confirmed ones or repeating their queue offsets (the first at {int(table.position[first])}, "
+            f"{table.topics[int(table.topic_id[first])]}:{int(table.queue_id[first])} queue offset "
+            f"{int(table.queue_offset[first])}): an older epoch's, left by a truncation that does not zero "
+            "bytes; if confirmed they would be served again as new messages",
+        )
+    stale_at = set(table.position[stale].tolist())
     for q in queues:
-        _check_queue_confirm(q, bound, p)
-    return past
+        _check_queue_confirm(q, bound, stale_at, p)
+    return len(past_rows)
 
 
-def _check_queue_confirm(q: QueueUnits, bound: ConfirmBound, p: Collector) -> None:
+_NEWEST_OF = 64  # the newest confirmed store time is looked for among the last records before the bound
+
+
+def stale_rows(table: RecordTable, boundary: int) -> np.ndarray:
+    """Rows of the records from ``boundary`` on that an older epoch left: a master appends after
+    its confirmed records, so its unconfirmed ones neither repeat a queue offset the records before
+    hold in their queue nor were stored before the newest of those (STORETIMESTAMP is set inside the
+    put lock); the bytes of an older epoch that a replica's truncation left do one or the other."""
+    if not len(table):
+        return np.empty(0, dtype=np.int64)
+    before = table.position < boundary
+    past = np.flatnonzero(~before)
+    confirmed = np.flatnonzero(before)
+    if not len(past) or not len(confirmed):
+        return past[:0]
+    key = table.topic_id.astype(np.int64) * (1 << 32) + (table.queue_id.astype(np.int64) & 0xFFFFFFFF)
+    keys, inverse = np.unique(key[confirmed], return_inverse=True)
+    top = np.full(len(keys), -1, dtype=np.int64)
+    np.maximum.at(top, inverse, table.queue_offset[confirmed].astype(np.int64))
+    slot = np.minimum(np.searchsorted(keys, key[past]), len(keys) - 1)
+    repeat = (keys[slot] == key[past]) & (table.queue_offset[past].astype(np.int64) <= top[slot])
+    newest = int(table.store_timestamps(confirmed[-_NEWEST_OF:]).max())
+    older = table.store_timestamps(past) < newest
+    return past[repeat | older]
+
+
+def _check_queue_confirm(q: QueueUnits, bound: ConfirmBound, stale_at: set[int], p: Collector) -> None:
     held = q.loaded
     q.reload()
     try:
         beyond = np.flatnonzero((q.offset >= bound.boundary) & (q.offset < bound.end))
         if not len(beyond):
             return
-        first = int(beyond[0])
+        bad = [int(i) for i in beyond if int(q.offset[i]) in stale_at]
+        first = bad[0] if bad else int(beyond[0])
         mf = q.cq.files[int(q.file_no[first])]
         at = int(q.index[first]) * CQ_UNIT_SIZE - mf.from_offset
-        p.error(
+        where = f"{q.topic}:{q.queue_id} from queue offset {int(q.index[first])}"
+        if bad:
+            p.error(
+                "cq-stale",
+                mf.path,
+                at,
+                f"{len(bad)} unit(s) of {where} point at stale records past confirmPhyOffset "
+                f"{bound.checkpoint} (the first at {int(q.offset[first])}): consumers read messages of an "
+                "older epoch that the group truncated",
+            )
+            return
+        p.warning(
             "cq-past-confirm",
             mf.path,
             at,
-            f"{len(beyond)} unit(s) of {q.topic}:{q.queue_id} from queue offset {int(q.index[first])} "
-            f"point at records past confirmPhyOffset {bound.checkpoint} (the first at "
-            f"{int(q.offset[first])}): 5.1.1 dispatches none there, and the group may truncate them",
+            f"{len(beyond)} unit(s) of {where} point at records past confirmPhyOffset {bound.checkpoint} "
+            f"(the first at {int(q.offset[first])}): consumers read records the group may truncate (only "
+            "a master alone in its SyncStateSet dispatches past it)",
         )
     finally:
         if not held:

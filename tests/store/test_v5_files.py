@@ -5,13 +5,14 @@ store (its checkpoint has no confirmPhyOffset: it reads exactly as before)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from formats import epoch as efmt
 from rmqcli.store import Store
 from rmqcli.store.epochs import read_epochs
-from tests.support.cli import run_rmq
+from tests.support.cli import one_line_error, run_rmq
 from tests.support.realfixtures import REAL_ROOT
 
 # CheckpointFile's own javadoc example (5.1.1 common/utils/CheckpointFile.java)
@@ -78,3 +79,68 @@ def test_a_4x_store_has_no_confirm_bound():
         store.close()
     out = json.loads(run_rmq("stats", str(REAL_ROOT / "basic-1" / "store"), "--json").stdout)
     assert "confirm" not in out and "unconfirmed" not in out
+
+
+def _controller_copy(tmp_path, confirm_row: int):
+    """basic-1 (written by a real 4.9.8 broker) made a controller-mode store: an epoch file, and
+    confirmPhyOffset at the start of record ``confirm_row`` (RocketMQ's own dump of it gives the
+    positions). Returns the store and the records as that dump lists them."""
+    src = REAL_ROOT / "basic-1"
+    store = tmp_path / "store"
+    shutil.copytree(src / "store", store)
+    records = [json.loads(line) for line in (src / "store.records.jsonl").read_text().splitlines()]
+    (store / efmt.EPOCH_FILE).write_text(efmt.build_epoch_file([efmt.EpochEntry(1, 0)]))
+    data = bytearray((store / "checkpoint").read_bytes())
+    data[32:40] = records[confirm_row]["position"].to_bytes(8, "big", signed=True)
+    (store / "checkpoint").write_bytes(bytes(data))
+    return store, records
+
+
+def _counts(records) -> dict[tuple[str, int], int]:
+    out: dict[tuple[str, int], int] = {}
+    for r in records:
+        out[(r["topic"], r["queueId"])] = out.get((r["topic"], r["queueId"]), 0) + 1
+    return out
+
+
+@pytest.mark.real
+def test_confirmed_records_of_a_real_store(tmp_path):
+    cut = 2000
+    store, records = _controller_copy(tmp_path, cut)
+    proc = run_rmq("stats", str(store), "--json")
+    stats = json.loads(proc.stdout)
+    confirmed = {(q["topic"], q["queueId"]): q["messages"] for q in stats["queues"] if q["messages"]}
+    assert confirmed == _counts(records[:cut])
+    assert stats["confirm"]["unconfirmedRecords"] == len(records) - cut
+    assert stats["commitlog"]["maxOffset"] == records[cut]["position"]
+    assert f"{len(records) - cut} record(s)" in proc.stderr
+    # the records after it were all dispatched by the 4.9.8 broker: units past confirm, a warning
+    verify = run_rmq("verify", str(store), "--json")
+    report = json.loads(verify.stdout)
+    kinds = {k["kind"]: k["severity"] for k in report["kinds"]}
+    assert kinds["unconfirmed"] == kinds["cq-past-confirm"] == "warning"
+    assert "stale-past-confirm" not in kinds
+    assert verify.returncode == 0 and report["summary"]["unconfirmed"] == len(records) - cut
+    # a broker.conf saying otherwise wins: no bound
+    conf = tmp_path / "broker.conf"
+    conf.write_text("enableControllerMode=false\n")
+    plain = json.loads(run_rmq("stats", str(store), "--json", "--config", str(conf)).stdout)
+    assert "confirm" not in plain and sum(q["messages"] for q in plain["queues"]) == len(records)
+
+
+@pytest.mark.real
+def test_epoch_damage_is_one_line(tmp_path):
+    store, _records = _controller_copy(tmp_path, 10)
+    (store / efmt.EPOCH_FILE).write_text("1\n12345\n1-0\n")  # CRC wrong, no .bak
+    proc = run_rmq("verify", str(store))
+    assert proc.returncode == 4 and "epoch-file" in proc.stdout
+    one_line_error(proc.stderr)
+    dump = run_rmq("dump-epoch", str(store))
+    assert dump.returncode == 4
+    one_line_error(dump.stderr)
+    (store / efmt.EPOCH_FILE).write_text(
+        efmt.build_epoch_file([efmt.EpochEntry(2, 0), efmt.EpochEntry(1, 10 << 40)])
+    )
+    report = json.loads(run_rmq("verify", str(store), "--json").stdout)
+    messages = [p["message"] for p in report["problems"] if p["kind"] in ("epoch-order", "epoch-offset")]
+    assert any("must increase" in m for m in messages) and any("outside the CommitLog" in m for m in messages)
