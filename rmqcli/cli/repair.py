@@ -195,6 +195,13 @@ def recover(
     records are unknown become one ROLLBACK-type record in topic RMQ_SALVAGED_GAP, which no queue
     or index holds; garbage up to the end of a file that later files follow becomes a BLANK
     record. The replaced bytes are backed up.
+
+    On a DLedger CommitLog store (dledger-<selfId>/), --normal and --abnormal do the same, as the
+    broker's DLedgerCommitLog does: entry headers are walked from the third-last data file (magic,
+    size, pos, index + 1, term), data and entry index are cut where the walk stops, index units
+    that disagree with the data are written again, the checkpoint's endIndex follows and
+    committedIndex is capped at it; consume-queue units past the end go and the committed entries
+    the queues lack are dispatched. Like the broker, a sound entry whose message is torn is kept.
     """
     from rmqcli.errors import UsageError
     from rmqcli.ops import recover as ops
@@ -249,6 +256,9 @@ def truncate(
     to its offset. --clamp-offsets sets each to its queue's end (the files are backed up). A store
     already cut there (no record at or after --offset, none stored after --time) needs nothing:
     the command says so and exits 0, so it can be re-run until it succeeds.
+
+    On a DLedger CommitLog store the log is cut before the entry of that record: data files, entry
+    index and the checkpoint's committedIndex/endIndex follow.
     """
     from rmqcli.ops import rebuild
     from rmqcli.ops import truncate as ops
@@ -279,7 +289,8 @@ def rebuild(
     Consume-queue files come out byte for byte as a broker writes them. Index files hold the
     broker's entries; they are named after the store time of the first record each indexes (a
     broker uses the time it creates the file). The old files are backed up. Without --yes
-    nothing changes.
+    nothing changes. On a DLedger CommitLog store each entry's message is dispatched (a unit holds
+    the entry's pos + 48, as the broker writes it).
     """
     from rmqcli.ops import rebuild as ops
 
@@ -332,6 +343,11 @@ def clean(
 
     Applied, the files are moved into the backup, which frees no space on the store's disk;
     --no-backup deletes them for good. A re-run plans the next round.
+
+    On a DLedger CommitLog store the data files go by DLedger's rules: kept fileReservedTime + 1
+    hours, at a deleteWhen hour (or --manual) or with a disk above diskMaxUsedSpaceRatio, all but
+    the last when cleanFileForciblyEnable and a disk above 85%, at most 10 a round; the entry-index
+    files below the first entry left follow.
     """
     from rmqcli.errors import UsageError
     from rmqcli.ops import clean as ops
