@@ -31,9 +31,10 @@ from formats import dledger as dfmt
 from rmqcli.ops.dledger_cut import DLedgerCut, committed_index, plan_cut
 from rmqcli.ops.dledger_walk import Walk, walk
 from rmqcli.ops.rebuild import STAGING_NAME, RebuildResult, stage_rebuild
-from rmqcli.ops.safety import Change, PlanStep, outside_roots
+from rmqcli.ops.safety import Change, PlanStep, outside_roots, plan_path
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
+from rmqcli.store.read.commitlog import Corruption
 from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.store import ABORT_FILE, CHECKPOINT_FILE
 
@@ -91,16 +92,18 @@ def stage(store: Store) -> DLedgerRecoverResult:
     # units at or past reput_from (so those past the new end: truncateDirtyLogicFiles) go, the
     # committed entries after it are dispatched
     staged = stage_rebuild(store, from_offset=reput_from, until=max(until, reput_from))
-    _keep_timestamps(store, staged, found)
+    cut = plan_cut(store, found.end, found.last_index, found.units)
+    data = {plan_path(store.root, mf.path) for mf in log.files}
+    _keep_timestamps(store, staged, found, cutting=any(st.path in data for st in cut.steps))
     staged.plan.command = "recover"
     staged.plan.roots = outside_roots(store.root, [log.home, *(mf.path.parent for mf in log.files)])
-    cut = plan_cut(store, found.end, found.last_index, found.units)
     staged.plan.steps[:0] = cut.steps
     if store.abort_path.exists():
         staged.plan.steps.append(PlanStep("delete", ABORT_FILE, "as after a clean shutdown", 0))
     if not staged.plan.steps:
         staged.plan.notes.append("nothing to recover: the log, its index and the queues agree")
     _notes(staged, found, committed, reput_from, until)
+    _note_torn(log, found, staged)
     staged.plan.details = {
         "end": found.end,
         "lastIndex": found.last_index,
@@ -125,14 +128,14 @@ def _committed_pos(found: Walk, committed: int, log: DLedgerCommitLog) -> int:
     return pos + size
 
 
-def _keep_timestamps(store: Store, staged: RebuildResult, found: Walk) -> None:
-    """The checkpoint's timestamps: the reput's when it dispatched records, else the old ones; none
-    after the last entry kept (``rmq truncate``'s cap)."""
+def _keep_timestamps(store: Store, staged: RebuildResult, found: Walk, *, cutting: bool) -> None:
+    """The checkpoint's timestamps: the reput's when it dispatched records, else the old ones; when
+    the data is ``cutting``, none after the last entry kept (``rmq truncate``'s cap)."""
     old = store.checkpoint() if store.checkpoint_path.exists() else None
     if old is None:
         return
     cp = staged.checkpoint if staged.records else old
-    last_ts = _last_store_timestamp(store, found)
+    last_ts = _last_store_timestamp(store, found) if cutting else None
     if last_ts is not None:
         cp = Checkpoint(
             min(cp.physic_msg_timestamp, last_ts),
@@ -175,6 +178,24 @@ def _notes(staged: RebuildResult, found: Walk, committed: int, reput_from: int, 
             f"the reput dispatches the committed entries (up to index {committed}) from offset "
             f"{reput_from} to {until}"
         )
+
+
+def _note_torn(log: DLedgerCommitLog, found: Walk, staged: RebuildResult) -> None:
+    """Kept entries whose message fails: the broker keeps them too; say how to cut them."""
+    if not found.positions:
+        return
+    first = min(found.positions)
+    for item in log.records(found.positions[first][0] + dfmt.BODY_OFFSET, skip_corrupt=True):
+        if (
+            isinstance(item, Corruption)
+            and item.kind == "bad-record"
+            and item.position - dfmt.BODY_OFFSET < found.end
+        ):
+            staged.plan.notes.append(
+                f"{Path(item.file).name} at byte {item.file_position}: {item.reason}; a broker keeps "
+                "this entry too (its reput skips it, consumers of its queue stop there): "
+                f"`rmq truncate --offset {item.position}` cuts the log before it"
+            )
 
 
 def apply(store_root: Path, result: DLedgerRecoverResult, argv: list[str] | None = None, *,
