@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rmqcli.errors import NotFoundError
 from rmqcli.store.epochs import is_controller_store
-from rmqcli.store.read.commitlog import CommitLog, Corruption
+from rmqcli.store.read.commitlog import CommitLog
 
 CONTROLLER_MODE = "enableControllerMode"  # BrokerConfig
 
@@ -85,9 +85,11 @@ def _boundary(commitlog: CommitLog, offset: int, end: int) -> int:
         mf = commitlog.queue.find(offset)
     except NotFoundError:  # no file holds it (a gap): no record there is in doubt
         return offset
-    for rec in commitlog.records(mf.from_offset, skip_corrupt=True):
-        if isinstance(rec, Corruption):
-            continue
-        if rec.physical_offset + rec.total_size > offset:
-            return rec.physical_offset
+    import numpy as np
+
+    for batch in commitlog.header_batches(mf.from_offset, on_corrupt=lambda _c: None):
+        ends = batch.position.astype(np.int64) + batch.total_size.astype(np.int64)
+        i = int(np.searchsorted(ends, offset, side="right"))
+        if i < len(batch):
+            return int(batch.position[i])
     return end

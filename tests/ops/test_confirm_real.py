@@ -1,0 +1,265 @@
+"""Stores of a real RocketMQ 5.1.1 controller-mode pair (``tests.support.controller``): the master
+goes on alone after its replica is killed, is killed in turn, the stale replica is elected
+(``enableElectUncleanMaster``), and the old master rejoins as its slave and is truncated.
+
+Facts from the real brokers: message counts per queue (``mqadmin topicStatus``), the epochs their
+logs say they became master in. ``rmq`` must count the records past the checkpoint's
+confirmPhyOffset as not in the log (the new master's counts are the old master's confirmed
+ones), and flag what the truncation of the old master left: 5.1.1 truncates without zeroing, so
+its log keeps records (and consume-queue units) of the old epoch after its new end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from formats import epoch as efmt
+from tests.support.cli import one_line_error, run_rmq
+from tests.support.controller import ControllerPair, controller_pair
+
+pytestmark = [pytest.mark.java, pytest.mark.java5]
+
+TOPIC = "T"
+_MASTER = re.compile(
+    r"Change ha to master success, (?:last role is master, )?newMasterEpoch:(\d+), startOffset:(\d+)"
+)
+
+
+@dataclass
+class Made:
+    lone_master: Path  # the old master killed after writing alone: records past confirmPhyOffset
+    replica: Path  # the old master after it rejoined as slave and was truncated (SIGTERM)
+    master: Path  # the elected replica, master at the end (SIGTERM)
+    alone: dict[int, int]  # queueId -> max offset the old master answered after writing alone
+    elected: dict[int, int]  # ... the elected master answered before any new send
+    final: dict[int, int]  # ... the elected master answered at the end
+    epochs: set[tuple[int, int]]  # (epoch, startOffset) the brokers' logs say they became master at
+
+
+def _nums(pair: ControllerPair) -> int:
+    m = re.search(r"#SyncStateSetNums\s+(\d+)", pair.sync_state_set())
+    return int(m.group(1)) if m else -1
+
+
+def _until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(1)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Made:  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("controller")
+    snaps = tmp_path_factory.mktemp("stores")
+    with controller_pair(home) as pair:
+        pair.start("b1")
+        pair.start("b2")
+        m = pair.master()
+        s = "b2" if m == "b1" else "b1"
+        pair.mqadmin("updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")
+        _until(lambda: _nums(pair) == 2, 120, "both brokers in the SyncStateSet")
+        pair.send(TOPIC, 100)  # allAckInSyncStateSet: acknowledged by both
+        pair.kill(s)
+        _until(lambda: _nums(pair) == 1, 120, "the SyncStateSet shrunk to the master")
+        pair.send(TOPIC, 50)
+        alone = {q: hi for q, (_lo, hi) in pair.queue_offsets(TOPIC).items()}
+        pair.kill(m)
+        lone = _copy(pair.store(m), snaps / "lone-master")
+        pair.start(s)
+        assert pair.master(not_=m) == s
+        elected = {q: hi for q, (_lo, hi) in pair.queue_offsets(TOPIC).items()}
+        pair.send(TOPIC, 30)
+        pair.start(m)
+        _until(lambda: _nums(pair) == 2, 180, "the old master back in the SyncStateSet")
+        final = {q: hi for q, (_lo, hi) in pair.queue_offsets(TOPIC).items()}
+        pair.stop(m)
+        pair.stop(s)
+        logs = pair.broker_log(m) + pair.broker_log(s)
+        epochs = {(int(e), int(o)) for e, o in _MASTER.findall(logs)}
+        return Made(lone, _copy(pair.store(m), snaps / "replica"), _copy(pair.store(s), snaps / "master"),
+                    alone, elected, final, epochs)  # fmt: skip
+
+
+def _json(*args: str) -> dict:
+    return json.loads(run_rmq(*args, "--json").stdout)
+
+
+def _per_queue(stats: dict) -> dict[int, int]:
+    return {q["queueId"]: q["messages"] for q in stats["queues"] if q["topic"] == TOPIC}
+
+
+def _verify(store: Path):  # type: ignore[no-untyped-def]
+    proc = run_rmq("verify", str(store), "--json")
+    return proc, json.loads(proc.stdout)
+
+
+def _kinds(report: dict) -> dict[str, str]:
+    return {k["kind"]: k["severity"] for k in report["kinds"]}
+
+
+def _set_confirm(store: Path, value: int) -> None:
+    cp = store / "checkpoint"
+    data = bytearray(cp.read_bytes())
+    data[32:40] = struct.pack(">q", value)
+    cp.write_bytes(bytes(data))
+
+
+# --- the healthy stores -----------------------------------------------------------------------------
+def test_records_past_confirm_are_not_counted(made: Made):
+    """The old master's log holds 150 records; its confirmed ones are exactly those the elected
+    master had: 5.1.1's count after the unclean election."""
+    stats = _json("stats", str(made.lone_master))
+    assert _per_queue(stats) == made.elected
+    confirm = stats["confirm"]
+    assert confirm["unconfirmedRecords"] == sum(made.alone.values()) - sum(made.elected.values())
+    assert {r["queueId"]: r["messages"] for r in stats["unconfirmed"]} == {
+        q: made.alone[q] - made.elected[q] for q in made.alone if made.alone[q] > made.elected[q]
+    }
+    assert stats["commitlog"]["maxOffset"] == confirm["confirmPhyOffset"] == confirm["unconfirmedFrom"]
+
+
+def test_final_stores_count_what_the_master_serves(made: Made):
+    for store in (made.master, made.replica):
+        assert _per_queue(_json("stats", str(store))) == made.final
+
+
+def test_verify_is_clean_on_the_healthy_stores(made: Made):
+    for store in (made.lone_master, made.master):
+        proc, report = _verify(store)
+        assert proc.returncode == 0, proc.stdout
+        assert report["summary"]["errors"] == 0
+    _proc, report = _verify(made.lone_master)
+    assert report["summary"]["records"] == sum(made.elected.values())
+    assert report["summary"]["unconfirmed"] == sum(made.alone.values()) - sum(made.elected.values())
+    assert _kinds(report)["unconfirmed"] == "warning"
+
+
+def test_dump_commitlog_leaves_unconfirmed_records_out(made: Made):
+    plain = run_rmq("dump-commitlog", str(made.lone_master), "--output", "jsonl")
+    rows = [json.loads(line) for line in plain.stdout.splitlines()]
+    assert len(rows) == sum(made.elected.values())
+    past = sum(made.alone.values()) - sum(made.elected.values())
+    assert f"{past} record(s) from offset" in plain.stderr
+    every = run_rmq("dump-commitlog", str(made.lone_master), "--output", "jsonl", "--unconfirmed")
+    rows = [json.loads(line) for line in every.stdout.splitlines()]
+    assert len(rows) == sum(made.alone.values())
+    assert sum(1 for r in rows if r.get("confirmed") is False) == past
+
+
+def test_dump_epoch_matches_the_brokers_logs(made: Made):
+    for store in (made.master, made.replica):
+        dump = _json("dump-epoch", str(store))
+        assert {(r["epoch"], r["startOffset"]) for r in dump["epochs"]} == made.epochs
+        assert dump["epochFile"]["crcOk"] is True
+    rows = _json("dump-epoch", str(made.master))["epochs"]
+    assert sum(r["records"] for r in rows) == sum(made.final.values())
+    assert rows[-1]["records"] == sum(made.final.values()) - sum(made.elected.values())
+    ident = _json("dump-epoch", str(made.master))["brokerIdentity"]
+    assert (ident["clusterName"], ident["brokerName"]) == ("DefaultCluster", "broker-a")
+
+
+def test_dump_checkpoint_shows_the_5x_fields(made: Made):
+    cp = _json("dump-checkpoint", str(made.lone_master))
+    stats = _json("stats", str(made.lone_master))
+    assert cp["confirmPhyOffset"] == stats["confirm"]["confirmPhyOffset"] > 0
+    assert "masterFlushedOffset" in cp
+
+
+# --- what the real truncation left ---------------------------------------------------------------
+def test_truncated_replica_keeps_stale_records(made: Made):
+    """The old master, truncated to the new epoch's start and fed the new master's records,
+    still holds old-epoch records (and units) after them: verify names them, one line, exit 4."""
+    proc, report = _verify(made.replica)
+    assert proc.returncode == 4
+    kinds = _kinds(report)
+    assert kinds["stale-past-confirm"] == "error"
+    assert kinds["cq-stale"] == "error"
+    one_line_error(run_rmq("verify", str(made.replica)).stderr)
+
+
+# --- damaged copies ------------------------------------------------------------------------------
+def test_stale_records_grafted_past_confirm(made: Made, tmp_path):
+    """The healthy master with the old master's lost records put back after its end."""
+    store = _copy(made.master, tmp_path / "s")
+    end = _json("stats", str(store))["commitlog"]["maxOffset"]
+    name = "00000000000000000000"
+    old = (made.lone_master / "commitlog" / name).read_bytes()
+    stale_end = (
+        _json("stats", str(made.lone_master))["confirm"]["unconfirmedFrom"]
+        + (_json("stats", str(made.lone_master))["confirm"]["unconfirmedBytes"])
+    )
+    data = bytearray((store / "commitlog" / name).read_bytes())
+    data[end:stale_end] = old[end:stale_end]
+    (store / "commitlog" / name).write_bytes(bytes(data))
+    proc, report = _verify(store)
+    assert proc.returncode == 4 and _kinds(report)["stale-past-confirm"] == "error"
+    one_line_error(run_rmq("verify", str(store)).stderr)
+
+
+def test_units_past_confirm(made: Made, tmp_path):
+    """confirmPhyOffset set back to where the elected master's epoch began: its own units run past it."""
+    store = _copy(made.master, tmp_path / "s")
+    start = max(o for _e, o in made.epochs)
+    _set_confirm(store, start)
+    proc, report = _verify(store)
+    kinds = _kinds(report)
+    assert kinds["cq-past-confirm"] == "warning" and kinds["unconfirmed"] == "warning"
+    assert report["summary"]["unconfirmed"] == sum(made.final.values()) - sum(made.elected.values())
+    assert proc.returncode == 0
+
+
+def test_confirm_past_the_end(made: Made, tmp_path):
+    store = _copy(made.master, tmp_path / "s")
+    _set_confirm(store, 1 << 30)
+    proc, report = _verify(store)
+    assert proc.returncode == 4 and _kinds(report)["confirm-past-end"] == "error"
+    one_line_error(run_rmq("verify", str(store)).stderr)
+
+
+def test_bad_epoch_crc(made: Made, tmp_path):
+    store = _copy(made.master, tmp_path / "s")
+    main = store / efmt.EPOCH_FILE
+    lines = main.read_text().split("\n")
+    lines[1] = str(int(lines[1]) ^ 1)
+    main.write_text("\n".join(lines))
+    bak = store / (efmt.EPOCH_FILE + efmt.BAK_SUFFIX)
+    proc, report = _verify(store)
+    if bak.exists():  # the broker loads the .bak: a warning
+        assert _kinds(report)["epoch-file"] == "warning" and proc.returncode == 0
+        bak.write_text(main.read_text())
+        proc, report = _verify(store)
+    assert _kinds(report)["epoch-file"] == "error" and proc.returncode == 4
+    err = one_line_error(run_rmq("dump-epoch", str(store)).stderr)
+    assert "epochFileCheckpoint" in err
+
+
+# --- recover ---------------------------------------------------------------------------------------
+def test_recover_keeps_unconfirmed_records_undispatched(made: Made, tmp_path):
+    """``recoverAbnormally`` in controller mode: the CommitLog stays whole, only the confirmed
+    records are re-dispatched, confirmPhyOffset stays (it is within the log)."""
+    store = _copy(made.lone_master, tmp_path / "s")
+    shutil.rmtree(store / "consumequeue")
+    before = _json("dump-checkpoint", str(store))["confirmPhyOffset"]
+    run_rmq("recover", str(store), "--yes", check=True)
+    assert not (store / "abort").exists()
+    assert _json("dump-checkpoint", str(store))["confirmPhyOffset"] == before
+    stats = _json("stats", str(store))
+    assert _per_queue(stats) == made.elected
+    assert {q["queueId"]: q["cqMaxOffset"] for q in stats["queues"]} == made.elected
+    assert stats["confirm"]["unconfirmedRecords"] == sum(made.alone.values()) - sum(made.elected.values())
+    proc, _report = _verify(store)
+    assert proc.returncode == 0, proc.stdout
