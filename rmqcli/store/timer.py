@@ -297,6 +297,7 @@ class Timer:
     marker: bool = False  # a cancel marker (TIMER_DEL_UNIQKEY)
     cancels: str | None = None
     state: str = "pending"  # pending | cancelled | marker | dropped
+    write_ms: int | None = None  # a unit's write time (TIMER_ENQUEUE_MS of its delivery)
 
     def as_json(self) -> dict[str, Any]:
         return {_camel(k): v for k, v in asdict(self).items()}
@@ -470,6 +471,7 @@ def _from_unit(unit: Unit, slot_ms: int, read: Any, log: TimerLog, problems: lis
         rolled=unit.rolled,
         marker=bool(unit.magic & tfmt.MAGIC_DELETE),
         cancels=props.get(TIMER_DEL_UNIQKEY),
+        write_ms=unit.write_time_ms,
     )
 
 

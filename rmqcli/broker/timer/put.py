@@ -32,6 +32,8 @@ def put_inner(ctl: BrokerContext, inner: InnerMessage) -> AppendResult:
         result.physical_offset,
         int(extra[tm.TIMER_OUT_MS]),
         tm.TIMER_DEL_UNIQKEY in inner.properties,
+        result.size,
+        extra[fmt.PROPERTY_REAL_TOPIC],
     )
     return result
 

@@ -38,6 +38,8 @@ from formats import commitlog as fmt
 from rmqcli.broker.timer import horizon as hz
 from rmqcli.broker.timer import message as tm
 from rmqcli.broker.timer.config import TimerConfig
+from rmqcli.broker.timer.files import FLUSH_MS, WheelFiles
+from rmqcli.errors import CorruptDataError
 from rmqcli.store.naming import is_safe_topic_dir
 
 if TYPE_CHECKING:
@@ -84,6 +86,7 @@ class TimerService:
         self.evictions = 0
         self._stopped = asyncio.Event()
         self._running = False  # ``run`` arms the loop's timers; ``deliver_due`` drives it by hand
+        self.files: WheelFiles | None = None  # 5.1.1's timer files (``files``), opened at start
 
     # --- progress -----------------------------------------------------------------------------
     @property
@@ -97,19 +100,28 @@ class TimerService:
                 marks.append(deferred.first)
         return min(marks)
 
-    def _commit(self) -> None:
+    def _commit(self, force: bool = False) -> None:
+        if self.files is not None and self.scanned is not None:
+            self.files.flush(self.scanned, now_ms(), force)
         offsets = self.ctl.offsets
         if offsets.query(TIMER_GROUP, tm.TIMER_TOPIC, 0) != self.committed:
             offsets.commit(TIMER_GROUP, tm.TIMER_TOPIC, 0, self.committed)
 
     def _finish(self, queue_offset: int) -> None:
+        if self.files is not None:
+            self.files.done(queue_offset)
+        if queue_offset < 0:  # a wheel timer whose message is not in the timer queue
+            return
         self._done.add(queue_offset)
         while self._open and self._open[0] in self._done:
             self._done.discard(heapq.heappop(self._open))
 
     # --- reading the timer queue --------------------------------------------------------------
-    def arrived(self, queue_offset: int, physical: int, out_ms: int, delete: bool) -> None:
-        """A message just put into the timer queue: placed at once when the reader is caught up."""
+    def arrived(
+        self, queue_offset: int, physical: int, out_ms: int, delete: bool, size: int = 0, topic: str = ""
+    ) -> None:
+        """A message just put into the timer queue (``size`` bytes, for ``topic``): placed at once
+        when the reader is caught up."""
         if self._stopped.is_set():
             return
         if (
@@ -119,6 +131,8 @@ class TimerService:
         ):
             self._schedule_scan()
             return
+        if self.files is not None:
+            self.files.written(queue_offset, physical, size, out_ms, delete, topic, now_ms())
         self.scanned = queue_offset + 1
         self._arm()
 
@@ -176,8 +190,9 @@ class TimerService:
         self.evictions += 1
         return True
 
-    def _read(self, offset: int, physical: int) -> tuple[int, bool] | None:
-        """``(TIMER_OUT_MS, is a cancel marker)`` of the unit at ``offset``; None (logged) if bad."""
+    def _read(self, offset: int, physical: int) -> tuple[int, bool, int, str] | None:
+        """``(TIMER_OUT_MS, is a cancel marker, record size, REAL_TOPIC)`` of the unit at ``offset``;
+        None (logged) if bad."""
         rec = self.ctl.store.look_message(physical)
         try:
             out_ms = int(rec.properties[tm.TIMER_OUT_MS]) if rec is not None else None
@@ -186,7 +201,8 @@ class TimerService:
         if rec is None or out_ms is None:
             log.error("timer queue offset %d: no record or no TIMER_OUT_MS; skipped", offset)
             return None
-        return out_ms, tm.TIMER_DEL_UNIQKEY in rec.properties
+        props = rec.properties
+        return out_ms, tm.TIMER_DEL_UNIQKEY in props, rec.total_size, props.get(fmt.PROPERTY_REAL_TOPIC, "")
 
     def _schedule_scan(self) -> None:
         if self._soon is None and self.scanned is not None and self._running and not self._stopped.is_set():
@@ -247,6 +263,8 @@ class TimerService:
                     self._finish(offset)
                 elif not self._place(offset, physical, read[0], read[1]):
                     return count, True
+                elif self.files is not None:
+                    self.files.written(offset, physical, read[2], read[0], read[1], read[3], now_ms())
                 self.scanned = offset + 1
                 count += 1
         return count, False
@@ -383,11 +401,36 @@ class TimerService:
 
     # --- life ---------------------------------------------------------------------------------
     def _start_reading(self) -> None:
-        """Go on from the persisted offset (within the timer queue's units)."""
+        """Go on from the persisted progress (within the timer queue's units): the timer files'
+        (their pending timers held at once), else the offset of ``TIMER_GROUP``."""
         store = self.ctl.store
         start = self.ctl.offsets.query(TIMER_GROUP, tm.TIMER_TOPIC, 0)
         low, high = store.min_offset(tm.TIMER_TOPIC, 0), store.max_offset(tm.TIMER_TOPIC, 0)
+        if self.files is None:
+            try:
+                self.files = WheelFiles(store.writer.root, self.config.precision_ms)
+            except (OSError, CorruptDataError) as exc:
+                log.error("timer files not kept: %s", exc)
+            else:
+                units = self._all_units(low, high)
+                from_files, entries = self.files.load(units, low, store.look_message, now_ms())
+                if from_files is not None:
+                    start = from_files
+                for entry in entries:
+                    heapq.heappush(self.heap, entry)
         self.scanned = min(max(start, low), high)
+
+    def _all_units(self, low: int, high: int) -> list[tuple[int, int, int]]:
+        """``(queue offset, CommitLog offset, size)`` of the timer queue's units from ``low``."""
+        units: list[tuple[int, int, int]] = []
+        pos = low
+        while pos < high:
+            chunk = list(self.ctl.store.unit_tuples(tm.TIMER_TOPIC, 0, pos, high - pos))
+            if not chunk:
+                break
+            units.extend((pos + i, physical, size) for i, (physical, size, _tags) in enumerate(chunk))
+            pos += len(chunk)
+        return units
 
     async def run(self) -> None:
         """Read the timer queue from the persisted offset and deliver until cancelled."""
@@ -395,10 +438,19 @@ class TimerService:
         self._running = True
         self._start_reading()
         self._scan()
+        flusher = asyncio.get_running_loop().create_task(self._flush_files())
         try:
             await self._stopped.wait()
         finally:
+            flusher.cancel()
             self.stop()
+
+    async def _flush_files(self) -> None:
+        """The timer files to disk every ``FLUSH_MS`` (5.1.1's ``TimerFlushService``)."""
+        while True:
+            await asyncio.sleep(FLUSH_MS / 1000)
+            if self.files is not None and self.scanned is not None:
+                self.files.flush(self.scanned, now_ms())
 
     def stop(self) -> None:
         self._stopped.set()
@@ -409,7 +461,7 @@ class TimerService:
         self._handle = self._soon = None
         self._armed_for = None
         if self.scanned is not None:
-            self._commit()
+            self._commit(force=True)
 
 
 def timer_service(ctl: BrokerContext) -> TimerService:
