@@ -6,6 +6,12 @@ then killed (-9) and restarted; 30 under the second, also killed; 20 under the t
 count of SEND_OK answers (``clienttest``), each queue's min/max offset from ``mqadmin topicStatus``
 while the group runs, the keys clienttest gives (``K<i>``), and the term each leader took office
 in, from its own broker log. Damaged copies: the right one-line error, no traceback.
+
+Repairs (``rmq recover``, ``truncate``, ``rebuild``): a real 4.9.8 broker in DLedger mode, alone in
+its group (``tests.support.dledger.lone_broker``), is started on a damaged copy and rmq recovers
+another: the entry the broker's recovery ends at (its "Recover data to the end" line), its
+checkpoint, its queues (``mqadmin topicStatus``) and rmq's agree; then the broker is started on
+what rmq wrote and every message is consumed from it (``clienttest ... consume``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import pytest
 
 from formats import dledger as dfmt
 from tests.support.cli import run_rmq
-from tests.support.dledger import dledger_group
+from tests.support.dledger import dledger_group, lone_broker
 from tests.support.stores import store_state
 
 pytestmark = pytest.mark.java
@@ -173,20 +179,127 @@ def test_serve_refuses_a_dledger_store(group: Facts, tmp_path: Path) -> None:
     assert not (root / "commitlog").exists()
 
 
-@pytest.mark.parametrize(
-    "command",
-    [["recover", "--yes"], ["recover", "--abnormal", "--yes"], ["rebuild", "--yes"],
-     ["truncate", "--offset", "0", "--yes"], ["clean", "--manual", "--yes"]],
-    ids=["recover", "recover-abnormal", "rebuild", "truncate", "clean"],
-)  # fmt: skip
-def test_changes_to_a_dledger_store_are_refused_untouched(
-    group: Facts, tmp_path: Path, command: list[str]
-) -> None:
-    """Until rmq plans changes to a DLedger log, every command that would change the log or the
-    queues refuses with one line and leaves every byte as it was."""
+def _damage(home: Path, kind: str) -> None:
+    """Damage the leader's copy: ``torn`` (the last entry's message half zeroed, header intact),
+    ``torn-header`` (the last entry zeroed after its magic), ``magic`` (entry 5's magic 7),
+    ``index`` (entry 3's index unit pointing past the data)."""
+    data = home / "data" / "00000000000000000000"
+    entries = _entries(home / "data")
+    with open(data, "r+b") as f, open(home / "index" / "00000000000000000000", "r+b") as index:
+        if kind == "torn":
+            pos, size = entries[-1]
+            f.seek(pos + size // 2)
+            f.write(b"\0" * (size - size // 2))
+        elif kind == "torn-header":
+            pos, size = entries[-1]
+            f.seek(pos + 4)
+            f.write(b"\0" * (size - 4))
+        elif kind == "magic":
+            f.seek(entries[5][0])
+            f.write(struct.pack(">i", 7))
+        else:
+            index.seek(3 * dfmt.INDEX_UNIT_SIZE + 4)
+            index.write(struct.pack(">q", 1 << 40))
+
+
+def _rmq_queues(root: Path) -> dict[int, tuple[int, int]]:
+    """queueId -> (min, max) offset of ``TOPIC`` from the consume-queue files (``rmq dump-cq``)."""
+    out = {}
+    for qdir in sorted((root / "consumequeue" / TOPIC).iterdir()):
+        units = [u for f in sorted(qdir.iterdir()) for u in _json("dump-cq", str(f))]
+        offsets = [u["queueOffset"] for u in units]
+        out[int(qdir.name)] = (min(offsets), max(offsets) + 1) if offsets else (0, 0)
+    return out
+
+
+def _checkpoint(home: Path) -> dict[str, int]:
+    lines = (home / dfmt.CHECKPOINT_FILE).read_text().split()
+    return {k: int(v) for k, v in (line.split("=") for line in lines)}
+
+
+# (entries kept, consume queues' units): what the real broker keeps on each damaged copy
+KEPT = {"torn": 90, "torn-header": 89, "magic": 5, "index": 90}
+
+
+@pytest.mark.parametrize("kind", list(KEPT))
+def test_recover_leaves_what_the_real_broker_leaves(group: Facts, tmp_path: Path, kind: str) -> None:
+    theirs, their_home = _copy(group, tmp_path / "broker")
+    ours, our_home = _copy(group, tmp_path / "rmq")
+    _damage(their_home, kind)
+    _damage(our_home, kind)
+    proc = run_rmq("recover", str(ours), "--yes", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    details = json.loads(proc.stdout)["details"]
+    end, last = details["end"], details["lastIndex"]
+    assert last + 1 == KEPT[kind]
+    with lone_broker(tmp_path / "run-broker", theirs) as broker:
+        assert broker.recovered() == (last, end)
+        their_queues = broker.queue_offsets(TOPIC)
+    assert their_queues == _rmq_queues(ours)
+    assert sum(high - low for low, high in their_queues.values()) == KEPT[kind]
+    assert _checkpoint(their_home)["endIndex"] == _checkpoint(our_home)["endIndex"] == last
+    assert sorted(p.name for p in (their_home / "data").iterdir()) == sorted(
+        p.name for p in (our_home / "data").iterdir()
+    )
+    again = run_rmq("recover", str(ours), "--yes", timeout=300)  # converged: nothing left to do
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout
+    if kind == "torn":  # the broker keeps the torn entry too: its queue cannot be consumed whole
+        return
+    assert run_rmq("verify", str(ours)).returncode == 0
+    with lone_broker(tmp_path / "run-rmq", ours) as broker:
+        assert broker.recovered() == (last, end)
+        assert broker.queue_offsets(TOPIC) == their_queues
+        assert broker.consume(TOPIC, KEPT[kind]) == (KEPT[kind], KEPT[kind])
+
+
+def test_rebuild_gives_the_brokers_queues_and_serves(group: Facts, tmp_path: Path) -> None:
+    root, home = _copy(group, tmp_path)
+    before = {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in (root / "consumequeue").rglob("*")
+        if p.is_file()
+    }
+    shutil.rmtree(root / "consumequeue")
+    shutil.rmtree(root / "index")
+    proc = run_rmq("rebuild", str(root), "--yes", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    after = {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in (root / "consumequeue").rglob("*")
+        if p.is_file()
+    }
+    assert after == before  # unit physical offset = entry pos + 48, byte for byte the broker's
+    assert run_rmq("verify", str(root)).returncode == 0
+    total = sum(BATCHES)
+    with lone_broker(tmp_path / "run", root) as broker:
+        assert broker.recovered() == (
+            total - 1,
+            _entries(home / "data")[-1][0] + _entries(home / "data")[-1][1],
+        )
+        assert broker.queue_offsets(TOPIC) == group.queues
+        assert broker.consume(TOPIC, total) == (total, total)
+
+
+def test_truncate_cuts_before_an_entry(group: Facts, tmp_path: Path) -> None:
+    root, home = _copy(group, tmp_path)
+    pos, _ = _entries(home / "data")[60]
+    proc = run_rmq("truncate", str(root), "--offset", str(pos + dfmt.BODY_OFFSET), "--yes", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = _json("dump-commitlog", str(root))
+    assert [r["entryIndex"] for r in rows] == list(range(60))
+    assert _checkpoint(home) == {"committedIndex": 59, "endIndex": 59}
+    assert sum(high - low for low, high in _rmq_queues(root).values()) == 60
+    assert run_rmq("verify", str(root)).returncode == 0
+    data = (home / "data" / "00000000000000000000").read_bytes()
+    assert not any(data[pos:])  # the cut entries are zeroed (and backed up)
+    again = run_rmq("truncate", str(root), "--offset", str(pos + dfmt.BODY_OFFSET), "--yes", timeout=300)
+    assert again.returncode == 0 and "already cut" in again.stdout
+
+
+def test_a_sound_store_needs_no_recovery(group: Facts, tmp_path: Path) -> None:
     root, _ = _copy(group, tmp_path)
     before = store_state(root, dirs=True)
-    proc = run_rmq(command[0], str(root), *command[1:], timeout=120)
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert proc.stderr.count("\n") == 1 and "does not change it yet" in proc.stderr, proc.stderr
+    for mode in ("--normal", "--abnormal"):
+        proc = run_rmq("recover", str(root), mode, "--yes", timeout=300)
+        assert proc.returncode == 0 and "nothing to do" in proc.stdout, (proc.stdout, proc.stderr)
     assert store_state(root, dirs=True) == before
