@@ -41,9 +41,14 @@ def diff_stores(
     Replicas hold the same bytes at the same physical offsets. Reports each store's offsets, the
     replication gap (bytes STORE_A holds past STORE_B; negative when STORE_B is ahead), the first
     byte that differs (physical offset, CommitLog file and position) and the records that only one
-    store holds. Run it on stopped brokers' stores before promoting a slave by hand. Exit status 0
-    when the stores agree wherever both hold data (one is a prefix of the other), 3 when a path is
-    not a store, 4 when they diverge or hold no common range.
+    store holds. Run it on stopped brokers' stores before promoting a slave by hand. Two replicas
+    of a DLedger group (enableDLegerCommitLog) are also compared entry by entry: the entries equal
+    in index, term and bytes, the first entry where they differ (and in what: term, pos, size or
+    bytes), and the entries only one holds, with their terms and how many are past that replica's
+    committedIndex (an uncommitted suffix a new leader truncates). Exit status 0 when the stores
+    agree wherever both hold data (one is a prefix of the other), 2 when one store is a DLedger
+    store and the other not, 3 when a path is not a store, 4 when they diverge or hold no common
+    range.
     """
     from rmqcli.ops.diff_stores import diff_stores as compare
 
@@ -59,27 +64,68 @@ def diff_stores(
     data = camel_dict(result)
     records = [{"side": only["side"], **ref} for only in data["only"] for ref in only["first"]]
     ranges = [{k: v for k, v in only.items() if k != "first"} for only in data["only"]]
-    summary = {k: v for k, v in data.items() if k != "only"}
+    summary = {k: v for k, v in data.items() if k not in ("only", "entries")}
     renderer = common.renderer()
     if renderer.fmt is OutputFormat.table:
         for line in _describe(result):
             renderer.out.write(line + "\n")
+        if result.entries is not None:
+            for line in describe_entries(result.entries):
+                renderer.out.write(line + "\n")
         if records:
             renderer.rows(records, RECORD_COLUMNS, title="First records only one store holds")
     else:
-        renderer.sections(
-            [
-                Section("summary", "summary", item=summary),
-                Section("ranges", "range", rows=ranges),
-                Section("records", "record", rows=records, columns=RECORD_COLUMNS),
-            ]
-        )
+        sections = [
+            Section("summary", "summary", item=summary),
+            Section("ranges", "range", rows=ranges),
+            Section("records", "record", rows=records, columns=RECORD_COLUMNS),
+        ]
+        if data.get("entries") is not None:
+            sections.append(Section("entries", "entries", item=data["entries"]))
+        renderer.sections(sections)
     sys.stdout.flush()
     if not result.consistent:
-        where = ""
-        if result.divergence is not None:
-            where = f" at physical offset {result.divergence.offset}"
-        raise CorruptDataError(f"{result.a.store} and {result.b.store}: {result.verdict}{where}")
+        raise CorruptDataError(f"{result.a.store} and {result.b.store}: {_verdict(result)}")
+
+
+def _verdict(result) -> str:  # noqa: ANN001  (an ops.diff_stores.StoreDiff)
+    where = f"{result.verdict} at physical offset {result.divergence.offset}" if result.divergence else ""
+    entries = result.entries
+    if entries is not None and not entries.consistent:
+        m = entries.mismatch
+        said = f"entries diverge at index {m.index} ({m.what})" if m else "entries diverge"
+        return f"{where}; {said}" if where else said
+    return where or result.verdict
+
+
+def describe_entries(diff) -> list[str]:  # noqa: ANN001  (an ops.diff_entries.EntryDiff)
+    """The entry-by-entry comparison of two DLedger replicas, in lines."""
+    lines = []
+    for name, side in (("A", diff.a), ("B", diff.b)):
+        span = f"entries [{side.first_index}, {side.last_index}]" if side.entries else "no entries"
+        terms = ", ".join(f"term {t}: {n}" for t, n in sorted(side.terms.items()))
+        committed = "none" if side.committed_index is None else side.committed_index
+        lines.append(f"{name}: DLedger {side.self_id}: {span} ({terms}); committedIndex {committed}")
+        if side.stopped:
+            lines.append(f"{name}: entries stop at {side.stopped}")
+    lines.append(f"entries: {diff.verdict}: {diff.equal} equal in index, term and bytes")
+    m = diff.mismatch
+    if m is not None:
+        at = f" at byte {m.byte} of the entry" if m.byte is not None else ""
+        lines.append(
+            f"first differing entry: index {m.index} ({m.what}{at}): A term {m.term_a} pos {m.pos_a}, "
+            f"B term {m.term_b} pos {m.pos_b}"
+        )
+        for name, problem in (("A", m.record_a), ("B", m.record_b)):
+            if problem:
+                lines.append(f"{name}'s message record there: {problem}")
+    for only in diff.only:
+        terms = ", ".join(f"term {t}: {n}" for t, n in only.terms.items())
+        lines.append(
+            f"entries only on {only.side.upper()}: {only.entries} [{only.from_index}, {only.to_index}] "
+            f"({terms}), {only.uncommitted} past its committedIndex"
+        )
+    return lines
 
 
 def _describe(result) -> list[str]:  # noqa: ANN001  (an ops.diff_stores.StoreDiff)

@@ -34,6 +34,8 @@ from rmqcli.ops.index_source import BROKER_MAX, JAVA_LONG_MAX
 
 if TYPE_CHECKING:
     from rmqcli.ops.dump import IndexLookup
+    from rmqcli.store.read.commitlog import CommitLog
+    from rmqcli.store.read.dledger import DLedgerCommitLog
 
 PHY_OFFSET = number("phyOffset", "PhyOffset")
 HEADER_COLUMNS = [
@@ -91,7 +93,8 @@ def dump_index(
     common: Common,
 ) -> None:
     """Dump index files: each file's header and all its entries, or, with --topic and --key, the
-    physical offsets IndexService.queryOffset returns and the records found there. Index entries
+    physical offsets IndexService.queryOffset returns and the records found there (in a DLedger
+    CommitLog store, each record's entry too: its index, term and pos, the offset less 48). Index entries
     compare only a hash, so the records are checked against the key: "count" is what the index
     returns, "matched" how many records really carry the key (the rest are hash collisions).
     The lookup walks the hash chains as the broker does, newest first, but past the broker's 64
@@ -123,7 +126,9 @@ def dump_index(
     more = found.count > max_num  # an entry past --max: the lookup was cut
     del found.phy_offsets[max_num:], found.hits[max_num:]
     sections.append(Section("query", "query", item=_query_item(found, max_num, more)))
-    sections.append(Section("hits", "hit", rows=list(_hit_rows(found)), columns=HIT_COLUMNS))
+    log = source.commitlog
+    columns = HIT_COLUMNS + [number(name, title) for name, title in (log.extra_columns if log else ())]
+    sections.append(Section("hits", "hit", rows=list(_hit_rows(found, log)), columns=columns))
     common.renderer().sections(sections)
     if more:
         warn(f"--max {max_num} reached: more index entries carry the hash of {found.index_key} (raise --max)")
@@ -161,7 +166,8 @@ def _query_item(found: IndexLookup, max_num: int, more: bool) -> dict[str, Any]:
     }
 
 
-def _hit_rows(found: IndexLookup) -> Iterator[dict[str, Any]]:
+def _hit_rows(found: IndexLookup, log: CommitLog | DLedgerCommitLog | None) -> Iterator[dict[str, Any]]:
+    """A row per hit; the log's own framing beside a record (DLedger: its entry's index, term, pos)."""
     for hit in found.hits:
         rec = hit.record
         row: dict[str, Any] = {"phyOffset": hit.phy_offset, "status": hit.status}
@@ -177,6 +183,8 @@ def _hit_rows(found: IndexLookup) -> Iterator[dict[str, Any]]:
                     "offsetMsgId": rec.msg_id,
                 }
             )
+            if log is not None:
+                row.update(log.record_extra(rec))
         if hit.reason:
             row["reason"] = hit.reason
         yield row

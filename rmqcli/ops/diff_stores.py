@@ -9,6 +9,10 @@ diverged; the records from the one holding the first differing byte onward are e
 
 A 4.9.8 slave that starts empty is served from the start of its master's last CommitLog file,
 so a slave may lack the master's older files: that is not a divergence either.
+
+Two replicas of a DLedger group (``formats.dledger``) are compared both ways: their data files
+byte by byte as above (entries sit at the same pos on every replica), and entry by entry
+(``rmqcli.ops.diff_entries``: index, term, bytes, and each side's committedIndex).
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from rmqcli.errors import CorruptDataError
+from rmqcli.errors import CorruptDataError, UsageError
+from rmqcli.ops.diff_entries import EntryDiff, diff_entries
 from rmqcli.store import Store
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.read.commitlog import Header
+from rmqcli.store.read.dledger import DLedgerCommitLog
 
 CHUNK = 4 * 1024 * 1024  # bytes compared at a time
 SAMPLE = 10  # records listed per side by default
@@ -85,15 +91,29 @@ class StoreDiff:
     gap: int  # a.max_offset - b.max_offset: bytes A holds past B (negative: B is ahead)
     divergence: Divergence | None = None
     only: list[OnlyOn] = field(default_factory=list)
+    entries: EntryDiff | None = None  # DLedger replicas: entry by entry
 
     @property
     def consistent(self) -> bool:
-        return self.verdict in (IDENTICAL, PREFIX)
+        return self.verdict in (IDENTICAL, PREFIX) and (self.entries is None or self.entries.consistent)
 
 
 def diff_stores(store_a: Store, store_b: Store, sample: int = SAMPLE) -> StoreDiff:
-    """Compare the CommitLogs of two open stores; ``sample`` records are listed per one-sided range."""
-    return _diff(store_a, store_b, sample)
+    """Compare the CommitLogs of two open stores; ``sample`` records are listed per one-sided range.
+    Two DLedger replicas are also compared entry by entry; a DLedger store and a plain one are not
+    compared (their logs are framed differently: ``UsageError``)."""
+    da, db = store_a.dledger, store_b.dledger
+    if (da is None) != (db is None):
+        dl = store_a if da is not None else store_b
+        raise UsageError(
+            f"{dl.root} is a DLedger CommitLog store and the other is not: their logs are framed differently"
+        )
+    result = _diff(store_a, store_b, sample)
+    if da is not None and db is not None:
+        log_a, log_b = store_a.commitlog, store_b.commitlog
+        assert isinstance(log_a, DLedgerCommitLog) and isinstance(log_b, DLedgerCommitLog)
+        result.entries = diff_entries(log_a, log_b, da.self_id, db.self_id)
+    return result
 
 
 def _side(store: Store) -> StoreSide:

@@ -17,6 +17,7 @@ from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.configfiles import CONFIG_FILES, load_config, parse_consumer_offsets, parse_delay_offsets
 from rmqcli.store.read.commitlog import CommitLog, Record
 from rmqcli.store.read.consumequeue import CqUnit
+from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.read.index import JAVA_LONG_MAX, IndexFile, IndexService
 
 
@@ -109,7 +110,7 @@ def index_lookup(
     index: IndexService | IndexFile,
     topic: str,
     key: str,
-    commitlog: CommitLog | None,
+    commitlog: CommitLog | DLedgerCommitLog | None,
     *,
     begin: int = 0,
     end: int = JAVA_LONG_MAX,
@@ -137,7 +138,7 @@ def index_lookup(
     return result
 
 
-def _hit(commitlog: CommitLog, offset: int, topic: str, key: str) -> IndexHit:
+def _hit(commitlog: CommitLog | DLedgerCommitLog, offset: int, topic: str, key: str) -> IndexHit:
     try:
         rec = commitlog.read(offset)
     except NotFoundError as exc:

@@ -3,8 +3,9 @@ their entries point into; and ``IndexService.queryOffset``'s walk without the br
 
 A path that is a file is one index file: its geometry is the broker.conf's when that sets it
 (``maxHashSlotNum``, ``maxIndexNum``), else what the file's size says; its records are read from
-the store two levels up (``STORE/index/FILE``) when that has a ``commitlog`` directory. A directory
-is a store: all of its index files, its CommitLog.
+the store two levels up (``STORE/index/FILE``) when that has a ``commitlog`` directory or a DLedger
+log (``dledger-<selfId>/``, whose records the index entries find at the entry's pos + 48). A
+directory is a store: all of its index files, its CommitLog.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rmqcli.errors import NotFoundError
 if TYPE_CHECKING:
     from rmqcli.store import Store
     from rmqcli.store.read.commitlog import CommitLog
+    from rmqcli.store.read.dledger import DLedgerCommitLog
     from rmqcli.store.read.index import IndexFile, IndexService
 
 JAVA_LONG_MAX = 2**63 - 1
@@ -27,7 +29,7 @@ BROKER_MAX = 64  # MessageStoreConfig.maxMsgsNumBatch, IndexService.queryOffset'
 @dataclass
 class IndexSource:
     files: list[IndexFile]  # oldest first
-    commitlog: CommitLog | None  # None: an index file without its store's CommitLog
+    commitlog: CommitLog | DLedgerCommitLog | None  # None: an index file without its store's CommitLog
 
 
 def open_index_source(path: Path, config: Path | None) -> IndexSource:
@@ -39,12 +41,21 @@ def open_index_source(path: Path, config: Path | None) -> IndexSource:
     if path.is_file():
         index_file = open_index_file(path, *_geometry(config))
         root = path.parent.parent
-        commitlog = _store(root, config).commitlog if (root / "commitlog").is_dir() else None
+        commitlog = _store(root, config).commitlog if _has_log(root) else None
         return IndexSource([index_file], commitlog)
     store = _store(path, config)
     if not store.index_dir.is_dir():
         raise NotFoundError(f"{path}: no index directory")
     return IndexSource(store.index.files, store.commitlog)
+
+
+def _has_log(root: Path) -> bool:
+    """Whether ``root`` holds a CommitLog: ``commitlog/`` or a DLedger log (``dledger-<selfId>/``)."""
+    from formats.dledger import DIR_PREFIX, self_id_of
+
+    if (root / "commitlog").is_dir():
+        return True
+    return any(p.is_dir() and self_id_of(p.name) for p in root.glob(DIR_PREFIX + "*"))
 
 
 def _geometry(config: Path | None) -> tuple[int | None, int | None]:
