@@ -25,6 +25,7 @@ from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog
 from rmqcli.remoting.javanames import camel_fields
 from rmqcli.store.naming import is_offset_name
 from rmqcli.store.read.commitlog import CommitLog
+from rmqcli.store.read.dledger import DLedgerCommitLog
 
 BATCH_ROWS = 4096
 DAY_MS = 86_400_000
@@ -55,7 +56,7 @@ def task_rows(task: FileTask, selection: Selection, body: ExportBody) -> Iterato
 
 
 def commitlog_rows(
-    commitlog: CommitLog, store: StoreRef, selection: Selection, body: ExportBody
+    commitlog: CommitLog | DLedgerCommitLog, store: StoreRef, selection: Selection, body: ExportBody
 ) -> Iterator[dict[str, Any]]:
     """The export rows of the records of ``commitlog`` (closed at the end)."""
     from formats.commitlog import parse_delay_levels
@@ -71,6 +72,7 @@ def commitlog_rows(
             if not flt.matches(rec):
                 continue
             row = record_fields(rec, body=mode, delay_millis=delay)
+            row.update(commitlog.record_extra(rec))  # DLedger: the entry's index, term and pos
             if body is ExportBody.raw:
                 data = rec.body()
                 if rec.compressed:

@@ -12,7 +12,9 @@ journal, rename into place, fsync. The files are byte for byte ``rmq rebuild``'s
 whose topic cannot name a consume-queue directory go to no queue and are noted in each store's
 plan, as there (``rmqcli.ops.unsafe_topics``).
 
-Writing needs the driver to see each store as a local (or shared, mounted) directory.
+Writing needs the driver to see each store as a local (or shared, mounted) directory. A DLedger
+CommitLog store (``formats.dledger``) is refused before any Spark work, as ``rmq rebuild`` refuses
+it (``cli.repair.refuse_dledger``: rmq does not change such a store yet).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from rmqcli.ops import rebuild as ops
 from rmqcli.ops.safety import Plan, ensure_unlocked, finish_interrupted, remove_staging, staging_dir
-from rmqcli.pipeline.tasks import FileTask, file_tasks, open_store
+from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.scan.fastdispatch import FastDispatcher
@@ -125,6 +127,7 @@ def pipeline_rebuild(
 
     check_options(consume_queues, index, topic)
     stores, tasks = file_tasks(paths, config)
+    _refuse_dledger(stores, config)
     if apply:
         for ref in stores:
             ensure_unlocked(Path(ref.path), force=force_unlocked)
@@ -141,6 +144,18 @@ def pipeline_rebuild(
                 )
         finally:
             rdd.unpersist()
+
+
+def _refuse_dledger(stores: list[StoreRef], config: Path | None) -> None:
+    """``rmq rebuild``'s refusal of a DLedger store, for any store of the job."""
+    from rmqcli.cli.repair import refuse_dledger
+
+    for ref in stores:
+        store = open_store(ref.path, config)
+        try:
+            refuse_dledger(store, ops.STAGING_NAME)
+        finally:
+            store.close()
 
 
 def _rebuild_one(

@@ -1,7 +1,8 @@
 """The columns of ``rmq pipeline export`` and their Arrow and Spark types, declared once.
 
 The names are the keys of ``rmqcli.ops.records.record_fields`` (the rows of ``rmq dump-commitlog``)
-plus ``store`` and ``storeDate``. Kept free of heavy imports: the CLI help is built from it.
+with the log's own framing (``record_extra``: a DLedger entry's index, term and pos), plus ``store``
+and ``storeDate``. Kept free of heavy imports: the CLI help is built from it.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("transactionType", "string", "NOT_TYPE, PREPARED_TYPE, COMMIT_TYPE or ROLLBACK_TYPE"),
     ("cqTagsCode", "long", "the tags code the broker's dispatch writes to the consume queue"),
     ("decompressedLength", "int", "body length after inflating (compressed records, with --body)"),
+    ("entryIndex", "long", "DLedger CommitLog store: the index of the entry holding the record, else null"),
+    ("entryTerm", "long", "DLedger CommitLog store: the term of that entry, else null"),
+    ("entryPos", "long", "DLedger CommitLog store: that entry's pos (position - 48), else null"),
     ("storeDate", "string", "UTC date of storeTimestamp, YYYY-MM-DD (a partition column)"),
 )
 BODY_COLUMN = {

@@ -18,6 +18,7 @@ from rmqcli.errors import UsageError
 from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
 from rmqcli.store.naming import is_offset_name
 from rmqcli.store.read.commitlog import CommitLog, Record
+from rmqcli.store.read.dledger import DLedgerCommitLog
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def task_matches(task: FileTask, query: Query, body: str = "none") -> list[dict[
 
 
 def commitlog_matches(
-    commitlog: CommitLog, store: StoreRef, query: Query, body: str = "none"
+    commitlog: CommitLog | DLedgerCommitLog, store: StoreRef, query: Query, body: str = "none"
 ) -> list[dict[str, Any]]:
     """The matching rows of the records of ``commitlog`` (closed at the end)."""
     from formats.commitlog import parse_delay_levels
@@ -90,9 +91,8 @@ def commitlog_matches(
         rows = []
         for rec in commitlog.records():
             if query.matches(rec, pattern):
-                rows.append(
-                    {"store": store.path, **record_fields(rec, body=BodyMode(body), delay_millis=delay)}
-                )
+                row = record_fields(rec, body=BodyMode(body), delay_millis=delay)
+                rows.append({"store": store.path, **row, **commitlog.record_extra(rec)})
         return rows
     finally:
         commitlog.close()

@@ -5,6 +5,10 @@ Each task folds its file's header arrays into per-(topic, queue) ``QueueStats`` 
 names and record sizes. The driver merges the partial results (sums, minima, maxima: the order of
 files does not matter) and completes each store as ``store_stats`` does, with the consume queues'
 own bounds and the store's file groups, so the numbers are ``rmq stats``'s.
+
+A data file of a DLedger log (``formats.dledger``) is read entry by entry (``DLedgerCommitLog``);
+the driver checks the entries' chain across files as ``DLedgerMmapFileStore.recover`` does (index +
+1, term never lower, no entries after data ended in zeros), as ``rmq stats`` does over the log.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ class FilePartial:
     records: int = 0
     data_end: int = 0
     zero_tail: bool = False  # the data ends in zeros before the file's end (no BLANK record)
+    dledger: bool = False  # a data file of a DLedger log
+    first_entry: tuple[int, int] | None = None  # DLedger: (index, term) of the file's first entry
+    last_entry: tuple[int, int] | None = None  # and of its last
     queues: dict[tuple[str, int], QueueStats] = field(default_factory=dict)
     tags: dict[str, Counter] = field(default_factory=dict)  # topic -> tag (None: no TAGS) -> records
     properties: dict[str, Counter] = field(default_factory=dict)  # topic -> property name -> records
@@ -101,6 +108,11 @@ def file_partial(task: FileTask) -> FilePartial:
     from rmqcli.store.scan import propscan
 
     partial = FilePartial(task.store.index, task.path, task.from_offset, task.size)
+    if task.dledger:
+        partial.dledger = True
+        _header_scan(partial, task)
+        _histograms_slow(partial, task)
+        return partial
     mf = task.commitlog().files[0]
     buf = mf.map(whole=True)
     scan = propscan.scan_file(buf, 0, mf.from_offset, None, names=(fmt.PROPERTY_TAGS,))
@@ -115,17 +127,58 @@ def file_partial(task: FileTask) -> FilePartial:
             mf.close()
             return partial
     mf.close()
-    commitlog = task.commitlog()  # the header scan ``rmq stats`` runs: same numbers, same errors
+    _header_scan(partial, task)
+    _histograms_slow(partial, task)
+    return partial
+
+
+def _header_scan(partial: FilePartial, task: FileTask) -> None:
+    """The header scan ``rmq stats`` runs: same numbers, same errors (DLedger: and the file's first
+    and last entry, for the driver's chain check)."""
+    from rmqcli.store.read.dledger import DLedgerCommitLog
+
+    commitlog = task.commitlog()
     try:
         for batch in commitlog.header_batches():
             add_batch(partial.queues, batch)
             partial.records += len(batch)
+            if isinstance(commitlog, DLedgerCommitLog) and len(batch):
+                first = commitlog.entry_of(int(batch.position[0]))
+                last = commitlog.entry_of(int(batch.position[-1]))
+                partial.first_entry = partial.first_entry or (first.index, first.term)
+                partial.last_entry = (last.index, last.term)
         end = commitlog.file_end(commitlog.files[0])
         partial.data_end, partial.zero_tail = end.data_end, end.tail == "zeros"
     finally:
         commitlog.close()
-    _histograms_slow(partial, task)
-    return partial
+
+
+def check_entry_chain(parts: list[FilePartial]) -> None:
+    """What ``DLedgerCommitLog`` reports between data files: an entry index that does not follow
+    the previous file's last, a lower term, or entries after data that ended in zeros."""
+    from rmqcli.errors import CorruptDataError
+
+    last: tuple[int, int] | None = None
+    ended: FilePartial | None = None  # a file whose data ended in zeros
+    for part in sorted(parts, key=lambda p: p.from_offset):
+        if part.first_entry is not None:
+            if ended is not None:
+                raise CorruptDataError(
+                    "data ends here in zeros without a blank, yet a later file holds entries: "
+                    "recovery stops here",
+                    ended.path,
+                    ended.data_end,
+                )
+            index, term = part.first_entry
+            if last is not None and index != last[0] + 1:
+                raise CorruptDataError(f"entry index {index} does not follow {last[0]}", part.path, 0)
+            if last is not None and term < last[1]:
+                raise CorruptDataError(
+                    f"entry term {term} is lower than the previous entry's {last[1]}", part.path, 0
+                )
+            last = part.last_entry
+        if part.zero_tail:
+            ended = ended or part
 
 
 def check_file_chain(parts: list[FilePartial]) -> None:
@@ -186,7 +239,10 @@ def finish(ref: StoreRef, parts: list[FilePartial], config: Path | None) -> Pipe
     tags: dict[str, Counter] = {}
     props: dict[str, Counter] = {}
     sizes: dict[str, Counter] = {}
-    check_file_chain(parts)
+    if any(p.dledger for p in parts):
+        check_entry_chain(parts)
+    else:
+        check_file_chain(parts)
     for part in parts:
         for key, q in part.queues.items():
             merge_queue(queues.setdefault(key, QueueStats(*key)), q)

@@ -9,6 +9,11 @@ or a filesystem shared by the cluster's machines).
 A store given as a URL (``hdfs://...``, ``s3a://...``, ``file:///...``: anything Hadoop reads) is
 read by Spark itself (the ``binaryFile`` source): export and search take such stores, and a task
 gets the bytes of its file instead of a path (``bytes_commitlog``).
+
+A store in DLedger CommitLog mode (``formats.dledger``) has a task per data file of
+``dledger-<selfId>/data/``, read as entries (``DLedgerCommitLog``): the same records, at the same
+physical offsets (an entry's pos + 48), as the single-process commands read. Entries never span
+files (``MmapFileList.preAppend`` ends a file with a blank), so a file is a task here too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from rmqcli.store import Store
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 from rmqcli.store.naming import is_offset_name
 from rmqcli.store.read.commitlog import CommitLog
+from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.settings import StoreSettings, load_broker_conf
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -51,16 +57,19 @@ class FileTask:
     from_offset: int
     size: int
     file_size: int  # the store's CommitLog file size (mappedFileSizeCommitLog)
+    dledger: bool = False  # a data file of a DLedger log (entries)
 
     @property
     def order(self) -> tuple[int, int]:
         return self.store.index, self.from_offset
 
-    def commitlog(self) -> CommitLog:
+    def commitlog(self) -> CommitLog | DLedgerCommitLog:
         """A CommitLog of this one file (on the executor; mapped on first read)."""
-        return CommitLog(
-            MappedFileQueue([MappedFile(Path(self.path), self.from_offset, self.size)], self.file_size)
-        )
+        queue = MappedFileQueue([MappedFile(Path(self.path), self.from_offset, self.size)], self.file_size)
+        if self.dledger:  # dledger-<selfId>/data/FILE: the entry index file is not read here
+            home = Path(self.path).parent.parent
+            return DLedgerCommitLog(queue, MappedFileQueue([]), home)
+        return CommitLog(queue)
 
 
 def open_store(path: Path | str, config: Path | None = None) -> Store:
@@ -73,7 +82,7 @@ def open_store(path: Path | str, config: Path | None = None) -> Store:
     if config is not None and not config.is_file():
         raise NotFoundError(f"{config}: no such broker.conf")
     store = Store.open(root.resolve(), config)
-    if not any(d.is_dir() for d in store.commitlog_dirs):
+    if store.dledger is None and not any(d.is_dir() for d in store.commitlog_dirs):
         raise NotFoundError(f"{root}: no commitlog directory (not a RocketMQ store?)")
     return store
 
@@ -99,8 +108,11 @@ def file_tasks(
             ref = StoreRef(i, str(store.root), store.settings.message_delay_level)
             stores.append(ref)
             commitlog = store.commitlog
+            dledger = store.dledger is not None
             for mf in commitlog.files:
-                tasks.append(FileTask(ref, str(mf.path), mf.from_offset, mf.size, commitlog.file_size))
+                tasks.append(
+                    FileTask(ref, str(mf.path), mf.from_offset, mf.size, commitlog.file_size, dledger)
+                )
         finally:
             store.close()
     return stores, tasks

@@ -1,0 +1,128 @@
+"""``rmq pipeline`` on stores written by a real 4.9.8 DLedger group (``enableDLegerCommitLog``), on
+local[2] Spark: export, stats, search and lag give what the single-process commands give, and the
+counts the brokers answered; rebuild refuses as ``rmq rebuild`` does.
+
+Once per module: three brokers n0-n2 on loopback; 30 messages (``clienttest``, keys ``K<i>``) under
+the first leader, which is then killed (-9) and restarted; 20 under the second; a fresh consumer
+group consumes 30 of them (``clienttest ... consume``); ``mqadmin topicStatus`` while the group runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rmqcli.cli.main import invoke
+from tests.support.cli import rmq_json, rmq_jsonl
+from tests.support.dledger import SELF_IDS, dledger_group
+from tests.support.oracle import KIT, kit_env
+from tests.support.stores import store_state
+
+pytestmark = pytest.mark.java
+
+TOPIC = "TopicD"
+BATCHES = (30, 20)
+CONSUMED = 30
+STATS_SECTIONS = ("store", "commitlog", "topics", "queues", "files")
+
+
+@dataclass(frozen=True)
+class Facts:
+    stores: list[Path]  # n0, n1, n2
+    queues: dict[int, tuple[int, int]]  # queueId -> (min, max) offset (mqadmin topicStatus)
+    terms: set[int]
+    group: str
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory: pytest.TempPathFactory) -> Facts:
+    home = tmp_path_factory.mktemp("dledger")
+    terms = set()
+    with dledger_group(home) as g:
+        leader = g.leader()
+        for i, count in enumerate(BATCHES):
+            if i:
+                g.kill(leader)
+                old, leader = leader, g.leader(not_=leader)
+                g.start(old)
+            terms.add(g.leader_term(leader))
+            g.send(TOPIC, count)
+        client = [str(KIT / "bin" / "clienttest"), g.namesrv, TOPIC, str(CONSUMED), "consume", "120"]
+        consume = subprocess.run(client, capture_output=True, text=True, timeout=300, env=kit_env(home))
+        found = re.search(r"consumed \(consume, group (\S+)\)", consume.stdout)
+        assert consume.returncode == 0 and found, consume.stdout[-3000:]
+        queues = g.queue_offsets(TOPIC)
+        stores = [g.store(s) for s in SELF_IDS]
+    return Facts(stores, queues, terms, found.group(1))
+
+
+def _invoke(*args: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = invoke(["pipeline", *args])
+    assert code == 0
+    return out.getvalue()
+
+
+def test_export_rows_equal_dump_commitlog(spark, group: Facts, tmp_path: Path) -> None:
+    out = tmp_path / "parquet"
+    _invoke("export", *map(str, group.stores), "--out", str(out), "--body", "raw", "--json")
+    rows: dict[str, list[dict]] = {}
+    for row in spark.read.parquet(str(out)).collect():
+        rows.setdefault(row["store"], []).append(row.asDict(recursive=True))
+    for store in group.stores:
+        dump = rmq_jsonl("dump-commitlog", str(store), "--output", "jsonl", "--body", "base64")
+        mine = sorted(rows[str(store.resolve())], key=lambda r: r["position"])
+        assert len(mine) == len(dump) == sum(BATCHES), store
+        for want, got in zip(dump, mine, strict=True):
+            assert got.pop("body") == base64.b64decode(want.pop("body"))
+            assert {k: got[k] for k in want} == want, (store, want["position"])
+            assert got["entryPos"] + 48 == got["position"]
+        assert {r["entryTerm"] for r in mine} == group.terms
+        per_queue = {q: sum(1 for r in mine if r["queueId"] == q) for q in group.queues}
+        assert per_queue == {q: high - low for q, (low, high) in group.queues.items()}
+
+
+def test_stats_equal_rmq_stats(spark, group: Facts) -> None:
+    docs = json.loads(_invoke("stats", *map(str, group.stores), "--json"))["stores"]
+    for store, doc in zip(group.stores, docs, strict=True):
+        assert {k: doc[k] for k in STATS_SECTIONS} == rmq_json("stats", str(store), "--json")
+        queues = {q["queueId"]: (q["cqMinOffset"], q["cqMaxOffset"]) for q in doc["queues"]}
+        assert queues == group.queues
+        assert doc["tags"] == [{"topic": TOPIC, "tag": "TagA", "messages": sum(BATCHES)}]
+
+
+def test_search_by_key_finds_the_records_of_dump_commitlog(spark, group: Facts) -> None:
+    out = _invoke("search", *map(str, group.stores), "--key", "K5", "--output", "jsonl")
+    rows = [json.loads(line) for line in out.splitlines() if line]
+    assert len(rows) == len(BATCHES) * len(group.stores)  # K5 was sent once per batch
+    for store in group.stores:
+        want = [r for r in rmq_jsonl("dump-commitlog", str(store), "--output", "jsonl") if "K5" in r["keys"]]
+        path = str(store.resolve())
+        got = [{k: v for k, v in r.items() if k != "store"} for r in rows if r["store"] == path]
+        assert got == want
+
+
+def test_lag_equals_rmq_lag(spark, group: Facts) -> None:
+    rows = json.loads(_invoke("lag", *map(str, group.stores), "--json"))
+    expected = []
+    for store in group.stores:
+        expected += [{"store": str(store.resolve()), **row} for row in rmq_json("lag", str(store), "--json")]
+    assert rows == expected
+    assert any(r["group"] == group.group and r["topic"] == TOPIC for r in rows)
+
+
+def test_rebuild_refuses_as_rmq_rebuild_does(spark, group: Facts, capsys) -> None:
+    before = store_state(group.stores[0], dirs=True)
+    assert invoke(["pipeline", "rebuild", str(group.stores[0]), "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not change it yet" in err, err
+    assert store_state(group.stores[0], dirs=True) == before
