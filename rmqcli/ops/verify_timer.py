@@ -43,13 +43,13 @@ def check_timer_store(store: Store, p: Collector, precision_ms: int | None = Non
         log.close()
     precision = precision_ms or tfmt.DEFAULT_PRECISION_MS
     try:
-        wheel = TimerWheel(files.wheel_path, precision) if files.wheel_path.exists() else None
+        wheel = TimerWheel(files.wheel_path, precision)
         state = store_timers(store, precision_ms)
     except CorruptDataError as exc:
         p.error("timer-file", exc.path or files.root, exc.offset, str(exc).split(": ", 1)[-1])
         return
     seen = {("timerlog-bad-unit", None)}  # the whole scan above reported it
-    if wheel is not None:
+    try:
         ckpt = read_timer_checkpoint(files.checkpoint_path) or TimerCheckpoint()
         read_time = first_read_time(ckpt, precision, int(time.time() * 1000))
         for index, slot_ms, first, last, _num in wheel.live(read_time):
@@ -62,6 +62,8 @@ def check_timer_store(store: Store, p: Collector, precision_ms: int | None = Non
                     f"past the timerlog's end {whole.end}",
                 )
                 seen.add(("timer-slot-past-end", index * tfmt.SLOT_SIZE))
+    finally:
+        wheel.close()
     for problem in state.problems:
         if (problem.kind, problem.offset) not in seen and (problem.kind, None) not in seen:
             p.error(problem.kind, problem.file, problem.offset, problem.message)

@@ -206,50 +206,73 @@ class TimerLog:
 
 
 class TimerWheel:
-    """``timerwheel``: ``2 * SLOTS_TOTAL`` slots (``TimerWheel``)."""
+    """``timerwheel``: ``2 * SLOTS_TOTAL`` slots (``TimerWheel``), mapped read-only; slots changed
+    here (``revise``, ``put``) are held in ``changed`` until the caller writes them (``saved``).
+    A missing or empty file reads as zeros."""
 
     def __init__(self, path: Path, precision_ms: int):
         self.path = path
         self.precision_ms = precision_ms
-        size = path.stat().st_size
+        self.changed: dict[int, tuple[int, int, int, int, int]] = {}
+        self._map: mmap.mmap | None = None
+        self.base: np.ndarray | None = None
+        size = path.stat().st_size if path.exists() else 0
         if size not in (0, tfmt.WHEEL_LENGTH):  # TimerWheel's constructor refuses it too
             raise CorruptDataError(f"timer wheel length {size} != expected {tfmt.WHEEL_LENGTH}", str(path))
-        if size == 0:
-            self.slots = np.zeros(2 * tfmt.SLOTS_TOTAL, SLOT_DTYPE)
-        else:
-            with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                self.slots = np.frombuffer(m, SLOT_DTYPE).copy()
+        if size:
+            with open(path, "rb") as handle:
+                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            self.base = np.frombuffer(self._map, SLOT_DTYPE)
+
+    def slot(self, index: int) -> tuple[int, int, int, int, int]:
+        """``(time_slot, first_pos, last_pos, num, magic)`` of slot ``index``."""
+        found = self.changed.get(index)
+        if found is not None:
+            return found
+        if self.base is None:
+            return (0, 0, 0, 0, 0)
+        return tuple(int(v) for v in self.base[index].tolist())  # type: ignore[return-value]
+
+    def put(self, index: int, value: tuple[int, int, int, int, int]) -> None:
+        self.changed[index] = value
+
+    def saved(self) -> None:
+        """The changed slots are on disk now (and seen through the mapping)."""
+        self.changed.clear()
 
     def live(self, read_time_ms: int) -> Iterator[tuple[int, int, int, int, int]]:
         """``(index, slot time ms, first_pos, last_pos, num)`` of the slots ``dequeue`` reads from
         ``read_time_ms`` on: those of the wheel's window whose stored time is their own."""
         total = 2 * tfmt.SLOTS_TOTAL
         first = read_time_ms // self.precision_ms
-        times = self.slots["time_slot"]
-        index = np.arange(total)
-        ok = (times % total == index) & (times >= first) & (times < first + total)
-        for i in np.nonzero(ok)[0]:
-            s = self.slots[i]
-            yield (
-                int(i),
-                int(s["time_slot"]) * self.precision_ms,
-                int(s["first_pos"]),
-                int(s["last_pos"]),
-                int(s["num"]),
-            )
+        found: set[int] = set()
+        if self.base is not None:
+            times = self.base["time_slot"]
+            ok = (times % total == np.arange(total)) & (times >= first) & (times < first + total)
+            found = {int(i) for i in np.nonzero(ok)[0]}
+        found |= set(self.changed)
+        for index in sorted(found):
+            time_slot, first_pos, last_pos, num, _magic = self.slot(index)
+            if time_slot % total == index and first <= time_slot < first + total:
+                yield index, time_slot * self.precision_ms, first_pos, last_pos, num
 
     def revise(self, unit: Unit) -> None:
         """``reviseSlot(slot time, IGNORE, unit, force=true)`` (recovery)."""
-        i = tfmt.slot_index(unit.slot_ms, self.precision_ms)
-        s = self.slots[i]
-        if int(s["time_slot"]) == unit.slot_ms // self.precision_ms:
-            s["last_pos"] = unit.pos
+        index = tfmt.slot_index(unit.slot_ms, self.precision_ms)
+        time_slot, first, _last, num, magic = self.slot(index)
+        if time_slot == unit.slot_ms // self.precision_ms:
+            self.put(index, (time_slot, first, unit.pos, num, magic))
         else:
-            s["time_slot"], s["first_pos"], s["last_pos"] = (
-                unit.slot_ms // self.precision_ms,
-                unit.pos,
-                unit.pos,
-            )
+            self.put(index, (unit.slot_ms // self.precision_ms, unit.pos, unit.pos, num, magic))
+
+    def close(self) -> None:
+        self.base = None
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a view still held: the mapping goes with it
+                pass
+            self._map = None
 
 
 @dataclass
@@ -363,10 +386,8 @@ def pending(
     metrics = read_timer_metrics(files.metrics_path)
     use = ckpt or TimerCheckpoint()
     log = TimerLog(files.log_dir, files.timerlog_file_size)
-    wheel = TimerWheel(files.wheel_path, prec) if files.wheel_path.exists() else None
+    wheel = TimerWheel(files.wheel_path, prec)
     problems: list[Problem] = []
-    if wheel is None:
-        wheel = _empty_wheel(files.wheel_path, prec)
     try:
         scan = _recover(log, wheel, use)
         end = scan.end
@@ -426,13 +447,7 @@ def pending(
         return TimerState(ckpt, metrics, scan.start, end, read_time, queue_start, queue_max, timers, problems)
     finally:
         log.close()
-
-
-def _empty_wheel(path: Path, precision_ms: int) -> TimerWheel:
-    wheel = TimerWheel.__new__(TimerWheel)
-    wheel.path, wheel.precision_ms = path, precision_ms
-    wheel.slots = np.zeros(2 * tfmt.SLOTS_TOTAL, SLOT_DTYPE)
-    return wheel
+        wheel.close()
 
 
 def _past_end(files: TimerFiles, log: TimerLog, slot_ms: int, pos: int, end: int) -> Problem:

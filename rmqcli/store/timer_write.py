@@ -6,12 +6,13 @@
 
 On open the timerlog is recovered as 5.1.1 recovers it (``rmqcli.store.timer``: read to its first bad
 unit, every unit read making its slot point at it), so new units follow the last good one. The wheel
-is held in memory (as 5.1.1 holds a copy) and its changed slots written back on ``flush``; files are
+is mapped read-only, its changed slots held in memory and written on ``flush``; files are
 fsynced before the checkpoint that names them.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import astuple
@@ -28,6 +29,8 @@ from rmqcli.store.timer import (
     TimerWheel,
     read_timer_checkpoint,
 )
+
+topic_hash = functools.lru_cache(maxsize=4096)(java_string_hash)  # a unit's hash of its REAL_TOPIC
 
 
 class TimerFileWriter:
@@ -48,7 +51,6 @@ class TimerFileWriter:
         if os.fstat(self._wheel_fd).st_size == 0:
             os.ftruncate(self._wheel_fd, tfmt.WHEEL_LENGTH)
         self.wheel = TimerWheel(wheel_path, precision_ms)  # CorruptDataError for a wrong length
-        self._dirty: set[int] = set()
         log = TimerLog(self.log_dir, file_size)
         self.file_size = log.file_size
         ckpt = read_timer_checkpoint(self.root / tfmt.CHECKPOINT_FILE)
@@ -58,7 +60,6 @@ class TimerFileWriter:
         log.close()
         for unit in scan.units:  # recoverAndRevise
             self.wheel.revise(unit)
-            self._dirty.add(tfmt.slot_index(unit.slot_ms, precision_ms))
         self.end = scan.end
         self._log_fd: int | None = None
         self._log_from = -1
@@ -115,10 +116,9 @@ class TimerFileWriter:
         if delete:
             magic |= tfmt.MAGIC_DELETE
         index = tfmt.slot_index(slot_ms, prec)
-        slot = self.wheel.slots[index]
-        live = int(slot["time_slot"]) == slot_ms // prec
-        first, last = (int(slot["first_pos"]), int(slot["last_pos"])) if live else (-1, -1)
-        num = int(slot["num"]) if live else 0
+        time_slot, first, last, num, slot_magic = self.wheel.slot(index)
+        if time_slot != slot_ms // prec:  # getSlot: another time's slot reads as empty
+            first, last, num, slot_magic = -1, -1, 0, 0
         unit = tfmt.UNIT_STRUCT.pack(
             tfmt.UNIT_SIZE,
             last,
@@ -127,17 +127,12 @@ class TimerFileWriter:
             slot_ms - write_ms,
             offset_py,
             size_py,
-            java_string_hash(real_topic) if real_topic else 0,
+            topic_hash(real_topic) if real_topic else 0,
             0,
         )
         pos = self._append(unit)
-        slot["time_slot"] = slot_ms // prec
-        slot["first_pos"] = pos if first == -1 else first
-        slot["last_pos"] = pos
-        slot["num"] = num - 1 if delete else num + 1
-        if not live:
-            slot["magic"] = 0
-        self._dirty.add(index)
+        first = pos if first == -1 else first
+        self.wheel.put(index, (slot_ms // prec, first, pos, num - 1 if delete else num + 1, slot_magic))
         return pos, slot_ms
 
     # --- flush ------------------------------------------------------------------------------------
@@ -147,10 +142,10 @@ class TimerFileWriter:
         metrics when they changed."""
         if self._log_fd is not None:
             os.fsync(self._log_fd)
-        for index in sorted(self._dirty):
-            os.pwrite(self._wheel_fd, self.wheel.slots[index : index + 1].tobytes(), index * tfmt.SLOT_SIZE)
-        self._dirty.clear()
+        for index, value in sorted(self.wheel.changed.items()):
+            os.pwrite(self._wheel_fd, tfmt.SLOT_STRUCT.pack(*value), index * tfmt.SLOT_SIZE)
         os.fsync(self._wheel_fd)
+        self.wheel.saved()
         now = int(time.time() * 1000)
         self._counter += 1
         self.checkpoint = TimerCheckpoint(
@@ -178,3 +173,4 @@ class TimerFileWriter:
             if fd is not None:
                 os.close(fd)
         self._log_fd = None
+        self.wheel.close()

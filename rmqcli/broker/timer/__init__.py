@@ -19,17 +19,19 @@ What it is: a message with ``TIMER_DELIVER_MS`` (absolute ms), ``TIMER_DELAY_SEC
   copy goes to ``REAL_TOPIC``/``REAL_QID`` with ``TIMER_ENQUEUE_MS`` and ``TIMER_DEQUEUE_MS`` added;
   its stored properties keep ``REAL_TOPIC``/``REAL_QID`` (as 5.1.1's do).
 
-Where rmq differs from 5.1.1: no ``timerwheel``/``timerlog``/``timercheck`` files; the progress is
-the timer queue's delivered prefix, kept as the offset of group ``CID_RMQ_SYS_TIMER_GROUP`` on the
-timer topic in consumerOffset.json, and a heap rebuilt at start by reading the queue from there (a
-store 5.1.1 wrote is read from the queue's first offset: its timers are delivered again). So after a
-SIGKILL a timer is delivered late or twice, never lost; a 4.9.8 or 5.1.1 broker reads the store as
-any other (5.1.1 without its timer files starts its own timer from the queue's start). No rolling
-(``timerRollWindowSlots``: nothing is held on disk but the queue), no flow control
-(``timerCongestNumEachSlot``), no metrics. At most ``timerMaxPending`` (rmq's own broker.conf key,
-default 100000) timers are held in memory, the rest wait on disk (see ``service``, ``horizon``).
-Batches are not timed (5.1.1's hook sees only single messages); a committed transaction's timer is
-the transaction module's to route through ``put.put_inner``.
+Progress: the timer files of 5.1.1 (``files``): ``timerwheel``, ``timerlog/``, ``config/timercheck``,
+``config/timermetrics``, written as 5.1.1 writes them (``rmqcli.store.timer_write``) and read at
+start as 5.1.1 reads them (``rmqcli.store.timer``), so a 5.1.1 broker started on an rmq store
+delivers rmq's pending timers and rmq started on a 5.1.1 store delivers that broker's (none twice
+that was delivered before the last flush). A store without them (rmq's before, 4.x) is read from the
+offset of group ``CID_RMQ_SYS_TIMER_GROUP`` on the timer topic (still kept in consumerOffset.json)
+and gets them. Delivery itself is rmq's: a heap of the timers held in memory, not 5.1.1's slot by
+slot reading; after a SIGKILL a timer is delivered late or twice, never lost. Where rmq differs from
+5.1.1: no flow control (``timerCongestNumEachSlot``); a timer due when read also gets a unit, in its
+past slot (``files``). At most ``timerMaxPending`` (rmq's own broker.conf key, default 100000) timers
+are held in memory, the rest wait on disk (see ``service``, ``horizon``). Batches are not timed
+(5.1.1's hook sees only single messages); a committed transaction's timer is the transaction
+module's to route through ``put.put_inner``.
 
 Where the behaviour is specified: the research notes issue21 §4, §7 (5.1.1's
 ``TimerMessageStore`` and ``HookUtils``, followed as above), issue 41 for what is held in memory
@@ -39,7 +41,7 @@ the real 5.1.1 broker and 4.x/5.x clients.
 Modules: ``config`` (broker.conf keys), ``message`` (the timer properties, the put hook's checks,
 ``TimerRefusal``, the delivered copy), ``put`` (the put hook over the store), ``service`` (the
 delivery service: heap, progress, one per broker), ``horizon`` (which timers are held in memory),
-``api`` (what the rest of the broker calls).
+``files`` (the timer files), ``api`` (what the rest of the broker calls).
 
 In-process API, in ``api`` (``from rmqcli.broker.timer import api as timer``): ``put_inner(ctl,
 inner)`` (any broker-built message, e.g. POP's ck/ack with ``TIMER_DELIVER_MS``),

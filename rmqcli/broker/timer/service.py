@@ -1,14 +1,15 @@
 """The timer's delivery: messages of ``rmq_sys_wheel_timer`` queue 0 put into their real topic at
 their time (RocketMQ 5.1.1 ``TimerMessageStore``'s enqueue and dequeue services, simplified).
 
-Progress is one number: the timer queue's offset below which every message is delivered (or
-skipped), kept as the consume offset of group ``TIMER_GROUP`` on the timer topic in the normal
-offsets table (consumerOffset.json, persisted with the other offsets). At start the queue is read
-from there into a heap of ``(due, kind, queue offset, CommitLog offset, enqueue time)``; a message
+Progress is kept in 5.1.1's timer files (``files``): each timer read from the timer queue gets its
+timerlog unit, and every second (and at stop) the checkpoint says from which slot time and which
+timer-queue offset a broker started next goes on. At start, a store with those files has its pending
+timers held at once and the queue read from the checkpoint's offset; one without is read from the
+consume offset of group ``TIMER_GROUP`` on the timer topic (still kept, in consumerOffset.json). The
+queue is read into a heap of ``(due, kind, queue offset, CommitLog offset, enqueue time)``; a message
 put while the reader is caught up goes straight into the heap. One ``loop.call_later`` handle waits
-for the earliest due time; it delivers what is due (at most ``ROUND`` a callback), then moves the
-offset past the longest delivered prefix. After a SIGKILL what was delivered after the last persist
-of the offsets is delivered again (at least once, never lost).
+for the earliest due time; it delivers what is due (at most ``ROUND`` a callback). After a SIGKILL
+what was delivered after the last flush is delivered again (at least once, never lost).
 
 Bounded memory: at most ``cap`` (broker.conf ``timerMaxPending``, rmq's own key, default 100000)
 messages are held. Past it the later half of what is held goes back to disk (``horizon``): timers due
