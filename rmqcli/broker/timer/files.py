@@ -6,7 +6,8 @@ store 5.1.1 wrote delivers what that broker had pending (and not what it deliver
 * At start (``load``), when the files exist, they are read as 5.1.1 reads them
   (``rmqcli.store.timer.pending``): the wheel's pending timers are held by the service at once, and
   the timer queue is read from the checkpoint's queue offset (5.1.1's ``reviseQueueOffset``).
-  Without them they are created, the queue read from where the service's old progress says.
+  Without them the queue is read from where the service's old progress says, and they are created
+  with the first timer (as 5.1.1 creates them at start; a store never given a timer has none).
 * Each timer the service reads from the timer queue is written as 5.1.1's ``TimerEnqueuePutService``
   writes it (``written``): a unit in its slot. One due already is delivered at once, and (rmq's own,
   5.1.1 writes none) gets a unit in its past slot too: 5.1.1 and rmq, started again, go on reading
@@ -47,7 +48,10 @@ class WheelFiles:
     def __init__(self, root: Path, precision_ms: int):
         self.root = root
         self.precision_ms = precision_ms
-        self.writer = TimerFileWriter(root, precision_ms)
+        # made when a store has the files, else with the first timer (a store never given one has none)
+        self.writer: TimerFileWriter | None = (
+            TimerFileWriter(root, precision_ms) if TimerFiles(root).present() else None
+        )
         self.metrics: dict[str, int] = read_timer_metrics(root / tfmt.METRICS_FILE) or {}
         self._pending: dict[int, tuple[int, str | None]] = {}  # key -> (slot ms, topic counted)
         self._slots: list[tuple[int, int]] = []  # (slot ms, key), lazily cleaned
@@ -65,7 +69,7 @@ class WheelFiles:
         """When the files existed: the timer-queue offset to read from and the wheel's pending
         timers as service entries ``(due, NORMAL, key, CommitLog offset, enqueue ms)``; else
         ``(None, [])``."""
-        if not self.writer.existed:
+        if self.writer is None or not self.writer.existed:
             return None, []
         state = pending(TimerFiles(self.root, self.precision_ms), units, queue_min, read, now)
         for problem in state.problems:
@@ -91,6 +95,8 @@ class WheelFiles:
         self, queue_offset: int, physical: int, size: int, out_ms: int, delete: bool, topic: str, now: int
     ) -> None:
         """A timer the service read from the timer queue (``TimerEnqueuePutService``)."""
+        if self.writer is None:
+            self.writer = TimerFileWriter(self.root, self.precision_ms)
         write = now // self.precision_ms * self.precision_ms
         if out_ms < write:  # due already: put at once (the service holds it due now)
             self._direct.add(queue_offset)
@@ -121,7 +127,7 @@ class WheelFiles:
 
     def flush(self, scanned: int, now: int, force: bool = False) -> None:
         """The checkpoint and what it names to disk, at most every ``FLUSH_MS`` unless ``force``."""
-        if not force and now - self._last_flush < FLUSH_MS:
+        if self.writer is None or (not force and now - self._last_flush < FLUSH_MS):
             return
         self._last_flush = now
         offset = min([scanned, *self._direct])
@@ -131,4 +137,5 @@ class WheelFiles:
             log.exception("flushing the timer files failed")
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
