@@ -93,7 +93,9 @@ def _verdict(result) -> str:  # noqa: ANN001  (an ops.diff_stores.StoreDiff)
     entries = result.entries
     if entries is not None and not entries.consistent:
         m = entries.mismatch
-        said = f"entries diverge at index {m.index} ({m.what})" if m else "entries diverge"
+        sides = (("A", entries.a), ("B", entries.b))
+        stops = "; ".join(f"{n}'s entries stop at {s.stopped}" for n, s in sides if s.stopped)
+        said = f"entries diverge at index {m.index} ({m.what})" if m else f"entries diverge: {stops}"
         return f"{where}; {said}" if where else said
     return where or result.verdict
 

@@ -13,8 +13,8 @@ whose topic cannot name a consume-queue directory go to no queue and are noted i
 plan, as there (``rmqcli.ops.unsafe_topics``).
 
 Writing needs the driver to see each store as a local (or shared, mounted) directory. A DLedger
-CommitLog store (``formats.dledger``) is refused before any Spark work, as ``rmq rebuild`` refuses
-it (``cli.repair.refuse_dledger``: rmq does not change such a store yet).
+CommitLog store (``formats.dledger``) has no Spark tasks: its entries are read one by one on the
+driver (``stage_rebuild``), as ``rmq rebuild`` reads them, so its files are ``rmq rebuild``'s too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rmqcli.ops import rebuild as ops
 from rmqcli.ops.safety import Plan, ensure_unlocked, finish_interrupted, remove_staging, staging_dir
-from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
+from rmqcli.pipeline.tasks import FileTask, file_tasks, open_store
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
 from rmqcli.store.scan.fastdispatch import FastDispatcher
@@ -62,7 +62,8 @@ def stage_from_scans(
     scope = ops.Scope(consume_queues, index, topic)
     scope.check()
     settings = store.effective_settings()
-    if not FastDispatcher.supports(settings):  # an index geometry only the per-record path handles
+    # an index geometry only the per-record path handles, or a DLedger log (entries, not records)
+    if store.dledger is not None or not FastDispatcher.supports(settings):
         for _ in scans:
             pass
         return ops.stage_rebuild(store, consume_queues=consume_queues, index=index, topic=topic)
@@ -127,7 +128,7 @@ def pipeline_rebuild(
 
     check_options(consume_queues, index, topic)
     stores, tasks = file_tasks(paths, config)
-    _refuse_dledger(stores, config)
+    tasks = [t for t in tasks if not t.dledger]  # a DLedger log is read on the driver (stage_from_scans)
     if apply:
         for ref in stores:
             ensure_unlocked(Path(ref.path), force=force_unlocked)
@@ -144,18 +145,6 @@ def pipeline_rebuild(
                 )
         finally:
             rdd.unpersist()
-
-
-def _refuse_dledger(stores: list[StoreRef], config: Path | None) -> None:
-    """``rmq rebuild``'s refusal of a DLedger store, for any store of the job."""
-    from rmqcli.cli.repair import refuse_dledger
-
-    for ref in stores:
-        store = open_store(ref.path, config)
-        try:
-            refuse_dledger(store, ops.STAGING_NAME)
-        finally:
-            store.close()
 
 
 def _rebuild_one(
