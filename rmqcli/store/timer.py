@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import mmap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -368,18 +368,47 @@ def _recover(log: TimerLog, wheel: TimerWheel, ckpt: TimerCheckpoint) -> LogScan
     return scan
 
 
-def pending(
-    files: TimerFiles,
-    queue_units: list[tuple[int, int, int]],
-    queue_min: int,
-    read: Any,
-    now_ms: int | None = None,
-) -> TimerState:
-    """What 5.1.1 would deliver if started now on these files (see the module's docstring).
+@dataclass
+class TimerQueue:
+    """The timer queue (``rmq_sys_wheel_timer`` queue 0) as ``pending`` reads it: its first and next
+    offsets, its units ``(queue offset, CommitLog offset, size)`` from an offset on, and the
+    CommitLog record at an offset (None when there is none)."""
 
-    ``queue_units``: the timer queue's units ``(queue offset, CommitLog offset, size)``;
-    ``queue_min``: its first offset; ``read(offset)``: the CommitLog record there, or None.
-    Raises ``CorruptDataError`` for a wheel of the wrong length."""
+    low: int
+    high: int
+    units: Callable[[int], Iterable[tuple[int, int, int]]]
+    read: Callable[[int], Record | None]
+
+    def at(self, queue_offset: int) -> tuple[int, int] | None:
+        for _q, cl, size in self.units(queue_offset):
+            return cl, size
+        return None
+
+
+REVISE_STEPS = 20000  # reviseQueueOffset's maxCount
+
+
+def revise_queue_offset(queue: TimerQueue, offset_py: int, size_py: int) -> int | None:
+    """``reviseQueueOffset``: the timer-queue offset of the message at ``offset_py``: its own queue
+    offset, or the unit at or below it (20000 tried) that points at it; None when no record is there."""
+    rec = queue.read(offset_py)
+    if rec is None:
+        return None
+    tmp = rec.queue_offset
+    for _ in range(REVISE_STEPS):
+        if tmp < 0:
+            break
+        unit = queue.at(tmp) if queue.low <= tmp < queue.high else None
+        if unit == (offset_py, size_py):
+            return tmp
+        tmp -= 1
+    return rec.queue_offset
+
+
+def pending(files: TimerFiles, queue: TimerQueue, now_ms: int | None = None) -> TimerState:
+    """What 5.1.1 would deliver if started now on these files and ``queue`` (see the module's
+    docstring). Raises ``CorruptDataError`` for a wheel of the wrong length."""
+    read = queue.read
     now = int(time.time() * 1000) if now_ms is None else now_ms
     prec = files.precision_ms
     ckpt = read_timer_checkpoint(files.checkpoint_path)
@@ -397,14 +426,12 @@ def pending(
             problems.append(
                 Problem("timerlog-bad-unit", str(mf.path), pos - mf.from_offset, f"bad timerlog unit ({why})")
             )
-        by_physical = {cl: (q, size) for q, cl, size in queue_units}
         last_queue = None
-        if scan.units or end > 0:
-            last = log.unit_at(end - tfmt.UNIT_SIZE) if end >= tfmt.UNIT_SIZE else None
-            if last is not None and last.offset_py in by_physical:
-                last_queue = by_physical[last.offset_py][0]
+        last = log.unit_at(end - tfmt.UNIT_SIZE) if end >= tfmt.UNIT_SIZE else None
+        if last is not None:
+            last_queue = revise_queue_offset(queue, last.offset_py, last.size_py)
         queue_start = use.last_timer_queue_offset if last_queue is None else last_queue + 1
-        queue_start = max(min(queue_start, use.master_timer_queue_offset), queue_min)
+        queue_start = max(min(queue_start, use.master_timer_queue_offset), queue.low)
         read_time = first_read_time(use, prec, now)
         timers: list[Timer] = []
         for _index, slot_ms, _first, last_pos, _num in wheel.live(read_time):
@@ -434,10 +461,8 @@ def pending(
                     )
                     break
                 pos = unit.prev_pos
-        queue_max = max((q for q, _cl, _s in queue_units), default=queue_min - 1) + 1
-        for q, cl, _size in queue_units:
-            if q < queue_start:
-                continue
+        queue_max = queue.high
+        for q, cl, _size in queue.units(queue_start) if queue_start < queue.high else ():
             rec = read(cl)
             if rec is None:
                 continue
@@ -483,6 +508,7 @@ def _from_unit(unit: Unit, slot_ms: int, read: Any, log: TimerLog, problems: lis
         props.get(fmt.PROPERTY_UNIQ_KEY),
         unit.offset_py,
         timerlog_pos=unit.pos,
+        queue_offset=rec.queue_offset,
         rolled=unit.rolled,
         marker=bool(unit.magic & tfmt.MAGIC_DELETE),
         cancels=props.get(TIMER_DEL_UNIQKEY),
@@ -541,8 +567,11 @@ def store_timers(store: Store, precision_ms: int | None = None, now_ms: int | No
         raise NotFoundError(f"{store.root}: no timer files (timerwheel, timerlog/, config/timercheck)")
     cq = store.consume_queue(TIMER_TOPIC, 0)
     commitlog = store.commitlog
-    units = [(u.queue_offset, u.commitlog_offset, u.size) for u in cq.units(0) if not u.is_filler]
-    queue_min = cq.min_offset(commitlog.min_offset) if cq.files else 0
+    low = cq.min_offset(commitlog.min_offset) if cq.files else 0
+    high = cq.max_offset if cq.files else 0
+
+    def units(start: int) -> Iterator[tuple[int, int, int]]:
+        return ((u.queue_offset, u.commitlog_offset, u.size) for u in cq.units(start) if not u.is_filler)
 
     def read(offset: int) -> Record | None:
         try:
@@ -550,4 +579,4 @@ def store_timers(store: Store, precision_ms: int | None = None, now_ms: int | No
         except (NotFoundError, CorruptDataError):
             return None
 
-    return pending(files, units, queue_min, read, now_ms)
+    return pending(files, TimerQueue(low, high, units, read), now_ms)

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from formats import timer as tfmt
-from rmqcli.store.timer import TimerFiles, pending, read_timer_metrics
+from rmqcli.store.timer import TimerFiles, TimerQueue, pending, read_timer_metrics
 from rmqcli.store.timer_write import TimerFileWriter
 
 log = logging.getLogger(__name__)
@@ -59,28 +57,21 @@ class WheelFiles:
         self._last_flush = 0
         self._next_key = -1  # keys of wheel timers whose message is not in the timer queue
 
-    def load(
-        self,
-        units: list[tuple[int, int, int]],
-        queue_min: int,
-        read: Callable[[int], Any],
-        now: int,
-    ) -> tuple[int | None, list[tuple[int, int, int, int, int]]]:
+    def load(self, queue: TimerQueue, now: int) -> tuple[int | None, list[tuple[int, int, int, int, int]]]:
         """When the files existed: the timer-queue offset to read from and the wheel's pending
         timers as service entries ``(due, NORMAL, key, CommitLog offset, enqueue ms)``; else
         ``(None, [])``."""
         if self.writer is None or not self.writer.existed:
             return None, []
-        state = pending(TimerFiles(self.root, self.precision_ms), units, queue_min, read, now)
+        state = pending(TimerFiles(self.root, self.precision_ms), queue, now)
         for problem in state.problems:
             log.error("timer files: %s at byte %s: %s", problem.file, problem.offset, problem.message)
-        by_physical = {cl: q for q, cl, _size in units}
         entries = []
         for t in state.timers:
             if t.source != "wheel" or t.state != "pending":
                 continue
-            key = by_physical.get(t.commitlog_offset)
-            if key is None:
+            key = t.queue_offset
+            if key is None or key < 0:
                 key, self._next_key = self._next_key, self._next_key - 1
             self._track(key, t.slot_ms, t.topic)
             enqueue = t.write_ms if t.write_ms is not None else now

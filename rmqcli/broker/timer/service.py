@@ -33,6 +33,7 @@ import asyncio
 import heapq
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
@@ -42,6 +43,7 @@ from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.broker.timer.files import FLUSH_MS, WheelFiles
 from rmqcli.errors import CorruptDataError
 from rmqcli.store.naming import is_safe_topic_dir
+from rmqcli.store.timer import TimerQueue
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
@@ -413,25 +415,25 @@ class TimerService:
             except (OSError, CorruptDataError) as exc:
                 log.error("timer files not kept: %s", exc)
             else:
-                units = self._all_units(low, high)
-                from_files, entries = self.files.load(units, low, store.look_message, now_ms())
+                queue = TimerQueue(low, high, self._units_from, store.look_message)
+                from_files, entries = self.files.load(queue, now_ms())
                 if from_files is not None:
                     start = from_files
                 for entry in entries:
                     heapq.heappush(self.heap, entry)
         self.scanned = min(max(start, low), high)
 
-    def _all_units(self, low: int, high: int) -> list[tuple[int, int, int]]:
-        """``(queue offset, CommitLog offset, size)`` of the timer queue's units from ``low``."""
-        units: list[tuple[int, int, int]] = []
-        pos = low
+    def _units_from(self, start: int) -> Iterator[tuple[int, int, int]]:
+        """``(queue offset, CommitLog offset, size)`` of the timer queue's units from ``start``."""
+        store = self.ctl.store
+        pos, high = start, store.max_offset(tm.TIMER_TOPIC, 0)
         while pos < high:
-            chunk = list(self.ctl.store.unit_tuples(tm.TIMER_TOPIC, 0, pos, high - pos))
+            chunk = list(store.unit_tuples(tm.TIMER_TOPIC, 0, pos, min(256, high - pos)))
             if not chunk:
-                break
-            units.extend((pos + i, physical, size) for i, (physical, size, _tags) in enumerate(chunk))
-            pos += len(chunk)
-        return units
+                return
+            for physical, size, _tags in chunk:
+                yield pos, physical, size
+                pos += 1
 
     async def run(self) -> None:
         """Read the timer queue from the persisted offset and deliver until cancelled."""
