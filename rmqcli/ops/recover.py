@@ -716,13 +716,8 @@ def apply_recover(
             if step.action == "salvage":
                 fill = next(fills)
                 change.write_range(step.path, fill.file_position, fill.data)
-            elif step.action == "delete":
-                change.delete_file(step.path)
-            elif step.action == "truncate":
-                valid = (store_root / step.path).stat().st_size - step.bytes_removed
-                change.truncate_file(step.path, valid, keep_size=True)
-            elif step.action == "replace-dir":
-                change.replace_dir(step.path, result.staged / step.path)
+            elif change.apply_file_step(step, result.staged):
+                continue
             elif step.action == "replace":
                 change.replace_file(step.path, result.checkpoint.to_bytes())
         backup = change.commit()

@@ -214,16 +214,9 @@ def apply(store_root: Path, result: DLedgerRecoverResult, argv: list[str] | None
 def apply_steps(change: Change, store_root: Path, staged: RebuildResult, cut: DLedgerCut) -> None:
     """The steps of a DLedger cut and of the staged rebuild, in plan order."""
     for step in staged.plan.steps:
-        if cut.apply(change, step):
+        if cut.apply(change, step) or change.apply_file_step(step, staged.staged):
             continue
-        if step.action == "delete":
-            change.delete_file(step.path)
-        elif step.action == "truncate":
-            size = (store_root / step.path).stat().st_size
-            change.truncate_file(step.path, size - step.bytes_removed, keep_size=True)
-        elif step.action == "replace-dir":
-            change.replace_dir(step.path, staged.staged / step.path)
-        elif step.action == "replace" and step.path == CHECKPOINT_FILE:
+        if step.action == "replace" and step.path == CHECKPOINT_FILE:
             change.replace_file(step.path, staged.checkpoint.to_bytes())
 
 

@@ -284,14 +284,9 @@ def apply_truncate(
         for step in staged.plan.steps:
             if result.dledger is not None and result.dledger.apply(change, step):
                 continue
-            if step.action == "delete":
-                change.delete_file(step.path)
-            elif step.action == "truncate":
-                size = (store_root / step.path).stat().st_size
-                change.truncate_file(step.path, size - step.bytes_removed, keep_size=True)
-            elif step.action == "replace-dir":
-                change.replace_dir(step.path, staged.staged / step.path)
-            elif step.action == "replace" and step.path in result.configs:
+            if change.apply_file_step(step, staged.staged):
+                continue
+            if step.action == "replace" and step.path in result.configs:
                 change.replace_file(step.path, result.configs[step.path])
             elif step.action == "replace":
                 change.replace_file(step.path, staged.checkpoint.to_bytes())

@@ -6,6 +6,7 @@ Written by fastjson: bare integer map keys, tab-indented pretty form. Loading fa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,16 +33,26 @@ class ConfigFile:
     error: str | None = None  # why the main file was rejected, when the .bak was used
 
 
-def load_config(config_dir: Path, name: str) -> ConfigFile:
-    path = config_dir / name
-    errors = []
+def config_texts(path: Path) -> Iterator[tuple[Path, str | None, str | None]]:
+    """``(file, text, error)`` of ``path``, then of its ``.bak``, as ``ConfigManager.load`` and
+    ``loadBak`` read them in turn; an absent one is skipped, an unreadable one has its error."""
     for candidate in (path, path.with_name(path.name + ".bak")):
         try:
             text = candidate.read_text(encoding="utf-8")
         except FileNotFoundError:
             continue
         except (OSError, UnicodeDecodeError) as exc:
-            errors.append(f"{candidate}: {exc}")
+            yield candidate, None, str(exc)
+            continue
+        yield candidate, text, None
+
+
+def load_config(config_dir: Path, name: str) -> ConfigFile:
+    path = config_dir / name
+    errors = []
+    for candidate, text, error in config_texts(path):
+        if text is None:
+            errors.append(f"{candidate}: {error}")
             continue
         if not text.strip():
             errors.append(f"{candidate}: empty")

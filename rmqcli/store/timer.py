@@ -39,6 +39,7 @@ from formats import fastjson
 from formats import timer as tfmt
 from formats.names import TIMER_TOPIC
 from rmqcli.errors import CorruptDataError, NotFoundError
+from rmqcli.store.configfiles import config_texts
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.read.commitlog import Record
 
@@ -90,13 +91,9 @@ def read_timer_checkpoint(path: Path) -> TimerCheckpoint | None:
 def read_timer_metrics(path: Path) -> dict[str, int] | None:
     """``config/timermetrics`` (``TimerMetrics``, fastjson): ``{topic: count}``; None when absent.
     Falls back to its ``.bak`` as ``ConfigManager.load`` does. Raises ``CorruptDataError``."""
-    for candidate in (path, path.with_name(path.name + ".bak")):
-        try:
-            text = candidate.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            continue
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CorruptDataError(str(exc), str(candidate)) from None
+    for candidate, text, error in config_texts(path):
+        if text is None:
+            raise CorruptDataError(str(error), str(candidate))
         try:
             data = fastjson.loads(text) if text.strip() else {}
             counts = data.get("timingCount", {}) if isinstance(data, dict) else None

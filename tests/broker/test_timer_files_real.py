@@ -19,9 +19,8 @@ from rmqcli.store.timer import TimerCheckpoint, read_timer_checkpoint
 from tests.broker.test_timer_serve import tsend
 from tests.support import popwire as w
 from tests.support.cli import rmq_json, run_rmq
-from tests.support.oracle import broker_port, kit_cluster, write_broker_conf
-from tests.support.oracle5 import KIT5, kit5_env
-from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
+from tests.support.oracle5 import real_cluster5
+from tests.support.serve import ServeProcess, wait_until, write_conf
 
 pytestmark = [pytest.mark.java, pytest.mark.java5]
 
@@ -40,12 +39,7 @@ def timer_check(store: Path) -> TimerCheckpoint:
 
 def real5(home: Path) -> Any:
     """The 5.1.1 NameServer and broker on ``home/store``, stopped with SIGTERM (a clean shutdown)."""
-    ns_port, port = free_port(), broker_port()
-    write_broker_conf(
-        home, f"127.0.0.1:{ns_port}", port, "DefaultCluster", "broker-a", autoCreateTopicEnable="true"
-    )
-    env = kit5_env(home)
-    return kit_cluster(KIT5, home, ns_port, port, lambda: env)
+    return real_cluster5(home, clean_stop=True)
 
 
 def serve(home: Path) -> ServeProcess:

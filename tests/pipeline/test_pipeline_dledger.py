@@ -47,12 +47,7 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Facts:
     home = tmp_path_factory.mktemp("dledger")
     terms = set()
     with dledger_group(home) as g:
-        leader = g.leader()
-        for i, count in enumerate(BATCHES):
-            if i:
-                g.kill(leader)
-                old, leader = leader, g.leader(not_=leader)
-                g.start(old)
+        for leader, count in zip(g.leaders(len(BATCHES)), BATCHES, strict=True):
             terms.add(g.leader_term(leader))
             g.send(TOPIC, count)
         client = [str(KIT / "bin" / "clienttest"), g.namesrv, TOPIC, str(CONSUMED), "consume", "120"]

@@ -22,9 +22,9 @@ from rmqcli.store.timer import TimerCheckpoint, read_timer_checkpoint
 from tests.broker.test_timer_serve import tsend
 from tests.support import popwire as w
 from tests.support.cli import one_line_error, rmq_json, run_rmq
-from tests.support.oracle import RealCluster, broker_port, kit_cluster, write_broker_conf
-from tests.support.oracle5 import KIT5, kit5_env
-from tests.support.serve import free_port, wait_until
+from tests.support.oracle import RealCluster
+from tests.support.oracle5 import real_cluster5
+from tests.support.serve import wait_until
 
 pytestmark = [pytest.mark.java, pytest.mark.java5]
 
@@ -45,12 +45,7 @@ def now_ms() -> int:
 
 def cluster(home: Path) -> AbstractContextManager[RealCluster]:
     """The 5.1.1 NameServer and broker on ``home/store`` (stopped with SIGTERM: a clean shutdown)."""
-    ns_port, port = free_port(), broker_port()
-    write_broker_conf(
-        home, f"127.0.0.1:{ns_port}", port, "DefaultCluster", "broker-a", autoCreateTopicEnable="true"
-    )
-    env = kit5_env(home)
-    return kit_cluster(KIT5, home, ns_port, port, lambda: env)
+    return real_cluster5(home, clean_stop=True)
 
 
 def timer_check(home: Path) -> TimerCheckpoint:

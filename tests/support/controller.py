@@ -4,7 +4,6 @@ pair (``controller_pair``) for the stores such a group writes."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.controller import BrokerController
 from rmqcli.store.write.writer import StoreWriter
-from tests.support.oracle import KIT, Jvm, broker_port, kit_env
+from tests.support.oracle import Jvm, broker_port, clienttest_send, route_master, topic_status_offsets
 from tests.support.oracle5 import KIT5, kit5_env
 from tests.support.serve import free_port
 
@@ -38,7 +37,6 @@ def broker_controller(root: Path, clock: list[int], **config: object) -> Iterato
 CLUSTER = "DefaultCluster"
 GROUP = "broker-a"
 NAMES = ("b1", "b2")
-_SENT = re.compile(r"sent (\d+) messages \((\d+) SEND_OK\)")
 
 
 @dataclass
@@ -80,39 +78,18 @@ class ControllerPair:
 
     def master(self, timeout: float = 90, not_: str | None = None) -> str:
         """The name of the broker the route names brokerId 0 (other than ``not_``)."""
-        by_addr = {f"127.0.0.1:{p}": n for n, p in self.ports.items()}
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.mqadmin("clusterList")
-            for line in out.splitlines():
-                cols = line.split()
-                if (
-                    len(cols) > 3
-                    and cols[1] == GROUP
-                    and cols[2] == "0"
-                    and by_addr.get(cols[3]) not in (None, not_)
-                ):
-                    return by_addr[cols[3]]
-            assert time.monotonic() < deadline, f"no master in the route: {out}"
-            time.sleep(1)
+        return route_master(self.mqadmin, GROUP, self.ports, not_, timeout)
 
     def sync_state_set(self) -> str:
         return self.mqadmin("getSyncStateSet", "-b", GROUP, "-a", self.controller)
 
     def send(self, topic: str, count: int) -> int:
         """``clienttest NS topic count send`` (the 4.9.8 kit's client); all must answer SEND_OK."""
-        run = subprocess.run([str(KIT / "bin" / "clienttest"), self.namesrv, topic, str(count), "send"],
-                             capture_output=True, text=True, timeout=180, env=kit_env(self.home))  # fmt: skip
-        m = _SENT.search(run.stdout)
-        assert m and int(m.group(1)) == int(m.group(2)) == count, run.stdout[-3000:] + run.stderr[-2000:]
-        return count
+        return clienttest_send(self.home, self.namesrv, topic, count)
 
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """queueId -> (min, max) offset of ``topic`` as the master answers ``mqadmin topicStatus``."""
-        out = self.mqadmin("topicStatus", "-t", topic)
-        rows = [line.split() for line in out.splitlines() if line.startswith(GROUP)]
-        assert rows, out
-        return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+        return topic_status_offsets(self.mqadmin("topicStatus", "-t", topic), GROUP)
 
     def broker_log(self, name: str) -> str:
         """Every store/broker log line of ``name``'s starts, oldest first."""

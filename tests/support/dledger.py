@@ -11,13 +11,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.oracle import KIT, Jvm, broker_port, kit_env
+from tests.support.oracle import (
+    KIT,
+    Jvm,
+    broker_port,
+    clienttest_send,
+    kit_env,
+    route_master,
+    topic_status_offsets,
+)
 from tests.support.serve import free_port
 
 GROUP = "RaftNode00"
 SELF_IDS = ("n0", "n1", "n2")
 DATA_FILE_SIZE = 1 << 20  # mappedFileSizeCommitLog: the size of the dledger data files too
-_SENT = re.compile(r"sent (\d+) messages \((\d+) SEND_OK\)")
 
 
 @dataclass
@@ -55,21 +62,19 @@ class DLedgerGroup:
 
     def leader(self, timeout: float = 90, not_: str | None = None) -> str:
         """The selfId of the leader the NameServer's route names (brokerId 0), other than ``not_``."""
-        deadline = time.monotonic() + timeout
-        by_port = {f"127.0.0.1:{p}": s for s, p in self.ports.items()}
-        while True:
-            out = self.mqadmin("clusterList")
-            for line in out.splitlines():
-                cols = line.split()
-                if (
-                    len(cols) > 3
-                    and cols[1] == GROUP
-                    and cols[2] == "0"
-                    and by_port.get(cols[3]) not in (None, not_)
-                ):
-                    return by_port[cols[3]]
-            assert time.monotonic() < deadline, f"no DLedger leader in the route: {out}"
-            time.sleep(1)
+        return route_master(self.mqadmin, GROUP, self.ports, not_, timeout)
+
+    def leaders(self, rounds: int) -> Iterator[str]:
+        """The leader of each of ``rounds`` rounds: the first one elected, then after each round
+        the leader killed (-9), a new one elected, and the old one restarted (it rejoins as a
+        follower)."""
+        leader = self.leader()
+        for i in range(rounds):
+            if i:
+                self.kill(leader)
+                old, leader = leader, self.leader(not_=leader)
+                self.start(old)
+            yield leader
 
     def leader_term(self, self_id: str) -> int:
         """The term in which ``self_id`` last became leader, as its own broker log says
@@ -81,19 +86,12 @@ class DLedgerGroup:
         return terms[-1]
 
     def send(self, topic: str, count: int) -> int:
-        """``clienttest NS topic count send``; the number of SEND_OK answers (all, or the test fails)."""
-        run = subprocess.run([str(KIT / "bin" / "clienttest"), self.namesrv, topic, str(count), "send"],
-                             capture_output=True, text=True, timeout=180, env=kit_env(self.home))  # fmt: skip
-        m = _SENT.search(run.stdout)
-        assert m and int(m.group(1)) == int(m.group(2)) == count, run.stdout[-3000:] + run.stderr[-2000:]
-        return count
+        """``clienttest NS topic count send`` (the 4.9.8 kit's client); all must answer SEND_OK."""
+        return clienttest_send(self.home, self.namesrv, topic, count)
 
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """queueId -> (min, max) offset of ``topic`` as the leader answers ``mqadmin topicStatus``."""
-        out = self.mqadmin("topicStatus", "-t", topic)
-        rows = [line.split() for line in out.splitlines() if line.startswith(GROUP)]
-        assert rows, out
-        return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+        return topic_status_offsets(self.mqadmin("topicStatus", "-t", topic), GROUP)
 
     def stop(self) -> None:
         for jvm in self.jvms.values():

@@ -4,6 +4,7 @@ run here (Java 17 and the kit), free broker ports, and its launchers as child pr
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -77,6 +78,46 @@ def kit_env(state: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_OPT_EXT"}
     env["ORACLE_STATE_DIR"] = str(state / f"state-{time.monotonic_ns()}")
     return {**env, **extra}
+
+
+_SENT = re.compile(r"sent (\d+) messages \((\d+) SEND_OK\)")
+
+
+def clienttest_send(home: Path, namesrv: str, topic: str, count: int) -> int:
+    """``clienttest NS topic count send`` (the kit's client); all must answer SEND_OK."""
+    run = subprocess.run([str(KIT / "bin" / "clienttest"), namesrv, topic, str(count), "send"],
+                         capture_output=True, text=True, timeout=180, env=kit_env(home))  # fmt: skip
+    m = _SENT.search(run.stdout)
+    assert m and int(m.group(1)) == int(m.group(2)) == count, run.stdout[-3000:] + run.stderr[-2000:]
+    return count
+
+
+def topic_status_offsets(out: str, broker: str) -> dict[int, tuple[int, int]]:
+    """queueId -> (min, max) offset from ``mqadmin topicStatus``'s rows of ``broker``."""
+    rows = [line.split() for line in out.splitlines() if line.startswith(broker)]
+    assert rows, out
+    return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+
+
+def route_master(
+    mqadmin: Callable[..., str], group: str, ports: dict[str, int], not_: str | None, timeout: float
+) -> str:
+    """The name (a key of ``ports``, name -> listenPort) of the broker that ``mqadmin clusterList``
+    names brokerId 0 of ``group``, other than ``not_``; polled until ``timeout`` s."""
+    by_addr = {f"127.0.0.1:{p}": n for n, p in ports.items()}
+    deadline = time.monotonic() + timeout
+    while True:
+        out = mqadmin("clusterList")
+        for cols in (line.split() for line in out.splitlines()):
+            if (
+                len(cols) > 3
+                and cols[1] == group
+                and cols[2] == "0"
+                and by_addr.get(cols[3]) not in (None, not_)
+            ):
+                return by_addr[cols[3]]
+        assert time.monotonic() < deadline, f"no brokerId 0 of {group} in the route: {out}"
+        time.sleep(1)
 
 
 def registered(ns: str, broker: str) -> bool:

@@ -26,13 +26,18 @@ def kit5_env(home: Path) -> dict[str, str]:
 
 @contextmanager
 def real_cluster5(
-    home: Path, cluster: str = "DefaultCluster", broker: str = "broker-a", **settings: str
+    home: Path,
+    cluster: str = "DefaultCluster",
+    broker: str = "broker-a",
+    clean_stop: bool = False,
+    **settings: str,
 ) -> Iterator[RealCluster]:
-    """The 5.1.1 NameServer and broker; ``settings`` are more ``broker.conf`` lines."""
+    """The 5.1.1 NameServer and broker; ``settings`` are more ``broker.conf`` lines. Killed at the
+    end (its store thrown away, no 15 s shutdown), or with ``clean_stop`` stopped by SIGTERM (the
+    broker flushes its files: a store to read afterwards)."""
     ns_port, port = free_port(), broker_port()
     ns = f"127.0.0.1:{ns_port}"
     write_broker_conf(home, ns, port, cluster, broker, **{"autoCreateTopicEnable": "true", **settings})
     env = kit5_env(home)
-    # killed at the end: its store is thrown away, no 15 s shutdown
-    with kit_cluster(KIT5, home, ns_port, port, lambda: env, kill=True) as cluster_:
+    with kit_cluster(KIT5, home, ns_port, port, lambda: env, kill=not clean_stop) as cluster_:
         yield cluster_

@@ -42,7 +42,7 @@ from rmqcli.ops.safety.journal import (
     zero_range,
 )
 from rmqcli.ops.safety.locks import StoreLocks
-from rmqcli.ops.safety.plan import outside_roots
+from rmqcli.ops.safety.plan import PlanStep, outside_roots
 from rmqcli.ops.safety.staging import remove_empty_staging
 
 
@@ -433,6 +433,21 @@ class Change:
         finally:
             os.close(fd)
         crashpoint()
+
+    def apply_file_step(self, step: PlanStep, staged: Path) -> bool:
+        """Apply a plan step every staged repair applies alike: ``delete`` a file, ``truncate`` one
+        by its ``bytes_removed`` (zeros keep its size), ``replace-dir`` by its copy under ``staged``;
+        False for any other action, which is the caller's own."""
+        if step.action == "delete":
+            self.delete_file(step.path)
+        elif step.action == "truncate":
+            valid = (self.root / step.path).stat().st_size - step.bytes_removed
+            self.truncate_file(step.path, valid, keep_size=True)
+        elif step.action == "replace-dir":
+            self.replace_dir(step.path, staged / step.path)
+        else:
+            return False
+        return True
 
     @_wrap_os_errors
     def replace_dir(self, rel: str, staged: Path) -> None:
