@@ -57,7 +57,7 @@ def verify(
     itself (an unclean shutdown, records not dispatched yet, stale bytes, a deleted topic's
     records). Without --config the file sizes are those of the store's own files (a warning names
     any size assumed) and the delay levels RocketMQ's defaults. Exit status 0 when there is no
-    error, 3 when STORE is not a store (no commitlog/), 4 when there is an error.
+    error, 3 when STORE is not a store (no commitlog/ nor dledger-*/), 4 when there is an error.
 
     A RocketMQ 5 controller-mode store (it has epochFileCheckpoint or brokerIdentity, or --config
     says enableControllerMode=true) is read as 5.1.1's recovery reads it: the records past the
@@ -66,7 +66,8 @@ def verify(
     repeating their queue offsets: what a replica's truncation after a master change leaves) and
     units pointing at them are errors, as is a confirmPhyOffset past the end. epochFileCheckpoint
     (+ .bak: count, CRC, increasing epochs, start offsets within the log) and brokerIdentity are
-    checked too.
+    checked too. A RocketMQ 5.1.1 store's timer files (timerwheel, timerlog/, config/timercheck,
+    config/timermetrics) are checked as 5.1.1 reads them at start (timerPrecisionMs 1000).
     """
     from rmqcli.ops.verify import verify_store
 
