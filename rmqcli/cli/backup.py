@@ -28,7 +28,8 @@ BACKUP_COLUMNS = [
 
 
 def _store(path: Path) -> Path:
-    """``path`` when it is a store: a ``commitlog/`` directory or ``rmq``'s backups at its root."""
+    """``path`` when it is a store: a ``commitlog/`` or ``dledger-<selfId>/`` directory, or ``rmq``'s
+    backups at its root."""
     from rmqcli.store.store import has_store_layout, not_a_store
 
     check_store_dir(path)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rmqcli.cli.columns import QUEUE_ID, TOPIC, number
@@ -29,16 +28,6 @@ TOPIC_COLUMNS = [
 ]
 
 
-def precision_of(config: Path | None) -> int | None:
-    """``timerPrecisionMs`` of the broker.conf, if it sets it."""
-    if config is None:
-        return None
-    from rmqcli.conf.parse import read_properties
-
-    value = read_properties(config).get("timerPrecisionMs")
-    return int(value) if value and value.strip().isdigit() else None
-
-
 @config_output
 def dump_timer(
     store: StoreArg,
@@ -62,7 +51,8 @@ def dump_timer(
     """
     from rmqcli.store.timer import store_timers
 
-    state = store_timers(open_store(store, common.config), precision_of(common.config))
+    opened = open_store(store, common.config)
+    state = store_timers(opened, opened.timer_precision_ms)
     for problem in state.problems:
         warn(f"{problem.file} at byte {problem.offset}: {problem.message}")
     timers = [t for t in state.timers if topic is None or t.topic == topic]

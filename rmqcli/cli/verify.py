@@ -67,7 +67,7 @@ def verify(
     units pointing at them are errors, as is a confirmPhyOffset past the end. epochFileCheckpoint
     (+ .bak: count, CRC, increasing epochs, start offsets within the log) and brokerIdentity are
     checked too. A RocketMQ 5.1.1 store's timer files (timerwheel, timerlog/, config/timercheck,
-    config/timermetrics) are checked as 5.1.1 reads them at start (timerPrecisionMs 1000).
+    config/timermetrics) are checked as 5.1.1 reads them at start (timerPrecisionMs from --config).
     """
     from rmqcli.ops.verify import verify_store
 

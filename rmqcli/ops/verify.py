@@ -123,7 +123,7 @@ def verify_store(
         store, p, geometry, table, abort, index_msg_timestamp, topic, redispatch
     )
     _check_configs(store.config_dir, p)
-    check_timer_store(store, p)  # RocketMQ 5.1.1 timer files, when the store has them
+    check_timer_store(store, p, store.timer_precision_ms)  # RocketMQ 5.1.1 timer files, if any
     _check_changes(store, p)
     _check_offsets(store, p, every, cl_min, topic)
     report = VerifyReport(

@@ -12,9 +12,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import overload
 
+from formats import dledger as dfmt
 from formats import indexfile as ifmt
 from formats.consumequeue import CQ_UNIT_SIZE
-from rmqcli.conf.parse import load
+from rmqcli.conf.parse import BrokerConf, load
 from rmqcli.errors import NotFoundError
 from rmqcli.store.checkpoint import Checkpoint, read_checkpoint
 from rmqcli.store.confirm import ConfirmBound, confirm_bound, controller_mode
@@ -49,9 +50,14 @@ def not_a_store(root: Path, commitlog_dirs: tuple[str, ...] = ()) -> str:
 
 
 def has_store_layout(root: Path) -> bool:
-    """Whether ``root`` holds a ``commitlog/`` directory or the backups of ``rmq`` (a store whose
-    CommitLog a broker.conf puts elsewhere still has its backups at its root)."""
-    return (root / COMMITLOG_DIR).is_dir() or (root / BACKUP_DIR).is_dir()
+    """Whether ``root`` holds a ``commitlog/`` directory, a DLedger log (``dledger-<selfId>/``) or
+    the backups of ``rmq`` (a store whose CommitLog a broker.conf puts elsewhere still has its
+    backups at its root)."""
+    return (
+        (root / COMMITLOG_DIR).is_dir()
+        or (root / BACKUP_DIR).is_dir()
+        or any(p.is_dir() and dfmt.self_id_of(p.name) for p in root.glob(dfmt.DIR_PREFIX + "*"))
+    )
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,7 @@ class Store:
             raise NotFoundError(f"{self.root}: no such store directory")
         self.configured = settings is not None  # settings given (a broker.conf): defaults are the broker's
         self.settings = settings or StoreSettings()
+        self.conf = BrokerConf(conf or {})  # the broker.conf as given (empty without one)
         # DLedger CommitLog mode (formats.dledger): from the broker.conf ``conf``, else the store's files
         self.dledger: DLedgerLayout | None = find_dledger(self.root, conf or {})
         # RocketMQ 5 controller mode (rmqcli.store.confirm): from the broker.conf, else the store's files
@@ -185,6 +192,12 @@ class Store:
         store = cls(root, settings, conf)
         store.require_commitlog()
         return store
+
+    @property
+    def timer_precision_ms(self) -> int:
+        """``timerPrecisionMs`` of the broker.conf (the table's default without one): the timer
+        wheel's slot, which the timer files are read by."""
+        return int(self.conf.value("timerPrecisionMs"))
 
     def require_commitlog(self) -> None:
         """``NotFoundError`` unless a CommitLog directory exists: without one, no RocketMQ store."""

@@ -183,3 +183,16 @@ def test_killed_at_any_point_a_re_run_finishes_the_recovery(tmp_path: Path) -> N
     rows = json.loads(invoke_rmq("dump-commitlog", str(done), "--json").stdout)
     assert [r["entryIndex"] for r in rows] == list(range(40))
     assert invoke_rmq("verify", str(done)).exit_code == 0
+
+
+def test_backups_lists_the_changes_of_a_dledger_store(tmp_path: Path) -> None:
+    from rmqcli.store.store import BACKUP_DIR
+
+    root, placed = _dledger_store(tmp_path)
+    shutil.rmtree(root / BACKUP_DIR)  # the rebuild that made it: a store no rmq command changed yet
+    result = invoke_rmq("backups", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []
+    assert invoke_rmq("truncate", str(root), "--offset", str(placed[-1].pos + 48), "--yes").exit_code == 0
+    listed = json.loads(invoke_rmq("backups", str(root), "--json").stdout)
+    assert [b["command"] for b in listed] == ["truncate"]

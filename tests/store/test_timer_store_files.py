@@ -92,3 +92,13 @@ def test_wheel_of_the_wrong_length(tmp_path: Path) -> None:
     (tmp_path / tfmt.WHEEL_FILE).write_bytes(b"\0" * 64)
     with pytest.raises(CorruptDataError, match="timer wheel length 64 != expected 38707200"):
         TimerWheel(tmp_path / tfmt.WHEEL_FILE, PREC)
+
+
+def test_the_timer_precision_is_the_broker_confs(pristine: Path, tmp_path: Path) -> None:
+    """verify and dump-timer read the files by ``timerPrecisionMs`` of ``--config`` (the wheel's slot)."""
+    from rmqcli.store import Store
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("timerPrecisionMs=500\n")
+    assert Store.open(pristine, conf).timer_precision_ms == 500
+    assert Store.open(pristine).timer_precision_ms == 1000  # 5.1.1's default without a broker.conf
