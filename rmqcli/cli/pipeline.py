@@ -220,7 +220,7 @@ def _stats_doc(result: Any) -> dict[str, Any]:
     """One store's document (a ``pipeline.stats`` result): the sections of `rmq stats` and the
     histograms; its unsafe topics are warned about on stderr."""
     from rmqcli.cli.render import camel_dict
-    from rmqcli.cli.stats import commitlog_item, warn_unsafe
+    from rmqcli.cli.stats import commitlog_item, confirm_item, warn_unsafe
 
     doc = camel_dict(result.stats)
     out = {
@@ -236,13 +236,23 @@ def _stats_doc(result: Any) -> dict[str, Any]:
     if doc["unsafeTopics"]:  # as in rmq stats: only when there are any
         out["unsafeTopics"] = doc["unsafeTopics"]
     warn_unsafe(doc["unsafeTopics"], doc["store"])
+    if doc["confirm"] is not None:  # a controller-mode store, as in rmq stats
+        out["confirm"] = confirm_item(doc["confirm"])
+        out["unconfirmed"] = doc["confirm"]["queues"]
     return out
 
 
 def _stats_sections(docs: list[dict[str, Any]]) -> list[Section]:
     """The tables of ``pipeline stats``: each of `rmq stats` and of the histograms, every store's
     rows in one table with the store first."""
-    from rmqcli.cli.stats import FILE_COLUMNS, QUEUE_COLUMNS, TOPIC_COLUMNS, UNSAFE_COLUMNS, unsafe_section
+    from rmqcli.cli.stats import (
+        FILE_COLUMNS,
+        QUEUE_COLUMNS,
+        TOPIC_COLUMNS,
+        UNCONFIRMED_COLUMNS,
+        UNSAFE_COLUMNS,
+        unsafe_section,
+    )
 
     def rows(name: str) -> list[dict[str, Any]]:
         return [{"store": d["store"]["store"], **row} for d in docs for row in d.get(name, ())]
@@ -263,6 +273,15 @@ def _stats_sections(docs: list[dict[str, Any]]) -> list[Section]:
         section("properties", "property", PROPERTY_COLUMNS, "Properties"),
         section("files", "files", FILE_COLUMNS, "Files"),
         *([unsafe_section(unsafe, [STORE, *UNSAFE_COLUMNS])] if unsafe else []),
+        *(
+            [
+                section(
+                    "unconfirmed", "unconfirmed", UNCONFIRMED_COLUMNS, "Past confirmPhyOffset (not counted)"
+                )
+            ]
+            if rows("unconfirmed")
+            else []
+        ),
     ]
 
 

@@ -133,6 +133,19 @@ UNCONFIRMED_COLUMNS = [
 def confirm_sections(confirm: dict) -> list[Section]:
     """A controller-mode store: its confirm offset, and the records past it (warned about on
     stderr), which the counts above leave out as 5.1.1's recovery does."""
+    item = confirm_item(confirm)
+    title = "Past confirmPhyOffset (not in the log until confirmed)"
+    return [
+        Section("confirm", "confirm", item=item, title="Confirm offset (controller mode)"),
+        Section(
+            "unconfirmed", "unconfirmed", rows=confirm["queues"], columns=UNCONFIRMED_COLUMNS, title=title
+        ),
+    ]
+
+
+def confirm_item(confirm: dict) -> dict:
+    """The confirm section's fields (its queues are the ``unconfirmed`` rows); the records past the
+    bound, and a stored value a broker would correct, are warned about on stderr."""
     if confirm["unconfirmedRecords"]:
         warn(
             f"{confirm['unconfirmedRecords']} record(s) ({confirm['unconfirmedBytes']} bytes) from offset "
@@ -141,14 +154,7 @@ def confirm_sections(confirm: dict) -> list[Section]:
         )
     if confirm["clamped"]:
         warn(f"{confirm['clamped']}: a starting broker corrects it to {confirm['confirmOffset']}")
-    item = {k: v for k, v in confirm.items() if k != "queues"}
-    title = "Past confirmPhyOffset (not in the log until confirmed)"
-    return [
-        Section("confirm", "confirm", item=item, title="Confirm offset (controller mode)"),
-        Section(
-            "unconfirmed", "unconfirmed", rows=confirm["queues"], columns=UNCONFIRMED_COLUMNS, title=title
-        ),
-    ]
+    return {k: v for k, v in confirm.items() if k != "queues"}
 
 
 def commitlog_item(fields: dict) -> dict:

@@ -154,9 +154,17 @@ def store_stats(
             progress(int(batch.position[-1]))
     result = finish_stats(store, queues)
     if bound is not None:
-        result.confirm = _confirm_stats(bound, unconfirmed)
-        result.commitlog.max_offset = bound.boundary  # the log's end: the records after it are not in it
+        finish_confirm(result, bound, unconfirmed)
     return result
+
+
+def finish_confirm(
+    result: StoreStats, bound: ConfirmBound, unconfirmed: dict[tuple[str, int], QueueStats]
+) -> None:
+    """A controller-mode store's statistics: the records past the bound (``unconfirmed``) counted
+    apart, and the log ending where they start."""
+    result.confirm = _confirm_stats(bound, unconfirmed)
+    result.commitlog.max_offset = bound.boundary  # the log's end: the records after it are not in it
 
 
 def subset(batch: HeaderBatch, keep) -> HeaderBatch:  # type: ignore[no-untyped-def]

@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from formats import commitlog as fmt
-from rmqcli.ops.stats import QueueStats, StoreStats, add_batch, earliest, finish_stats, latest
+from rmqcli.ops.stats import (
+    QueueStats,
+    StoreStats,
+    add_batch,
+    earliest,
+    finish_confirm,
+    finish_stats,
+    latest,
+    subset,
+)
 from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
 
 PERCENTILES = (50, 90, 99)
@@ -46,6 +55,8 @@ class FilePartial:
     first_entry: tuple[int, int] | None = None  # DLedger: (index, term) of the file's first entry
     last_entry: tuple[int, int] | None = None  # and of its last
     queues: dict[tuple[str, int], QueueStats] = field(default_factory=dict)
+    # controller mode: the records past the confirm boundary, counted apart (``store_stats``)
+    unconfirmed: dict[tuple[str, int], QueueStats] = field(default_factory=dict)
     tags: dict[str, Counter] = field(default_factory=dict)  # topic -> tag (None: no TAGS) -> records
     properties: dict[str, Counter] = field(default_factory=dict)  # topic -> property name -> records
     sizes: dict[str, Counter] = field(default_factory=dict)  # topic -> TOTALSIZE -> records
@@ -93,8 +104,11 @@ def _histograms(partial: FilePartial, scan) -> None:  # type: ignore[no-untyped-
 def _histograms_slow(partial: FilePartial, task: FileTask) -> None:
     """The same histograms record by record (a file the bulk scan cannot vouch for)."""
     commitlog = task.commitlog()
+    boundary = task.confirm_boundary
     try:
         for rec in commitlog.records():
+            if boundary is not None and rec.position >= boundary:
+                break  # not in the log (controller mode): no histogram counts it
             partial.tags.setdefault(rec.topic, Counter())[rec.tags] += 1
             partial.sizes.setdefault(rec.topic, Counter())[rec.total_size] += 1
             partial.properties.setdefault(rec.topic, Counter()).update(rec.properties.keys())
@@ -108,7 +122,7 @@ def file_partial(task: FileTask) -> FilePartial:
     from rmqcli.store.scan import propscan
 
     partial = FilePartial(task.store.index, task.path, task.from_offset, task.size)
-    if task.dledger:
+    if task.dledger or task.unconfirmed_inside:
         partial.dledger = True
         _header_scan(partial, task)
         _histograms_slow(partial, task)
@@ -139,8 +153,14 @@ def _header_scan(partial: FilePartial, task: FileTask) -> None:
 
     commitlog = task.commitlog()
     try:
+        boundary = task.confirm_boundary
         for batch in commitlog.header_batches():
-            add_batch(partial.queues, batch)
+            if boundary is not None and batch.position[-1] >= boundary:
+                keep = batch.position < boundary
+                add_batch(partial.queues, subset(batch, keep))
+                add_batch(partial.unconfirmed, subset(batch, ~keep))
+            else:
+                add_batch(partial.queues, batch)
             partial.records += len(batch)
             if isinstance(commitlog, DLedgerCommitLog) and len(batch):
                 first = commitlog.entry_of(int(batch.position[0]))
@@ -236,6 +256,7 @@ class PipelineStoreStats:
 def finish(ref: StoreRef, parts: list[FilePartial], config: Path | None) -> PipelineStoreStats:
     """Merge one store's file partials and complete them as ``store_stats`` does."""
     queues: dict[tuple[str, int], QueueStats] = {}
+    unconfirmed: dict[tuple[str, int], QueueStats] = {}
     tags: dict[str, Counter] = {}
     props: dict[str, Counter] = {}
     sizes: dict[str, Counter] = {}
@@ -244,14 +265,18 @@ def finish(ref: StoreRef, parts: list[FilePartial], config: Path | None) -> Pipe
     else:
         check_file_chain(parts)
     for part in parts:
-        for key, q in part.queues.items():
-            merge_queue(queues.setdefault(key, QueueStats(*key)), q)
+        for into, source in ((queues, part.queues), (unconfirmed, part.unconfirmed)):
+            for key, q in source.items():
+                merge_queue(into.setdefault(key, QueueStats(*key)), q)
         for target, source in ((tags, part.tags), (props, part.properties), (sizes, part.sizes)):
             for topic, counter in source.items():
                 target.setdefault(topic, Counter()).update(counter)
     store = open_store(ref.path, config)
     try:
         result = finish_stats(store, queues)
+        bound = store.confirm_bound()
+        if bound is not None:
+            finish_confirm(result, bound, unconfirmed)
     finally:
         store.close()
     return PipelineStoreStats(

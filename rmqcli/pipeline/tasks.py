@@ -58,6 +58,12 @@ class FileTask:
     size: int
     file_size: int  # the store's CommitLog file size (mappedFileSizeCommitLog)
     dledger: bool = False  # a data file of a DLedger log (entries)
+    confirm_boundary: int | None = None  # controller mode: records from here are not in the log
+
+    @property
+    def unconfirmed_inside(self) -> bool:
+        """Whether records of this file may be past its store's confirm boundary."""
+        return self.confirm_boundary is not None and self.from_offset + self.size > self.confirm_boundary
 
     @property
     def order(self) -> tuple[int, int]:
@@ -109,9 +115,13 @@ def file_tasks(
             stores.append(ref)
             commitlog = store.commitlog
             dledger = store.dledger is not None
+            bound = store.confirm_bound()
+            boundary = bound.boundary if bound is not None else None
             for mf in commitlog.files:
                 tasks.append(
-                    FileTask(ref, str(mf.path), mf.from_offset, mf.size, commitlog.file_size, dledger)
+                    FileTask(
+                        ref, str(mf.path), mf.from_offset, mf.size, commitlog.file_size, dledger, boundary
+                    )
                 )
         finally:
             store.close()

@@ -88,3 +88,25 @@ def test_corrupt_record_is_one_line_with_file_and_offset(spark, generated_stores
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(first) in err and "at byte" in err
     assert err == want.stderr
+
+
+def test_a_controller_mode_store_counts_the_confirmed_records_as_rmq_stats(spark, tmp_path):
+    """Records past confirmPhyOffset are not in the log (5.1.1's recovery): the pipeline counts them
+    apart as ``rmq stats`` does, histograms included."""
+    import contextlib
+    import io
+
+    from tests.support.stores import controller_copy
+
+    cut = 2000
+    store, records = controller_copy(tmp_path, cut)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert invoke(["pipeline", "stats", str(store), "--json"]) == 0
+    (doc,) = json.loads(out.getvalue())["stores"]
+    want = rmq_json("stats", str(store), "--json")
+    sections = (*STATS_SECTIONS, "confirm", "unconfirmed")
+    assert {k: doc[k] for k in sections} == {k: want[k] for k in sections}
+    assert want["confirm"]["unconfirmedRecords"] == len(records) - cut
+    confirmed = Counter(r["topic"] for r in records[:cut])
+    assert {row["topic"]: row["messages"] for row in doc["sizes"]} == confirmed

@@ -5,7 +5,6 @@ store (its checkpoint has no confirmPhyOffset: it reads exactly as before)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -14,6 +13,7 @@ from rmqcli.store import Store
 from rmqcli.store.epochs import read_epochs
 from tests.support.cli import one_line_error, run_rmq
 from tests.support.realfixtures import REAL_ROOT
+from tests.support.stores import controller_copy
 
 # CheckpointFile's own javadoc example (5.1.1 common/utils/CheckpointFile.java)
 JAVADOC = "2\n773307083\n7-7000\n8-8000\n"
@@ -81,21 +81,6 @@ def test_a_4x_store_has_no_confirm_bound():
     assert "confirm" not in out and "unconfirmed" not in out
 
 
-def _controller_copy(tmp_path, confirm_row: int):
-    """basic-1 (written by a real 4.9.8 broker) made a controller-mode store: an epoch file, and
-    confirmPhyOffset at the start of record ``confirm_row`` (RocketMQ's own dump of it gives the
-    positions). Returns the store and the records as that dump lists them."""
-    src = REAL_ROOT / "basic-1"
-    store = tmp_path / "store"
-    shutil.copytree(src / "store", store)
-    records = [json.loads(line) for line in (src / "store.records.jsonl").read_text().splitlines()]
-    (store / efmt.EPOCH_FILE).write_text(efmt.build_epoch_file([efmt.EpochEntry(1, 0)]))
-    data = bytearray((store / "checkpoint").read_bytes())
-    data[32:40] = records[confirm_row]["position"].to_bytes(8, "big", signed=True)
-    (store / "checkpoint").write_bytes(bytes(data))
-    return store, records
-
-
 def _counts(records) -> dict[tuple[str, int], int]:
     out: dict[tuple[str, int], int] = {}
     for r in records:
@@ -106,7 +91,7 @@ def _counts(records) -> dict[tuple[str, int], int]:
 @pytest.mark.real
 def test_confirmed_records_of_a_real_store(tmp_path):
     cut = 2000
-    store, records = _controller_copy(tmp_path, cut)
+    store, records = controller_copy(tmp_path, cut)
     proc = run_rmq("stats", str(store), "--json")
     stats = json.loads(proc.stdout)
     confirmed = {(q["topic"], q["queueId"]): q["messages"] for q in stats["queues"] if q["messages"]}
@@ -130,7 +115,7 @@ def test_confirmed_records_of_a_real_store(tmp_path):
 
 @pytest.mark.real
 def test_epoch_damage_is_one_line(tmp_path):
-    store, _records = _controller_copy(tmp_path, 10)
+    store, _records = controller_copy(tmp_path, 10)
     (store / efmt.EPOCH_FILE).write_text("1\n12345\n1-0\n")  # CRC wrong, no .bak
     proc = run_rmq("verify", str(store))
     assert proc.returncode == 4 and "epoch-file" in proc.stdout

@@ -4,6 +4,7 @@ after a crash (a torn last record, formats.md §1), and digests of a store's fil
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -15,10 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from formats import checkpoint as ckpt_fmt
+from formats import epoch as efmt
 from formats import indexfile
 from rmqcli.store import Store
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import CONSUMEQUEUE_DIR
+from tests.support import REAL_ROOT
 from tests.support.cli import run_rmq
 
 SAFETY_DIRS = (".rmq-backup", ".rmq-staging")  # rmq's own areas inside a store
@@ -195,3 +198,18 @@ def commitlog_end(root: Path) -> int:
 def ends_meet(a: Path, b: Path) -> Callable[[], bool]:
     """A check for ``wait_until``: the two stores' CommitLogs end at the same offset."""
     return lambda: commitlog_end(a) == commitlog_end(b)
+
+
+def controller_copy(tmp_path: Path, confirm_row: int) -> tuple[Path, list[dict]]:
+    """basic-1 (written by a real 4.9.8 broker) made a controller-mode store: an epoch file, and
+    confirmPhyOffset at the start of record ``confirm_row`` (RocketMQ's own dump of it gives the
+    positions). Returns the store and the records as that dump lists them."""
+    src = REAL_ROOT / "basic-1"
+    store = tmp_path / "store"
+    shutil.copytree(src / "store", store)
+    records = [json.loads(line) for line in (src / "store.records.jsonl").read_text().splitlines()]
+    (store / efmt.EPOCH_FILE).write_text(efmt.build_epoch_file([efmt.EpochEntry(1, 0)]))
+    data = bytearray((store / "checkpoint").read_bytes())
+    data[32:40] = records[confirm_row]["position"].to_bytes(8, "big", signed=True)
+    (store / "checkpoint").write_bytes(bytes(data))
+    return store, records
