@@ -104,7 +104,8 @@ def prepare(
 def cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case]]:
     tmp = tmp_path_factory.mktemp("retention")
     made = {
-        "time": prepare(tmp, "time", {"fileReservedTime": "0", "deleteWhen": THIS_HOUR}),
+        # a drilled 10 % disk: the real disk's usage cannot add space deletions to the hour's
+        "time": prepare(tmp, "time", {"fileReservedTime": "0", "deleteWhen": THIS_HOUR}, drill="0.10"),
         # 1 is clamped to 10 %: at the drilled 50 %, the disk asks for the expired files at once
         "space": prepare(
             tmp,
