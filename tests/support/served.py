@@ -62,7 +62,10 @@ def start(root: Path, edit: Callable[[Path], None] | None = None) -> Served:
         edit(root / "store")
     conf = root / "broker.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in CONF.items()))
-    server = ServeProcess(root / "store", conf).start()
+    # the clean-up measures a drilled 10 % disk: a full test disk cannot make it delete files
+    usage = root / "disk-usage"
+    usage.write_text("0.10")
+    server = ServeProcess(root / "store", conf, ["--disk-usage-from", str(usage)]).start()
     return Served(server, summary, root, root / "store", server.namesrv, server.broker)
 
 
