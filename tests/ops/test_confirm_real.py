@@ -263,3 +263,110 @@ def test_recover_keeps_unconfirmed_records_undispatched(made: Made, tmp_path):
     assert stats["confirm"]["unconfirmedRecords"] == sum(made.alone.values()) - sum(made.elected.values())
     proc, _report = _verify(store)
     assert proc.returncode == 0, proc.stdout
+
+
+# --- recover against the real 5.1.1 broker --------------------------------------------------------
+def _units(store: Path) -> dict[str, list[bytes]]:
+    """Queue (``topic/queueId``) -> its 20-byte units up to the first empty one, non-empty queues only."""
+    out = {}
+    for qdir in sorted(p for p in (store / "consumequeue").glob("*/*") if p.is_dir()):
+        units = []
+        for f in sorted(qdir.iterdir()):
+            data = f.read_bytes()
+            for at in range(0, len(data) - 19, 20):
+                if data[at : at + 20] == bytes(20):
+                    break
+                units.append(data[at : at + 20])
+        if units:
+            out[qdir.relative_to(store / "consumequeue").as_posix()] = units
+    return out
+
+
+def _real_start(store: Path, home: Path) -> str:
+    """The real 5.1.1 broker in controller mode started on ``store`` with no controller to reach: it
+    recovers the store as it loads and stays a slave (no master is named), then is stopped by
+    SIGTERM (files flushed; ``abort`` stays while records wait past the confirm offset). Returns
+    its logs."""
+    from tests.admin.runner import closed_port
+    from tests.support.oracle import Jvm, broker_port
+    from tests.support.oracle5 import KIT5, kit5_env
+
+    home.mkdir(parents=True)
+    port = broker_port()
+    conf = {
+        "brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": "-1",
+        "brokerRole": "SLAVE",
+        "enableControllerMode": "true", "controllerAddr": f"127.0.0.1:{closed_port()}",
+        "allAckInSyncStateSet": "true", "listenPort": str(port), "haListenPort": str(port + 1),
+        "namesrvAddr": f"127.0.0.1:{closed_port()}", "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
+        "storePathRootDir": str(store), "mappedFileSizeCommitLog": "1048576", "diskMaxUsedSpaceRatio": "95",
+    }  # fmt: skip
+    (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    env = kit5_env(home)
+    jvm = Jvm([str(KIT5 / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out", env)
+    try:
+        jvm.wait_for("boot success", 120)
+    finally:
+        jvm.stop()
+    logs = sorted(Path(env["ORACLE5_STATE_DIR"]).rglob("*.log"))
+    return "\n".join(p.read_text(errors="replace") for p in logs)
+
+
+def _damaged(made: Made, kind: str, into: Path) -> Path:
+    """``abnormal``: the lone master (killed: ``abort`` present) without its consume queues;
+    ``confirm-back``: the final master with confirmPhyOffset set back to its epoch's start;
+    ``confirm-past``: ... set past its end; ``grafted``: the old master's lost records put back
+    after the final master's end."""
+    if kind == "abnormal":
+        store = _copy(made.lone_master, into)
+        shutil.rmtree(store / "consumequeue")
+        assert (store / "abort").exists()
+        return store
+    store = _copy(made.master, into)
+    if kind == "confirm-back":
+        _set_confirm(store, max(o for _e, o in made.epochs))
+    elif kind == "confirm-past":
+        _set_confirm(store, 1 << 30)
+    else:
+        end = _json("stats", str(store))["commitlog"]["maxOffset"]
+        confirm = _json("stats", str(made.lone_master))["confirm"]
+        stale_end = confirm["unconfirmedFrom"] + confirm["unconfirmedBytes"]
+        name = "00000000000000000000"
+        data = bytearray((store / "commitlog" / name).read_bytes())
+        data[end:stale_end] = (made.lone_master / "commitlog" / name).read_bytes()[end:stale_end]
+        (store / "commitlog" / name).write_bytes(bytes(data))
+    return store
+
+
+@pytest.mark.parametrize("kind", ["abnormal", "confirm-back", "confirm-past", "grafted"])
+def test_recover_leaves_what_the_real_broker_leaves(made: Made, tmp_path: Path, kind: str):
+    """``rmq recover --yes`` on one damaged copy, the real 5.1.1 broker (controller mode, a slave
+    until a controller names a master) started on another: the same consume-queue units, the same
+    confirmPhyOffset and the same CommitLog bytes up to the recovered end."""
+    ours, theirs = _damaged(made, kind, tmp_path / "rmq"), _damaged(made, kind, tmp_path / "broker")
+    proc = run_rmq("recover", str(ours), "--yes", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    stats = _json("stats", str(ours))
+    end = stats["commitlog"]["maxOffset"] + stats.get("confirm", {}).get("unconfirmedBytes", 0)
+    log = _real_start(theirs, tmp_path / "run")
+    assert "recover physics file end" in log, log[-3000:]
+    assert ("last shutdown abnormally" in log) == (kind == "abnormal")
+    assert _units(ours) == _units(theirs)
+    confirm = [_json("dump-checkpoint", str(s))["confirmPhyOffset"] for s in (ours, theirs)]
+    assert confirm[0] == confirm[1], confirm
+    names = [sorted(p.name for p in (s / "commitlog").iterdir()) for s in (ours, theirs)]
+    assert names[0] == names[1]
+    size = 1 << 20
+    for name in names[0]:
+        base = int(name)
+        if base >= end:
+            continue
+        cut = min(size, end - base)
+        assert (ours / "commitlog" / name).read_bytes()[:cut] == (theirs / "commitlog" / name).read_bytes()[
+            :cut
+        ]
+    assert run_rmq("recover", str(ours), "--yes").returncode == 0  # converged
+    if kind == "abnormal":
+        assert sum(len(u) for q, u in _units(ours).items() if q.startswith(f"{TOPIC}/")) == sum(
+            made.elected.values()
+        )
