@@ -102,6 +102,7 @@ def proxy_server(tmp: Path) -> Iterator[dict | None]:
     from tests.broker.test_grpc_consume import QUEUES
     from tests.support.cli import run_rmq
     from tests.support.proxy5 import HAVE_PROXY, real_proxy
+    from tests.support.serve import wait_until
 
     if not HAVE_PROXY:
         yield None
@@ -110,6 +111,9 @@ def proxy_server(tmp: Path) -> Iterator[dict | None]:
         queues = str(QUEUES)
         run_rmq("updateTopic", "-b", proxy.broker, "-t", TOPIC_5, "-r", queues, "-w", queues, check=True)
         run_rmq("updateSubGroup", "-b", proxy.broker, "-g", GROUP_5, check=True)
+        # the proxy answers a route from the name server, where the broker registers a moment later
+        route = ("topicRoute", "-n", proxy.namesrv, "-t", TOPIC_5)
+        wait_until(lambda: run_rmq(*route).returncode == 0, 60, "the bench topic's route")
         yield {"endpoint": proxy.endpoint, "group": GROUP_5, "topic": TOPIC_5, "body": BODY, "pid": proxy.pid}
 
 

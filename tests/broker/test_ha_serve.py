@@ -254,7 +254,9 @@ def test_sigkill_of_a_sync_master_under_load_loses_no_acknowledged_message(tmp_p
                 lambda ev: acked <= {e.get("key") for e in ev}, 90, "every acknowledged message consumed"
             )
         finally:
-            consumer.stop()
+            # killed, not stopped: the C++ consumer's shutdown persists its offsets to every broker
+            # it knew, the killed master included, and may wait out connect timeouts past 30 s
+            consumer.kill()
     finally:
         master.kill()
         slave.kill()

@@ -3,6 +3,7 @@ after a crash (a torn last record, formats.md §1), and digests of a store's fil
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -53,10 +54,63 @@ def geometry(
 TINY = geometry(4096, 100, 7, 9, explicit=ALL_SIZES)
 
 
+_CHUNK = 1 << 20
+_ZEROS = bytes(_CHUNK)
+
+
+def _data_chunks(f) -> Iterator[tuple[int, bytes]]:  # type: ignore[no-untyped-def]
+    """(offset, bytes) of each 1 MiB-aligned chunk of an open file that is not all zeros; chunks
+    wholly in holes (``SEEK_DATA``/``SEEK_HOLE``) are not read. Index files are 400 MiB files
+    that are mostly holes."""
+    fd = f.fileno()
+    size = os.fstat(fd).st_size
+    done = 0  # every aligned chunk before it was looked at
+    while done < size:
+        try:
+            data = os.lseek(fd, done, os.SEEK_DATA)
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole after ``done``
+                return
+            data, hole = done, size  # no hole support: read the rest
+        start = max(done, data - data % _CHUNK)
+        f.seek(start)
+        while start < hole:
+            chunk = f.read(min(_CHUNK, size - start))
+            if not chunk:
+                return
+            if chunk != _ZEROS[: len(chunk)]:
+                yield start, chunk
+            start += len(chunk)
+        done = start
+
+
+def sparse_copy(src: str, dst: str) -> None:
+    """``shutil.copy2`` that leaves the all-zero chunks of ``src`` as holes in ``dst``."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        for at, chunk in _data_chunks(fin):
+            fout.seek(at)
+            fout.write(chunk)
+        fout.truncate(os.fstat(fin.fileno()).st_size)
+    shutil.copystat(src, dst)
+
+
+def file_digest(path: Path) -> str:
+    """A sha256 of a file's content: its size, then each chunk that is not all zeros with its offset
+    (equal content, equal digest, whatever is stored as a hole)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(os.fstat(f.fileno()).st_size.to_bytes(8, "big"))
+        for at, chunk in _data_chunks(f):
+            h.update(at.to_bytes(8, "big"))
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def writable_copy(source: Path, target: Path) -> Path:
-    """``source`` copied to ``target`` with the owner's write bit on everything (the fixtures under
-    ../shared are read-only)."""
-    shutil.copytree(source, target)
+    """``source`` copied to ``target`` (holes kept) with the owner's write bit on everything (the
+    fixtures under ../shared are read-only)."""
+    shutil.copytree(source, target, copy_function=sparse_copy)
     for path in [target, *target.rglob("*")]:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
     return target
@@ -125,9 +179,7 @@ def store_state(root: Path, *, dirs: bool = False) -> dict[str, str | None]:
         if dirs:
             out.update({(base / d).relative_to(root).as_posix() + "/": None for d in dirnames})
         for name in filenames:
-            out[(base / name).relative_to(root).as_posix()] = hashlib.sha256(
-                (base / name).read_bytes()
-            ).hexdigest()
+            out[(base / name).relative_to(root).as_posix()] = file_digest(base / name)
     return dict(sorted(out.items()))
 
 

@@ -349,6 +349,7 @@ class Consumer:
             pop_ack.AckRequest(
                 group, extra.real_topic(topic, group), extra.queue_id, plain, extra.msg_queue_offset
             ),
+            extra,  # parsed from ``plain`` by ``opened``
         )
         self.acked.add(mac)
 

@@ -11,7 +11,7 @@ CLIENT_ID_REQUIRED "client id cannot be empty".
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rmqcli.broker.grpc.status import CLIENT_ID_REQUIRED, GrpcStatusError
 
@@ -24,8 +24,9 @@ REQUEST_ID = "x-mq-request-id"
 MAX_VALUE_LENGTH = 1024  # longer metadata values are cut (grpc itself caps all metadata at 8 KiB)
 
 
-@dataclass(frozen=True)
-class CallContext:
+class CallContext(NamedTuple):
+    """One call's context (a tuple: immutable, and made at every call at little cost)."""
+
     client_id: str
     language: str
     client_version: str

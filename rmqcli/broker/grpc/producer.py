@@ -128,8 +128,9 @@ class Producer:
             turn = self._turns[topic] = itertools.count()
         return next(turn) % writes
 
-    def request(self, out: convert.Outgoing, queue_id: int) -> RemotingCommand:
-        header = hd.SendMessageRequestHeader(
+    def header(self, out: convert.Outgoing, queue_id: int) -> hd.SendMessageRequestHeader:
+        """The SEND_MESSAGE header the proxy builds (``buildSendMessageRequestHeader``)."""
+        return hd.SendMessageRequestHeader(
             producer_group=out.topic,
             topic=out.topic,
             default_topic=DEFAULT_TOPIC,
@@ -141,7 +142,6 @@ class Producer:
             properties=fmt.encode_properties_as_broker(out.properties).decode("utf-8"),
             reconsume_times=0,
         )
-        return RemotingCommand.request(RC.SEND_MESSAGE, header, out.body)
 
     async def send_message(self, ctx: CallContext, request: Any) -> Any:
         d, s = self.s.definition, self.s.service
@@ -170,11 +170,13 @@ class Producer:
         d, s = self.s.definition, self.s.service
         if out.properties.get(convert.TRAN_MSG) == "true":  # 5.1.1's parseHalfMessageInner
             out.properties[convert.TRANSACTION_ID] = out.properties[convert.UNIQ_KEY]
-        request = self.request(out, queue_id)
-        reply = send.send(self.ctl, request, cast("Connection", self.channel(ctx)))
+        # the header goes to the processor as made: not written into ext fields to be read back
+        request = RemotingCommand(RC.SEND_MESSAGE, body=out.body)
+        header = self.header(out, queue_id)
+        reply = send.send(self.ctl, request, cast("Connection", self.channel(ctx)), header)
         if self.ctl.defer_dispatch:
             self.ctl.store.catch_up()  # the reput the connection runs after each read
-        if inspect.isawaitable(reply):
+        if type(reply) is not RemotingCommand and inspect.isawaitable(reply):  # a wait after the store
             reply = await reply
         if reply is None:
             raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, "the broker gave no answer")
@@ -183,13 +185,14 @@ class Producer:
             return s.SendResultEntry(status=st.make(d, ENTRY_CODES[reply.code], text))
         if reply.code != RS.SUCCESS:  # LocalMessageService: a ProxyException with the broker's remark
             raise st.GrpcStatusError(st.INTERNAL_SERVER_ERROR, reply.remark or str(reply.code), wrapped=True)
-        header = reply.header(hd.SendMessageResponseHeader)
+        fields = reply.ext_fields  # send.stored_response's: msgId and queueOffset always there
+        queue_offset = int(fields["queueOffset"])
         message_id = out.properties[convert.UNIQ_KEY]
         if out.properties.get(convert.TRAN_MSG) == "true":
-            self.remember(out.topic, message_id, header.msg_id, header.queue_offset)
+            self.remember(out.topic, message_id, fields["msgId"], queue_offset)
         return s.SendResultEntry(
             status=st.make(d, st.OK),
-            offset=header.queue_offset,
+            offset=queue_offset,
             message_id=message_id,
             transaction_id=message_id,  # the broker's answer carries every message's UNIQ_KEY
         )

@@ -189,7 +189,7 @@ def _unary_method(calls: _Calls, name: str) -> Callable[[Any, Any], Any]:
             if is_coroutine:
                 return await work(ctx, request)
             result = work(ctx, request)
-            if isawaitable(result):
+            if type(result) is not response and isawaitable(result):  # no ABC check for an answer
                 result = await result
             return result
         except Exception as exc:  # answered in the status, as the proxy's writeResponse

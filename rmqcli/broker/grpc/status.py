@@ -92,10 +92,19 @@ def from_remoting(code: int) -> int:
 
 
 def make(definition: Any, code: int, message: str | None = None) -> Any:
-    """A ``Status``; the message defaults to the code's name, as the proxy writes it."""
-    return definition.Status(
-        code=code, message=CODE_NAMES.get(code, str(code)) if message is None else message
-    )
+    """A ``Status``; the message defaults to the code's name, as the proxy writes it. One with the
+    default message is made once per code and shared: callers put it into a response (a copy),
+    never change it."""
+    if message is None:
+        key = (definition, code)
+        found = _defaults.get(key)
+        if found is None:
+            found = _defaults[key] = definition.Status(code=code, message=CODE_NAMES.get(code, str(code)))
+        return found
+    return definition.Status(code=code, message=message)
+
+
+_defaults: dict[tuple[Any, int], Any] = {}  # (definition module, code): its Status
 
 
 def of_exception(definition: Any, exc: BaseException, what: str) -> Any:

@@ -53,7 +53,9 @@ class ChangeInvisibleResult:
     revive_qid: int
 
 
-def _check(ctl: BrokerContext, svc: PopService, req: AckRequest) -> k.ExtraInfo:
+def _check(
+    ctl: BrokerContext, svc: PopService, req: AckRequest, parsed: k.ExtraInfo | None = None
+) -> k.ExtraInfo:
     refuse_names(req.group, k.normal_topic(req.topic, req.group))
     if ctl.config.is_slave:
         raise PopError(RS.SYSTEM_ERROR, f"the broker[{ctl.config.broker_ip1}] is a slave: ack on its master")
@@ -73,7 +75,7 @@ def _check(ctl: BrokerContext, svc: PopService, req: AckRequest) -> k.ExtraInfo:
             f"offset is illegal, key:{req.topic}@{req.queue_id}, commit:{req.offset}, store:{low}~{high}",
         )
     try:
-        extra = k.parse_extra_info(req.extra_info)
+        extra = k.parse_extra_info(req.extra_info) if parsed is None else parsed
     except k.ExtraInfoError as exc:
         raise PopError(RS.MESSAGE_ILLEGAL, str(exc)) from None
     if not (extra.is_order or 0 <= extra.revive_qid < svc.config.revive_queue_num):  # rmq's own bound
@@ -95,10 +97,11 @@ def _ack_msg(req: AckRequest, extra: k.ExtraInfo) -> AckMsg:
     )
 
 
-def ack_message(ctl: BrokerContext, req: AckRequest) -> None:
-    """ACK_MESSAGE: the in-process call; ``PopError`` for a refusal."""
+def ack_message(ctl: BrokerContext, req: AckRequest, parsed: k.ExtraInfo | None = None) -> None:
+    """ACK_MESSAGE: the in-process call; ``PopError`` for a refusal. ``parsed``: what
+    ``parse_extra_info`` made of ``req.extra_info`` already (the gRPC endpoint's), not parsed again."""
     svc = pop_service(ctl)
-    extra = _check(ctl, svc, req)
+    extra = _check(ctl, svc, req, parsed)
     if extra.is_order:
         _ack_order(ctl, svc, req, extra)
         return

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from formats import fastjson
-
 MAX_NUM = 32  # a ck covers at most one POP's messages (MAX_POP_NUMS); ``n`` is a Java byte
 MAX_BODY = 64 * 1024
 
@@ -84,10 +82,11 @@ class AckMsg:
         return _merge_key(self)
 
     def to_json(self) -> str:
-        return _bean_json(
-            ao=self.ack_offset, bn=self.broker_name, c=self.group, pt=self.pop_time, q=self.queue_id,
-            so=self.start_offset, t=self.topic,
-        )  # fmt: skip
+        bean = {"ao": self.ack_offset, "bn": self.broker_name, "c": self.group, "pt": self.pop_time,
+                "q": self.queue_id, "so": self.start_offset, "t": self.topic}  # fmt: skip
+        if None in bean.values():  # _bean_json's rule; every ack of the broker has them all
+            bean = {key: value for key, value in bean.items() if value is not None}
+        return _compact(bean)  # its properties in name order already
 
 
 def _merge_key(body: PopCheckPoint | AckMsg) -> str:
@@ -97,7 +96,12 @@ def _merge_key(body: PopCheckPoint | AckMsg) -> str:
 
 def _bean_json(**properties: object) -> str:
     """fastjson of a bean: its properties sorted by name, the null ones left out."""
-    return fastjson.dumps({key: properties[key] for key in sorted(properties) if properties[key] is not None})
+    return _compact({key: properties[key] for key in sorted(properties) if properties[key] is not None})
+
+
+# ``fastjson.dumps`` of a map with string keys (and numbers, strings and lists of numbers for
+# values, as every bean here has) is ``json``'s compact form: that encoder, made once
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def ck_unique_id(ck: PopCheckPoint) -> str:

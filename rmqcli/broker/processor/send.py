@@ -144,9 +144,15 @@ def batch_body(body: bytes, sys_flag: int) -> bytes:
         raise SendError(RS.MESSAGE_ILLEGAL, f"cannot inflate the compressed batch body: {exc}") from None
 
 
-def parse(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Message | BatchMessage:
-    """The header checks of ``AbstractSendMessageProcessor.msgCheck`` and the message to store."""
-    h = hd.parse_send_header(req.code, req.ext_fields)
+def parse(
+    ctl: BrokerContext,
+    req: RemotingCommand,
+    conn: Connection,
+    header: hd.SendMessageRequestHeader | None = None,
+) -> Message | BatchMessage:
+    """The header checks of ``AbstractSendMessageProcessor.msgCheck`` and the message to store.
+    ``header``: the request's header already made (an in-process caller), else read from ``req``."""
+    h = hd.parse_send_header(req.code, req.ext_fields) if header is None else header
     if ctl.config.is_slave:  # before the topic would be auto-created: a slave's topics are its master's
         raise SendError(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl))
     if not is_writable(ctl.config.broker_permission):
@@ -405,9 +411,16 @@ def with_trace_fields(ctl: BrokerContext, response: RemotingCommand) -> Remoting
     return response
 
 
-def send(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> Reply | Awaitable[Reply]:
+def send(
+    ctl: BrokerContext,
+    req: RemotingCommand,
+    conn: Connection,
+    header: hd.SendMessageRequestHeader | None = None,
+) -> Reply | Awaitable[Reply]:
+    """The handler; an in-process caller (the gRPC endpoint) may hand over the ``header`` it made
+    instead of ext fields to read it from."""
     try:
-        message = parse(ctl, req, conn)
+        message = parse(ctl, req, conn, header)
     except SendError as exc:
         return with_trace_fields(ctl, exc.answer(req))
     return apply(ctl, req, message)
