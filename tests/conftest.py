@@ -33,7 +33,7 @@ from tests.support.census import CENSUS
 from tests.support.cli import invoke_rmq, run_rmq
 from tests.support.components import COMPONENTS, require
 from tests.support.realfixtures import variants
-from tests.support.stores import tear_last_record
+from tests.support.stores import sparse_copy, tear_last_record
 
 # no per-example deadline: a loaded machine must not fail a property that holds
 settings.register_profile("rmq", deadline=None)
@@ -272,7 +272,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def store(pristine: Path, tmp_path: Path) -> Path:
     """A writable copy of ``pristine`` (modules with stores of their own define their ``store``)."""
     path = tmp_path / "store"
-    shutil.copytree(pristine, path)
+    shutil.copytree(pristine, path, copy_function=sparse_copy)
     return path
 
 

@@ -17,7 +17,7 @@ from tests.support import ROOT
 from tests.support.broker_drivers import run_driver
 from tests.support.cli import RMQ
 from tests.support.serve import ServeProcess, write_conf
-from tests.support.stores import index_contents, zero_checkpoint_timestamps
+from tests.support.stores import index_contents, sparse_copy, zero_checkpoint_timestamps
 
 pytestmark = pytest.mark.cpp
 
@@ -90,7 +90,7 @@ def test_the_index_is_rebuilt_behind_the_commitlog_after_a_crash(tmp_path: Path)
     assert not (store / "abort").exists()
 
     rebuilt = tmp_path / "rebuilt"
-    shutil.copytree(store, rebuilt, ignore=shutil.ignore_patterns(".rmq-backup"))
+    shutil.copytree(store, rebuilt, ignore=shutil.ignore_patterns(".rmq-backup"), copy_function=sparse_copy)
     rmq("rebuild", str(rebuilt), "--index", "--config", str(conf), "--yes")
     served = [(header, entries) for header, entries, _ in index_contents(store)]
     assert served == [(header, entries) for header, entries, _ in index_contents(rebuilt)]

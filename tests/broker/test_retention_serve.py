@@ -42,6 +42,7 @@ from tests.support.retention import (
     write_conf,
 )
 from tests.support.serve import ServeProcess, wait_until
+from tests.support.stores import sparse_copy
 
 needs_client = pytest.mark.cpp
 
@@ -137,7 +138,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case]]
 def start_real(tmp: Path, case: Case) -> tuple[Path, Jvm]:
     """The real 4.9.8 broker over a copy of the case's store (mtimes kept), with the case's keys."""
     real = tmp / "real" / "store"
-    shutil.copytree(case.store, real)  # copy2: the mtimes come along
+    shutil.copytree(case.store, real, copy_function=sparse_copy)  # the mtimes come along
     port = broker_port()
     keys = read_properties(case.server.conf) if case.server.conf else {}
     keys.update(brokerName="real-retention", brokerId="0", listenPort=str(port), haListenPort=str(port + 1))

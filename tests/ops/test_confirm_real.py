@@ -24,6 +24,7 @@ import pytest
 from formats import epoch as efmt
 from tests.support.cli import one_line_error, run_rmq
 from tests.support.controller import ControllerPair, controller_pair
+from tests.support.stores import sparse_copy
 
 pytestmark = [pytest.mark.java, pytest.mark.java5]
 
@@ -57,7 +58,7 @@ def _until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped
 
 
 def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
+    shutil.copytree(src, dst, copy_function=sparse_copy)
     return dst
 
 

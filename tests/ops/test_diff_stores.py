@@ -11,6 +11,7 @@ import pytest
 
 from rmqcli.store import Store
 from tests.support import REAL_ROOT
+from tests.support.stores import sparse_copy
 
 REAL = REAL_ROOT / "basic-1" / "store"
 pytestmark = pytest.mark.real
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.real
 
 def replica(tmp_path: Path, name: str) -> Path:
     target = tmp_path / name
-    shutil.copytree(REAL, target)
+    shutil.copytree(REAL, target, copy_function=sparse_copy)
     return target
 
 

@@ -30,6 +30,7 @@ from tests.support.cli import run_rmq
 from tests.support.dledger import SELF_IDS, dledger_group
 from tests.support.java import run_program
 from tests.support.oracle import KIT, kit_env
+from tests.support.stores import sparse_copy
 
 pytestmark = pytest.mark.java
 
@@ -259,7 +260,7 @@ def test_replicas_agree_entry_by_entry(group: Facts) -> None:
 
 
 def _copy(group: Facts, self_id: str, to: Path) -> tuple[Path, Path]:
-    root = shutil.copytree(group.stores[self_id], to, symlinks=True)
+    root = shutil.copytree(group.stores[self_id], to, symlinks=True, copy_function=sparse_copy)
     (root / "lock").unlink(missing_ok=True)
     return root, root / f"dledger-{self_id}"
 

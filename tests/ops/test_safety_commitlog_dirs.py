@@ -16,7 +16,7 @@ import pytest
 
 from fixtures.generate import generate
 from rmqcli.store import Store
-from tests.support.stores import store_state, tear_last_record
+from tests.support.stores import sparse_copy, store_state, tear_last_record
 
 CONF = "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=600\nmaxHashSlotNum=64\nmaxIndexNum=256\n"
 
@@ -41,9 +41,9 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def layouts(damaged: Path, tmp_path: Path, ndirs: int) -> tuple[Path, Path, list[Path], Path]:
     """(default store, store with its CommitLog elsewhere, those directories, its broker.conf)."""
     plain = tmp_path / "plain"
-    shutil.copytree(damaged, plain)
+    shutil.copytree(damaged, plain, copy_function=sparse_copy)
     moved = tmp_path / "moved"
-    shutil.copytree(damaged, moved)
+    shutil.copytree(damaged, moved, copy_function=sparse_copy)
     dirs = [tmp_path / f"elsewhere{i}" / "commitlog" for i in range(ndirs)]
     for d in dirs:
         d.mkdir(parents=True)

@@ -21,7 +21,7 @@ import pytest
 from rmqcli.ops.safety import list_backups, pending, restore_backup
 from rmqcli.ops.safety.journal import CRASH_ENV
 from tests.support import ROOT
-from tests.support.stores import store_state
+from tests.support.stores import sparse_copy, store_state
 
 SCRIPT = r"""
 import shutil, sys
@@ -86,7 +86,7 @@ def original(pristine: Path) -> Path:
 def reference(original: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, int]:
     """The final bytes of an uninterrupted run, and how many crash points it passes."""
     store = tmp_path_factory.mktemp("kill") / "reference"
-    shutil.copytree(original, store)
+    shutil.copytree(original, store, copy_function=sparse_copy)
     done = run(SCRIPT, str(store))
     assert done.returncode == 0, done.stderr
     return store_state(store, dirs=True), int(done.stdout.split()[-1])
@@ -95,7 +95,7 @@ def reference(original: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
 def _killed_then_rerun(original: Path, work: Path, points: list[int]) -> tuple[Path, list[int]]:
     """Copy the store, run with a kill at each of ``points`` in turn, then run to completion."""
     store = work / ("store-" + "-".join(map(str, points)))
-    shutil.copytree(original, store)
+    shutil.copytree(original, store, copy_function=sparse_copy)
     codes = [run(SCRIPT, str(store), crash_at=p).returncode for p in points]
     final = run(SCRIPT, str(store))
     assert final.returncode == 0, final.stderr
@@ -138,13 +138,13 @@ def test_kill_during_restore_is_rolled_back_then_redone(
     """A restore is a change of its own: killed at any crash point, it is rolled back as a whole (by
     the next change, or by re-running it), and a re-run restores the original bytes."""
     store = tmp_path / "store"
-    shutil.copytree(original, store)
+    shutil.copytree(original, store, copy_function=sparse_copy)
     assert run(SCRIPT, str(store)).returncode == 0
     stamp = list_backups(store)[-1]["timestamp"]
     before = store_state(original, dirs=True)
 
     full = tmp_path / "full"
-    shutil.copytree(store, full)
+    shutil.copytree(store, full, copy_function=sparse_copy)
     done = run(RESTORE_COUNTING, str(full), stamp)
     assert done.returncode == 0, done.stderr
     total = int(done.stdout.split()[-1])
@@ -153,7 +153,7 @@ def test_kill_during_restore_is_rolled_back_then_redone(
 
     def killed_then_finished(point: int) -> tuple[int, bool, dict | None, dict]:
         copy = tmp_path / f"copy-{point}"
-        shutil.copytree(store, copy)
+        shutil.copytree(store, copy, copy_function=sparse_copy)
         killed = run(RESTORE, str(copy), stamp, crash_at=point)
         committed = any(b["command"] == "restore-backup" and b["complete"] for b in list_backups(copy))
         rolled_back = None

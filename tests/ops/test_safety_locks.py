@@ -15,7 +15,7 @@ import pytest
 from rmqcli.ops.safety import Change, StoreBusyError, ensure_unlocked, finish_interrupted
 from rmqcli.store import Store
 from tests.support import ROOT
-from tests.support.stores import broker_lock, store_state, writable_copy
+from tests.support.stores import broker_lock, sparse_copy, store_state, writable_copy
 
 # `rmq recover --yes` in which a broker starts (in another process) while the plan is being staged,
 # i.e. after the command checked the lock and before it opens its Change
@@ -111,7 +111,7 @@ def test_an_unreadable_lock_counts_as_held(store: Path) -> None:
     nobody = pwd.getpwnam("nobody")
     home = Path(tempfile.mkdtemp(prefix="rmq-unreadable-lock-"))  # in /tmp: nobody may reach it
     try:
-        copy = shutil.copytree(store, home / "store")
+        copy = shutil.copytree(store, home / "store", copy_function=sparse_copy)
         for path in [home, *home.rglob("*")]:
             os.chown(path, nobody.pw_uid, nobody.pw_gid)
         proc = subprocess.run(

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from rmqcli.cli.main import app
 from rmqcli.ops.safety import Change, list_backups, manifest_of, restore_backup, staging_dir
-from tests.support.stores import CL1, CQ, store_state
+from tests.support.stores import CL1, CQ, sparse_copy, store_state
 
 NEW_CQ = "consumequeue/NewTopic/0/00000000000000000000"
 
@@ -29,7 +29,7 @@ def test_restore_after_recover_keeps_data_written_later(
 ) -> None:
     """recover --yes; records appended after the cut and a new queue file; restore-backup --yes."""
     root = tmp_path / "s"
-    shutil.copytree(damaged_source, root)
+    shutil.copytree(damaged_source, root, copy_function=sparse_copy)
     original = store_state(root)
     plan = json.loads(rmq_proc("recover", str(root), "--json", check=True).stdout)
     (cut_step,) = [s for s in plan["steps"] if s["action"] == "truncate"]

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.realfixtures import REAL_ROOT
+from tests.support.stores import sparse_copy
 
 SEED = 20261125
 MUTATIONS = 320
@@ -161,7 +162,7 @@ def _init(stores: dict[str, str], base: str) -> None:
     own = Path(tempfile.mkdtemp(prefix=f"w{os.getpid()}-", dir=base))
     for name, store in stores.items():
         target = own / name
-        shutil.copytree(store, target)
+        shutil.copytree(store, target, copy_function=sparse_copy)
         for p in [target, *target.rglob("*")]:
             p.chmod(p.stat().st_mode | 0o200)
         _COPIES[name] = target
@@ -285,7 +286,7 @@ def test_verify_with_every_commitlog_byte_gone(tmp_path: Path) -> None:
     from rmqcli.cli.main import invoke
 
     store = tmp_path / "ipv6"
-    shutil.copytree(REAL_ROOT / "ipv6" / "store", store)
+    shutil.copytree(REAL_ROOT / "ipv6" / "store", store, copy_function=sparse_copy)
     for p in [store, *store.rglob("*")]:
         p.chmod(p.stat().st_mode | 0o200)
     (store / "commitlog" / "00000000000000000000").write_bytes(b"")

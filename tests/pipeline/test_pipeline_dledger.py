@@ -25,6 +25,7 @@ from rmqcli.cli.main import invoke
 from tests.support.cli import rmq_json, rmq_jsonl, run_rmq
 from tests.support.dledger import SELF_IDS, dledger_group
 from tests.support.oracle import KIT, kit_env
+from tests.support.stores import sparse_copy
 
 pytestmark = pytest.mark.java
 
@@ -130,7 +131,7 @@ def test_rebuild_writes_what_rmq_rebuild_writes(spark, group: Facts, tmp_path: P
     src = group.stores[0]
     copies = []
     for name in ("pipeline", "rmq"):
-        root = shutil.copytree(src, tmp_path / name, symlinks=True)
+        root = shutil.copytree(src, tmp_path / name, symlinks=True, copy_function=sparse_copy)
         (root / "lock").unlink(missing_ok=True)
         shutil.rmtree(root / "consumequeue")
         shutil.rmtree(root / "index")

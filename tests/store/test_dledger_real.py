@@ -28,7 +28,7 @@ import pytest
 from formats import dledger as dfmt
 from tests.support.cli import run_rmq
 from tests.support.dledger import dledger_group, lone_broker
-from tests.support.stores import store_state
+from tests.support.stores import sparse_copy, store_state
 
 pytestmark = pytest.mark.java
 
@@ -108,7 +108,9 @@ def test_verify_passes_on_every_replica(group: Facts) -> None:
 
 
 def _copy(group: Facts, tmp_path: Path) -> tuple[Path, Path]:
-    root = shutil.copytree(group.stores[group.last_leader], tmp_path / "store", symlinks=True)
+    root = shutil.copytree(
+        group.stores[group.last_leader], tmp_path / "store", symlinks=True, copy_function=sparse_copy
+    )
     (root / "lock").unlink(missing_ok=True)
     return root, root / f"dledger-{group.last_leader}"
 

@@ -25,6 +25,7 @@ from tests.support.cli import one_line_error, rmq_json, run_rmq
 from tests.support.oracle import RealCluster
 from tests.support.oracle5 import real_cluster5
 from tests.support.serve import wait_until
+from tests.support.stores import sparse_copy
 
 pytestmark = [pytest.mark.java, pytest.mark.java5]
 
@@ -73,14 +74,14 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
         wait_until(lambda: timer_check(home).master_timer_queue_offset >= sent, 30, "the timer checkpoint")
         before = {t: len(w.pull_all(real.broker, t, 0)) for t in TOPICS}
     pristine = home / "pristine"
-    shutil.copytree(home / "store", pristine)
+    shutil.copytree(home / "store", pristine, copy_function=sparse_copy)
     (pristine / "lock").unlink(missing_ok=True)
     yield Made(home, pristine, before)
 
 
 def copy(made: Made, tmp_path: Path) -> Path:
     target = tmp_path / "store"
-    shutil.copytree(made.pristine, target)
+    shutil.copytree(made.pristine, target, copy_function=sparse_copy)
     return target
 
 

@@ -47,7 +47,7 @@ from rmqcli.store.write.messages import (
 from rmqcli.store.write.records import encode_record
 from rmqcli.store.write.writer import StoreWriter
 from tests.support.realfixtures import REAL_ROOT, real_params
-from tests.support.stores import TINY
+from tests.support.stores import TINY, sparse_copy
 
 REPLAYED = ["basic-1/store", "ipv6/store", "crash-1/store-recovered-by-broker", "expired/store"]
 
@@ -409,7 +409,7 @@ def test_replay_index_identical(replayed, tmp_path):
         # ``buildIndex`` skips only offsets below the last (full) file's endPhyOffset, so the record
         # whose keys straddled the full file is indexed again, completely, in the new file. Do the same.
         copy = tmp_path / "store"
-        shutil.copytree(out, copy)
+        shutil.copytree(out, copy, copy_function=sparse_copy)
         (copy / "abort").unlink(missing_ok=True)
         _index_files(copy)[-1].unlink()
         _redispatch_index(copy, conf)
