@@ -39,6 +39,7 @@ from formats import fastjson
 from formats import timer as tfmt
 from formats.names import TIMER_TOPIC
 from rmqcli.errors import CorruptDataError, NotFoundError
+from rmqcli.remoting.javanames import camel
 from rmqcli.store.configfiles import config_texts
 from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.read.commitlog import Record
@@ -69,12 +70,7 @@ class TimerCheckpoint:
     counter: int = 0
 
     def as_json(self) -> dict[str, int]:
-        return {_camel(k): v for k, v in asdict(self).items()}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w.title() for w in rest)
+        return {camel(k): v for k, v in asdict(self).items()}
 
 
 def read_timer_checkpoint(path: Path) -> TimerCheckpoint | None:
@@ -320,7 +316,7 @@ class Timer:
     write_ms: int | None = None  # a unit's write time (TIMER_ENQUEUE_MS of its delivery)
 
     def as_json(self) -> dict[str, Any]:
-        return {_camel(k): v for k, v in asdict(self).items()}
+        return {camel(k): v for k, v in asdict(self).items()}
 
 
 @dataclass

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from formats import epoch as efmt
 from tests.support.cli import one_line_error, run_rmq
 from tests.support.controller import ControllerPair, controller_pair
-from tests.support.stores import sparse_copy
+from tests.support.stores import set_confirm, sparse_copy
 
 pytestmark = [pytest.mark.java, pytest.mark.java5]
 
@@ -110,13 +109,6 @@ def _verify(store: Path):  # type: ignore[no-untyped-def]
 
 def _kinds(report: dict) -> dict[str, str]:
     return {k["kind"]: k["severity"] for k in report["kinds"]}
-
-
-def _set_confirm(store: Path, value: int) -> None:
-    cp = store / "checkpoint"
-    data = bytearray(cp.read_bytes())
-    data[32:40] = struct.pack(">q", value)
-    cp.write_bytes(bytes(data))
 
 
 # --- the healthy stores -----------------------------------------------------------------------------
@@ -215,7 +207,7 @@ def test_units_past_confirm(made: Made, tmp_path):
     """confirmPhyOffset set back to where the elected master's epoch began: its own units run past it."""
     store = _copy(made.master, tmp_path / "s")
     start = max(o for _e, o in made.epochs)
-    _set_confirm(store, start)
+    set_confirm(store, start)
     proc, report = _verify(store)
     kinds = _kinds(report)
     assert kinds["cq-past-confirm"] == "warning" and kinds["unconfirmed"] == "warning"
@@ -225,7 +217,7 @@ def test_units_past_confirm(made: Made, tmp_path):
 
 def test_confirm_past_the_end(made: Made, tmp_path):
     store = _copy(made.master, tmp_path / "s")
-    _set_confirm(store, 1 << 30)
+    set_confirm(store, 1 << 30)
     proc, report = _verify(store)
     assert proc.returncode == 4 and _kinds(report)["confirm-past-end"] == "error"
     one_line_error(run_rmq("verify", str(store)).stderr)
@@ -325,9 +317,9 @@ def _damaged(made: Made, kind: str, into: Path) -> Path:
         return store
     store = _copy(made.master, into)
     if kind == "confirm-back":
-        _set_confirm(store, max(o for _e, o in made.epochs))
+        set_confirm(store, max(o for _e, o in made.epochs))
     elif kind == "confirm-past":
-        _set_confirm(store, 1 << 30)
+        set_confirm(store, 1 << 30)
     else:
         end = _json("stats", str(store))["commitlog"]["maxOffset"]
         confirm = _json("stats", str(made.lone_master))["confirm"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from formats import checkpoint as ckpt_fmt
 from formats import epoch as efmt
 from formats import indexfile
+from formats.derive import field_offsets
 from rmqcli.store import Store
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import CONSUMEQUEUE_DIR
@@ -261,7 +262,13 @@ def controller_copy(tmp_path: Path, confirm_row: int) -> tuple[Path, list[dict]]
     shutil.copytree(src / "store", store)
     records = [json.loads(line) for line in (src / "store.records.jsonl").read_text().splitlines()]
     (store / efmt.EPOCH_FILE).write_text(efmt.build_epoch_file([efmt.EpochEntry(1, 0)]))
-    data = bytearray((store / "checkpoint").read_bytes())
-    data[32:40] = records[confirm_row]["position"].to_bytes(8, "big", signed=True)
-    (store / "checkpoint").write_bytes(bytes(data))
+    set_confirm(store, records[confirm_row]["position"])
     return store, records
+
+
+def set_confirm(store: Path, value: int) -> None:
+    """Write ``value`` as the checkpoint's confirmPhyOffset (formats.md §4, 5.1.1's field)."""
+    at = field_offsets(ckpt_fmt.CheckpointFields)["confirm_phy_offset"]
+    with open(store / "checkpoint", "r+b") as f:
+        f.seek(at)
+        f.write(value.to_bytes(8, "big", signed=True))
