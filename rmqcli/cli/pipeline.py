@@ -51,7 +51,7 @@ from rmqcli.cli.common import (
     with_options,
 )
 from rmqcli.cli.plan import DryRunOpt, ForceUnlockedOpt, YesOpt, confirm
-from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, resolve_format
+from rmqcli.cli.render import Column, OutputFormat, Renderer, Section, resolve_format, warn
 from rmqcli.pipeline.schema import PARTITION_COLUMNS, ExportBody, ExportFormat, schema_help
 
 StoresArg = Annotated[
@@ -125,9 +125,22 @@ def _session(
     from rmqcli.pipeline.session import spark_session
     from rmqcli.pipeline.tasks import check_stores
 
-    check_stores(stores, config, urls=urls)
+    refs = check_stores(stores, config, urls=urls)
+    if job == "search":
+        warn_unconfirmed(refs)
     with spark_session(master, f"rmq pipeline {job}") as session:
         yield session
+
+
+def warn_unconfirmed(refs: list[Any]) -> None:
+    """One warning per controller-mode store whose log holds records past confirmPhyOffset: the
+    rows leave them out, as ``rmq dump-commitlog`` does."""
+    for ref in refs:
+        if ref.confirm_boundary is not None:
+            warn(
+                f"{ref.path}: records from offset {ref.confirm_boundary} are past the checkpoint's "
+                "confirmPhyOffset: not confirmed by the in-sync replicas, not in the log; left out"
+            )
 
 
 def _render_item(item: dict[str, Any], json_: bool, title: str) -> None:
@@ -139,7 +152,9 @@ EXPORT_HELP = (
     "A row holds exactly the fields `rmq dump-commitlog --output jsonl` prints for the record, plus "
     "the store it came from and the UTC date of its store time. Output goes to --out, partitioned by "
     f"{' and '.join(PARTITION_COLUMNS)} (directories topic=T/storeDate=YYYY-MM-DD; read them back "
-    "with partition column type inference off, so that topic stays a string). Columns:\n\n" + schema_help()
+    "with partition column type inference off, so that topic stays a string). In a controller-mode "
+    "store, records past the checkpoint's confirmPhyOffset are not in the log: left out, as "
+    "`rmq dump-commitlog` leaves them out, with a warning. Columns:\n\n" + schema_help()
 )
 
 
@@ -168,7 +183,7 @@ def export(
     selection = Selection(frozenset(topic or ()), parse_time(since, "--since"), parse_time(until, "--until"))
     from rmqcli.pipeline.tasks import check_stores
 
-    check_stores(stores, config, urls=True)
+    warn_unconfirmed(check_stores(stores, config, urls=True))
     check_out(out, overwrite)
     with spark_session(master, "rmq pipeline export") as session:
         result = run_export(
@@ -318,7 +333,7 @@ SEARCH_HELP = """Find messages across stores by scanning their CommitLogs (no in
 
 Give at least one of --key, --uniq-key, --property, --body-regex; a record must match all that are
 given. Rows are those of `rmq dump-commitlog` with the store they came from, in store and CommitLog
-order."""
+order (in a controller-mode store, not the records past confirmPhyOffset: a warning says so)."""
 
 
 LAG_HELP = (

@@ -65,8 +65,11 @@ def commitlog_rows(
     flt = RecordFilter(since=selection.since, until=selection.until)
     delay = parse_delay_levels(store.delay_levels)
     mode = BodyMode.utf8 if body is ExportBody.text else BodyMode.none
+    past = store.confirm_boundary
     try:
         for rec in commitlog.records():
+            if past is not None and rec.position >= past:
+                break  # not in the log (controller mode): as rmq dump-commitlog, left out
             if selection.topics and rec.topic not in selection.topics:
                 continue
             if not flt.matches(rec):

@@ -89,7 +89,10 @@ def commitlog_matches(
         pattern = re.compile(query.body_regex) if query.body_regex is not None else None
         delay = parse_delay_levels(store.delay_levels)
         rows = []
+        past = store.confirm_boundary
         for rec in commitlog.records():
+            if past is not None and rec.position >= past:
+                break  # not in the log (controller mode): as rmq dump-commitlog, left out
             if query.matches(rec, pattern):
                 row = record_fields(rec, body=BodyMode(body), delay_millis=delay)
                 rows.append({"store": store.path, **row, **commitlog.record_extra(rec)})

@@ -46,6 +46,9 @@ class StoreRef:
     index: int
     path: str  # absolute
     delay_levels: str
+    # controller mode (``rmqcli.store.confirm``): the first record past confirmPhyOffset, when the
+    # log holds any; from there on records are not in the log
+    confirm_boundary: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,10 @@ class FileTask:
     size: int
     file_size: int  # the store's CommitLog file size (mappedFileSizeCommitLog)
     dledger: bool = False  # a data file of a DLedger log (entries)
-    confirm_boundary: int | None = None  # controller mode: records from here are not in the log
+
+    @property
+    def confirm_boundary(self) -> int | None:
+        return self.store.confirm_boundary
 
     @property
     def unconfirmed_inside(self) -> bool:
@@ -111,26 +117,27 @@ def file_tasks(
             continue
         store = open_store(path, config)
         try:
-            ref = StoreRef(i, str(store.root), store.settings.message_delay_level)
+            bound = store.confirm_bound()
+            boundary = bound.boundary if bound is not None and bound.boundary < bound.end else None
+            ref = StoreRef(i, str(store.root), store.settings.message_delay_level, boundary)
             stores.append(ref)
             commitlog = store.commitlog
             dledger = store.dledger is not None
-            bound = store.confirm_bound()
-            boundary = bound.boundary if bound is not None else None
             for mf in commitlog.files:
                 tasks.append(
-                    FileTask(
-                        ref, str(mf.path), mf.from_offset, mf.size, commitlog.file_size, dledger, boundary
-                    )
+                    FileTask(ref, str(mf.path), mf.from_offset, mf.size, commitlog.file_size, dledger)
                 )
         finally:
             store.close()
     return stores, tasks
 
 
-def check_stores(paths: list[Path | str], config: Path | None = None, *, urls: bool = False) -> None:
-    """Fail on a missing or non-store path before a Spark session is started for nothing."""
-    file_tasks(paths, config, urls=urls)
+def check_stores(
+    paths: list[Path | str], config: Path | None = None, *, urls: bool = False
+) -> list[StoreRef]:
+    """Fail on a missing or non-store path before a Spark session is started for nothing; the
+    stores' references."""
+    return file_tasks(paths, config, urls=urls)[0]
 
 
 def commitlog_url(store: StoreRef) -> str:

@@ -84,3 +84,22 @@ def test_stats_and_rebuild_need_directories(generated_stores, rmq_proc):
     for command in ("stats", "rebuild"):
         proc = rmq_proc("pipeline", command, url)
         assert proc.returncode == 2 and "not a URL" in proc.stderr
+
+
+def test_a_controller_mode_store_finds_only_confirmed_records(spark, tmp_path, capsys):
+    """A key of a record past confirmPhyOffset is not found (not in the log, as ``rmq
+    dump-commitlog`` shows it); one of a confirmed record is."""
+    from tests.support.stores import controller_copy
+
+    cut = 2000
+    store, records = controller_copy(tmp_path, cut)
+    capsys.readouterr()
+    key_of = {}
+    for r in records:
+        for k in (r.get("properties") or {}).get("KEYS", "").split():
+            key_of.setdefault(k, []).append(r["position"])
+    before = next(k for k, at in key_of.items() if all(p < records[cut]["position"] for p in at))
+    after = next(k for k, at in key_of.items() if all(p >= records[cut]["position"] for p in at))
+    assert [r["position"] for r in search(str(store), "--key", before)] == key_of[before]
+    assert search(str(store), "--key", after) == []
+    assert f"from offset {records[cut]['position']}" in capsys.readouterr().err
