@@ -2,15 +2,17 @@
 
 Each body is a keyword-only dataclass whose fields carry the Java property name (camelCase of the
 Python name unless given). ``encode`` writes fastjson's compact form: properties sorted by name,
-``None`` dropped, integer map keys bare (``{0:"host:port"}``), ``MessageQueue`` keys written as
-objects (``{{"brokerName":…}:…}``); maps and lists keep the order they have in Python, except
-integer-keyed maps, which come out ascending as a Java ``HashMap`` of small longs iterates.
-``decode`` accepts that dialect, standard JSON (quoted numeric keys, object keys as JSON text) and
-the C++ variants (enum ordinals, numbers for strings), and ignores unknown properties.
+``None`` dropped, ``bytes`` in Base64 (``byte[]``), integer map keys bare (``{0:"host:port"}``),
+``MessageQueue`` keys written as objects (``{{"brokerName":…}:…}``); maps and lists keep the order
+they have in Python, except integer-keyed maps, which come out ascending as a Java ``HashMap`` of
+small longs iterates. ``decode`` accepts that dialect, standard JSON (quoted numeric keys, object
+keys as JSON text) and the C++ variants (enum ordinals, numbers for strings), and ignores unknown
+properties.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import types
@@ -95,6 +97,8 @@ def to_fastjson_value(value: Any) -> Any:
         return {_encode_key(k): to_fastjson_value(v) for k, v in items}
     if isinstance(value, list | tuple | set | frozenset):
         return [to_fastjson_value(v) for v in value]
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")  # fastjson's byte[]
     return value
 
 
@@ -222,6 +226,13 @@ def _convert(tp: Any, value: Any, enum: tuple[str, ...] | None) -> Any:
         return int(value)
     if tp is float:
         return float(value)
+    if tp is bytes:
+        if not isinstance(value, str):
+            raise BodyError(f"expected Base64 text, got {type(value).__name__}")
+        try:
+            return base64.b64decode(value, validate=True)
+        except ValueError as exc:
+            raise BodyError(f"bad Base64 text: {exc}") from None
     if tp is str:
         if enum is not None and isinstance(value, int) and not isinstance(value, bool):
             return enum[value] if 0 <= value < len(enum) else str(value)
