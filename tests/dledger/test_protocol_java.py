@@ -11,7 +11,8 @@ import asyncio
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,16 @@ _VOTE_ANSWER = re.compile(r"\[n0\]\[GetVoteResponse\] (\{.*\})")
 _ELECTED = re.compile(r"\[n0\] \[VOTE_RESULT\] has been elected to be the leader in term (\d+)")
 
 
-class Peers:
-    """Listeners for ``n1`` and ``n2`` on their own loop thread: every request frame is kept
-    (peer, command); votes are answered ACCEPT in the requested term, heartbeats SUCCESS, pushes
-    as an empty follower answers them, anything else UNSUPPORTED."""
+Answer = Callable[[str, RemotingCommand], object]
 
-    def __init__(self, ports: dict[str, int]):
+
+class Peers:
+    """Listeners for the peers of ``ports`` on their own loop thread: every request frame is kept
+    (peer, command) and answered with ``answer(peer, command)`` (default ``accept_all``)."""
+
+    def __init__(self, ports: dict[str, int], answer: Answer | None = None):
         self.ports = ports
+        self.answer = answer or self.accept_all
         self.received: list[tuple[str, RemotingCommand]] = []
         self.sent: list[bytes] = []  # the vote answers' bodies
         self.loop = asyncio.new_event_loop()
@@ -63,14 +67,16 @@ class Peers:
             while data := await reader.read(65536):
                 for cmd in frames.feed_commands(data):
                     self.received.append((name, cmd))
-                    writer.write(encode(dp.response_command(cmd, self._answer(cmd))))
+                    writer.write(encode(dp.response_command(cmd, self.answer(name, cmd))))
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
 
-    def _answer(self, cmd: RemotingCommand) -> object:
+    def accept_all(self, _peer: str, cmd: RemotingCommand) -> object:
+        """Votes ACCEPT in the requested term, heartbeats SUCCESS, pushes as an empty follower
+        answers them, anything else UNSUPPORTED."""
         if cmd.code == dp.DLedgerRequestCode.VOTE:
             req = jb.decode(dp.VoteRequest, cmd.body)
             answer = dp.VoteResponse(
@@ -104,12 +110,15 @@ def _logs(state: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted((state / "logs").rglob("*.log")))
 
 
-@pytest.fixture(scope="module")
-def java_n0(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Peers, Path, int]]:
-    """The real n0 elected with our votes, until the module ends: (peers, its log dir, its DLedger port)."""
+@contextmanager
+def java_n0_with(
+    home: Path, listeners: dict[str, Answer | None], silent: tuple[str, ...] = ()
+) -> Iterator[tuple[Peers, Path, int, int]]:
+    """The real n0 with peers ``listeners`` (answered by the test; None: ``accept_all``) and
+    ``silent`` (nobody listens), until it has been elected and sent a heartbeat round: (peers, its
+    log dir, its DLedger port, the term it was elected in)."""
     require("java")
-    home = tmp_path_factory.mktemp("dledger-n0")
-    raft = {name: free_port() for name in ("n0", "n1", "n2")}
+    raft = {name: free_port() for name in ("n0", *listeners, *silent)}
     peers = ";".join(f"{n}-127.0.0.1:{p}" for n, p in raft.items())
     conf = {
         "brokerClusterName": "DefaultCluster", "brokerName": GROUP, "listenPort": str(broker_port()),
@@ -120,23 +129,36 @@ def java_n0(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Peers, P
     }  # fmt: skip
     (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     env = kit_env(home)
-    with Peers({"n1": raft["n1"], "n2": raft["n2"]}) as fake:
+
+    def answer(peer: str, cmd: RemotingCommand) -> object:
+        return (listeners[peer] or fake.accept_all)(peer, cmd)  # None: accept_all
+
+    with Peers({n: raft[n] for n in listeners}, answer) as fake:
         jvm = Jvm([str(KIT / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out", env)
         try:
             state = Path(env["ORACLE_STATE_DIR"])
             deadline = time.monotonic() + 120
-            while not _ELECTED.search(_logs(state)):
+            while not (elected := _ELECTED.search(_logs(state))):
                 assert jvm.proc.poll() is None, (home / "broker.out").read_text()[-3000:]
                 assert time.monotonic() < deadline, "n0 never became leader with our votes"
                 time.sleep(0.5)
-            # a heartbeat round to both fakes after the election
             deadline = time.monotonic() + 30
-            while {n for n, c in fake.received if c.code == dp.DLedgerRequestCode.HEART_BEAT} != {"n1", "n2"}:
+            while {n for n, c in fake.received if c.code == dp.DLedgerRequestCode.HEART_BEAT} != set(
+                listeners
+            ):
                 assert time.monotonic() < deadline, "no heartbeats from the elected n0"
                 time.sleep(0.2)
-            yield fake, state, raft["n0"]
+            yield fake, state, raft["n0"], int(elected.group(1))
         finally:
             jvm.stop()
+
+
+@pytest.fixture(scope="module")
+def java_n0(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Peers, Path, int]]:
+    """The real n0 elected with the ACCEPT answers of fake n1 and n2, until the module ends."""
+    home = tmp_path_factory.mktemp("dledger-n0")
+    with java_n0_with(home, {"n1": None, "n2": None}) as (fake, state, port, _):
+        yield fake, state, port
 
 
 def test_every_request_reads_back_to_its_bytes(java_n0) -> None:
@@ -200,3 +222,35 @@ def test_metadata_of_the_java_node(java_n0) -> None:
         return jb.decode(dp.MetadataResponse, answer.body)
 
     assert asyncio.run(ask_wrong()).code == dp.DLedgerResponseCode.UNKNOWN_MEMBER
+
+
+# --- rmq's elector as a voter of the real n0 ---------------------------------------------------------
+def test_the_real_n0_is_elected_with_rmqs_vote_and_rmq_follows_it(tmp_path: Path) -> None:
+    """n1 is ``rmqcli.dledger.elector`` on its own ``currterm``, n2 is down: n0 needs n1's vote. n1
+    gives it as 0.3.1.2 does (its ``currterm`` then holds what n0's holds: the vote for n0 in the
+    elected term, byte for byte) and becomes n0's follower on its first heartbeat."""
+    from rmqcli.dledger.elector import Elector
+    from rmqcli.dledger.member import MemberState, Role
+
+    state = MemberState.load(GROUP, "n1", {"n0": "", "n1": "", "n2": ""}, tmp_path / "n1" / "dledger-n1")
+    elector = Elector(state)
+
+    def rmq_n1(_peer: str, cmd: RemotingCommand) -> object:
+        if cmd.code == dp.DLedgerRequestCode.VOTE:
+            return elector.handle_vote(jb.decode(dp.VoteRequest, cmd.body))
+        if cmd.code == dp.DLedgerRequestCode.HEART_BEAT:
+            return elector.handle_heartbeat(jb.decode(dp.HeartBeatRequest, cmd.body))
+        return dp.HeartBeatResponse(code=int(dp.DLedgerResponseCode.UNSUPPORTED))
+
+    home = tmp_path / "java"
+    home.mkdir()
+    with java_n0_with(home, {"n1": rmq_n1}, silent=("n2",)) as (_fake, _state, _port, term):
+        assert (state.role, state.leader_id, state.curr_term) == (Role.FOLLOWER, "n0", term)
+        java_term_file = home / "store" / "dledger-n0" / "currterm"
+        assert (
+            state.term_file.read_bytes()
+            == java_term_file.read_bytes()
+            == f"voteLeader=n0\ncurrTerm={term}\n".encode()
+        )
+        again = MemberState.load(GROUP, "n1", state.peers, state.home)
+        assert (again.curr_term, again.curr_vote_for) == (term, "n0")
