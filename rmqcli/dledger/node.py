@@ -1,0 +1,261 @@
+"""A DLedger member on asyncio: its peer port and its election loop (DLedger 0.3.1.2
+``DLedgerServer``, ``DLedgerRpcNettyService``, ``DLedgerLeaderElector.StateMaintainer``).
+
+The peer port answers VOTE and HEART_BEAT through ``Elector``, METADATA with the peers, and every
+other DLedger request with UNSUPPORTED in its body (never an empty answer: a Java peer fails on
+one). Every 10 ms the loop does what the role asks: a leader sends heartbeats every
+``heartbeat_interval_ms`` and steps down without a quorum of answers for ``max_heartbeat_leak``
+intervals; a follower without heartbeats for as long becomes a candidate of its term; a candidate
+campaigns at random intervals of ``min_vote_interval_ms``..``max_vote_interval_ms`` (see
+``campaign``). Calls to peers time out after 3 s, as the Java ones do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rmqcli.dledger import protocol as dp
+from rmqcli.dledger.campaign import Decision, HeartbeatTally, ParseResult, VoteTally, decide
+from rmqcli.dledger.elector import Elector
+from rmqcli.dledger.member import MemberState, Role
+from rmqcli.remoting import json_body as jb
+from rmqcli.remoting.client import RemotingClient
+from rmqcli.remoting.codec import RemotingCommand
+from rmqcli.remoting.server.connection import Connection, Server
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_S = 3.0  # DLedgerRpcNettyService: every call
+LOOP_PERIOD_S = 0.01  # StateMaintainer
+
+
+@dataclass(frozen=True)
+class Timing:
+    """``DLedgerConfig``'s election settings (defaults of 0.3.1.2)."""
+
+    heartbeat_interval_ms: int = 2000
+    max_heartbeat_leak: int = 3
+    min_vote_interval_ms: int = 300
+    max_vote_interval_ms: int = 1000
+
+
+class DLedgerNode:
+    """One member: ``start`` listens on its peer address and runs the loop until ``close``;
+    ``on_role(term, role)`` is called on every role change."""
+
+    def __init__(
+        self,
+        state: MemberState,
+        timing: Timing = Timing(),
+        on_role: Callable[[int, Role], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.state = state
+        self.timing = timing
+        self.clock = clock
+        self.elector = Elector(state, clock)
+        self.on_role = on_role
+        self.server = Server(f"dledger-{state.self_id}", self._dispatch)
+        self.client = RemotingClient()
+        self.last_parse = ParseResult.WAIT_TO_REVOTE
+        self.next_vote_at = 0.0
+        self.last_send_heartbeat = -1.0
+        self.last_succ_heartbeat = clock()
+        self._role = (state.curr_term, state.role)
+        self._loop: asyncio.Task[None] | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> int:
+        host, _, port = self.state.peers[self.state.self_id].rpartition(":")
+        bound = await self.server.start(host or "0.0.0.0", int(port))
+        self._loop = asyncio.get_running_loop().create_task(self._run())
+        log.info("DLedger %s of %s listens on %s:%d", self.state.self_id, self.state.group, host, bound)
+        return bound
+
+    async def close(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+        await self.server.close()
+        await self.client.close()
+
+    # --- the peer port ---------------------------------------------------------------------------
+    def _dispatch(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+        code = request.code
+        try:
+            if code == dp.DLedgerRequestCode.VOTE:
+                answer: object = self.elector.handle_vote(jb.decode(dp.VoteRequest, request.body))
+            elif code == dp.DLedgerRequestCode.HEART_BEAT:
+                answer = self.elector.handle_heartbeat(jb.decode(dp.HeartBeatRequest, request.body))
+            elif code == dp.DLedgerRequestCode.METADATA:
+                req = jb.decode(dp.MetadataRequest, request.body)
+                answer = dp.MetadataResponse(group=self.state.group, leader_id=self.state.leader_id,
+                                             peers=dict(self.state.peers))  # fmt: skip
+                if req.remote_id != self.state.self_id:
+                    answer.code = int(dp.DLedgerResponseCode.UNKNOWN_MEMBER)
+            else:
+                answer = dp.HeartBeatResponse(code=int(dp.DLedgerResponseCode.UNSUPPORTED))
+        except jb.BodyError as exc:
+            return request.response(1, f"bad DLedger body: {exc}")  # SYSTEM_ERROR, as NettyRemotingAbstract
+        self._role_changed()
+        return dp.response_command(request, answer)
+
+    def _role_changed(self) -> None:
+        now = (self.state.curr_term, self.state.role)
+        if now == self._role:
+            return
+        self._role = now
+        if self.state.role is Role.FOLLOWER:
+            self.last_parse = ParseResult.WAIT_TO_REVOTE
+        elif self.state.role is Role.LEADER:
+            self.last_send_heartbeat = -1.0
+            self.last_succ_heartbeat = self.clock()
+        log.info("DLedger %s: %s in term %d (leader %s)", self.state.self_id, self.state.role.value,
+                 self.state.curr_term, self.state.leader_id)  # fmt: skip
+        if self.on_role is not None:
+            self.on_role(*now)
+
+    # --- the loop --------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            try:
+                role = self.state.role
+                if role is Role.LEADER:
+                    await self._as_leader()
+                elif role is Role.FOLLOWER:
+                    self._as_follower()
+                else:
+                    await self._as_candidate()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("DLedger %s: election loop", self.state.self_id)
+            self._role_changed()
+            await asyncio.sleep(LOOP_PERIOD_S)
+
+    def _interval(self) -> float:
+        return self.timing.heartbeat_interval_ms / 1000
+
+    def _next_vote_time(self) -> float:
+        t = self.timing
+        return (
+            self.clock()
+            + (t.min_vote_interval_ms + random.randrange(t.max_vote_interval_ms - t.min_vote_interval_ms))
+            / 1000
+        )
+
+    def _as_follower(self) -> None:
+        if self.elector.is_leader_lost(self._interval(), self.timing.max_heartbeat_leak):
+            log.info("DLedger %s: no heartbeat from %s; candidate", self.state.self_id, self.state.leader_id)
+            self.state.change_to_candidate(self.state.curr_term)
+
+    async def _call(self, peer: str, code: dp.DLedgerRequestCode, body: object, cls: type) -> object | None:
+        try:
+            answer = await self.client.invoke(
+                self.state.peers[peer], dp.request_command(code, body), RPC_TIMEOUT_S
+            )
+            return jb.decode(cls, answer.body)
+        except Exception:  # unreachable, timed out, or an answer that does not read: no answer
+            return None
+
+    async def _as_candidate(self) -> None:
+        s = self.state
+        if self.clock() < self.next_vote_at and not self.elector.need_increase_term:
+            return
+        if self.last_parse is ParseResult.WAIT_TO_VOTE_NEXT or self.elector.need_increase_term:
+            previous = s.curr_term
+            term = s.next_term()
+            log.info("%s_[INCREASE_TERM] from %d to %d", s.self_id, previous, term)
+            self.last_parse = ParseResult.WAIT_TO_REVOTE
+        else:
+            term = s.curr_term
+        if self.elector.need_increase_term:
+            self.next_vote_at = self._next_vote_time()
+            self.elector.need_increase_term = False
+            return
+        tally = await self._collect_votes(term)
+        t = self.timing
+        decision: Decision = decide(
+            tally, s, term, t.heartbeat_interval_ms, t.max_heartbeat_leak, t.max_vote_interval_ms
+        )
+        self.last_parse = decision.result
+        self.next_vote_at = self._next_vote_time() + decision.extra_wait_ms / 1000 if decision.wait else 0.0
+        if decision.candidate_of is not None and decision.candidate_of >= s.curr_term:
+            s.change_to_candidate(decision.candidate_of)
+        if decision.result is ParseResult.PASSED and s.curr_term == term and s.role is Role.CANDIDATE:
+            log.info("[%s] [VOTE_RESULT] has been elected to be the leader in term %d", s.self_id, term)
+            s.change_to_leader(term)
+
+    async def _collect_votes(self, term: int) -> VoteTally:
+        s = self.state
+        req = dict(group=s.group, local_id=s.self_id, leader_id=s.self_id, term=term,
+                   ledger_end_index=s.ledger_end_index, ledger_end_term=s.ledger_end_term)  # fmt: skip
+        tally = VoteTally()
+        tally.add(self.elector.handle_vote(dp.VoteRequest(remote_id=s.self_id, **req), self_vote=True))
+        others = [p for p in s.peers if p != s.self_id]
+        vote = dp.DLedgerRequestCode.VOTE
+        calls = {
+            asyncio.ensure_future(self._call(p, vote, dp.VoteRequest(remote_id=p, **req), dp.VoteResponse))
+            for p in others
+        }
+        deadline = self.clock() + (2000 + random.randrange(self.timing.max_vote_interval_ms)) / 1000
+        pending = calls
+        while pending and not tally.settled(s):
+            done, pending = await asyncio.wait(pending, timeout=max(0.0, deadline - self.clock()),
+                                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if not done:
+                break
+            for task in done:
+                tally.add(task.result())  # type: ignore[arg-type]
+        for task in pending:
+            task.cancel()
+        return tally
+
+    async def _as_leader(self) -> None:
+        if self.clock() - self.last_send_heartbeat <= self._interval():
+            return
+        self.last_send_heartbeat = self.clock()
+        s = self.state
+        term = s.curr_term
+        tally = HeartbeatTally()
+        others = [p for p in s.peers if p != s.self_id]
+        calls = {
+            asyncio.ensure_future(self._call(p, dp.DLedgerRequestCode.HEART_BEAT, dp.HeartBeatRequest(
+                group=s.group, local_id=s.self_id, remote_id=p, leader_id=s.self_id, term=term),
+                dp.HeartBeatResponse)): p
+            for p in others
+        }  # fmt: skip
+        pending = set(calls)
+        deadline = self.clock() + self._interval()
+        while pending and not (
+            s.is_quorum(tally.succeeded) or s.is_quorum(tally.succeeded + tally.not_ready)
+        ):
+            done, pending = await asyncio.wait(pending, timeout=max(0.0, deadline - self.clock()),
+                                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if not done:
+                break
+            for task in done:
+                s.live[calls[task]] = tally.add(task.result())  # type: ignore[arg-type]
+        for task in pending:
+            task.cancel()
+        if s.role is not Role.LEADER or s.curr_term != term:
+            return
+        if s.is_quorum(tally.succeeded):
+            self.last_succ_heartbeat = self.clock()
+            return
+        if s.is_quorum(tally.succeeded + tally.not_ready):
+            self.last_send_heartbeat = -1.0
+        elif tally.max_term > term:
+            s.change_to_candidate(tally.max_term)
+        elif tally.inconsistent_leader:
+            s.change_to_candidate(term)
+        elif self.clock() - self.last_succ_heartbeat > self.timing.max_heartbeat_leak * self._interval():
+            log.info("DLedger %s: no quorum of heartbeat answers; steps down", s.self_id)
+            s.change_to_candidate(term)

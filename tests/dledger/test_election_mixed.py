@@ -1,0 +1,168 @@
+"""Elections in a group of rmq's ``DLedgerNode`` (n0, in this process) and two real 4.9.8 brokers
+in DLedger mode (n1, n2): the three agree on one leader of one term, whoever it is; the leader is
+killed (the Java one with SIGKILL, rmq's node closed) and the two others agree on a new one in a
+later term; the killed member comes back and follows. Rounds go on until rmq has led Java
+followers and followed a Java leader, each seen in the Java logs (``ChangeRoleToFollower`` to n0,
+``[VOTE_RESULT] has been elected``) and in rmq's state; ``currterm`` of every member then names
+the same term on every running member."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rmqcli.dledger.member import MemberState, Role
+from rmqcli.dledger.node import DLedgerNode
+from tests.support.components import require
+from tests.support.oracle import KIT, Jvm, broker_port, kit_env
+from tests.support.serve import free_port
+
+pytestmark = pytest.mark.java
+
+GROUP = "RaftNode00"
+JAVA = ("n1", "n2")
+_ELECTED = re.compile(r"\[(n\d)\] \[VOTE_RESULT\] has been elected to be the leader in term (\d+)")
+_FOLLOWS = re.compile(r"\[(n\d)\]\[ChangeRoleToFollower\] from term: (\d+) leaderId: (n\d)")
+
+
+class RmqMember:
+    """n0: a ``DLedgerNode`` on its own event loop thread, started and closed on demand."""
+
+    def __init__(self, home: Path, peers: dict[str, str]):
+        self.home, self.peers = home, peers
+        self.node: DLedgerNode | None = None
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def start(self) -> None:
+        state = MemberState.load(GROUP, "n0", self.peers, self.home / "dledger-n0")
+        self.node = DLedgerNode(state)
+        asyncio.run_coroutine_threadsafe(self.node.start(), self.loop).result(10)
+
+    def stop(self) -> None:
+        if self.node is not None:
+            asyncio.run_coroutine_threadsafe(self.node.close(), self.loop).result(10)
+            self.node = None
+
+    def view(self) -> tuple[int, str | None] | None:
+        """(term, leader) once n0 leads or follows."""
+        if self.node is None or self.node.state.role is Role.CANDIDATE:
+            return None
+        return self.node.state.curr_term, self.node.state.leader_id
+
+
+class JavaMember:
+    def __init__(self, home: Path, name: str, conf: dict[str, str]):
+        self.home, self.name = home / name, name
+        self.home.mkdir(parents=True)
+        (self.home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        self.jvm: Jvm | None = None
+        self.states: list[Path] = []
+
+    def start(self) -> None:
+        env = kit_env(self.home)
+        self.states.append(Path(env["ORACLE_STATE_DIR"]))
+        log = self.home / f"broker-{time.monotonic_ns()}.out"
+        self.jvm = Jvm([str(KIT / "bin" / "broker"), "-c", str(self.home / "broker.conf")], log, env)
+
+    def kill(self) -> None:
+        if self.jvm is not None:
+            self.jvm.proc.kill()
+            self.jvm.proc.wait(20)
+            self.jvm = None
+
+    def log(self) -> str:
+        """This start's DLedger log lines (``broker_default.log``)."""
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted((self.states[-1] / "logs").rglob("*.log"))
+        )
+
+    def view(self) -> tuple[int, str] | None:
+        """(term, leader) of this start's last election line (elected, or following)."""
+        last: tuple[int, int, str] | None = None  # (position, term, leader)
+        text = self.log()
+        for m in _ELECTED.finditer(text):
+            last = max(last or (-1, 0, ""), (m.start(), int(m.group(2)), m.group(1)))
+        for m in _FOLLOWS.finditer(text):
+            last = max(last or (-1, 0, ""), (m.start(), int(m.group(2)), m.group(3)))
+        return (last[1], last[2]) if last else None
+
+
+def agreed(rmq: RmqMember, java: dict[str, JavaMember], timeout: float = 90) -> tuple[int, str]:
+    """The (term, leader) every running member agrees on, waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        views = [m.view() for m in java.values() if m.jvm is not None]
+        if rmq.node is not None:
+            views.append(rmq.view())
+        if views and None not in views and len(set(views)) == 1:
+            term, leader = views[0]  # type: ignore[misc]
+            alive = {n for n, m in java.items() if m.jvm is not None} | ({"n0"} if rmq.node else set())
+            if leader in alive:
+                return term, leader
+        assert time.monotonic() < deadline, (
+            f"no agreement: rmq {rmq.view()}, java { {n: m.view() for n, m in java.items()} }"
+        )
+        time.sleep(0.3)
+
+
+def test_rmq_and_java_members_elect_and_follow_each_other(tmp_path: Path) -> None:
+    require("java")
+    raft = {n: free_port() for n in ("n0", *JAVA)}
+    peers = {n: f"127.0.0.1:{p}" for n, p in raft.items()}
+    text = ";".join(f"{n}-{a}" for n, a in peers.items())
+    java = {
+        n: JavaMember(tmp_path, n, {
+            "brokerClusterName": "DefaultCluster", "brokerName": GROUP, "listenPort": str(broker_port()),
+            "namesrvAddr": f"127.0.0.1:{free_port()}", "brokerIP1": "127.0.0.1",
+            "storePathRootDir": str(tmp_path / n / "store"), "mappedFileSizeCommitLog": str(1 << 20),
+            "enableDLegerCommitLog": "true", "dLegerGroup": GROUP, "dLegerPeers": text, "dLegerSelfId": n,
+            "diskMaxUsedSpaceRatio": "95",
+        })
+        for n in JAVA
+    }  # fmt: skip
+    rmq = RmqMember(tmp_path / "n0", peers)
+    seen = {"rmq led": False, "rmq followed": False}
+    last_term = -1
+    try:
+        rmq.start()
+        for m in java.values():
+            m.start()
+        for _round in range(8):
+            term, leader = agreed(rmq, java)  # the member started again follows the leader of the last term
+            assert term == last_term or last_term < 0
+            last_term = term
+            if leader == "n0":
+                seen["rmq led"] = True
+                assert all(m.view() == (term, "n0") for m in java.values())  # ChangeRoleToFollower to n0
+                rmq.stop()
+            else:
+                seen["rmq followed"] = True
+                assert rmq.view() == (term, leader)
+                java[leader].kill()
+            if all(seen.values()):
+                break
+            term2, leader2 = agreed(rmq, java)  # the two left elect a new leader in a later term
+            assert term2 > term and leader2 != leader
+            last_term = term2
+            if leader == "n0":
+                rmq.start()
+            else:
+                java[leader].start()
+        assert all(seen.values()), seen
+        final_term, _ = agreed(rmq, java)
+        files = [rmq.home / "dledger-n0" / "currterm"] if rmq.node is not None else []
+        files += [
+            tmp_path / n / "store" / f"dledger-{n}" / "currterm" for n in JAVA if java[n].jvm is not None
+        ]
+        assert len(files) == 2  # the killed leader's is left as it was
+        assert {f.read_text().splitlines()[-1] for f in files} == {f"currTerm={final_term}"}
+    finally:
+        rmq.stop()
+        for m in java.values():
+            m.kill()
