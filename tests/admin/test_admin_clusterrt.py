@@ -205,8 +205,11 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
 @pytest.mark.java
 def test_rows_and_counts_against_the_real_broker(real: tuple[str, str]) -> None:
     ns, _ = real
-    before = max_offset(ns, "broker-a")
-    out = run(ns, "-a", "6", "-i", "0", "--rounds", "2")
+    for _ in range(3):  # again while the real broker let a send time out (a very loaded machine)
+        before = max_offset(ns, "broker-a")
+        out = run(ns, "-a", "6", "-i", "0", "--rounds", "2")
+        if all(line.split()[-1] == "0" for line in out.splitlines()[1:]):
+            break
     assert re.fullmatch(re.escape(HEADER) + row_pattern("DefaultCluster", "broker-a", 6, 0) * 2, out), out
     assert max_offset(ns, "broker-a") == before + 12
     records = stored(ns, "broker-a", before, before + 12)

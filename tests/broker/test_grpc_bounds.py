@@ -8,6 +8,7 @@ BAD_REQUEST and logged once per client address and kind, without a traceback."""
 from __future__ import annotations
 
 import threading
+import time
 
 import grpc
 
@@ -48,6 +49,9 @@ def telemetry(stub, client: str, command: object) -> tuple[object, list]:  # typ
     return grpc.StatusCode.OK, answers
 
 
+TELEMETRY_LINES_SINCE: list[float] = []  # when the first test's undecodable Telemetry was logged
+
+
 def test_large_telemetry_settings_are_refused_and_memory_stays_bounded(server, stub) -> None:  # type: ignore[no-untyped-def]
     before = rss_mib(server)
     huge = settings_command([f"T{i:07d}" + "x" * 100 for i in range(8 * 1024 * 1024 // 110)])
@@ -68,6 +72,7 @@ def test_large_telemetry_settings_are_refused_and_memory_stays_bounded(server, s
             t.join()
         afters.append(rss_mib(server))
     assert codes == [grpc.StatusCode.INVALID_ARGUMENT] * 160
+    TELEMETRY_LINES_SINCE.append(time.monotonic())
     # what stays is the allocators' (grpc holds up to 40 commands of 8 MiB at once; glibc keeps
     # freed arenas), not the settings (each round would add 320 MiB more): bounded by one round in
     # flight, and no growth after the first rounds
@@ -115,5 +120,8 @@ def test_undecodable_requests_are_answered_and_logged_once_per_client_and_kind(s
     lines = [line for line in log.splitlines() if "undecodable" in line and "Telemetry" not in line]
     assert len(lines) == 4, lines  # one per kind: three unary methods and ReceiveMessage
     assert all("127.0.0.1" in line for line in lines)
-    # the Telemetry commands of both tests from this address: one line
-    assert len([line for line in server.output().splitlines() if "undecodable Telemetry" in line]) == 1
+    # the Telemetry commands of both tests from this address: one line, unless the two came more
+    # than the 60 s window apart (a very loaded machine), then one per window
+    count = len([line for line in server.output().splitlines() if "undecodable Telemetry" in line])
+    apart = bool(TELEMETRY_LINES_SINCE) and time.monotonic() - TELEMETRY_LINES_SINCE[0] >= 60
+    assert count == 1 or (apart and count == 2), count

@@ -24,7 +24,6 @@ from tests.support.stores import converges_at_every_crash_point, store_state
 
 DATA_SIZE = 16 * 1024
 INDEX_SIZE = 32 * 64  # 64 units a file
-NOW = int(time.time() * 1000)
 HOUR = 3600 * 1000
 
 
@@ -76,11 +75,12 @@ def test_the_writer_gives_a_store_rmq_verifies(tmp_path: Path) -> None:
 
 
 def test_clean_deletes_expired_data_files_by_dledgers_rules(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)  # at the test's start: a long run must not age the files
     root, placed = _dledger_store(tmp_path)
     names = _data(root)
     # fileReservedTime=1 is 2 hours in DLedger: a file 90 minutes old stays, one 3 hours old goes
-    _age(root, names[:2], NOW - 3 * HOUR)
-    _age(root, names[2:3], NOW - 90 * 60 * 1000)
+    _age(root, names[:2], now - 3 * HOUR)
+    _age(root, names[2:3], now - 90 * 60 * 1000)
     plan = json.loads(
         invoke_rmq(
             "clean", str(root), "--manual", "--reserved-hours", "1", "--disk-ratio", "0.1", "--json"
@@ -105,10 +105,11 @@ def test_clean_deletes_expired_data_files_by_dledgers_rules(tmp_path: Path) -> N
 
 
 def test_clean_waits_for_the_hour_or_the_disk(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)  # at the test's start: a long run must not age the files
     root, _ = _dledger_store(tmp_path)
     before = store_state(root)
-    _age(root, _data(root), NOW - 500 * HOUR)
-    hour = time.localtime(NOW / 1000).tm_hour
+    _age(root, _data(root), now - 500 * HOUR)
+    hour = time.localtime(now / 1000).tm_hour
     conf = tmp_path / "broker.conf"
     conf.write_text(f"deleteWhen={(hour + 12) % 24:02d}\ndiskMaxUsedSpaceRatio=75\n")
     plan = json.loads(
@@ -123,6 +124,7 @@ def test_clean_waits_for_the_hour_or_the_disk(tmp_path: Path) -> None:
 
 
 def test_the_round_rules() -> None:
+    now = int(time.time() * 1000)  # at the test's start: a long run must not age the files
     config = rules.RetentionConfig(file_reserved_time=0, delete_when="04", disk_max_used_space_ratio=75)
     assert dl.reserved_ms(config) == HOUR  # fileReservedTime + 1 hours
     quiet = dl.decide(config, 3, rules.Disk(0.5, 0.5), manual=False)
@@ -131,11 +133,11 @@ def test_the_round_rules() -> None:
     full = dl.decide(config, 3, rules.Disk(0.5, 0.9), manual=False)
     assert full.check_expired and full.force  # the store's disk above 0.85, forced cleaning enabled
     files = [
-        rules.CommitLogFile(Path(str(i)), i * DATA_SIZE, DATA_SIZE, NOW - (30 - i) * HOUR) for i in range(15)
+        rules.CommitLogFile(Path(str(i)), i * DATA_SIZE, DATA_SIZE, now - (30 - i) * HOUR) for i in range(15)
     ]
-    assert len(dl.expired(files, NOW, config, force=True)) == dl.BATCH_MAX
-    young = [*files[:3], rules.CommitLogFile(Path("y"), 3 * DATA_SIZE, DATA_SIZE, NOW), *files[4:6]]
-    assert dl.expired(young, NOW, config, force=False) == files[:3]
+    assert len(dl.expired(files, now, config, force=True)) == dl.BATCH_MAX
+    young = [*files[:3], rules.CommitLogFile(Path("y"), 3 * DATA_SIZE, DATA_SIZE, now), *files[4:6]]
+    assert dl.expired(young, now, config, force=False) == files[:3]
 
 
 def test_recover_cuts_a_bad_entry_in_a_middle_file_and_later_files(tmp_path: Path) -> None:

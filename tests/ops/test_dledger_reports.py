@@ -49,7 +49,7 @@ public class DelayTx {
         int delayed = Integer.parseInt(a[2]), tx = Integer.parseInt(a[3]);
         long stamp = System.currentTimeMillis();
         DefaultMQProducer p = new DefaultMQProducer("dl_pg_" + stamp);
-        p.setNamesrvAddr(ns); p.setInstanceName("dl_p_" + stamp); p.setSendMsgTimeout(10000);
+        p.setNamesrvAddr(ns); p.setInstanceName("dl_p_" + stamp); p.setSendMsgTimeout(30000);
         p.start();
         for (int i = 0; i < delayed; i++) {
             Message m = new Message(topic, "TagD", "D" + i, ("delayed-" + i).getBytes("UTF-8"));
@@ -59,7 +59,7 @@ public class DelayTx {
         }
         p.shutdown();
         TransactionMQProducer t = new TransactionMQProducer("dl_tx_" + stamp);
-        t.setNamesrvAddr(ns); t.setInstanceName("dl_t_" + stamp); t.setSendMsgTimeout(10000);
+        t.setNamesrvAddr(ns); t.setInstanceName("dl_t_" + stamp); t.setSendMsgTimeout(30000);
         t.setTransactionListener(new TransactionListener() {
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
                 return LocalTransactionState.UNKNOW;
