@@ -119,14 +119,20 @@ spark_output = with_options(_spark_output)
 
 @contextmanager
 def _session(
-    job: str, stores: list[str], master: str | None, config: Path | None, *, urls: bool = False
+    job: str,
+    stores: list[str],
+    master: str | None,
+    config: Path | None,
+    *,
+    urls: bool = False,
+    rows: bool = False,
 ) -> Iterator[Any]:
     """The Spark session of ``rmq pipeline JOB``, once the stores are checked (``check_stores``)."""
     from rmqcli.pipeline.session import spark_session
     from rmqcli.pipeline.tasks import check_stores
 
     refs = check_stores(stores, config, urls=urls)
-    if job == "search":
+    if rows:  # the job's rows are records: say which are left out
         warn_unconfirmed(refs)
     with spark_session(master, f"rmq pipeline {job}") as session:
         yield session
@@ -392,7 +398,7 @@ def search(
     query = Query(
         key, uniq_key, tuple(parse_property(p) for p in prop or ()), body_regex, frozenset(topic or ())
     )
-    with _session("search", stores, common.master, common.config, urls=True) as session:
+    with _session("search", stores, common.master, common.config, urls=True, rows=True) as session:
         rows = run_search(session, stores, query, body=body.value, config=common.config)
     common.renderer().rows(rows, [*SEARCH_COLUMNS, *body_columns(body.value)])
 

@@ -35,7 +35,7 @@ class Elector:
         self.last_leader_heartbeat = clock()
         self.taking_leadership = False  # preferredLeaderId's transfer, not yet implemented
 
-    def _checked(self, req: dp._Base, answer: dp._Base) -> dp._Base | None:
+    def checked(self, req: dp._Base, answer: dp._Base) -> dp._Base | None:
         """The group and receiver checks every handler makes first (``DLedgerServer.handleX``)."""
         s = self.state
         code = None
@@ -55,7 +55,7 @@ class Elector:
             group=req.group, remote_id=req.remote_id, local_id=req.local_id, leader_id=req.leader_id,
             term=req.term, code=req.code,
         )  # fmt: skip
-        if not self_vote and self._checked(req, answer) is not None:
+        if not self_vote and self.checked(req, answer) is not None:
             return answer
         s = self.state
         answer.term = s.curr_term
@@ -99,7 +99,7 @@ class Elector:
 
     def handle_heartbeat(self, req: dp.HeartBeatRequest) -> dp.HeartBeatResponse:
         answer = dp.HeartBeatResponse()
-        if self._checked(req, answer) is not None:
+        if self.checked(req, answer) is not None:
             return answer
         s = self.state
         if not s.is_peer(req.leader_id):

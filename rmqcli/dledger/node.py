@@ -96,10 +96,9 @@ class DLedgerNode:
                 answer = self.elector.handle_heartbeat(jb.decode(dp.HeartBeatRequest, request.body))
             elif code == dp.DLedgerRequestCode.METADATA:
                 req = jb.decode(dp.MetadataRequest, request.body)
-                answer = dp.MetadataResponse(group=self.state.group, leader_id=self.state.leader_id,
-                                             peers=dict(self.state.peers))  # fmt: skip
-                if req.remote_id != self.state.self_id:
-                    answer.code = int(dp.DLedgerResponseCode.UNKNOWN_MEMBER)
+                answer = self.elector.checked(req, dp.MetadataResponse()) or dp.MetadataResponse(
+                    group=self.state.group, leader_id=self.state.leader_id, peers=dict(self.state.peers)
+                )
             else:
                 answer = dp.HeartBeatResponse(code=int(dp.DLedgerResponseCode.UNSUPPORTED))
         except jb.BodyError as exc:
