@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rmqcli.errors import CorruptDataError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient, SyncClient
@@ -58,6 +59,15 @@ def placed(root: Path) -> dict[str, int]:
         }
     finally:
         store.close()
+
+
+def placed_live(root: Path) -> dict[str, int]:
+    """``placed`` of a store its broker is writing: a record read while it is being copied in
+    (its end not yet written) reads as none, so the caller's next poll sees it whole."""
+    try:
+        return placed(root)
+    except CorruptDataError:
+        return {}
 
 
 def physical(root: Path) -> dict[str, int]:
@@ -477,7 +487,7 @@ def test_a_delayed_message_the_master_sent_on_is_not_sent_again_by_the_slave(rmq
     with two_groups(rmq, tmp_path, messageDelayLevel=DELAYS) as (b, master, slave):
         wait_until(lambda: "updated slave" in slave.output(), 20, "the slave's first sync from its master")
         assert send_delayed(master.broker, "d1", 1).code == RS.SUCCESS  # level 1: 1 s
-        wait_until(lambda: "d1" in placed(master.store), 10, "d1 delivered by master a")
+        wait_until(lambda: "d1" in placed_live(master.store), 10, "d1 delivered by master a")
         wait_until(ends_meet(slave.store, master.store), 10, "the slave has it")
         master.sigkill()
         wait_until(lambda: broker_active(slave.broker) == "true", 15, "slave a acting as master")

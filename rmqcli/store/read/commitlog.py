@@ -534,6 +534,8 @@ def stop_at(mf: MappedFile, buf, pos: int, limit: int) -> Stop:
         nxt = hole_end(buf, pos, limit, mf.from_offset, mf.path)
         if nxt is None:
             return Stop(None, None, True)
+        if nxt == pos:  # a writer filled the zeros while they were read (a live store): read again
+            return Stop(None, pos, False)
         reason = f"zeros from here to byte {nxt}, then valid records again (recovery stops at the zeros)"
         return Stop(Corruption(name, mf.from_offset + pos, nxt - pos, reason, pos, "zero-hole"), nxt, False)
     try:
