@@ -1,9 +1,13 @@
 """A DLedger member on asyncio: its peer port and its election loop (DLedger 0.3.1.2
 ``DLedgerServer``, ``DLedgerRpcNettyService``, ``DLedgerLeaderElector.StateMaintainer``).
 
-The peer port answers VOTE and HEART_BEAT through ``Elector``, METADATA with the peers, and every
-other DLedger request with UNSUPPORTED in its body (never an empty answer: a Java peer fails on
-one). Every 10 ms the loop does what the role asks: a leader sends heartbeats every
+The peer port answers VOTE and HEART_BEAT through ``Elector``, PUSH through ``EntryHandler``
+(``follower``), METADATA with the peers, and every other DLedger request with UNSUPPORTED in its
+body (never an empty answer: a Java peer fails on one). A leader replicates its log through
+``EntryPusher`` (``pusher``); ``append`` is a send. The log (``ledger``) is flushed every 10 ms in a
+worker thread and its checkpoint written every 3 s, as ``FlushDataService`` does; each member logs
+its state every 3 s as the Java ``QuorumAckChecker`` does. Every 10 ms the loop does what the role
+asks: a leader sends heartbeats every
 ``heartbeat_interval_ms`` and steps down without a quorum of answers for ``max_heartbeat_leak``
 intervals; a follower without heartbeats for as long becomes a candidate of its term; a candidate
 campaigns at random intervals of ``min_vote_interval_ms``..``max_vote_interval_ms`` (see
@@ -23,7 +27,10 @@ from dataclasses import dataclass
 from rmqcli.dledger import protocol as dp
 from rmqcli.dledger.campaign import Decision, HeartbeatTally, ParseResult, VoteTally, decide
 from rmqcli.dledger.elector import Elector
+from rmqcli.dledger.follower import EntryHandler
+from rmqcli.dledger.ledger import Hook, Ledger, Stored, flush_files
 from rmqcli.dledger.member import MemberState, Role
+from rmqcli.dledger.pusher import Appended, EntryPusher
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
@@ -33,6 +40,10 @@ log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 3.0  # DLedgerRpcNettyService: every call
 LOOP_PERIOD_S = 0.01  # StateMaintainer
+FLUSH_PERIOD_S = 0.01  # DLedgerConfig.flushFileInterval
+CHECKPOINT_PERIOD_S = 3.0  # DLedgerConfig.checkPointInterval
+STATE_LOG_PERIOD_S = 3.0
+DEFAULT_DATA_FILE_SIZE = 1 << 30  # mappedFileSizeCommitLog
 
 
 @dataclass(frozen=True)
@@ -55,8 +66,12 @@ class DLedgerNode:
         timing: Timing = Timing(),
         on_role: Callable[[int, Role], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        data_file_size: int = DEFAULT_DATA_FILE_SIZE,
     ):
         self.state = state
+        self.ledger = Ledger(state.home, state, data_file_size)
+        self.handler = EntryHandler(state, self.ledger, clock)
+        self.pusher = EntryPusher(state, self.ledger, self._push, clock=clock)
         self.timing = timing
         self.clock = clock
         self.elector = Elector(state, clock)
@@ -69,6 +84,8 @@ class DLedgerNode:
         self.last_succ_heartbeat = clock()
         self._role = (state.curr_term, state.role)
         self._loop: asyncio.Task[None] | None = None
+        self._flushing: asyncio.Task[None] | None = None
+        self._last = {"checkpoint": 0.0, "state log": 0.0}
 
     # --- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> int:
@@ -83,8 +100,18 @@ class DLedgerNode:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
+        self.pusher.stop()
+        self.handler.close()
         await self.server.close()
         await self.client.close()
+        if self._flushing is not None:
+            await self._flushing
+        self.ledger.close()
+
+    def append(self, body: bytes, hook: Hook | None = None) -> tuple[Stored, asyncio.Future[Appended]]:
+        """A send on the leader: the entry in the log and a future of its commit (``LedgerError``
+        NOT_LEADER, LEADER_TRANSFERRING or LEADER_PENDING_FULL when it is refused)."""
+        return self.pusher.append(body, hook)
 
     # --- the peer port ---------------------------------------------------------------------------
     def _dispatch(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
@@ -94,6 +121,15 @@ class DLedgerNode:
                 answer: object = self.elector.handle_vote(jb.decode(dp.VoteRequest, request.body))
             elif code == dp.DLedgerRequestCode.HEART_BEAT:
                 answer = self.elector.handle_heartbeat(jb.decode(dp.HeartBeatRequest, request.body))
+            elif code == dp.DLedgerRequestCode.PUSH:
+                push = jb.decode(dp.PushEntryRequest, request.body)
+                refused = self.elector.checked(push, dp.PushEntryResponse())
+                if refused is not None:
+                    return dp.response_command(request, refused)
+                handled = self.handler.handle(push)
+                if isinstance(handled, asyncio.Future):
+                    return self._answer_later(request, handled)
+                answer = handled
             elif code == dp.DLedgerRequestCode.METADATA:
                 req = jb.decode(dp.MetadataRequest, request.body)
                 answer = self.elector.checked(req, dp.MetadataResponse()) or dp.MetadataResponse(
@@ -106,16 +142,31 @@ class DLedgerNode:
         self._role_changed()
         return dp.response_command(request, answer)
 
+    @staticmethod
+    async def _answer_later(
+        request: RemotingCommand, pending: asyncio.Future[dp.PushEntryResponse]
+    ) -> RemotingCommand:
+        return dp.response_command(request, await pending)
+
+    async def _push(self, peer: str, req: dp.PushEntryRequest) -> dp.PushEntryResponse | None:
+        answer = await self._call(peer, dp.DLedgerRequestCode.PUSH, req, dp.PushEntryResponse)
+        return answer  # type: ignore[return-value]
+
     def _role_changed(self) -> None:
         now = (self.state.curr_term, self.state.role)
         if now == self._role:
             return
+        was_leader = self._role[1] is Role.LEADER
         self._role = now
+        if was_leader:
+            self.pusher.stop()
         if self.state.role is Role.FOLLOWER:
             self.last_parse = ParseResult.WAIT_TO_REVOTE
+            self.handler.drain()
         elif self.state.role is Role.LEADER:
             self.last_send_heartbeat = -1.0
             self.last_succ_heartbeat = self.clock()
+            self.pusher.lead(self.state.curr_term)
         log.info("DLedger %s: %s in term %d (leader %s)", self.state.self_id, self.state.role.value,
                  self.state.curr_term, self.state.leader_id)  # fmt: skip
         if self.on_role is not None:
@@ -137,7 +188,30 @@ class DLedgerNode:
             except Exception:
                 log.exception("DLedger %s: election loop", self.state.self_id)
             self._role_changed()
+            self._keep_log()
             await asyncio.sleep(LOOP_PERIOD_S)
+
+    def _keep_log(self) -> None:
+        """The log's periodic work: appends waiting on a follower, the leader's quorum clock, the
+        flush, the checkpoint, the state line."""
+        if self.state.role is Role.FOLLOWER:
+            self.handler.drain()
+            self.handler.check()
+        self.pusher.tick()
+        if self._flushing is None or self._flushing.done():
+            dirty = self.ledger.take_dirty()
+            if dirty:
+                self._flushing = asyncio.ensure_future(asyncio.to_thread(flush_files, dirty))
+        now = self.clock()
+        if now - self._last["checkpoint"] > CHECKPOINT_PERIOD_S:
+            self._last["checkpoint"] = now
+            self.ledger.persist_checkpoint()
+        if now - self._last["state log"] > STATE_LOG_PERIOD_S:
+            self._last["state log"] = now
+            s, lg = self.state, self.ledger
+            log.info("[%s][%s] term=%d ledgerBegin=%d ledgerEnd=%d committed=%d watermarks=%s", s.self_id,
+                     s.role.value, s.curr_term, lg.begin_index, lg.end_index, lg.committed_index,
+                     self.pusher.marks)  # fmt: skip
 
     def _interval(self) -> float:
         return self.timing.heartbeat_interval_ms / 1000

@@ -8,17 +8,14 @@ the same term on every running member."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from rmqcli.dledger.member import MemberState, Role
-from rmqcli.dledger.node import DLedgerNode
 from tests.support.components import require
+from tests.support.dledger import RmqMember
 from tests.support.oracle import KIT, Jvm, broker_port, kit_env
 from tests.support.serve import free_port
 
@@ -28,32 +25,6 @@ GROUP = "RaftNode00"
 JAVA = ("n1", "n2")
 _ELECTED = re.compile(r"\[(n\d)\] \[VOTE_RESULT\] has been elected to be the leader in term (\d+)")
 _FOLLOWS = re.compile(r"\[(n\d)\]\[ChangeRoleToFollower\] from term: (\d+) leaderId: (n\d)")
-
-
-class RmqMember:
-    """n0: a ``DLedgerNode`` on its own event loop thread, started and closed on demand."""
-
-    def __init__(self, home: Path, peers: dict[str, str]):
-        self.home, self.peers = home, peers
-        self.node: DLedgerNode | None = None
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-
-    def start(self) -> None:
-        state = MemberState.load(GROUP, "n0", self.peers, self.home / "dledger-n0")
-        self.node = DLedgerNode(state)
-        asyncio.run_coroutine_threadsafe(self.node.start(), self.loop).result(10)
-
-    def stop(self) -> None:
-        if self.node is not None:
-            asyncio.run_coroutine_threadsafe(self.node.close(), self.loop).result(10)
-            self.node = None
-
-    def view(self) -> tuple[int, str | None] | None:
-        """(term, leader) once n0 leads or follows."""
-        if self.node is None or self.node.state.role is Role.CANDIDATE:
-            return None
-        return self.node.state.curr_term, self.node.state.leader_id
 
 
 class JavaMember:
@@ -126,7 +97,7 @@ def test_rmq_and_java_members_elect_and_follow_each_other(tmp_path: Path) -> Non
         })
         for n in JAVA
     }  # fmt: skip
-    rmq = RmqMember(tmp_path / "n0", peers)
+    rmq = RmqMember(tmp_path / "n0", "n0", peers)
     seen = {"rmq led": False, "rmq followed": False}
     last_term = -1
     try:
@@ -156,7 +127,7 @@ def test_rmq_and_java_members_elect_and_follow_each_other(tmp_path: Path) -> Non
                 java[leader].start()
         assert all(seen.values()), seen
         final_term, _ = agreed(rmq, java)
-        files = [rmq.home / "dledger-n0" / "currterm"] if rmq.node is not None else []
+        files = [rmq.ledger_home / "currterm"] if rmq.node is not None else []
         files += [
             tmp_path / n / "store" / f"dledger-{n}" / "currterm" for n in JAVA if java[n].jvm is not None
         ]

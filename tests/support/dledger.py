@@ -3,14 +3,18 @@ CommitLog mode") on free loopback ports, for tests of stores written in DLedger 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqcli.dledger.member import MemberState, Role
+from rmqcli.dledger.node import DLedgerNode
 from tests.support.oracle import (
     KIT,
     Jvm,
@@ -32,6 +36,7 @@ class DLedgerGroup:
     home: Path
     namesrv: str
     ports: dict[str, int]  # selfId -> listenPort
+    peers: dict[str, str]  # selfId -> DLedger address
     jvms: dict[str, Jvm] = field(default_factory=dict)
     states: dict[str, Path] = field(default_factory=dict)  # selfId -> ORACLE_STATE_DIR of its last start
 
@@ -76,6 +81,11 @@ class DLedgerGroup:
                 self.start(old)
             yield leader
 
+    def log(self, self_id: str) -> str:
+        """The log lines of ``self_id``'s last start (DLedger's go to ``broker_default.log``)."""
+        logs = sorted((self.states[self_id] / "logs").rglob("*.log"))
+        return "\n".join(p.read_text(errors="replace") for p in logs)
+
     def leader_term(self, self_id: str) -> int:
         """The term in which ``self_id`` last became leader, as its own broker log says
         (DLedger's ``[selfId] [ChangeRoleToLeader] from term: T``)."""
@@ -101,16 +111,56 @@ class DLedgerGroup:
         self.jvms.clear()
 
 
+class RmqMember:
+    """An rmq ``DLedgerNode`` on its own event-loop thread, started and closed on demand."""
+
+    def __init__(self, home: Path, self_id: str, peers: dict[str, str], **node: object):
+        self.home, self.self_id, self.peers, self.options = home, self_id, peers, node
+        self.node: DLedgerNode | None = None
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    @property
+    def ledger_home(self) -> Path:
+        return self.home / f"dledger-{self.self_id}"
+
+    def start(self) -> None:
+        state = MemberState.load(GROUP, self.self_id, self.peers, self.ledger_home)
+        self.node = self.run(lambda: DLedgerNode(state, **self.options))  # type: ignore[arg-type]
+        self.run(self.node.start)
+
+    def run(self, work: Callable[[], object]) -> object:
+        """``work()`` on the node's loop (awaited when it returns an awaitable), its result."""
+
+        async def call() -> object:
+            out = work()
+            return await out if asyncio.iscoroutine(out) else out  # type: ignore[misc]
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(120)
+
+    def stop(self) -> None:
+        if self.node is not None:
+            self.run(self.node.close)
+            self.node = None
+
+    def view(self) -> tuple[int, str | None] | None:
+        """(term, leader) once the node leads or follows."""
+        if self.node is None or self.node.state.role is Role.CANDIDATE:
+            return None
+        return self.node.state.curr_term, self.node.state.leader_id
+
+
 @contextmanager
-def dledger_group(home: Path) -> Iterator[DLedgerGroup]:
+def dledger_group(home: Path, java: tuple[str, ...] = SELF_IDS) -> Iterator[DLedgerGroup]:
     """A NameServer and three brokers n0, n1, n2 in one DLedger group, each store under
-    ``home/<selfId>/store`` with 1 MiB data files; stops them all (SIGTERM) on the way out."""
+    ``home/<selfId>/store`` with 1 MiB data files; stops them all (SIGTERM) on the way out. Only the
+    members in ``java`` are started (the test runs the others)."""
     ns_port = free_port()
     namesrv = f"127.0.0.1:{ns_port}"
     ports = {s: broker_port() for s in SELF_IDS}
-    raft = {s: free_port() for s in SELF_IDS}
-    peers = ";".join(f"{s}-127.0.0.1:{raft[s]}" for s in SELF_IDS)
-    group = DLedgerGroup(home, namesrv, ports)
+    raft = {s: f"127.0.0.1:{free_port()}" for s in SELF_IDS}
+    peers = ";".join(f"{s}-{raft[s]}" for s in SELF_IDS)
+    group = DLedgerGroup(home, namesrv, ports, raft)
     for s in SELF_IDS:
         (home / s).mkdir(parents=True)
         conf = {
@@ -124,7 +174,7 @@ def dledger_group(home: Path) -> Iterator[DLedgerGroup]:
     ns = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", kit_env(home))
     try:
         ns.wait_for("The Name Server boot success")
-        for s in SELF_IDS:
+        for s in java:
             group.start(s)
         yield group
     finally:
