@@ -33,7 +33,14 @@ class Elector:
         self.clock = clock
         self.need_increase_term = False
         self.last_leader_heartbeat = clock()
-        self.taking_leadership = False  # preferredLeaderId's transfer, not yet implemented
+        self.preferred: tuple[str, ...] = ()  # preferredLeaderIds
+        self.term_to_take = -1  # the term a leadership transfer makes this member campaign in
+
+    @property
+    def taking_leadership(self) -> bool:
+        """``isTakingLeadership``: a preferred member campaigning in the term a transfer gave it."""
+        s = self.state
+        return s.self_id in self.preferred and self.term_to_take == s.curr_term
 
     def checked(self, req: dp._Base, answer: dp._Base) -> dp._Base | None:
         """The group and receiver checks every handler makes first (``DLedgerServer.handleX``)."""

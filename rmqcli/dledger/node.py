@@ -21,7 +21,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from rmqcli.dledger import protocol as dp
@@ -31,6 +31,7 @@ from rmqcli.dledger.follower import EntryHandler
 from rmqcli.dledger.ledger import Hook, Ledger, Stored, flush_files
 from rmqcli.dledger.member import MemberState, Role
 from rmqcli.dledger.pusher import Appended, EntryPusher
+from rmqcli.dledger.transfer import Transfer
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
@@ -54,6 +55,8 @@ class Timing:
     max_heartbeat_leak: int = 3
     min_vote_interval_ms: int = 300
     max_vote_interval_ms: int = 1000
+    min_take_leadership_vote_interval_ms: int = 30
+    max_take_leadership_vote_interval_ms: int = 100
 
 
 class DLedgerNode:
@@ -67,14 +70,19 @@ class DLedgerNode:
         on_role: Callable[[int, Role], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         data_file_size: int = DEFAULT_DATA_FILE_SIZE,
+        preferred: tuple[str, ...] = (),
     ):
         self.state = state
-        self.ledger = Ledger(state.home, state, data_file_size)
-        self.handler = EntryHandler(state, self.ledger, clock)
-        self.pusher = EntryPusher(state, self.ledger, self._push, clock=clock)
         self.timing = timing
         self.clock = clock
         self.elector = Elector(state, clock)
+        self.elector.preferred = preferred
+        self.ledger = Ledger(state.home, state, data_file_size)
+        self.handler = EntryHandler(state, self.ledger, clock)
+        self.pusher = EntryPusher(state, self.ledger, self._push, clock=clock)
+        self.transfer = Transfer(
+            state, self.elector, self.ledger, self.pusher, self._take_call, preferred, clock
+        )
         self.on_role = on_role
         self.server = Server(f"dledger-{state.self_id}", self._dispatch)
         self.client = RemotingClient()
@@ -130,6 +138,12 @@ class DLedgerNode:
                 if isinstance(handled, asyncio.Future):
                     return self._answer_later(request, handled)
                 answer = handled
+            elif code == dp.DLedgerRequestCode.LEADERSHIP_TRANSFER:
+                move = jb.decode(dp.LeadershipTransferRequest, request.body)
+                refused = self.elector.checked(move, dp.LeadershipTransferResponse())
+                if refused is not None:
+                    return dp.response_command(request, refused)
+                return self._answer_later(request, self.transfer.handle(move))
             elif code == dp.DLedgerRequestCode.METADATA:
                 req = jb.decode(dp.MetadataRequest, request.body)
                 answer = self.elector.checked(req, dp.MetadataResponse()) or dp.MetadataResponse(
@@ -143,17 +157,24 @@ class DLedgerNode:
         return dp.response_command(request, answer)
 
     @staticmethod
-    async def _answer_later(
-        request: RemotingCommand, pending: asyncio.Future[dp.PushEntryResponse]
-    ) -> RemotingCommand:
+    async def _answer_later(request: RemotingCommand, pending: Awaitable[object]) -> RemotingCommand:
         return dp.response_command(request, await pending)
+
+    async def _take_call(
+        self, peer: str, req: dp.LeadershipTransferRequest
+    ) -> dp.LeadershipTransferResponse | None:
+        answer = await self._call(
+            peer, dp.DLedgerRequestCode.LEADERSHIP_TRANSFER, req, dp.LeadershipTransferResponse
+        )
+        return answer  # type: ignore[return-value]
 
     async def _push(self, peer: str, req: dp.PushEntryRequest) -> dp.PushEntryResponse | None:
         answer = await self._call(peer, dp.DLedgerRequestCode.PUSH, req, dp.PushEntryResponse)
         return answer  # type: ignore[return-value]
 
     def _role_changed(self) -> None:
-        now = (self.state.curr_term, self.state.role)
+        s = self.state
+        now = (s.curr_term, s.role)
         if now == self._role:
             return
         was_leader = self._role[1] is Role.LEADER
@@ -169,6 +190,8 @@ class DLedgerNode:
             self.pusher.lead(self.state.curr_term)
         log.info("DLedger %s: %s in term %d (leader %s)", self.state.self_id, self.state.role.value,
                  self.state.curr_term, self.state.leader_id)  # fmt: skip
+        term = max(s.curr_term, s.known_max_term) if s.role is Role.CANDIDATE else s.curr_term
+        self.transfer.on_role(term, s.role)
         if self.on_role is not None:
             self.on_role(*now)
 
@@ -198,6 +221,7 @@ class DLedgerNode:
             self.handler.drain()
             self.handler.check()
         self.pusher.tick()
+        self.transfer.tick()
         if self._flushing is None or self._flushing.done():
             dirty = self.ledger.take_dirty()
             if dirty:
@@ -217,12 +241,14 @@ class DLedgerNode:
         return self.timing.heartbeat_interval_ms / 1000
 
     def _next_vote_time(self) -> float:
+        """``getNextTimeToRequestVote``: sooner while taking over a transferred leadership."""
         t = self.timing
-        return (
-            self.clock()
-            + (t.min_vote_interval_ms + random.randrange(t.max_vote_interval_ms - t.min_vote_interval_ms))
-            / 1000
+        low, high = (
+            (t.min_take_leadership_vote_interval_ms, t.max_take_leadership_vote_interval_ms)
+            if self.elector.taking_leadership
+            else (t.min_vote_interval_ms, t.max_vote_interval_ms)
         )
+        return self.clock() + (low + random.randrange(high - low)) / 1000
 
     def _as_follower(self) -> None:
         if self.elector.is_leader_lost(self._interval(), self.timing.max_heartbeat_leak):

@@ -151,10 +151,13 @@ class RmqMember:
 
 
 @contextmanager
-def dledger_group(home: Path, java: tuple[str, ...] = SELF_IDS) -> Iterator[DLedgerGroup]:
+def dledger_group(
+    home: Path, java: tuple[str, ...] = SELF_IDS, extra: dict[str, str] | None = None
+) -> Iterator[DLedgerGroup]:
     """A NameServer and three brokers n0, n1, n2 in one DLedger group, each store under
-    ``home/<selfId>/store`` with 1 MiB data files; stops them all (SIGTERM) on the way out. Only the
-    members in ``java`` are started (the test runs the others)."""
+    ``home/<selfId>/store`` with 1 MiB data files (and the broker.conf keys of ``extra``); stops
+    them all (SIGTERM) on the way out. Only the members in ``java`` are started (the test runs the
+    others)."""
     ns_port = free_port()
     namesrv = f"127.0.0.1:{ns_port}"
     ports = {s: broker_port() for s in SELF_IDS}
@@ -168,7 +171,7 @@ def dledger_group(home: Path, java: tuple[str, ...] = SELF_IDS) -> Iterator[DLed
             "namesrvAddr": namesrv, "brokerIP1": "127.0.0.1", "storePathRootDir": str(group.store(s)),
             "mappedFileSizeCommitLog": str(DATA_FILE_SIZE), "enableDLegerCommitLog": "true",
             "dLegerGroup": GROUP, "dLegerPeers": peers, "dLegerSelfId": s, "sendMessageThreadPoolNums": "4",
-            "diskMaxUsedSpaceRatio": "95",
+            "diskMaxUsedSpaceRatio": "95", **(extra or {}),
         }  # fmt: skip
         group.conf(s).write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     ns = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", kit_env(home))
