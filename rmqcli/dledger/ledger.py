@@ -35,7 +35,7 @@ from rmqcli.store.mapped import MappedFileQueue
 from rmqcli.store.read.commitlog import first_nonzero
 from rmqcli.store.read.dledger import DLedgerCommitLog
 from rmqcli.store.write.dledger_files import checkpoint_text, read_index_values
-from rmqcli.store.write.files import WritableFile, WritableFileQueue
+from rmqcli.store.write.files import WritableFile, WritableFileQueue, datasync_path
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class Ledger:
         self.end_term = -1
         self.committed_index = -1
         self.committed_pos = -1
-        self._dirty = False
+        self._dirty: set[Path] = set()  # files written since the last flush
         self._checkpointed: tuple[int, int] | None = None
         self._load()
 
@@ -215,20 +215,27 @@ class Ledger:
             f = self.data.last_for(self.write_pos)
         return f
 
+    def next_pos(self, size: int) -> int:
+        """Where an entry of ``size`` bytes (header included) goes next; a file it does not fit in
+        is closed by a blank first (``preAppend``)."""
+        self._pre_append(size)
+        return self.write_pos
+
     def _write(self, index: int, term: int, pos: int, raw: bytes, magic: int = dfmt.MAGIC_1) -> Stored:
         f = _holding(self.data, pos)
         f.append(raw)
+        self._dirty.add(f.path)
         at = index * _UNIT_SIZE
         unit_file = self.index.last_for(at)
         if unit_file.from_offset + unit_file.wrote != at:
             got = unit_file.from_offset + unit_file.wrote
             raise LedgerError(Code.DISK_ERROR, f"the index unit of entry {index} would be at {got}, not {at}")
         unit_file.append(_UNIT.pack(magic, pos, len(raw), index, term))
+        self._dirty.add(unit_file.path)
         if self.begin_index < 0:
             self.begin_index = index
         self.end_index, self.end_term = index, term
         self._sync_state()
-        self._dirty = True
         return Stored(index, term, pos, len(raw))
 
     def append_as_leader(self, term: int, body: bytes, hook: Hook | None = None) -> Stored:
@@ -279,7 +286,7 @@ class Ledger:
             self._commit_to(self.end_index)
         self._revise_begin()
         self._sync_state()
-        self._dirty = True
+        self._dirty.update(f.path for f in (self.data.files[-1:] + self.index.files[-1:]))
         return entry.index
 
     # --- committing ----------------------------------------------------------------------------
@@ -316,19 +323,26 @@ class Ledger:
         replace_file(path, checkpoint_text(old, *now), backup=True)
         self._checkpointed = now
 
+    def take_dirty(self) -> list[Path]:
+        """The files written since the last call, for ``flush_files`` (a worker thread may run it)."""
+        dirty, self._dirty = sorted(self._dirty), set()
+        return dirty
+
     def flush(self) -> None:
-        """The data and index maps written to disk (``FlushDataService``)."""
-        if not self._dirty:
-            return
-        self._dirty = False
-        self.data.flush()
-        self.index.flush()
+        """The data and index written to disk (``FlushDataService``), on the calling thread."""
+        flush_files(self.take_dirty())
 
     def close(self) -> None:
         self.flush()
         self.persist_checkpoint()
         self.data.close()
         self.index.close()
+
+
+def flush_files(paths: list[Path]) -> None:
+    """fdatasync of each file (one removed since, by a truncation, is skipped)."""
+    for path in paths:
+        datasync_path(path)
 
 
 def _encode(entry: dp.DLedgerEntry) -> bytes:
