@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from rmqcli.broker.acting.config import ActingConfig
+from rmqcli.broker.dledger.config import DLedgerConfig, checked
 from rmqcli.broker.ha.config import SLAVE, HAConfig, ha_config_from_properties
 from rmqcli.broker.names import validate_topic
 from rmqcli.broker.pop.config import PopConfig, pop_config
@@ -91,6 +92,7 @@ class BrokerConfig:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     pop: PopConfig = field(default_factory=PopConfig)
     timer: TimerConfig = field(default_factory=TimerConfig)
+    dledger: DLedgerConfig = field(default_factory=DLedgerConfig)
     given: tuple[
         tuple[str, str], ...
     ] = ()  # broker.conf as read: GET_BROKER_CONFIG shows the keys rmq ignores
@@ -122,6 +124,7 @@ def broker_config_from_properties(props: Mapping[str, str]) -> BrokerConfig:
         retention=retention_from_properties(conf),
         pop=pop_config(conf),
         timer=conf.view(TimerConfig),
+        dledger=checked(conf.view(DLedgerConfig)),
         given=tuple(conf.items()),
     )
     config = with_role(config)
@@ -134,7 +137,10 @@ def broker_config_from_properties(props: Mapping[str, str]) -> BrokerConfig:
 
 def with_role(config: BrokerConfig) -> BrokerConfig:
     """``BrokerStartup``'s role checks: a master's id is 0; a slave's must be above 0 (the table
-    takes only the three roles)."""
+    takes only the three roles). A member of a DLedger group starts as a slave with its follower id
+    (the election decides: ``rmqcli.broker.dledger``)."""
+    if config.dledger.enable:
+        return replace(config, broker_role=SLAVE, broker_id=config.dledger.follower_id)
     if config.is_slave:
         if config.broker_id <= 0:
             raise refused("Slave's brokerId must be > 0")

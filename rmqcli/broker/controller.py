@@ -17,6 +17,7 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable
+from dataclasses import replace
 
 from formats.commitlog import SCHEDULE_TOPIC
 from formats.names import BENCHMARK_TOPIC
@@ -30,6 +31,7 @@ from rmqcli.broker.acting.group import GroupMembership, Identity
 from rmqcli.broker.acting.preonline import take_locks, take_offsets
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.context import BrokerParts, Handler
+from rmqcli.broker.dledger.replication import DLedgerReplication
 from rmqcli.broker.ha.config import SLAVE
 from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.ha.sync import SlaveSynchronize
@@ -58,6 +60,7 @@ from rmqcli.broker.state import (
     is_writable,
 )
 from rmqcli.broker.timer import api as timer
+from rmqcli.dledger.node import DLedgerNode
 from rmqcli.errors import RmqError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting import json_body as jb
@@ -100,6 +103,7 @@ class BrokerController:
         acl: BrokerAcl | None = None,
         ha_host: str = "0.0.0.0",
         disk_usage: Usage = disk_used_ratio,
+        dledger: DLedgerNode | None = None,
     ):
         self.config = config
         self.writer = writer
@@ -126,16 +130,23 @@ class BrokerController:
             acl = open_acl(config)
         self.acl = acl  # every request is checked
         self.remoting = RemotingClient(credentials=broker_credentials(config, acl))  # acl.brokerkeys
-        self.ha = Replication(
-            config.broker_role,
-            config.ha,
-            writer.commitlog,
-            host=ha_host,
-            dispatch=self.store.replicated,
-            sync=SlaveSynchronize(writer.config, self.persist_soon, self.remoting.invoke, self.addr),
-            sync_flush=config.sync_flush,
-            flush_interval_ms=config.flush_interval_commit_log,
-        )
+        sync = SlaveSynchronize(writer.config, self.persist_soon, self.remoting.invoke, self.addr)
+        self.ha: Replication | DLedgerReplication
+        if dledger is not None:  # a member of a DLedger group: the election sets the role
+            self.ha = DLedgerReplication(
+                dledger, writer, self.store.replicated, sync, config.dledger.follower_id, self.change_role
+            )
+        else:
+            self.ha = Replication(
+                config.broker_role,
+                config.ha,
+                writer.commitlog,
+                host=ha_host,
+                dispatch=self.store.replicated,
+                sync=sync,
+                sync_flush=config.sync_flush,
+                flush_interval_ms=config.flush_interval_commit_log,
+            )
         self.store.append_hooks.append(self.ha.appended)
         if acl is not None and self.ha.master is not None:  # the group's slaves only (acl.hagate)
             gate = HaGate(
@@ -269,7 +280,7 @@ class BrokerController:
             self._housekeeping(),
             self._register_loop(),
             self._acl_watch(),
-            self.retention.run(),
+            *(() if self.config.dledger.enable else (self.retention.run(),)),  # DLedger files: not yet
             pop_service.run(self),  # the revive service (PopReviveService)
         ]
         if self.membership is not None:
@@ -352,6 +363,14 @@ class BrokerController:
             self.ha.master_online()
             self._register_wanted.set()  # its answer names the master's HA address
             self.holds.release_all()
+
+    def change_role(self, role: str, broker_id: int) -> None:
+        """A DLedger member's new role (``changeToMaster``/``changeToSlave``): delayed delivery and the
+        transaction check run on the master only; registered at once with the new id."""
+        self.config = replace(self.config, broker_role=role, broker_id=broker_id)
+        self._special_services(role != SLAVE)
+        log.warning("%s: now %s, brokerId %d", self.config.broker_name, role, broker_id)
+        self._register_wanted.set()
 
     async def start_ha(self) -> None:
         """Bind the HA port (a master) or start replicating (a slave); ``OSError`` when the port is
@@ -441,6 +460,8 @@ class BrokerController:
         """``BrokerOuterAPI.registerBrokerAll``: REGISTER_BROKER to every name server; with
         ``only_topic`` that topic alone (``registerIncrementBrokerData``: a name server keeps the
         broker's other topics, so a new topic costs one topic's registration, not the table's)."""
+        if not self.ha.may_register:  # a DLedger member before its first role change
+            return
         for addr in self.namesrv_addrs:
             try:
                 request = self._register_request(only_topic)

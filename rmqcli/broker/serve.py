@@ -44,6 +44,8 @@ from rmqcli.store.write.messages import Host
 
 if TYPE_CHECKING:
     from rmqcli.broker.grpc.server import GrpcEndpoint
+    from rmqcli.dledger.node import DLedgerNode
+    from rmqcli.store import Store
     from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -185,7 +187,9 @@ def recover_store(root: Path, config: BrokerConfig) -> Recovered:
     root.mkdir(parents=True, exist_ok=True)
     ensure_unlocked(root)
     finish_interrupted(root)
-    store = Store(root, config.store)
+    store = Store(root, config.store, dledger_conf(config))
+    if store.dledger is not None:
+        return _recover_dledger(root, store)
     if not store.abort_exists and not store.commitlog.files and not store.consumequeue_dir.exists():
         store.close()
         return Recovered("new", 0, None)  # a new store: nothing to recover
@@ -198,6 +202,31 @@ def recover_store(root: Path, config: BrokerConfig) -> Recovered:
         return Recovered(result.mode, 0, None, result.index_from)
     backup = ops.apply_recover(root, result, ["serve", str(root)])
     return Recovered(result.mode, len(result.plan.steps), backup, result.index_from)
+
+
+def dledger_conf(config: BrokerConfig) -> dict[str, str]:
+    """The broker.conf keys that say which DLedger log of the store is this broker's."""
+    d = config.dledger
+    return {"enableDLegerCommitLog": "true", "dLegerSelfId": d.self_id or ""} if d.enable else {}
+
+
+def _recover_dledger(root: Path, store: Store) -> Recovered:
+    """``DLedgerMmapFileStore.recover`` and the reput of a DLedger store (``rmq recover``'s)."""
+    from rmqcli.ops import recover_dledger as dl
+
+    assert store.dledger is not None
+    if not store.dledger.home.is_dir():
+        store.close()
+        return Recovered("new", 0, None)
+    try:
+        result = dl.stage(store)
+    finally:
+        store.close()
+    if result.plan.empty:
+        dl.discard(result)
+        return Recovered("dledger", 0, None)
+    backup = dl.apply(root, result, ["serve", str(root)])
+    return Recovered("dledger", len(result.plan.steps), backup)
 
 
 def effective_config(opts: ServeOptions) -> BrokerConfig:
@@ -267,6 +296,9 @@ def vip_channel_port(opts: ServeOptions, config: BrokerConfig) -> int:
 
 def ha_description(controller: BrokerController) -> str:
     ha = controller.ha
+    if controller.config.dledger.enable:
+        d = controller.config.dledger
+        return f"off; DLedger {d.self_id} of {d.group} on {d.peer_map()[d.self_id or '']}"
     if ha.is_slave:
         return f"master {ha.slave.master_address or 'from the name server'}" if ha.slave else "off"
     return f"port {ha.ha_port}, address {controller.config.ha_server_addr}"
@@ -282,6 +314,7 @@ class Serving:
     grpc: GrpcEndpoint | None = None
     namesrv_task: asyncio.Task[None] | None = None
     index_task: asyncio.Task[None] | None = None
+    dledger: DLedgerNode | None = None  # the store's member of its DLedger group
 
     async def stop(self) -> None:
         if self.index_task is not None:
@@ -301,35 +334,55 @@ class Serving:
             await server.close()
 
 
+def dledger_node(root: Path, config: BrokerConfig, data_file_size: int) -> DLedgerNode | None:
+    """The member of a DLedger group (``enableDLegerCommitLog``) over ``dledger-<selfId>/``."""
+    d = config.dledger
+    if not d.enable:
+        return None
+    from rmqcli.dledger.member import MemberState
+    from rmqcli.dledger.node import DLedgerNode
+
+    home = root / f"dledger-{d.self_id}"
+    state = MemberState.load(d.group or "", d.self_id or "", d.peer_map(), home)
+    return DLedgerNode(state, data_file_size=data_file_size, preferred=d.preferred)
+
+
 def open_writer(opts: ServeOptions, config: BrokerConfig, announce: Callable[[str], None]) -> Serving:
     """The store recovered (said when it changed) and open for writing; the index rebuilt behind
     the CommitLog where the recovery dropped some of it."""
+    from rmqcli.broker.dledger.replication import LedgerSink
     from rmqcli.store import Store
     from rmqcli.store.layout import find_dledger
     from rmqcli.store.write.writer import StoreWriter
 
-    if find_dledger(opts.store, {}) is not None:  # nothing is written to a DLedger store (issue 35)
-        raise UsageError(f"{opts.store}: a DLedger CommitLog store (dledger-*/): rmq serve cannot serve it")
+    if config.dledger.enable is False and find_dledger(opts.store, {}) is not None:
+        raise UsageError(
+            f"{opts.store}: a DLedger CommitLog store (dledger-*/): serve it with enableDLegerCommitLog=true"
+            " and its dLegerGroup, dLegerPeers and dLegerSelfId"
+        )
     recovered = recover_store(opts.store, config)
     if recovered.steps:
         announce(
             f"recovered the store ({recovered.mode}, {recovered.steps} steps; backup in {recovered.backup})"
         )
-    store = Store(opts.store, config.store)
+    store = Store(opts.store, config.store, dledger_conf(config))
     try:
         for directory in (*store.commitlog_dirs, store.consumequeue_dir):  # DefaultMessageStore: ensureDirOK
-            directory.mkdir(parents=True, exist_ok=True)
+            if store.dledger is None or directory == store.consumequeue_dir:
+                directory.mkdir(parents=True, exist_ok=True)
         settings = store.effective_settings()
     finally:
         store.close()
+    node = dledger_node(opts.store, config, settings.mapped_file_size_commitlog)
     writer = StoreWriter(
         opts.store,
         settings,
         store_host=Host.parse(f"{config.broker_ip1}:{config.listen_port}"),
         cluster=config.broker_cluster_name,
         index_behind=recovered.index_from is not None,
+        entries=None if node is None else LedgerSink(node),
     )
-    serving = Serving(writer)
+    serving = Serving(writer, dledger=node)
     if recovered.index_from is not None and writer.index_behind:
         from rmqcli.broker.services import indexbehind
 
@@ -359,8 +412,9 @@ async def start_broker(
     VIP channel's port (0: none)."""
     usage = disk_used_ratio if opts.disk_usage_file is None else drill_usage(opts.disk_usage_file)
     controller = serving.controller = BrokerController(
-        config, serving.writer, namesrv_addrs(opts), acl=acl, ha_host=opts.listen, disk_usage=usage
-    )
+        config, serving.writer, namesrv_addrs(opts), acl=acl, ha_host=opts.listen, disk_usage=usage,
+        dledger=serving.dledger,
+    )  # fmt: skip
     broker_server = Server("broker", controller.dispatch, limits=limits)
     broker_server.settle = controller.store.catch_up  # sends are dispatched after their answers
     controller.defer_dispatch = True
@@ -502,6 +556,11 @@ def start_warnings(flags: ServeFlags, conf: BrokerConf, config: BrokerConfig, gr
         )
     if flags.no_namesrv and not registry_addrs(flags) and not config.namesrv_addr:
         lines.append("rmq serve: warning: --no-namesrv without --namesrv: the broker registers nowhere")
+    if config.dledger.enable:
+        lines.append(
+            "rmq serve: warning: enableDLegerCommitLog=true: rmq serve does not clean up DLedger files yet "
+            "(fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio have no effect; rmq clean does it offline)"
+        )
     return [line for line in lines if line]
 
 

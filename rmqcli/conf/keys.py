@@ -23,6 +23,7 @@ V4, V5, RMQ = "4.9.8", "5.1.1", "rmq"  # where a key and its default come from
 # the parts of rmq that read keys (``Key.owner``)
 BROKER, STORE, HA, ACTING, RETENTION = "broker", "store", "ha", "acting", "retention"
 POP, TIMER, NAMESRV, SERVE, ACL = "pop", "timer", "namesrv", "serve", "acl"
+DLEDGER = "dledger"
 TRUE_FALSE = ("true", "false")  # the choices of a boolean rmq refuses other text for
 CPUS = os.cpu_count() or 1  # Runtime.availableProcessors(), in the thread-count defaults
 MIB = 1024 * 1024
@@ -170,6 +171,12 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     _retention("diskSpaceWarningLevelRatio", INT, 90, origin=V5),
     _retention("diskSpaceCleanForciblyRatio", INT, 85, origin=V5),
     _retention("deleteFileBatchMax", INT, 10, origin=V5, low=1),
+    # --- a DLedger group (MessageStoreConfig; rmqcli.broker.dledger) ----------------------------------
+    Key("enableDLegerCommitLog", BOOL, False, DLEDGER, at_start=True, choices=TRUE_FALSE, shown=True),
+    Key("dLegerGroup", STR, None, DLEDGER, at_start=True, shown=True),
+    Key("dLegerPeers", STR, None, DLEDGER, at_start=True, shown=True),
+    Key("dLegerSelfId", STR, None, DLEDGER, at_start=True, shown=True),
+    Key("preferredLeaderId", STR, None, DLEDGER, at_start=True, shown=True),
     # the store's root: the STORE argument is served (rmq serve warns when this names another)
     Key("storePathRootDir", STR, "", STORE, shown=True, at_start=True, differs="4.9.8: ~/store"),
     # --- read, not reported by GET_BROKER_CONFIG but as given ---------------------------------------
@@ -289,11 +296,6 @@ diskFallRecorded                          boolean  true
 osPageCacheBusyTimeOutMills               long     1000
 transientStorePoolSize                    int      5
 fastFailIfNoBufferInStorePool             boolean  false
-enableDLegerCommitLog                     boolean  false
-dLegerGroup                               String   -
-dLegerPeers                               String   -
-dLegerSelfId                              String   -
-preferredLeaderId                         String   -
 isEnableBatchPush                         boolean  false
 enableScheduleMessageStats                boolean  true
 enableLmq                                 boolean  false

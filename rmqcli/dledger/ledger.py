@@ -96,6 +96,7 @@ class Ledger:
         self.committed_index = -1
         self.committed_pos = -1
         self._dirty: set[Path] = set()  # files written since the last flush
+        self.on_commit: Callable[[], None] | None = None  # told when the committed index moves
         self._checkpointed: tuple[int, int] | None = None
         self._load()
 
@@ -311,7 +312,10 @@ class Ledger:
             self.committed_index, self.committed_pos = -1, -1
             return
         where = self.stored(index)
+        moved = index > self.committed_index
         self.committed_index, self.committed_pos = index, where.end
+        if moved and self.on_commit is not None:
+            self.on_commit()
 
     def persist_checkpoint(self) -> None:
         """``persistCheckPoint`` when the values changed since the last one."""

@@ -43,6 +43,7 @@ PUSH_RETRY_S = 1.0  # DLedgerConfig.maxPushTimeOutMs
 COMMIT_IDLE_S = 1.0  # a COMMIT push after this long without one
 ERROR_PAUSE_S = 0.5
 IDLE_WAIT_S = 0.05
+ERROR_LOG_PERIOD_S = 30.0
 
 
 @dataclass
@@ -81,6 +82,8 @@ class Dispatcher:
         self.last_push = 0.0
         self.wake = asyncio.Event()
         self.inflight: set[asyncio.Task[None]] = set()
+        self.errors = 0
+        self.last_error_log = 0.0
 
     @property
     def ledger(self) -> Ledger:
@@ -108,10 +111,20 @@ class Dispatcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - as the Java dispatcher: log, compare again
-                log.warning("[Push-%s]Error in %s: %s", self.peer, self.mode, exc)
+                self._log_error(exc)
                 self._change(-1, "COMPARE")
                 await asyncio.sleep(ERROR_PAUSE_S)
         self._cancel_inflight()
+
+    def _log_error(self, exc: Exception) -> None:
+        """``[Push-<peer>]Error in <state>``: the first, then at most one per ``ERROR_LOG_PERIOD_S``
+        with the count left out (a member that is down fails twice a second for as long)."""
+        now = self.pusher.clock()
+        self.errors += 1
+        if now - self.last_error_log >= ERROR_LOG_PERIOD_S:
+            more = f" ({self.errors - 1} more since)" if self.errors > 1 and self.last_error_log else ""
+            log.warning("[Push-%s]Error in %s: %s%s", self.peer, self.mode, exc, more)
+            self.last_error_log, self.errors = now, 0
 
     def _change(self, index: int, mode: str) -> None:
         """``changeState``."""

@@ -96,6 +96,12 @@ def configured(store: Path, server: ServeProcess) -> dict[str, str]:
         "checkCRCOnRecover": "false",
         "storePathCommitLog": str(store / "commitlog"),
         "storePathRootDir": str(store),
+        # a DLedger group's keys, kept while enableDLegerCommitLog is false (tests/dledger: true)
+        "enableDLegerCommitLog": "false",
+        "dLegerGroup": "RaftConf",
+        "dLegerPeers": "n0-127.0.0.1:1;n1-127.0.0.1:2",
+        "dLegerSelfId": "n1",
+        "preferredLeaderId": "n0",
     }
 
 

@@ -16,6 +16,7 @@ from rmqcli.broker.acl.brokerkeys import SigningKeys, configured_credentials
 from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.admin.config import IMPLEMENTED_KEYS, REPORTED_DEFAULTS, RESTART_KEYS, current_properties
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
+from rmqcli.broker.dledger.config import DLedgerConfig
 from rmqcli.broker.ha.config import HAConfig
 from rmqcli.broker.pop.config import PopConfig
 from rmqcli.broker.serve import ServeFlags, prepare, unimplemented_keys
@@ -40,6 +41,7 @@ VIEWS = {
     k.POP: PopConfig,
     k.TIMER: TimerConfig,
     k.ACL: SigningKeys,
+    k.DLEDGER: DLedgerConfig,
 }
 # keys rmq implements that no view holds: read where they act
 UNVIEWED = {"storePathRootDir", "compatibleWithOldNameSrv"} | {
@@ -122,7 +124,20 @@ def test_a_value_is_parsed_when_asked_for() -> None:
 def test_every_row_is_well_formed() -> None:
     assert len(k.KEYS) == len(k.TABLE)  # one row a name
     python = {k.BOOL: bool, k.INT: int, k.LONG: int, k.STR: str, k.ENUM: str}
-    owners = {k.BROKER, k.STORE, k.HA, k.ACTING, k.RETENTION, k.POP, k.TIMER, k.NAMESRV, k.SERVE, k.ACL, ""}
+    owners = {
+        k.BROKER,
+        k.STORE,
+        k.HA,
+        k.ACTING,
+        k.RETENTION,
+        k.POP,
+        k.TIMER,
+        k.NAMESRV,
+        k.SERVE,
+        k.ACL,
+        k.DLEDGER,
+        "",
+    }
     for key in k.TABLE:
         assert key.kind in python and key.owner in owners and key.origin in (k.V4, k.V5, k.RMQ), key
         assert key.default is None or type(key.default) is python[key.kind], key

@@ -64,8 +64,10 @@ def test_leadership_moves_to_the_preferred_member_both_ways(tmp_path: Path) -> N
                 lambda: rmq.view() if (rmq.view() or (0, ""))[1] == "n2" else None, 60, "n2 to lead"
             )
             assert term2 == term + 1
-            assert f"[n2] [VOTE_RESULT] has been elected to be the leader in term {term2}" in g.log("n2")
-            assert "LEADERSHIP_TRANSFER FINISHED" in g.log("n2")
+            elected = f"[n2] [VOTE_RESULT] has been elected to be the leader in term {term2}"
+            wait(lambda: elected in g.log("n2"), 20, "n2's election line")
+            # n2 answers the transfer once it leads; the line is written after the answer
+            wait(lambda: "LEADERSHIP_TRANSFER FINISHED" in g.log("n2"), 20, "n2's transfer line")
 
             rmq.run(lambda: setattr(node.transfer, "preferred", ("n0",)))  # n2 prefers n0 (its broker.conf)
             term3, _ = wait(

@@ -21,6 +21,7 @@ from tests.support.oracle import (
     broker_port,
     clienttest_send,
     kit_env,
+    kit_mqadmin,
     route_master,
     topic_status_offsets,
 )
@@ -61,9 +62,7 @@ class DLedgerGroup:
         jvm.proc.wait(20)
 
     def mqadmin(self, *args: str) -> str:
-        run = subprocess.run([str(KIT / "bin" / "mqadmin"), *args, "-n", self.namesrv], capture_output=True,
-                             text=True, timeout=120, env=kit_env(self.home))  # fmt: skip
-        return run.stdout
+        return kit_mqadmin(KIT, kit_env(self.home), self.namesrv, *args)
 
     def leader(self, timeout: float = 90, not_: str | None = None) -> str:
         """The selfId of the leader the NameServer's route names (brokerId 0), other than ``not_``."""
@@ -101,7 +100,7 @@ class DLedgerGroup:
 
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """queueId -> (min, max) offset of ``topic`` as the leader answers ``mqadmin topicStatus``."""
-        return topic_status_offsets(self.mqadmin("topicStatus", "-t", topic), GROUP)
+        return topic_status_offsets(self.mqadmin, topic, GROUP)
 
     def stop(self) -> None:
         for jvm in self.jvms.values():
@@ -208,20 +207,11 @@ class LoneBroker:
         raise AssertionError(f"no 'Recover data to the end' line in {self.state / 'logs'}")
 
     def mqadmin(self, *args: str) -> str:
-        run = subprocess.run([str(KIT / "bin" / "mqadmin"), *args, "-n", self.namesrv], capture_output=True,
-                             text=True, timeout=120, env=kit_env(self.home))  # fmt: skip
-        return run.stdout
+        return kit_mqadmin(KIT, kit_env(self.home), self.namesrv, *args)
 
     def queue_offsets(self, topic: str, timeout: float = 60) -> dict[int, tuple[int, int]]:
         """queueId -> (min, max) of ``topic`` from ``mqadmin topicStatus`` (retried until answered)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.mqadmin("topicStatus", "-t", topic)
-            rows = [line.split() for line in out.splitlines() if line.startswith(GROUP)]
-            if rows:
-                return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
-            assert time.monotonic() < deadline, out
-            time.sleep(1)
+        return topic_status_offsets(self.mqadmin, topic, GROUP, timeout)
 
     def consume(self, topic: str, count: int, timeout: int = 60) -> tuple[int, int]:
         """``clienttest NS topic count consume``: (received, distinct), a new group from the first offset."""

@@ -25,8 +25,9 @@ from rmqcli.broker.acl.brokerkeys import HIDDEN
 from rmqcli.broker.acl.brokerkeys import SECRET_KEY as SIGNING_SECRET
 from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
+from rmqcli.broker.dledger.config import DLedgerConfig
 from rmqcli.broker.ha.config import HAConfig
-from rmqcli.conf.keys import ACTING, BROKER, HA, RETENTION, STORE, TABLE, settings_of
+from rmqcli.conf.keys import ACTING, BROKER, DLEDGER, HA, RETENTION, STORE, TABLE, settings_of
 from rmqcli.conf.parse import text
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
@@ -55,6 +56,7 @@ _VIEWS = {
     HA: HAConfig,
     ACTING: ActingConfig,
     RETENTION: RetentionConfig,
+    DLEDGER: DLedgerConfig,
 }
 _ATTRIBUTES = {owner: settings_of(view) for owner, view in _VIEWS.items()}
 _REPORTED = tuple(
@@ -86,6 +88,7 @@ def current_properties(ctl: BrokerContext) -> dict[str, str]:
         HA: config.ha,
         ACTING: config.acting,
         RETENTION: config.retention,
+        DLEDGER: config.dledger,
     }
     props = dict(REPORTED_DEFAULTS)
     props.update(config.given)

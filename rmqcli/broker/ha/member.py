@@ -42,15 +42,21 @@ CLOSE_DISPATCH_SECONDS = 2.0  # at shutdown; what is left is dispatched by the n
 
 
 class Replicated(enum.Enum):
-    """What a SYNC_MASTER send learns of its slaves (``PutMessageStatus``)."""
+    """What a SYNC_MASTER send learns of its slaves (``PutMessageStatus``); the last two are a
+    DLedger leader's (``rmqcli.broker.dledger``: no quorum in time, the leadership lost)."""
 
     PUT_OK = "PUT_OK"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
 class Replication:
     """The HA side of one broker; ``await start()`` once listening, ``await close()`` at shutdown."""
+
+    waits_always = False  # a message that does not wait for its store is answered at once
+    may_register = True
 
     def __init__(
         self,

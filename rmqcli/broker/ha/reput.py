@@ -13,7 +13,6 @@ one log line: the bytes are the master's, so the master's CommitLog holds it too
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Callable
@@ -43,13 +42,11 @@ class ReplicaReput:
         the ``time.monotonic()`` deadline ``until``); returns how many were dispatched now. The
         CommitLog is read ``WINDOW`` bytes at a time (more for a longer record)."""
         count = 0
-        files = self.queue.files
         while self.broken is None and self.next < end:
-            i = bisect.bisect_right(files, self.next, key=lambda f: f.from_offset) - 1
-            if i < 0:
-                self.next = files[0].from_offset if files else end
+            f = self.queue.holding(self.next)
+            if f is None:
+                self.next = self.queue.first_start(end)
                 continue
-            f = files[i]
             pos = self.next - f.from_offset
             limit = min(f.wrote, end - f.from_offset)
             if pos >= f.size:  # the file is done: on to the next

@@ -52,6 +52,7 @@ from rmqcli.broker.state import (
     validate_topic,
 )
 from rmqcli.broker.timer import api as timer
+from rmqcli.dledger.ledger import LedgerError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codec import RemotingCommand, ext_value
 from rmqcli.remoting.codes import RequestCode as RC
@@ -285,6 +286,9 @@ def apply(
             msg_id, queue_offset = last.msg_id, last.queue_offset
     except DiskFullError:  # the append found no room: the store is marked full already
         return with_trace_fields(ctl, req.response(RS.SERVICE_NOT_AVAILABLE, service_not_available(ctl)))
+    except LedgerError:  # a DLedger member that stopped leading (DLedgerCommitLog: pos -1)
+        remark = REPLICA_REMARKS[Replicated.OS_PAGECACHE_BUSY]
+        return with_trace_fields(ctl, req.response(RS.SYSTEM_ERROR, remark))
     except OSError:  # the next CommitLog file could not be created or mapped (the writer logged why)
         return mapping_failed(ctl, req)
     response = stored_response(ctl, req.opaque, req.serialize_type, msg_id, message.queue_id, queue_offset)
@@ -330,8 +334,8 @@ def wait_store_msg_ok(properties: Mapping[str, str]) -> bool:
 
 def waits_for_slave(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:
     """A SYNC_MASTER answers a send once a slave has it, unless the message does not wait for its
-    store (``CommitLog.submitReplicaRequest``)."""
-    return ctl.config.broker_role == SYNC_MASTER and wait_store_msg_ok(properties)
+    store (``CommitLog.submitReplicaRequest``); a DLedger leader always waits for the quorum."""
+    return ctl.config.broker_role == SYNC_MASTER and (ctl.ha.waits_always or wait_store_msg_ok(properties))
 
 
 def waits_for_flush(ctl: BrokerContext, properties: Mapping[str, str]) -> bool:
@@ -364,14 +368,15 @@ async def _after_store(
             return RS.FLUSH_DISK_TIMEOUT
         return RS.SUCCESS
 
-    async def replicated() -> int:
+    async def replicated() -> Replicated:
         if not wait_slave:
-            return RS.SUCCESS
-        return REPLICA_CODES[await ctl.ha.replicated(next_offset, needed)]
+            return Replicated.PUT_OK
+        return await ctl.ha.replicated(next_offset, needed)
 
-    flush_code, replica_code = await asyncio.gather(flushed(), replicated())
-    if replica_code != RS.SUCCESS:
-        response.code = replica_code
+    flush_code, outcome = await asyncio.gather(flushed(), replicated())
+    if outcome is not Replicated.PUT_OK:
+        response.code = REPLICA_CODES[outcome]
+        response.remark = REPLICA_REMARKS.get(outcome, response.remark)
     elif flush_code != RS.SUCCESS:
         response.code = flush_code
         response.remark = "flush disk timeout"
@@ -382,6 +387,13 @@ REPLICA_CODES = {
     Replicated.PUT_OK: RS.SUCCESS,
     Replicated.SLAVE_NOT_AVAILABLE: RS.SLAVE_NOT_AVAILABLE,
     Replicated.FLUSH_SLAVE_TIMEOUT: RS.FLUSH_SLAVE_TIMEOUT,
+    # a DLedger leader's (SendMessageProcessor.handlePutMessageResult): both SYSTEM_ERROR
+    Replicated.OS_PAGECACHE_BUSY: RS.SYSTEM_ERROR,
+    Replicated.UNKNOWN_ERROR: RS.SYSTEM_ERROR,
+}
+REPLICA_REMARKS = {
+    Replicated.OS_PAGECACHE_BUSY: "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    Replicated.UNKNOWN_ERROR: "UNKNOWN_ERROR",
 }
 
 

@@ -49,6 +49,7 @@ from rmqcli.broker.ha.member import Replicated
 from rmqcli.broker.processor.send import (
     MAX_PROPERTIES_LENGTH,
     REPLICA_CODES,
+    REPLICA_REMARKS,
     connection_born_host,
     is_batch_flag,
     mapping_failed,
@@ -369,6 +370,7 @@ class SendLane:
         if outcome is not Replicated.PUT_OK:
             response = stored_response(self.ctl, stored[0], SerializeType.JSON, *stored[1:])
             response.code = REPLICA_CODES[outcome]
+            response.remark = REPLICA_REMARKS.get(outcome, response.remark)
             answer = encode(response)
         later.write(answer)
 

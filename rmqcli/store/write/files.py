@@ -13,6 +13,7 @@ each record still find room (rmq's own; issue 41).
 
 from __future__ import annotations
 
+import bisect
 import errno
 import mmap
 import os
@@ -136,8 +137,9 @@ class WritableFile:
 
     def flush(self) -> None:
         """msync of the whole map, on the calling thread (it holds the GIL: a broker flushes its
-        files in a worker thread with ``datasync_path`` instead)."""
-        self._map.flush()
+        files in a worker thread with ``datasync_path`` instead); a closed file has nothing left."""
+        if not self._map.closed:
+            self._map.flush()
 
     def close(self) -> None:
         if not self._map.closed:
@@ -166,6 +168,15 @@ class WritableFileQueue:
     @property
     def last(self) -> WritableFile | None:
         return self.files[-1] if self.files else None
+
+    def holding(self, offset: int) -> WritableFile | None:
+        """The file ``offset`` falls in (past its end too, for the last); ``None`` before the first."""
+        i = bisect.bisect_right(self.files, offset, key=lambda f: f.from_offset) - 1
+        return self.files[i] if i >= 0 else None
+
+    def first_start(self, default: int) -> int:
+        """The first file's start offset (``default`` with no file): where a walk from before it goes on."""
+        return self.files[0].from_offset if self.files else default
 
     def last_for(self, start_offset: int) -> WritableFile:
         """``MappedFileQueue.getLastMappedFile(startOffset, true)``: the last file, a new one if full."""

@@ -5,6 +5,11 @@
 its consume queue and the index (``ReputMessageService``, formats.md §7), and keeps the
 checkpoint (§4), the ``abort``/``lock`` files and the config JSON (§5) up to date. It holds no
 global state; the clock and the index file namer are injectable.
+
+In DLedger mode (an ``EntrySink``, 4.9.8's ``DLedgerCommitLog``) each record is the body of an entry
+of the member's log, its PHYSICALOFFSET the entry's position + 48; records are dispatched once
+their entries are committed (``dispatch_committed``, the reput up to ``committedPos``), never at
+the append, and the CommitLog's end is the committed position.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from formats import commitlog as fmt
 from rmqcli.durable import fsync_dir
@@ -33,6 +39,7 @@ from rmqcli.store.store import (
 )
 from rmqcli.store.write.config import BrokerConfigState
 from rmqcli.store.write.dispatch import Dispatcher, DispatchRequest
+from rmqcli.store.write.entry_reput import EntryReput
 from rmqcli.store.write.files import DiskFullError, WritableFile, WritableFileQueue
 from rmqcli.store.write.index import IndexNamer
 from rmqcli.store.write.messages import (
@@ -73,6 +80,22 @@ def system_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
+class EntrySink(Protocol):
+    """A DLedger log the writer appends to (the member's, through its leader's replication)."""
+
+    data: WritableFileQueue  # the entries' files: records are read from them as from a CommitLog
+
+    def body_position(self, body_size: int) -> int:
+        """Where the body of the next entry will be (its position + 48), after any file roll."""
+
+    def append(self, body: bytes) -> None:
+        """Append ``body`` as the next entry (a leader's append: replicated, committed by quorum)."""
+
+    @property
+    def committed_end(self) -> int:
+        """``committedPos``: the end of the last committed entry (0 with none)."""
+
+
 class StoreWriter:
     """A writable store directory; use as a context manager or call ``close()``.
 
@@ -91,6 +114,7 @@ class StoreWriter:
         store_host: Host = DEFAULT_STORE_HOST,
         cluster: str | None = DEFAULT_CLUSTER,
         index_behind: bool = False,
+        entries: EntrySink | None = None,
     ):
         self.root = Path(root)
         self.settings = settings or StoreSettings()
@@ -101,7 +125,13 @@ class StoreWriter:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(self.root / LOCK_FILE)
         cl_size = self.settings.mapped_file_size_commitlog
-        self.commitlog = WritableFileQueue(self.root / COMMITLOG_DIR, cl_size, KEEP_FREE)
+        self.entries = entries
+        self.commitlog = (
+            entries.data
+            if entries is not None
+            else WritableFileQueue(self.root / COMMITLOG_DIR, cl_size, KEEP_FREE)
+        )
+        self.reput: EntryReput | None = None
         self.on_disk_full: Callable[[DiskFullError], None] | None = None  # told before it is raised
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self.index_namer = index_namer or (lambda _ts: index_file_name(self.clock()))
@@ -125,6 +155,12 @@ class StoreWriter:
         self.dispatcher.load()
         for key, cq in self.dispatcher.cqs.items():
             self.queue_offsets[key] = cq.max_offset
+        if self.entries is not None:
+            files = self.commitlog.files
+            start = max(self.dispatcher.max_physic_offset, files[0].from_offset if files else 0)
+            self.reput = EntryReput(self.commitlog, self.dispatch_replicated, start)
+            self.dispatch_committed()
+            return
         self.commitlog.open_existing()
         if not self.commitlog.files:
             return
@@ -177,6 +213,17 @@ class StoreWriter:
                     self.dispatcher.index_record(rec)
         finally:
             reader.close()
+
+    def dispatch_committed(self) -> int:
+        """DLedger mode: dispatch the records of the entries committed since the last call."""
+        if self.reput is None or self.entries is None:
+            return 0
+        return self.reput.dispatch_to(self.entries.committed_end)
+
+    def reset_queue_offsets(self) -> None:
+        """``recoverTopicQueueTable``: the next queue offsets from the consume queues (a new DLedger
+        leader, once everything committed is dispatched: what it appended uncommitted was cut)."""
+        self.queue_offsets = {key: cq.max_offset for key, cq in self.dispatcher.cqs.items()}
 
     def dispatch_replicated(self, rec) -> None:
         """A record an HA slave received in its master's bytes (already in ``commitlog``): its
@@ -249,28 +296,35 @@ class StoreWriter:
         check_lengths(topic_bytes, properties)
         length = record_length(sys_flag, body, topic_bytes, properties)
         store_ts = self.clock() if store_timestamp is None else store_timestamp
-        mf = self._file_for(length)
-        physical = mf.from_offset + mf.wrote
+        if self.entries is not None:
+            mf = None
+            physical = self.entries.body_position(length)
+        else:
+            mf = self._file_for(length)
+            physical = mf.from_offset + mf.wrote
         queue_offset = self._take_queue_offset(topic, queue_id, sys_flag, 1)
-        mf.append(
-            encode_record(
-                sys_flag=sys_flag,
-                queue_id=queue_id,
-                flag=flag,
-                queue_offset=queue_offset,
-                physical_offset=physical,
-                born_timestamp=born_timestamp,
-                born_host=(born_host.address, born_host.port),
-                store_timestamp=store_ts,
-                store_host=(store_host.address, store_host.port),
-                reconsume_times=reconsume_times,
-                prepared_transaction_offset=prepared_transaction_offset,
-                body=body,
-                topic=topic_bytes,
-                properties=properties,
-            )
+        record = encode_record(
+            sys_flag=sys_flag,
+            queue_id=queue_id,
+            flag=flag,
+            queue_offset=queue_offset,
+            physical_offset=physical,
+            born_timestamp=born_timestamp,
+            born_host=(born_host.address, born_host.port),
+            store_timestamp=store_ts,
+            store_host=(store_host.address, store_host.port),
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            body=body,
+            topic=topic_bytes,
+            properties=properties,
         )
         self._last_store_timestamp = store_ts
+        if mf is None:
+            assert self.entries is not None
+            self.entries.append(record)  # dispatched once committed
+            return physical, queue_offset, length, store_ts
+        mf.append(record)
         req = DispatchRequest(
             topic, queue_id, physical, length, queue_offset, sys_flag, store_ts, dispatch_props
         )
@@ -307,44 +361,41 @@ class StoreWriter:
             check_lengths(topic, props)
             lengths.append(record_length(sys_flag, element.body, topic, props))
         store_ts = self.clock() if batch.store_timestamp is None else batch.store_timestamp
-        mf = self._file_for(sum(lengths))
+        mf = None if self.entries is not None else self._file_for(sum(lengths))
         first_queue_offset = self._take_queue_offset(batch.topic, batch.queue_id, sys_flag, len(lengths))
         chunks = []
         results = []
-        physical = mf.from_offset + mf.wrote
+        physical = mf.from_offset + mf.wrote if mf is not None else 0
         for i, (element, props, length) in enumerate(zip(batch.elements, props_list, lengths, strict=True)):
-            chunks.append(
-                encode_record(
-                    sys_flag=sys_flag,
-                    queue_id=batch.queue_id,
-                    flag=element.flag,
-                    queue_offset=first_queue_offset + i,
-                    physical_offset=physical,
-                    born_timestamp=batch.born_timestamp,
-                    born_host=(batch.born_host.address, batch.born_host.port),
-                    store_timestamp=store_ts,
-                    store_host=(store_host.address, store_host.port),
-                    reconsume_times=batch.reconsume_times,
-                    prepared_transaction_offset=0,
-                    body=element.body,
-                    topic=topic,
-                    properties=props,
-                )
+            if self.entries is not None:  # DLedger: one entry per message (BatchAppendEntryRequest)
+                physical = self.entries.body_position(length)
+            chunk = encode_record(
+                sys_flag=sys_flag,
+                queue_id=batch.queue_id,
+                flag=element.flag,
+                queue_offset=first_queue_offset + i,
+                physical_offset=physical,
+                born_timestamp=batch.born_timestamp,
+                born_host=(batch.born_host.address, batch.born_host.port),
+                store_timestamp=store_ts,
+                store_host=(store_host.address, store_host.port),
+                reconsume_times=batch.reconsume_times,
+                prepared_transaction_offset=0,
+                body=element.body,
+                topic=topic,
+                properties=props,
             )
-            results.append(
-                AppendResult(
-                    physical,
-                    first_queue_offset + i,
-                    length,
-                    store_ts,
-                    batch.topic,
-                    batch.queue_id,
-                    store_host,
-                )
-            )
+            if self.entries is not None:
+                self.entries.append(chunk)
+            else:
+                chunks.append(chunk)
+            where = (batch.topic, batch.queue_id, store_host)
+            results.append(AppendResult(physical, first_queue_offset + i, length, store_ts, *where))
             physical += length
-        mf.append(b"".join(chunks))
         self._last_store_timestamp = store_ts
+        if mf is None:
+            return BatchAppendResult(results)  # dispatched once committed
+        mf.append(b"".join(chunks))
         for r, props in zip(results, props_list, strict=True):
             self._dispatch(
                 DispatchRequest(
@@ -418,7 +469,9 @@ class StoreWriter:
     # --- state ----------------------------------------------------------------------------------
     @property
     def max_offset(self) -> int:
-        """Global CommitLog offset after the last record (``getMaxPhyOffset``)."""
+        """Global CommitLog offset after the last record (``getMaxPhyOffset``; DLedger: committedPos)."""
+        if self.entries is not None:
+            return self.entries.committed_end
         return self.commitlog.max_offset
 
     def queue_max_offset(self, topic: str, queue_id: int) -> int:
