@@ -127,8 +127,15 @@ def test_the_checkpoint_is_flushed_while_serving(tmp_path: Path) -> None:
     assert checkpoint.physic_msg_timestamp == checkpoint.logics_msg_timestamp == last
     recovered_from = start_file_index(Store.open(store), abnormal=True)
     assert recovered_from > 0
-    with ServeProcess(store, conf):
-        pass  # the abnormal recovery runs at start; a clean stop follows
+    # the abnormal recovery runs at start, then a clean stop (SIGTERM), which waits for the index
+    # built behind the CommitLog (indexbehind); leaving a ``with`` block would SIGKILL it, maybe
+    # mid-build, and verify would then read an index file the next start deletes
+    restarted = ServeProcess(store, conf).start()
+    try:
+        assert restarted.stop(timeout=60) == 0
+    finally:
+        restarted.kill()
+    assert not (store / "abort").exists()
     verify = subprocess.run(
         [*RMQ, "verify", str(store), "--config", str(conf), "--json"],
         cwd=ROOT,

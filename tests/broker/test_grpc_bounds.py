@@ -49,7 +49,7 @@ def telemetry(stub, client: str, command: object) -> tuple[object, list]:  # typ
     return grpc.StatusCode.OK, answers
 
 
-TELEMETRY_LINES_SINCE: list[float] = []  # when the first test's undecodable Telemetry was logged
+TELEMETRY_LINES_SINCE: list[float] = []  # when the first test began sending Telemetry commands
 
 
 def test_large_telemetry_settings_are_refused_and_memory_stays_bounded(server, stub) -> None:  # type: ignore[no-untyped-def]
@@ -58,6 +58,7 @@ def test_large_telemetry_settings_are_refused_and_memory_stays_bounded(server, s
     assert huge.ByteSize() > 8 * 1024 * 1024
     codes: list = []
     peak = [before]
+    TELEMETRY_LINES_SINCE.append(time.monotonic())  # its first line (the window's start) comes after
 
     def client(i: int) -> None:
         codes.append(telemetry(stub, f"big@{i}", huge)[0])
@@ -72,7 +73,6 @@ def test_large_telemetry_settings_are_refused_and_memory_stays_bounded(server, s
             t.join()
         afters.append(rss_mib(server))
     assert codes == [grpc.StatusCode.INVALID_ARGUMENT] * 160
-    TELEMETRY_LINES_SINCE.append(time.monotonic())
     # what stays is the allocators' (grpc holds up to 40 commands of 8 MiB at once; glibc keeps
     # freed arenas), not the settings (each round would add 320 MiB more): bounded by one round in
     # flight, and no growth after the first rounds

@@ -4,7 +4,6 @@ pair (``controller_pair``) for the stores such a group writes."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +13,14 @@ from pathlib import Path
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.controller import BrokerController
 from rmqcli.store.write.writer import StoreWriter
-from tests.support.oracle import Jvm, broker_port, clienttest_send, route_master, topic_status_offsets
+from tests.support.oracle import (
+    Jvm,
+    broker_port,
+    clienttest_send,
+    kit_mqadmin,
+    route_master,
+    topic_status_offsets,
+)
 from tests.support.oracle5 import KIT5, kit5_env
 from tests.support.serve import free_port
 
@@ -72,9 +78,7 @@ class ControllerPair:
         self.jvms.pop(name).stop()
 
     def mqadmin(self, *args: str) -> str:
-        run = subprocess.run([str(KIT5 / "bin" / "mqadmin"), *args, "-n", self.namesrv], capture_output=True,
-                             text=True, timeout=120, env=kit5_env(self.home))  # fmt: skip
-        return run.stdout
+        return kit_mqadmin(KIT5, kit5_env(self.home), self.namesrv, *args)
 
     def master(self, timeout: float = 90, not_: str | None = None) -> str:
         """The name of the broker the route names brokerId 0 (other than ``not_``)."""
@@ -89,7 +93,7 @@ class ControllerPair:
 
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """queueId -> (min, max) offset of ``topic`` as the master answers ``mqadmin topicStatus``."""
-        return topic_status_offsets(self.mqadmin("topicStatus", "-t", topic), GROUP)
+        return topic_status_offsets(self.mqadmin, topic, GROUP)
 
     def broker_log(self, name: str) -> str:
         """Every store/broker log line of ``name``'s starts, oldest first."""

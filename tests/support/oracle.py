@@ -92,11 +92,27 @@ def clienttest_send(home: Path, namesrv: str, topic: str, count: int) -> int:
     return count
 
 
-def topic_status_offsets(out: str, broker: str) -> dict[int, tuple[int, int]]:
-    """queueId -> (min, max) offset from ``mqadmin topicStatus``'s rows of ``broker``."""
-    rows = [line.split() for line in out.splitlines() if line.startswith(broker)]
-    assert rows, out
-    return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+def kit_mqadmin(kit: Path, env: dict[str, str], namesrv: str, *args: str) -> str:
+    """What a kit's ``mqadmin`` prints for ``args`` against ``namesrv`` (empty when it failed)."""
+    run = subprocess.run([str(kit / "bin" / "mqadmin"), *args, "-n", namesrv], capture_output=True, text=True,
+                         timeout=120, env=env)  # fmt: skip
+    return run.stdout
+
+
+def topic_status_offsets(
+    mqadmin: Callable[..., str], topic: str, broker: str, timeout: float = 60
+) -> dict[int, tuple[int, int]]:
+    """queueId -> (min, max) offset from ``mqadmin topicStatus``'s rows of ``broker``, asked again
+    a second apart while it shows none (on a loaded machine the JVM's call may time out and print
+    nothing)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = mqadmin("topicStatus", "-t", topic)
+        rows = [line.split() for line in out.splitlines() if line.startswith(broker)]
+        if rows:
+            return {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+        assert time.monotonic() < deadline, f"no topicStatus rows of {broker}: {out}"
+        time.sleep(1)
 
 
 def route_master(

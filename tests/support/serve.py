@@ -31,6 +31,10 @@ def free_port_pair() -> int:
     return claim((0, 1, -2))
 
 
+class PortTaken(AssertionError):
+    """``rmq serve`` could not bind a port chosen free a moment before."""
+
+
 class ServeProcess:
     """``rmq serve STORE`` on free loopback ports; ``stop()`` sends SIGTERM and waits. Its gRPC
     endpoint is off (``--grpc-port 0``: many servers run at once and 8081 is one port) unless
@@ -48,15 +52,21 @@ class ServeProcess:
         self.conf = conf
         self.extra = extra or []
         self.command = command or RMQ  # what runs ``rmq``
+        self.want_grpc = grpc
+        self.started_once = False
+        self._pick_ports()
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _pick_ports(self) -> None:
         self.namesrv_port = free_port()
         self.port = free_port_pair()  # a master also listens on port + 1 (HA)
         while self.namesrv_port in (self.port - 2, self.port, self.port + 1):
             self.port = free_port_pair()
         self.grpc_port = 0
-        while grpc and self.grpc_port in (0, self.namesrv_port, self.port - 2, self.port, self.port + 1):
+        taken = (0, self.namesrv_port, self.port - 2, self.port, self.port + 1)
+        while self.want_grpc and self.grpc_port in taken:
             self.grpc_port = free_port()
-        self.proc: subprocess.Popen[str] | None = None
-        self.log = store.parent / f"serve-{self.port}.log"
+        self.log = self.store.parent / f"serve-{self.port}.log"
 
     @property
     def namesrv(self) -> str:
@@ -73,7 +83,19 @@ class ServeProcess:
 
     def start(self, timeout: float = 60.0) -> ServeProcess:
         """Start it and wait until it serves; ``timeout`` is only an upper bound (on a loaded machine
-        the interpreter alone took over 15 s to start)."""
+        the interpreter alone took over 15 s to start). A port another process took between its
+        choice and the bind (a test suite running beside this one) is chosen again, at most twice,
+        on the first start only (later starts keep the ports others were told)."""
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                if attempt == 2 or self.started_once:
+                    raise
+                self._pick_ports()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> ServeProcess:
         args = [
             *self.command,
             "serve",
@@ -94,9 +116,13 @@ class ServeProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"rmq serve exited {self.proc.returncode}: {self.output()}")
+                out = self.output()
+                if "address already in use" in out:
+                    raise PortTaken(out)
+                raise AssertionError(f"rmq serve exited {self.proc.returncode}: {out}")
             if "; store " in self.output() and _connectable(self.port):
                 time.sleep(0.3)  # the first REGISTER_BROKER
+                self.started_once = True
                 return self
             time.sleep(0.05)
         self.kill()
