@@ -168,6 +168,7 @@ class BrokerController:
         self._register_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._special: list[asyncio.Task[None]] = []  # delayed delivery and the transaction check
+        self._timer: asyncio.Task[None] | None = None  # a DLedger member's, while it is the master
         self._pre_online_members: dict[int, str] = {}  # the group's members a returning master asked
         self.membership: GroupMembership | None = None
         if config.acting.enable_slave_acting_master:
@@ -369,6 +370,11 @@ class BrokerController:
         transaction check run on the master only; registered at once with the new id."""
         self.config = replace(self.config, broker_role=role, broker_id=broker_id)
         self._special_services(role != SLAVE)
+        if role != SLAVE and self._timer is None:  # 5.x timer messages' delivery, on the master
+            self._timer = asyncio.get_running_loop().create_task(timer.run(self))
+        elif role == SLAVE and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         log.warning("%s: now %s, brokerId %d", self.config.broker_name, role, broker_id)
         self._register_wanted.set()
 
@@ -490,7 +496,7 @@ class BrokerController:
     async def shutdown(self) -> None:
         """Stop the services, unregister, wait for the flushes and config writes under way, then
         flush and close the store (``abort`` removed)."""
-        tasks = self._tasks + self._special
+        tasks = self._tasks + self._special + ([self._timer] if self._timer is not None else [])
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
