@@ -323,6 +323,7 @@ class Ledger:
         if now == self._checkpointed:
             return
         path = self.home / dfmt.CHECKPOINT_FILE
+        self.home.mkdir(parents=True, exist_ok=True)
         old = path.read_bytes() if path.exists() else None
         replace_file(path, checkpoint_text(old, *now), backup=True)
         self._checkpointed = now
