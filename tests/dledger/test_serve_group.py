@@ -23,7 +23,7 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.dledger.test_replication_mixed import log_bytes
-from tests.support.broker_drivers import Driver, run_driver
+from tests.support.broker_drivers import Driver
 from tests.support.components import require
 from tests.support.dledger import DATA_FILE_SIZE, GROUP, DLedgerGroup, dledger_group
 from tests.support.serve import ServeProcess, wait_until, write_conf
@@ -56,9 +56,12 @@ def send_to(addr: str, key: str) -> tuple[int, str]:
 
 
 def produce(tmp: Path, g: DLedgerGroup, name: str, keys: list[str]) -> list[str]:
-    events = run_driver(tmp, name, {"op": "produce", "namesrv": g.namesrv, "topic": TOPIC, "keys": keys}, 120)
+    """Sync sends of ``keys`` with the C++ client; every one must be acknowledged (the client's own
+    shutdown after the last ack may abort: ``boost::thread_interrupted`` is seen now and then)."""
+    driver = Driver(tmp, name, {"op": "produce", "namesrv": g.namesrv, "topic": TOPIC, "keys": keys})
+    events = driver.finish(120, f"driver {name} timed out")
     acked = [e["key"] for e in events if e.get("status") == 0]
-    assert acked == keys, events[-5:]
+    assert acked == keys, driver.tail()
     return acked
 
 
