@@ -67,6 +67,10 @@ DEFAULT_INDEX_FILE_SIZE = INDEX_UNIT_SIZE * 5 * 1024 * 1024  # DLedgerConfig.map
 Blank = cs.Struct("magic" / cs.Int32sb, "length" / cs.Int32sb)  # magic: BLANK_MAGIC
 BLANK_STRUCT = compile_struct(Blank)
 
+# What every position in the data files starts with: an entry's or a blank's magic.
+Magic = cs.Struct("magic" / cs.Int32sb)
+MAGIC_STRUCT = compile_struct(Magic)
+
 # Keys of the text files (java.util.Properties, ``key=value`` lines).
 COMMITTED_INDEX_KEY = "committedIndex"
 END_INDEX_KEY = "endIndex"
@@ -77,6 +81,11 @@ CURR_TERM_KEY = "currTerm"
 def is_entry_magic(magic: int) -> bool:
     """``recover``'s check: ``MAGIC_1 <= magic <= CURRENT_MAGIC``."""
     return magic == MAGIC_1
+
+
+def magic_of(head: bytes) -> int:
+    """The magic that ``head`` (at least ``MAGIC_STRUCT.size`` bytes of a data file) starts with."""
+    return MAGIC_STRUCT.unpack_from(head)[0]
 
 
 def self_id_of(dirname: str) -> str | None:

@@ -157,12 +157,12 @@ class Ledger:
     def _first_entry_at(f: WritableFile, hint: int) -> int | None:
         """Where the first entry of ``f`` starts (a rebuilt file has zeros before it)."""
         for at in (0, hint):
-            magic = int.from_bytes(f.read(at, 4), "big", signed=True) if at + _HEADER.size <= f.size else 0
+            magic = dfmt.magic_of(f.read(at, dfmt.MAGIC_STRUCT.size)) if at + _HEADER.size <= f.size else 0
             if dfmt.is_entry_magic(magic):
                 return at
         step = 0
         while step + _HEADER.size <= f.size and step < f.wrote:  # a file rebuilt at a position
-            if dfmt.is_entry_magic(int.from_bytes(f.read(step, 4), "big", signed=True)):
+            if dfmt.is_entry_magic(dfmt.magic_of(f.read(step, dfmt.MAGIC_STRUCT.size))):
                 return step
             step += 8
         return None

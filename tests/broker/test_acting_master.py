@@ -28,7 +28,7 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store import Store
 from tests.broker.test_ha_serve import Member, kill_under_load, stored_keys
 from tests.support import JS
-from tests.support.broker_drivers import Driver, run_driver
+from tests.support.broker_drivers import Driver, run_driver, start_consumer
 from tests.support.serve import wait_until
 from tests.support.stores import ends_meet
 
@@ -193,10 +193,9 @@ def test_consumers_keep_receiving_and_a_delayed_message_is_escaped_once(rmq, tmp
 
         # the same group again: it starts from the offsets committed on the acting slave, which the
         # master took before it came back; the delayed message is not delivered a second time
-        consumer = Driver(
+        consumer = start_consumer(
             tmp_path, "consume2", {"op": "consume", "namesrv": ns, "topic": TOPIC, "group": "CG_SAM"}
         )
-        consumer.wait_for(lambda ev: any(e.get("started") for e in ev), 30, "the second consumer")
         after = [f"after{i}" for i in range(8)]
         run_driver(tmp_path, "produce2", {"op": "produce", "namesrv": ns, "topic": TOPIC, "keys": after})
         consumer.wait_for(lambda ev: set(after) <= {e.get("key") for e in ev}, 60, "the new messages")

@@ -14,7 +14,7 @@ import pytest
 
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.support.broker_drivers import Driver, run_driver
+from tests.support.broker_drivers import Driver, run_driver, start_consumer
 from tests.support.serve import LEVELS, ServeProcess, invoke, run, wait_until, write_conf
 
 pytestmark = pytest.mark.cpp
@@ -129,8 +129,7 @@ def test_a_second_consumer_joins_and_the_queues_are_split(tmp_path: Path) -> Non
         b: Driver | None = None
         try:
             a.wait_for(lambda ev: {e.get("key") for e in ev} >= set(before), 40, "consumer A alone")
-            b = Driver(tmp_path, "b", {**common, "instance": "consumerB"})
-            b.wait_for(lambda ev: any(e.get("started") for e in ev), 30, "consumer B start")
+            b = start_consumer(tmp_path, "b", {**common, "instance": "consumerB"})
 
             def members() -> int:
                 async def go(client):  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from rmqcli.store import Store
-from tests.support.broker_drivers import Driver, run_driver
+from tests.support.broker_drivers import Driver, run_driver, start_consumer
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 from tests.support.stores import commitlog_end, ends_meet
 
@@ -244,7 +244,7 @@ def test_sigkill_of_a_sync_master_under_load_loses_no_acknowledged_message(tmp_p
             acked |= round_acked
             missing = round_acked - stored_keys(slave.store)
             assert not missing, f"round {round_}: {len(missing)} acknowledged sends not on the slave"
-        consumer = Driver(
+        consumer = start_consumer(
             tmp_path,
             "consume",
             {"op": "consume", "namesrv": slave.namesrv, "topic": "TopicF", "group": "CG_F"},

@@ -13,7 +13,7 @@ import pytest
 
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support import popwire as w
-from tests.support.broker_drivers import Driver, run_driver
+from tests.support.broker_drivers import run_driver, start_consumer
 from tests.support.serve import ServeProcess, write_conf
 
 
@@ -56,11 +56,10 @@ def test_a_cpp_push_consumer_and_a_pop_consumer_each_see_every_message(tmp_path:
         assert w.create_topic(a, "TopicBoth", 4).code == RS.SUCCESS
         # the POP group starts before the messages (initMode MAX would skip older ones)
         assert w.pop(a, "GPOP", "TopicBoth", init_mode=1).code == RS.POLLING_TIMEOUT
-        consumer = Driver(
+        consumer = start_consumer(
             tmp_path, "cpp", {"op": "consume", "namesrv": ns, "group": "GCPP", "topic": "TopicBoth"}
         )
         try:
-            consumer.wait_for(lambda ev: any(e.get("started") for e in ev), 30, "the C++ consumer")
             sent = run_driver(
                 tmp_path, "produce", {"op": "produce", "namesrv": ns, "topic": "TopicBoth", "keys": keys}
             )

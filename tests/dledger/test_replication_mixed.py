@@ -28,6 +28,7 @@ from rmqcli.store import Store
 from rmqcli.store.write.records import encode_record
 from tests.support.components import require
 from tests.support.dledger import DATA_FILE_SIZE, DLedgerGroup, RmqMember, dledger_group
+from tests.support.serve import wait_until
 
 pytestmark = pytest.mark.java
 
@@ -77,19 +78,9 @@ def last_state(g: DLedgerGroup, self_id: str) -> tuple[str, int, int, int] | Non
     return role, int(term), int(end), int(committed)
 
 
-def wait(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-
-
 def settled(rmq: RmqMember) -> tuple[int, str]:
     """(term, leader) once rmq's node leads or follows a leader that is not itself a candidate."""
-    view = wait(rmq.view, 90, "rmq's node to lead or follow")
+    view = wait_until(rmq.view, 90, "rmq's node to lead or follow")
     return view  # type: ignore[return-value]
 
 
@@ -105,7 +96,7 @@ def level_with(rmq: RmqMember, g: DLedgerGroup, self_id: str, timeout: float = 6
         theirs = log_bytes(java_home(g, self_id), end)  # type: ignore[arg-type]
         return end if theirs == log_bytes(rmq.ledger_home, end) else None  # type: ignore[return-value,arg-type]
 
-    return wait(same, timeout, f"{self_id}'s log level with rmq's")
+    return wait_until(same, timeout, f"{self_id}'s log level with rmq's")
 
 
 def rmq_appends(rmq: RmqMember, first: int, count: int, window: int = 10) -> list[dp.DLedgerResponseCode]:
@@ -139,7 +130,7 @@ def rmq_leads(rmq: RmqMember, g: DLedgerGroup, appended: list[str]) -> None:
     assert node is not None
     committed = rmq.run(lambda: node.ledger.committed_index)
     for n in followers:
-        wait(lambda n=n: _role_committed(g, n) == ("FOLLOWER", committed), 20, f"{n}'s state line")
+        wait_until(lambda n=n: _role_committed(g, n) == ("FOLLOWER", committed), 20, f"{n}'s state line")
     rmq.stop()
     g.leader(timeout=90)
     rmq.start()
@@ -149,20 +140,20 @@ def java_leads(rmq: RmqMember, g: DLedgerGroup, leader: str) -> None:
     """The kit's client sends through the Java leader; rmq, its follower, ends with the same bytes
     and the leader's state line counts rmq's watermark at the end. Then the leader is killed (-9)
     and, once a new leader is elected, started again."""
-    wait(lambda: g.leader() == leader, 60, f"{leader} in the route")
+    wait_until(lambda: g.leader() == leader, 60, f"{leader} in the route")
     node = rmq.node
     assert node is not None and node.state.role is Role.FOLLOWER
     g.send(TOPIC, 200)
     level_with(rmq, g, leader)
     entries = rmq.run(lambda: node.ledger.end_index)
-    wait(lambda: re.search(rf'"n0":{entries}\b', g.log(leader)), 20, "n0's watermark on the leader")
+    wait_until(lambda: re.search(rf'"n0":{entries}\b', g.log(leader)), 20, "n0's watermark on the leader")
     text = g.log(leader)
     errors = re.findall(r"\[Push-n0\]Error in [^\n]*\n[^\n]*", text)
     # only while rmq's node was away, or back but not yet following (a candidate answers NOT_FOLLOWER)
     assert all("NETWORK_ERROR" in e or "NOT_FOLLOWER" in e for e in errors), errors
     assert "[Push-n0]Get error response code" not in text
     g.kill(leader)
-    wait(lambda: (rmq.view() or (0, leader))[1] != leader, 60, "a leader after the kill")
+    wait_until(lambda: (rmq.view() or (0, leader))[1] != leader, 60, "a leader after the kill")
     g.start(leader)
 
 

@@ -11,13 +11,13 @@ broker.conf says ``preferredLeaderId=n0``:
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.components import require
 from tests.support.dledger import DATA_FILE_SIZE, RmqMember, dledger_group
+from tests.support.serve import wait_until
 
 pytestmark = pytest.mark.java
 
@@ -27,16 +27,6 @@ _FINISHED = re.compile(
 )
 
 
-def wait(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_leadership_moves_to_the_preferred_member_both_ways(tmp_path: Path) -> None:
     require("java")
     with dledger_group(tmp_path, java=("n1", "n2"), extra={"preferredLeaderId": "n0"}) as g:
@@ -44,7 +34,7 @@ def test_leadership_moves_to_the_preferred_member_both_ways(tmp_path: Path) -> N
         rmq = RmqMember(g.store("n0"), "n0", g.peers, data_file_size=DATA_FILE_SIZE, preferred=("n0",))
         rmq.start()
         try:
-            term, _ = wait(
+            term, _ = wait_until(
                 lambda: rmq.view() if (rmq.view() or (0, ""))[1] == "n0" else None, 60, "n0 to lead"
             )
             text = g.log(first)
@@ -55,22 +45,22 @@ def test_leadership_moves_to_the_preferred_member_both_ways(tmp_path: Path) -> N
             )  # rmq's answer: it leads that term
             for n in ("n1", "n2"):  # the Java members follow n0 in rmq's term
                 line = f"[{n}][ChangeRoleToFollower] from term: {term} leaderId: n0"
-                wait(lambda n=n, line=line: line in g.log(n), 20, f"{n} following n0")
+                wait_until(lambda n=n, line=line: line in g.log(n), 20, f"{n} following n0")
 
             node = rmq.node
             assert node is not None
             rmq.run(lambda: setattr(node.transfer, "preferred", ("n2",)))
-            term2, _ = wait(
+            term2, _ = wait_until(
                 lambda: rmq.view() if (rmq.view() or (0, ""))[1] == "n2" else None, 60, "n2 to lead"
             )
             assert term2 == term + 1
             elected = f"[n2] [VOTE_RESULT] has been elected to be the leader in term {term2}"
-            wait(lambda: elected in g.log("n2"), 20, "n2's election line")
+            wait_until(lambda: elected in g.log("n2"), 20, "n2's election line")
             # n2 answers the transfer once it leads; the line is written after the answer
-            wait(lambda: "LEADERSHIP_TRANSFER FINISHED" in g.log("n2"), 20, "n2's transfer line")
+            wait_until(lambda: "LEADERSHIP_TRANSFER FINISHED" in g.log("n2"), 20, "n2's transfer line")
 
             rmq.run(lambda: setattr(node.transfer, "preferred", ("n0",)))  # n2 prefers n0 (its broker.conf)
-            term3, _ = wait(
+            term3, _ = wait_until(
                 lambda: rmq.view() if (rmq.view() or (0, ""))[1] == "n0" else None, 60, "n0 again"
             )
             assert term3 == term2 + 1

@@ -12,12 +12,15 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
 from tests.support import ROOT
 from tests.support.cli import RMQ
 from tests.support.ports import claim
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -207,9 +210,11 @@ async def invoke(
     return await client.invoke(addr, RemotingCommand.request(code, header, body, version=407), 10.0)
 
 
-def wait_until(check: Callable[[], object], timeout: float, what: str, step: float = 0.1) -> None:
-    """Poll ``check`` until it is true; an AssertionError naming ``what`` after ``timeout`` s."""
+def wait_until(check: Callable[[], T], timeout: float, what: str, step: float = 0.1) -> T:
+    """Poll ``check`` until it returns something true, and return that; an AssertionError naming
+    ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    while not check():
+    while not (got := check()):
         assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
         time.sleep(step)
+    return got

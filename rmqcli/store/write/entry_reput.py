@@ -44,7 +44,7 @@ class EntryReput:
             if pos + dfmt.MIN_BLANK_LEN > f.size:
                 self.next = f.from_offset + f.size
                 continue
-            magic = int.from_bytes(f.read(pos, 4), "big", signed=True)
+            magic = dfmt.magic_of(f.read(pos, dfmt.MAGIC_STRUCT.size))
             if magic == dfmt.BLANK_MAGIC:
                 self.next = f.from_offset + f.size
                 continue
