@@ -5,7 +5,8 @@ and one Java), the real C++ client sending and consuming through the group's Nam
 - sends are acknowledged through whichever member leads; a follower, rmq or Java, refuses a send
   straight to it with SERVICE_NOT_AVAILABLE; the leader is killed (-9), a new one is elected and
   takes the next sends, the killed one starts again and follows; rounds go on until every member
-  has led once;
+  has led once; ``rmq dledgerStatus`` shows every member in the leader's term (a Java leader's as
+  its log says), and ``rmq leadershipTransfer`` moves the leadership to a member of the other kind;
 - no acknowledged message is lost: a consumer gets every one, and the members' logs are the same
   bytes wherever they all hold entries.
 """
@@ -25,8 +26,8 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from tests.dledger.test_replication_mixed import log_bytes
 from tests.support.broker_drivers import Driver
 from tests.support.components import require
-from tests.support.dledger import DATA_FILE_SIZE, GROUP, DLedgerGroup, dledger_group
-from tests.support.serve import ServeProcess, write_conf
+from tests.support.dledger import DATA_FILE_SIZE, GROUP, DLedgerGroup, agreed, dledger_group, dledger_status
+from tests.support.serve import ServeProcess, wait_until, write_conf
 
 pytestmark = [pytest.mark.java, pytest.mark.cpp]
 
@@ -144,6 +145,23 @@ def test_every_member_leads_in_a_mixed_group(rmq, tmp_path: Path, rmq_ids: tuple
                 g.leader(not_=leader)
                 group.start(leader)
             assert led == {"n0", "n1", "n2"}, led
+            # rmq dledgerStatus: every member, rmq or Java, in the term of the leader the route names
+            # (a Java leader's term as its own log says); then a transfer, to the other kind if any
+            leader = settled_route(g)[0]
+            rows = wait_until(
+                lambda: rows if agreed(rows := dledger_status(rmq, g.namesrv)) == leader else None,
+                30, "dledgerStatus agreeing with the route",
+            )  # fmt: skip
+            if leader not in group.rmq:
+                assert rows[leader]["term"] == g.leader_term(leader)
+            for n in group.rmq:
+                assert 0 <= rows[n]["committedIndex"] <= rows[n]["endIndex"], rows[n]
+            assert all(p["committedPos"] > 0 for p in rows.values()), rows
+            others = [n for n in rows if n != leader]
+            to = next((n for n in others if (n in group.rmq) != (leader in group.rmq)), others[0])
+            moved = rmq("leadershipTransfer", "-n", g.namesrv, "-b", GROUP, "-t", to)
+            assert moved.exit_code == 0, moved.stdout + moved.stderr
+            wait_until(lambda: route(g).get(0) == to, 60, f"{to} leading in the route after the transfer")
             consumer = Driver(tmp_path, "consume", {"op": "consume", "namesrv": g.namesrv, "topic": TOPIC,
                                                    "group": "CG_GROUP"})  # fmt: skip
             try:

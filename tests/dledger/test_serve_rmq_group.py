@@ -1,7 +1,9 @@
 """Three ``rmq serve`` brokers in one DLedger group (n0 runs the NameServer): a leader is in the
 route within seconds of the last start, the C++ client's 5,000 sync sends are all acknowledged
-through it, and once the three are stopped their logs hold the same entries (``rmq diff-stores``:
-equal wherever both hold data, and every store as long as the leader's)."""
+through it; ``rmq dledgerStatus`` shows every entry committed on every member, and ``rmq
+leadershipTransfer`` hands the leadership to a follower; once the three are stopped their logs
+hold the same entries (``rmq diff-stores``: equal wherever both hold data, and every store as long
+as the leader's)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from rmqcli.ops.diff_stores import IDENTICAL
 from tests.support.broker_drivers import run_driver
-from tests.support.dledger import GROUP, SELF_IDS
+from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 
 pytestmark = pytest.mark.cpp
@@ -60,6 +62,24 @@ def test_three_rmq_serves_elect_replicate_and_hold_the_same_entries(rmq, tmp_pat
         cmd = {"op": "produce", "namesrv": ns, "topic": TOPIC, "keys": keys}
         events = run_driver(tmp_path, "produce", cmd, 600)
         assert [e["key"] for e in events if e.get("status") == 0] == keys
+
+        # every member's Raft state, as rmq dledgerStatus reads it: all entries committed everywhere
+        def all_committed() -> dict[str, dict] | None:
+            rows = dledger_status(rmq, ns)
+            done = agreed(rows) == leader and {p["committedIndex"] for p in rows.values()} == {SENDS - 1}
+            return rows if done else None
+
+        rows = wait_until(all_committed, 20, "every send committed on every member")
+        assert {p["endIndex"] for p in rows.values()} == {SENDS - 1}
+        assert len({p["committedPos"] for p in rows.values()}) == 1
+        term = rows[leader]["term"]
+        # a leadership transfer on request: the follower named leads in the next term
+        to = next(n for n in SELF_IDS if n != leader)
+        moved = rmq("leadershipTransfer", "-n", ns, "-b", GROUP, "-t", to, "--json")
+        assert moved.exit_code == 0, moved.stdout + moved.stderr
+        assert json.loads(moved.stdout)["term"] == term + 1
+        wait_until(lambda: route_ids(rmq, ns).get(0) == members[SELF_IDS.index(to)].broker, 20, "the route")
+        assert agreed(dledger_status(rmq, ns)) == to
         for m in members:
             assert m.stop() == 0
         stores = [m.store for m in members]

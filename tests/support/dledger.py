@@ -4,6 +4,7 @@ CommitLog mode") on free loopback ports, for tests of stores written in DLedger 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import threading
@@ -30,6 +31,22 @@ from tests.support.serve import free_port
 GROUP = "RaftNode00"
 SELF_IDS = ("n0", "n1", "n2")
 DATA_FILE_SIZE = 1 << 20  # mappedFileSizeCommitLog: the size of the dledger data files too
+
+
+def dledger_status(rmq, namesrv: str) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    """selfId -> its row of ``rmq dledgerStatus -b GROUP --json`` (every member answering)."""
+    out = rmq("dledgerStatus", "-n", namesrv, "-b", GROUP, "--json")
+    assert out.exit_code == 0, out.stdout + out.stderr
+    (group,) = json.loads(out.stdout)
+    return {p["selfId"]: p for p in group["peers"]}
+
+
+def agreed(rows: dict[str, dict]) -> str | None:
+    """The leader when every member names it and all are in its term, else None."""
+    leaders = [n for n, p in rows.items() if p["role"] == "LEADER"]
+    if len(leaders) != 1 or {p["leaderId"] for p in rows.values()} != set(leaders):
+        return None
+    return leaders[0] if len({p["term"] for p in rows.values()}) == 1 else None
 
 
 @dataclass
