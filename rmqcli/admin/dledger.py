@@ -99,6 +99,14 @@ def leadership_transfer(
     if leader is None or leader not in peers:
         raise BrokerError(f"group {group.group} has no leader now")
     term = term if term is not None else peers[leader].term
+    if transferee == leader:  # nothing to hand over (a Java leader would try to and fail)
+        return {
+            "group": group.group,
+            "from": leader,
+            "to": transferee,
+            "term": term,
+            "code": "ALREADY_LEADER",
+        }
     req = dp.LeadershipTransferRequest(
         group=group.group, remote_id=leader, leader_id=leader, term=-1 if term is None else term,
         transfer_id=leader, transferee_id=transferee,

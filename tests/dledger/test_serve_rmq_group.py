@@ -80,6 +80,8 @@ def test_three_rmq_serves_elect_replicate_and_hold_the_same_entries(rmq, tmp_pat
         assert json.loads(moved.stdout)["term"] == term + 1
         wait_until(lambda: route_ids(rmq, ns).get(0) == members[SELF_IDS.index(to)].broker, 20, "the route")
         assert agreed(dledger_status(rmq, ns)) == to
+        again = rmq("leadershipTransfer", "-n", ns, "-b", GROUP, "-t", to, "--json")  # a no-op, not an error
+        assert again.exit_code == 0 and json.loads(again.stdout)["code"] == "ALREADY_LEADER", again.stdout
         for m in members:
             assert m.stop() == 0
         stores = [m.store for m in members]

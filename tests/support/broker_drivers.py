@@ -103,7 +103,7 @@ DRIVER = textwrap.dedent(
                 time.sleep(0.02)
                 continue
             if int(r.status) == 0:
-                emit(key=key, id=r.msg_id, offset=r.offset)
+                emit(key=key, id=r.msg_id, offset=r.offset, t=time.time())
             else:
                 emit(key=key, status=int(r.status))
         p.shutdown()

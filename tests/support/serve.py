@@ -113,6 +113,7 @@ class ServeProcess:
         if self.conf is not None:
             args += ["--config", str(self.conf)]
         args += self.extra
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.log, "w")  # noqa: SIM115 - kept open for the child
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True)
         handle.close()
