@@ -34,6 +34,7 @@ class ParseResult(Enum):
 
 @dataclass
 class VoteTally:
+    answered: int = 0  # allNum: every answer, a failed call included
     valid: int = 0
     accepted: int = 0
     not_ready: int = 0
@@ -42,6 +43,7 @@ class VoteTally:
     known_max_term: int = -1
 
     def add(self, answer: dp.VoteResponse | None) -> None:
+        self.answered += 1
         if answer is None or answer.vote_result == "UNKNOWN":
             return
         self.valid += 1

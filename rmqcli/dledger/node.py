@@ -6,12 +6,13 @@ The peer port answers VOTE and HEART_BEAT through ``Elector``, PUSH through ``En
 body (never an empty answer: a Java peer fails on one). A leader replicates its log through
 ``EntryPusher`` (``pusher``); ``append`` is a send. The log (``ledger``) is flushed every 10 ms in a
 worker thread and its checkpoint written every 3 s, as ``FlushDataService`` does; each member logs
-its state every 3 s as the Java ``QuorumAckChecker`` does. Every 10 ms the loop does what the role
-asks: a leader sends heartbeats every
-``heartbeat_interval_ms`` and steps down without a quorum of answers for ``max_heartbeat_leak``
-intervals; a follower without heartbeats for as long becomes a candidate of its term; a candidate
-campaigns at random intervals of ``min_vote_interval_ms``..``max_vote_interval_ms`` (see
-``campaign``). Calls to peers time out after 3 s, as the Java ones do.
+its state every 3 s as the Java ``QuorumAckChecker`` does, a candidate the count of each vote round
+(``[PARSE_VOTE_RESULT]``, as ``maintainAsCandidate``). Every 10 ms the loop does what the role asks:
+a leader sends heartbeats every ``heartbeat_interval_ms`` and steps down without a quorum of
+answers for ``max_heartbeat_leak`` intervals; a follower without heartbeats for as long becomes a
+candidate of its term; a candidate campaigns at random intervals of
+``min_vote_interval_ms``..``max_vote_interval_ms`` (see ``campaign``). Calls to peers time out after
+3 s, as the Java ones do.
 """
 
 from __future__ import annotations
@@ -279,11 +280,17 @@ class DLedgerNode:
             self.next_vote_at = self._next_vote_time()
             self.elector.need_increase_term = False
             return
+        started = self.clock()
         tally = await self._collect_votes(term)
         t = self.timing
         decision: Decision = decide(
             tally, s, term, t.heartbeat_interval_ms, t.max_heartbeat_leak, t.max_vote_interval_ms
         )
+        log.info("[%s] [PARSE_VOTE_RESULT] cost=%d term=%d memberNum=%d allNum=%d acceptedNum=%d "
+                 "notReadyTermNum=%d biggerLedgerNum=%d alreadyHasLeader=%s maxTerm=%d result=%s", s.self_id,
+                 (self.clock() - started) * 1000, term, len(s.peers), tally.answered, tally.accepted,
+                 tally.not_ready, tally.bigger_ledger, str(tally.already_has_leader).lower(),
+                 tally.known_max_term, decision.result.value)  # fmt: skip
         self.last_parse = decision.result
         self.next_vote_at = self._next_vote_time() + decision.extra_wait_ms / 1000 if decision.wait else 0.0
         if decision.candidate_of is not None and decision.candidate_of >= s.curr_term:
