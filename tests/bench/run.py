@@ -237,6 +237,9 @@ def main() -> None:
     from tests.bench import ha as ha_bench
 
     ha_bench.main([])
+    from tests.bench import dledger as dledger_bench
+
+    dledger_bench.main([])
     from tests.bench import lag as lag_bench
 
     lag_bench.main()
