@@ -344,7 +344,7 @@ def dledger_node(root: Path, config: BrokerConfig, data_file_size: int) -> DLedg
 
     home = root / f"dledger-{d.self_id}"
     state = MemberState.load(d.group or "", d.self_id or "", d.peer_map(), home)
-    return DLedgerNode(state, data_file_size=data_file_size, preferred=d.preferred)
+    return DLedgerNode(state, data_file_size=data_file_size, preferred=d.preferred, batch_push=d.batch_push)
 
 
 def open_writer(opts: ServeOptions, config: BrokerConfig, announce: Callable[[str], None]) -> Serving:

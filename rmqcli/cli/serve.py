@@ -98,12 +98,13 @@ def serve(
     --fast-port), where real slaves fetch the topics and clients with vipChannelEnabled send.
     broker.conf keys rmq does not implement are named once at start.
 
-    With enableDLegerCommitLog=true (dLegerGroup, dLegerPeers, dLegerSelfId, preferredLeaderId) it is
-    a member of a DLedger group, as 4.9.8's DLedger CommitLog, with Java brokers or other rmq
-    serves: the log is dledger-<selfId>/ of the store, replicated by Raft on the dLegerPeers port;
-    the elected leader registers as brokerId 0 and takes sends, each answered once a majority holds
-    it; the others register as selfId's number + 1, copy the leader's config and refuse sends. Only
-    committed messages reach the consume queues. A leader that loses its majority steps down.
+    With enableDLegerCommitLog=true (dLegerGroup, dLegerPeers, dLegerSelfId, preferredLeaderId,
+    enableBatchPush) it is a member of a DLedger group, as 4.9.8's DLedger CommitLog, with Java
+    brokers or other rmq serves: the log is dledger-<selfId>/ of the store, replicated by Raft on
+    the dLegerPeers port; the elected leader registers as brokerId 0 and takes sends, each answered
+    once a majority holds it; the others register as selfId's number + 1, copy the leader's config
+    and refuse sends. Only committed messages reach the consume queues. A leader that loses its
+    majority steps down.
 
     Retention as a 4.9.8 broker: every cleanResourceInterval ms (from 60 s after start) CommitLog
     files older than fileReservedTime hours go at the deleteWhen hours, or at once when the disk is

@@ -31,7 +31,7 @@ from rmqcli.dledger.elector import Elector
 from rmqcli.dledger.follower import EntryHandler
 from rmqcli.dledger.ledger import Hook, Ledger, Stored, flush_files
 from rmqcli.dledger.member import MemberState, Role
-from rmqcli.dledger.pusher import Appended, EntryPusher
+from rmqcli.dledger.pusher import Appended, EntryPusher, Settings
 from rmqcli.dledger.transfer import Transfer
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient
@@ -72,6 +72,7 @@ class DLedgerNode:
         clock: Callable[[], float] = time.monotonic,
         data_file_size: int = DEFAULT_DATA_FILE_SIZE,
         preferred: tuple[str, ...] = (),
+        batch_push: bool = False,
     ):
         self.state = state
         self.timing = timing
@@ -80,7 +81,7 @@ class DLedgerNode:
         self.elector.preferred = preferred
         self.ledger = Ledger(state.home, state, data_file_size)
         self.handler = EntryHandler(state, self.ledger, clock)
-        self.pusher = EntryPusher(state, self.ledger, self._push, clock=clock)
+        self.pusher = EntryPusher(state, self.ledger, self._push, Settings(batch_push=batch_push), clock)
         self.transfer = Transfer(
             state, self.elector, self.ledger, self.pusher, self._take_call, preferred, clock
         )

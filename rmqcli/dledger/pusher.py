@@ -11,8 +11,10 @@ Each follower has a dispatcher in one of three states:
   sends nothing but heartbeats.
 - APPEND: every entry from ``writeIndex`` on is pushed without waiting for the answers (at most
   ``MAX_PENDING_PUSHES`` unanswered); a SUCCESS raises the follower's watermark; INCONSISTENT_STATE
-  goes back to COMPARE; the entry after the watermark is pushed again when its answer is 1 s late;
-  with nothing to push for 1 s, a COMMIT push carries the committed index.
+  goes back to COMPARE; the push after the watermark is sent again when its answer is 1 s late;
+  with nothing to push for 1 s, a COMMIT push carries the committed index. With ``enableBatchPush``
+  (``doBatchAppend``) a push carries the entries from ``writeIndex`` in ``batchEntry`` until their
+  sizes reach ``maxBatchPushSize`` (4 KiB) or the log's end; a late batch is sent again whole.
 
 The quorum checker sorts the watermarks of the term (the leader's own included, -1 for a member
 not heard of) and commits the one at ``len // 2``: the highest index a majority holds, whatever term
@@ -68,6 +70,8 @@ class Settings:
 
     max_pending_requests: int = 10000
     max_wait_ack_ms: int = 2500
+    batch_push: bool = False  # isEnableBatchPush
+    max_batch_push_size: int = 4 * 1024
 
 
 class Dispatcher:
@@ -78,23 +82,27 @@ class Dispatcher:
         self.mode = "COMPARE"
         self.compare_index = -1
         self.write_index = -1
-        self.sent: dict[int, float] = {}  # index -> when it was pushed
+        self.sent: dict[int, tuple[float, int]] = {}  # first index -> (when, entries) of each push
         self.last_push = 0.0
         self.wake = asyncio.Event()
         self.inflight: set[asyncio.Task[None]] = set()
         self.errors = 0
         self.last_error_log = 0.0
+        self.pushes = 0  # APPEND requests sent (one per entry, or per batch)
 
     @property
     def ledger(self) -> Ledger:
         return self.pusher.ledger
 
-    def request(self, kind: str, entry: dp.DLedgerEntry | None) -> dp.PushEntryRequest:
-        """``buildPushRequest``."""
+    def request(
+        self, kind: str, entry: dp.DLedgerEntry | None, batch: list[dp.DLedgerEntry] | None = None
+    ) -> dp.PushEntryRequest:
+        """``buildPushRequest``; with ``batch``, the entries of a batch push (``addEntry``)."""
         s = self.pusher.state
         return dp.PushEntryRequest(
             group=s.group, remote_id=self.peer, local_id=s.self_id, leader_id=s.self_id, term=self.term,
-            type=kind, entry=entry, commit_index=self.ledger.committed_index,
+            type=kind, entry=entry, commit_index=self.ledger.committed_index, batch_entry=batch or [],
+            total_size=sum(e.size for e in batch or ()),
         ).with_entries()  # fmt: skip
 
     def leading(self) -> bool:
@@ -210,32 +218,48 @@ class Dispatcher:
             if len(self.sent) >= MAX_PENDING_PUSHES:
                 await self._idle()
                 return
-        index = self.write_index
-        self.write_index += 1
-        self._send(index)
+        self.write_index = self._send(self.write_index)
         await asyncio.sleep(0)
 
-    def _send(self, index: int) -> None:
-        try:
-            entry = self.ledger.get(index)
-        except LedgerError as exc:
-            if exc.code == Code.INDEX_LESS_THAN_LOCAL_BEGIN:
-                self._change(-1, "COMPARE")
-                return
-            raise
-        self.sent[index] = self.last_push = self.pusher.clock()
-        self._spawn(self._appended(self.request("APPEND", entry)))
+    def _send(self, first: int, count: int | None = None) -> int:
+        """Push the entry at ``first`` (with batch push, the next ones too: ``count`` of them, or as
+        many as ``max_batch_push_size`` takes); the index after the last one pushed."""
+        settings = self.pusher.settings
+        entries: list[dp.DLedgerEntry] = []
+        index, size = first, 0
+        while index <= self.ledger.end_index and (count is None or len(entries) < count):
+            try:
+                entry = self.ledger.get(index)
+            except LedgerError as exc:
+                if exc.code == Code.INDEX_LESS_THAN_LOCAL_BEGIN:
+                    self._change(-1, "COMPARE")
+                    return first
+                raise
+            entries.append(entry)
+            index, size = index + 1, size + entry.size
+            if count is None and (not settings.batch_push or size >= settings.max_batch_push_size):
+                break
+        if not entries:
+            return first
+        self.last_push = self.pusher.clock()
+        self.sent[first] = (self.last_push, len(entries))
+        self.pushes += 1
+        if settings.batch_push:
+            self._spawn(self._appended(self.request("APPEND", None, entries)))
+        else:
+            self._spawn(self._appended(self.request("APPEND", entries[0])))
+        return index
 
     def _retry_late(self, now: float) -> None:
-        """``doCheckAppendResponse``: the entry after the watermark again when its answer is late
-        (what the watermark covers is forgotten first)."""
+        """``doCheckAppendResponse`` / ``doCheckBatchAppendResponse``: the push after the watermark
+        again when its answer is late (what the watermark covers is forgotten first)."""
         mark = self.pusher.water_marks(self.term).get(self.peer, -1)
-        self.sent = {i: t for i, t in self.sent.items() if i > mark}
+        self.sent = {i: (t, n) for i, (t, n) in self.sent.items() if i + n - 1 > mark}
         nxt = mark + 1
         sent = self.sent.get(nxt)
-        if sent is not None and now - sent > PUSH_RETRY_S:
-            log.warning("[Push-%s]Retry to push entry at %d", self.peer, nxt)
-            self._send(nxt)
+        if sent is not None and now - sent[0] > PUSH_RETRY_S:
+            log.warning("[Push-%s]Retry to push entry from %d to %d", self.peer, nxt, nxt + sent[1] - 1)
+            self._send(nxt, sent[1])
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -252,7 +276,7 @@ class Dispatcher:
         if answer.code == Code.SUCCESS:
             first = answer.index if answer.index is not None else req.first_entry_index
             last = first + max(answer.count, 1) - 1
-            self.sent.pop(last, None)
+            self.sent.pop(first, None)
             self.pusher.water_mark(answer.term, self.peer, last)
         elif answer.code == Code.INCONSISTENT_STATE:
             log.info("[Push-%s]Get INCONSISTENT_STATE when push index %d", self.peer, req.first_entry_index)

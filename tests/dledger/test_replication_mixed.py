@@ -9,7 +9,9 @@ DLedger mode (n1, n2), each way round:
 - a member that was away (a killed Java leader, a closed rmq node reopened from its files) comes
   back as follower and is brought level (COMPARE, TRUNCATE or APPEND by whoever leads).
 
-At the end every running member holds the same log up to the shortest end.
+Every member pushes in batches (``enableBatchPush=true``, 4 KiB at most a push), so that the
+entries of a batch push are checked both ways: rmq's pushes to a follower are fewer than its
+entries. At the end every running member holds the same log up to the shortest end.
 """
 
 from __future__ import annotations
@@ -120,14 +122,17 @@ def rmq_leads(rmq: RmqMember, g: DLedgerGroup, appended: list[str]) -> None:
     are rmq's bytes and their state lines show them following with everything committed. Then
     rmq's node closes (the Java members elect one of theirs) and comes back from its files."""
     first = len(appended)
+    node = rmq.node
+    assert node is not None
     codes = rmq_appends(rmq, first, 150)
     assert codes == [dp.DLedgerResponseCode.SUCCESS] * 150
     appended += [f"r{i}" for i in range(first, first + 150)]
     followers = [n for n in ("n1", "n2") if n in g.jvms]
     for n in followers:
         level_with(rmq, g, n)
-    node = rmq.node
-    assert node is not None
+    # enableBatchPush: the 10 appends of a window reach a follower in fewer pushes than entries
+    pushes = rmq.run(lambda: {p: d.pushes for p, (d, _task) in node.pusher.dispatchers.items()})
+    assert all(pushes[n] < 150 for n in followers), pushes
     committed = rmq.run(lambda: node.ledger.committed_index)
     for n in followers:
         wait_until(lambda n=n: _role_committed(g, n) == ("FOLLOWER", committed), 20, f"{n}'s state line")
@@ -160,8 +165,8 @@ def java_leads(rmq: RmqMember, g: DLedgerGroup, leader: str) -> None:
 def test_rmq_and_java_members_replicate_each_others_logs(tmp_path: Path) -> None:
     require("java")
     appended: list[str] = []
-    with dledger_group(tmp_path, java=("n1", "n2")) as g:
-        rmq = RmqMember(g.store("n0"), "n0", g.peers, data_file_size=DATA_FILE_SIZE)
+    with dledger_group(tmp_path, java=("n1", "n2"), extra={"enableBatchPush": "true"}) as g:
+        rmq = RmqMember(g.store("n0"), "n0", g.peers, data_file_size=DATA_FILE_SIZE, batch_push=True)
         rmq.start()
         seen = {"java led": False, "rmq led": False}
         try:

@@ -4,7 +4,7 @@ does not create topics, else the client's sends fall back to it while the group 
 
 - each round a new leader is in the route (the time from the kill is printed beside the first send
   acknowledged after it; the real 4.9.8 group's election takes ~7 s here, see the kit's README);
-- the killed member starts again and follows;
+- the killed member starts again and follows (the members push in batches: ``enableBatchPush``);
 - no acknowledged message is lost: a consumer started at the end receives every one, and nothing
   that the producer did not send;
 - once every member has caught up (``rmq dledgerStatus``: the same committed index everywhere) and
@@ -55,6 +55,7 @@ def test_ten_leader_kills_under_a_send_stream_lose_no_acknowledged_message(rmq, 
                 conf = write_conf(
                     tmp_path / f"{n}.conf", brokerName=GROUP, enableDLegerCommitLog="true", dLegerGroup=GROUP,
                     dLegerPeers=peers, dLegerSelfId=n, mappedFileSizeCommitLog=str(1 << 20),
+                    enableBatchPush="true",
                 )  # fmt: skip
                 (tmp_path / n).mkdir()
                 members[n] = ServeProcess(

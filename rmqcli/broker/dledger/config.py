@@ -1,7 +1,7 @@
 """The broker.conf keys of a DLedger group (4.9.8 ``MessageStoreConfig``, passed to DLedger by
 ``DLedgerCommitLog``): ``enableDLegerCommitLog``, ``dLegerGroup``, ``dLegerPeers``
-(``n0-host:port;n1-host:port;...``), ``dLegerSelfId``, ``preferredLeaderId``; the data files are
-``mappedFileSizeCommitLog`` bytes, as every member's must be.
+(``n0-host:port;n1-host:port;...``), ``dLegerSelfId``, ``preferredLeaderId``, ``enableBatchPush``;
+the data files are ``mappedFileSizeCommitLog`` bytes, as every member's must be.
 
 4.9.8 derives the broker id a follower registers with from the selfId: the number after its first
 letter, plus one (``n0`` -> 1); a leader registers as 0.
@@ -24,6 +24,7 @@ class DLedgerConfig:
     peers: str | None = setting("dLegerPeers")
     self_id: str | None = setting("dLegerSelfId")
     preferred_leader_id: str | None = setting("preferredLeaderId")
+    batch_push: bool = setting("enableBatchPush")
 
     def peer_map(self) -> dict[str, str]:
         return parse_peers(self.peers or "")
