@@ -2,13 +2,13 @@
 and one Java), the real C++ client sending and consuming through the group's NameServer:
 
 - the route names the leader brokerId 0 and each follower its selfId's number + 1;
-- sends are acknowledged through whichever member leads; a follower, rmq or Java, refuses a send
-  straight to it with SERVICE_NOT_AVAILABLE; the leader is killed (-9), a new one is elected and
-  takes the next sends, the killed one starts again and follows; rounds go on until every member
-  has led once; ``rmq dledgerStatus`` shows every member in the leader's term (a Java leader's as
+- a sync-send stream goes on through whichever member leads; a follower, rmq or Java, refuses a
+  send straight to it with SERVICE_NOT_AVAILABLE; the leader is killed (-9) ten times, and more
+  until every member has led, a new one is elected and takes the next sends, the killed one starts
+  again and follows; ``rmq dledgerStatus`` shows every member in the leader's term (a Java leader's as
   its log says), and ``rmq leadershipTransfer`` moves the leadership to a member of the other kind;
-- no acknowledged message is lost: a consumer gets every one, and the members' logs are the same
-  bytes wherever they all hold entries.
+- no acknowledged message is lost: a consumer gets every one and nothing that was not sent, and the
+  members' logs are the same bytes wherever they all hold entries.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.dledger.test_replication_mixed import log_bytes
-from tests.support.broker_drivers import Driver
+from tests.support.broker_drivers import Driver, start_consumer
 from tests.support.components import require
 from tests.support.dledger import DATA_FILE_SIZE, GROUP, DLedgerGroup, agreed, dledger_group, dledger_status
 from tests.support.serve import ServeProcess, wait_until, write_conf
@@ -32,6 +32,8 @@ from tests.support.serve import ServeProcess, wait_until, write_conf
 pytestmark = [pytest.mark.java, pytest.mark.cpp]
 
 TOPIC = "TopicGroup"
+KILLS = 10  # kills of the leader under the send stream, and more until every member has led
+MAX_KILLS = 16
 
 
 def route(g: DLedgerGroup) -> dict[int, str]:
@@ -66,16 +68,6 @@ def send_to(addr: str, key: str) -> tuple[int, str]:
     with SyncClient() as client:
         answer = client.invoke(addr, RemotingCommand.request(RC.SEND_MESSAGE, header, b"direct"), 10)
     return answer.code, answer.remark or ""
-
-
-def produce(tmp: Path, g: DLedgerGroup, name: str, keys: list[str]) -> list[str]:
-    """Sync sends of ``keys`` with the C++ client; every one must be acknowledged (the client's own
-    shutdown after the last ack may abort: ``boost::thread_interrupted`` is seen now and then)."""
-    driver = Driver(tmp, name, {"op": "produce", "namesrv": g.namesrv, "topic": TOPIC, "keys": keys})
-    events = driver.finish(120, f"driver {name} timed out")
-    acked = [e["key"] for e in events if e.get("status") == 0]
-    assert acked == keys, driver.tail()
-    return acked
 
 
 class Mixed:
@@ -118,7 +110,6 @@ def test_every_member_leads_in_a_mixed_group(rmq, tmp_path: Path, rmq_ids: tuple
     java = tuple(n for n in ("n0", "n1", "n2") if n not in rmq_ids)
     with dledger_group(tmp_path, java=java) as g:
         group = Mixed(g, tmp_path, rmq_ids)
-        acked: list[str] = []
         led: set[str] = set()
         try:
             for n in rmq_ids:
@@ -128,22 +119,42 @@ def test_every_member_leads_in_a_mixed_group(rmq, tmp_path: Path, rmq_ids: tuple
                 "updateTopic", "-n", g.namesrv, "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4"
             )
             assert made.exit_code == 0, made.stdout + made.stderr
-            for round_ in range(12):
-                # a restarted member may start an election of its own: whoever leads now
-                ids = settled_route(g)  # the leader 0, each follower its selfId's number + 1
-                leader = ids[0]
-                assert set(ids) == {0, *(int(n[1:]) + 1 for n in ids.values() if n != leader)}, ids
-                acked += produce(tmp_path, g, f"p{round_}", [f"k{round_}-{i}" for i in range(100)])
-                # a follower, rmq or Java, refuses a send as a 4.9.8 slave does
-                follower = next(n for n in ids.values() if n != leader)
-                code, remark = send_to(f"127.0.0.1:{g.ports[follower]}", f"d{round_}")
-                assert code == RS.SERVICE_NOT_AVAILABLE and remark.startswith("service not available now")
-                led.add(leader)
-                if len(led) == 3:
-                    break
-                group.kill(leader)
-                g.leader(not_=leader)
-                group.start(leader)
+            load = Driver(
+                tmp_path, "load", {"op": "load", "namesrv": g.namesrv, "topic": TOPIC, "prefix": "k"}
+            )
+            elections: list[float] = []
+            try:
+                for round_ in range(MAX_KILLS):
+                    # a restarted member may start an election of its own: whoever leads now
+                    ids = settled_route(g)  # the leader 0, each follower its selfId's number + 1
+                    leader = ids[0]
+                    assert set(ids) == {0, *(int(n[1:]) + 1 for n in ids.values() if n != leader)}, ids
+                    before = sum("id" in e for e in load.events())
+                    load.wait_for(
+                        lambda ev, b=before: sum("id" in e for e in ev) >= b + 50, 120, f"round {round_}"
+                    )
+                    # a follower, rmq or Java, refuses a send as a 4.9.8 slave does
+                    follower = next(n for n in ids.values() if n != leader)
+                    code, remark = send_to(f"127.0.0.1:{g.ports[follower]}", f"d{round_}")
+                    assert code == RS.SERVICE_NOT_AVAILABLE and remark.startswith("service not available now")
+                    led.add(leader)
+                    if round_ >= KILLS and len(led) == 3:
+                        break
+                    group.kill(leader)
+                    killed_at = time.monotonic()
+                    wait_until(
+                        lambda o=leader: route(g).get(0) not in (None, o), 90, f"round {round_}: a leader"
+                    )
+                    elections.append(time.monotonic() - killed_at)
+                    group.start(leader)
+            finally:
+                load.kill()  # its last send, if any, is in flight: the key after the last it printed
+            events = load.events()
+            acked = [e["key"] for e in events if "id" in e]
+            attempted = {e["key"] for e in events if "key" in e}
+            attempted.add(f"k{max(int(k[1:]) for k in attempted) + 1}")
+            print(f"\n{len(elections)} leader kills, kill -> new leader in the route (mqadmin): "
+                  f"{[round(e, 1) for e in elections]} s")  # fmt: skip
             assert led == {"n0", "n1", "n2"}, led
             # rmq dledgerStatus: every member, rmq or Java, in the term of the leader the route names
             # (a Java leader's term as its own log says); then a transfer, to the other kind if any
@@ -162,14 +173,16 @@ def test_every_member_leads_in_a_mixed_group(rmq, tmp_path: Path, rmq_ids: tuple
             moved = rmq("leadershipTransfer", "-n", g.namesrv, "-b", GROUP, "-t", to)
             assert moved.exit_code == 0, moved.stdout + moved.stderr
             wait_until(lambda: route(g).get(0) == to, 60, f"{to} leading in the route after the transfer")
-            consumer = Driver(tmp_path, "consume", {"op": "consume", "namesrv": g.namesrv, "topic": TOPIC,
-                                                   "group": "CG_GROUP"})  # fmt: skip
+            consume = {"op": "consume", "namesrv": g.namesrv, "topic": TOPIC, "group": "CG_GROUP"}
+            consumer = start_consumer(tmp_path, "consume", consume)
             try:
-                consumer.wait_for(
+                consumed = consumer.wait_for(
                     lambda ev: set(acked) <= {e.get("key") for e in ev}, 120, "every acked message"
                 )
             finally:
-                consumer.stop()
+                consumer.kill()
+            delivered = {e["key"] for e in consumed if "key" in e}
+            assert delivered <= attempted, sorted(delivered - attempted)[:5]  # nothing that was not sent
             ends = {n: _data_end(g.store(n) / f"dledger-{n}") for n in group.running()}
             end = min(ends.values())
             some = next(iter(ends))
