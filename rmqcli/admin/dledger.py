@@ -27,6 +27,7 @@ RUNTIME_KEYS = {
     "dLedgerRole": "role",
     "dLedgerTerm": "term",
     "dLedgerLeaderId": "leader_id",
+    "dLedgerBeginIndex": "begin_index",
     "dLedgerEndIndex": "end_index",
     "dLedgerEndTerm": "end_term",
     "dLedgerCommittedIndex": "committed_index",
@@ -45,6 +46,7 @@ class Peer:
     role: str | None = None  # LEADER, FOLLOWER, CANDIDATE; None when it did not answer
     term: int | None = None
     leader_id: str | None = None
+    begin_index: int | None = None  # the first entry its data files hold (older files cleaned up)
     end_index: int | None = None
     end_term: int | None = None
     committed_index: int | None = None

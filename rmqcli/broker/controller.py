@@ -13,6 +13,7 @@ Background services: the store's flush, the consumer-offset, delay-offset and co
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import zlib
@@ -69,7 +70,7 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode
 from rmqcli.remoting.server.connection import Connection, Reply, not_supported
-from rmqcli.store.retention import disk_used_ratio
+from rmqcli.store.retention import RetentionConfig, disk_used_ratio
 from rmqcli.store.write.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class BrokerController:
                 acl, config.ha.allowed_addresses, config.broker_name, namesrv_addrs, self.remoting.invoke
             )
             self.ha.master.admit = gate.admit
-        self.retention = RetentionService(self.store, self.ha, lambda: self.config.retention, disk_usage)
+        self.retention = RetentionService(self.store, self.ha, self._retention_config, disk_usage)
         # regular sends answered from their frames, on a master without ACL (a slave refuses; with
         # ACL every request goes through dispatch)
         lane = self.acl is None and config.broker_role != SLAVE
@@ -261,6 +262,15 @@ class BrokerController:
         self.schedule.changed = False
         self.store.persist_config_soon(topics=topics)
 
+    def _retention_config(self) -> RetentionConfig:
+        """The clean-up settings of the moment; in a DLedger group DLedger's ``CleanSpaceService``
+        deletes the log's data files, with ``fileReservedHours`` = ``fileReservedTime`` + 1 (4.9.8
+        ``DLedgerCommitLog``) and the other keys as they are."""
+        config = self.config.retention
+        if self.config.dledger.enable:
+            return dataclasses.replace(config, file_reserved_time=config.file_reserved_time + 1)
+        return config
+
     def _topics_changed(self) -> None:
         """A topic created, deleted or changed: topics.json now (``TopicConfigManager.persist``, in
         the request, as 4.9.8: an admin request is answered once it is on disk), the other files
@@ -281,7 +291,7 @@ class BrokerController:
             self._housekeeping(),
             self._register_loop(),
             self._acl_watch(),
-            *(() if self.config.dledger.enable else (self.retention.run(),)),  # DLedger files: not yet
+            self.retention.run(),
             pop_service.run(self),  # the revive service (PopReviveService)
         ]
         if self.membership is not None:

@@ -556,11 +556,6 @@ def start_warnings(flags: ServeFlags, conf: BrokerConf, config: BrokerConfig, gr
         )
     if flags.no_namesrv and not registry_addrs(flags) and not config.namesrv_addr:
         lines.append("rmq serve: warning: --no-namesrv without --namesrv: the broker registers nowhere")
-    if config.dledger.enable:
-        lines.append(
-            "rmq serve: warning: enableDLegerCommitLog=true: rmq serve does not clean up DLedger files yet "
-            "(fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio have no effect; rmq clean does it offline)"
-        )
     return [line for line in lines if line]
 
 

@@ -135,14 +135,14 @@ class Ledger:
         for f in self.index.files:
             f.wrote = min(f.size, max(0, unit_end - f.from_offset))
         self.end_index, self.end_term = found.last_index, found.last_term
-        self._revise_begin()
+        self.revise_begin()
         checkpoint = self.home / dfmt.CHECKPOINT_FILE
         if checkpoint.exists():
             values = read_index_values(checkpoint.read_bytes())
             self._commit_to(min(values.get(dfmt.COMMITTED_INDEX_KEY, -1), self.end_index))
         self._sync_state()
 
-    def _revise_begin(self) -> None:
+    def revise_begin(self) -> None:
         """``reviseLedgerBeginIndex``: the index of the first data file's first entry."""
         self.begin_index = -1
         if self.end_index < 0 or not self.data.files:
@@ -285,7 +285,7 @@ class Ledger:
             self._append_pushed(entry)
         if self.committed_index > self.end_index:  # a committed entry is never cut in a sound group
             self._commit_to(self.end_index)
-        self._revise_begin()
+        self.revise_begin()
         self._sync_state()
         self._dirty.update(f.path for f in (self.data.files[-1:] + self.index.files[-1:]))
         return entry.index

@@ -81,6 +81,7 @@ def _dledger_keys(ctl: BrokerContext) -> dict[str, str]:
         "dLedgerRole": state.role.name,
         "dLedgerTerm": str(state.curr_term),
         "dLedgerLeaderId": state.leader_id or "",
+        "dLedgerBeginIndex": str(ledger.begin_index),
         "dLedgerEndIndex": str(ledger.end_index),
         "dLedgerEndTerm": str(ledger.end_term),
         "dLedgerCommittedIndex": str(ledger.committed_index),

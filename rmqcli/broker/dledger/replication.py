@@ -224,7 +224,9 @@ class DLedgerReplication:
         return jb.HARuntimeInfo(master=not self.is_slave, master_commit_log_max_offset=end)
 
     def commitlog_file_deleted(self, from_offset: int) -> None:
-        """The clean-up of DLedger files is not done by rmq yet."""
+        """The clean-up took the log's oldest data file: ``reviseLedgerBeginIndex`` (DLedger's
+        ``CleanSpaceService``); the index files stay, as DLedger keeps them."""
+        self.node.ledger.revise_begin()
 
     def master_offline(self) -> None:
         """SlaveActingMaster does not apply to a DLedger group."""
