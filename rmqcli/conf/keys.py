@@ -177,8 +177,18 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     Key("dLegerPeers", STR, None, DLEDGER, at_start=True, shown=True),
     Key("dLegerSelfId", STR, None, DLEDGER, at_start=True, shown=True),
     Key("preferredLeaderId", STR, None, DLEDGER, at_start=True, shown=True),
-    # 4.9.8 reports it as isEnableBatchPush (its field) and reads it as enableBatchPush (its setter)
-    Key("enableBatchPush", BOOL, False, DLEDGER, at_start=True, choices=TRUE_FALSE, shown=True),
+    # read as enableBatchPush (the setter's name); 4.9.8 reports the field, isEnableBatchPush (a row
+    # below, its default whatever the value)
+    Key(
+        "enableBatchPush",
+        BOOL,
+        False,
+        DLEDGER,
+        at_start=True,
+        choices=TRUE_FALSE,
+        shown=True,
+        differs="4.9.8 reports it as isEnableBatchPush",
+    ),  # fmt: skip
     # the store's root: the STORE argument is served (rmq serve warns when this names another)
     Key("storePathRootDir", STR, "", STORE, shown=True, at_start=True, differs="4.9.8: ~/store"),
     # --- read, not reported by GET_BROKER_CONFIG but as given ---------------------------------------
@@ -298,6 +308,7 @@ diskFallRecorded                          boolean  true
 osPageCacheBusyTimeOutMills               long     1000
 transientStorePoolSize                    int      5
 fastFailIfNoBufferInStorePool             boolean  false
+isEnableBatchPush                         boolean  false
 enableScheduleMessageStats                boolean  true
 enableLmq                                 boolean  false
 enableMultiDispatch                       boolean  false

@@ -102,6 +102,7 @@ def configured(store: Path, server: ServeProcess) -> dict[str, str]:
         "dLegerPeers": "n0-127.0.0.1:1;n1-127.0.0.1:2",
         "dLegerSelfId": "n1",
         "preferredLeaderId": "n0",
+        "enableBatchPush": "true",
     }
 
 

@@ -37,12 +37,10 @@ def test_leadership_moves_to_the_preferred_member_both_ways(tmp_path: Path) -> N
             term, _ = wait_until(
                 lambda: rmq.view() if (rmq.view() or (0, ""))[1] == "n0" else None, 60, "n0 to lead"
             )
-            text = g.log(first)
-            assert "preferredLeaderId = n0, which has the smallest fall behind index" in text
-            finished = re.findall(_FINISHED, text)
-            assert finished and finished[-1] == ("200", str(term)), (
-                finished
-            )  # rmq's answer: it leads that term
+            # the Java leader writes its line once rmq's answer is back, after rmq leads
+            finished = wait_until(lambda: re.findall(_FINISHED, g.log(first)), 20, "the transfer line")
+            assert "preferredLeaderId = n0, which has the smallest fall behind index" in g.log(first)
+            assert finished[-1] == ("200", str(term)), finished  # rmq's answer: it leads that term
             for n in ("n1", "n2"):  # the Java members follow n0 in rmq's term
                 line = f"[{n}][ChangeRoleToFollower] from term: {term} leaderId: n0"
                 wait_until(lambda n=n, line=line: line in g.log(n), 20, f"{n} following n0")
