@@ -36,7 +36,7 @@ def properties_text(pairs: dict[str, str]) -> bytes:
     return "".join(f"{k}={v}\n" for k, v in pairs.items()).encode("utf-8")
 
 
-def _runtime(session: AdminSession, addrs: list[str]) -> list[dict[str, str] | RmqError]:
+def runtime_tables(session: AdminSession, addrs: list[str]) -> list[dict[str, str] | RmqError]:
     """GET_BROKER_RUNTIME_INFO (28) to each address at once: its KVTable, or the error it met."""
     from rmqcli.remoting import json_body as jb
 
@@ -80,7 +80,7 @@ def cluster_list(session: AdminSession) -> list[ClusterBroker]:
                 continue
             for broker_id in sorted(data.broker_addrs):
                 rows.append(ClusterBroker(cluster, name, broker_id, data.broker_addrs[broker_id]))
-    for row, kv in zip(rows, _runtime(session, [r.addr for r in rows]), strict=True):
+    for row, kv in zip(rows, runtime_tables(session, [r.addr for r in rows]), strict=True):
         if isinstance(kv, RmqError):
             row.error, row.error_kind = str(kv), error_kind(kv)
         else:
@@ -105,7 +105,7 @@ def broker_status(session: AdminSession, broker_addr: str | None, cluster: str |
     """``brokerStatus``: 28 to ``-b``, or to every master and slave of ``-c`` (106 first)."""
     addrs = every_addr(session, broker_addr, cluster)
     out = []
-    for addr, kv in zip(addrs, _runtime(session, addrs), strict=True):
+    for addr, kv in zip(addrs, runtime_tables(session, addrs), strict=True):
         if isinstance(kv, RmqError):
             raise kv
         out.append(BrokerStatus(addr, dict(sorted(kv.items()))))
@@ -345,7 +345,7 @@ def broker_member_group(session: AdminSession, cluster: str, broker_name: str) -
         GroupMember(cluster, broker_name, bid, group.broker_addrs[bid], "")
         for bid in sorted(group.broker_addrs)
     ]
-    for member, kv in zip(members, _runtime(session, [m.addr for m in members]), strict=True):
+    for member, kv in zip(members, runtime_tables(session, [m.addr for m in members]), strict=True):
         if isinstance(kv, RmqError):
             member.error = str(kv)
         else:

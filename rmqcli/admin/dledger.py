@@ -14,24 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmqcli.admin.broker import _runtime, get_broker_config
+from rmqcli.admin.broker import get_broker_config, runtime_tables
 from rmqcli.admin.session import AdminSession
 from rmqcli.dledger import protocol as dp
+from rmqcli.dledger.runtime_keys import RAFT_KEYS, TEXT_FIELDS
 from rmqcli.errors import BrokerError, NetworkError, RmqError, UsageError
 from rmqcli.remoting import json_body as jb
 
 TRANSFER_TIMEOUT_S = 10.0  # the leader answers once the transferee leads (or gave up)
-
-# the keys an rmq broker in DLedger mode adds to its runtime info (GET_BROKER_RUNTIME_INFO)
-RUNTIME_KEYS = {
-    "dLedgerRole": "role",
-    "dLedgerTerm": "term",
-    "dLedgerLeaderId": "leader_id",
-    "dLedgerBeginIndex": "begin_index",
-    "dLedgerEndIndex": "end_index",
-    "dLedgerEndTerm": "end_term",
-    "dLedgerCommittedIndex": "committed_index",
-}
 
 
 @dataclass
@@ -152,7 +142,7 @@ def _group(session: AdminSession, broker_name: str) -> Group | None:
     first = next(iter(dledger.values()))
     group = Group(broker_name, first.get("dLegerGroup", ""))
     by_self = {c.get("dLegerSelfId", ""): a for a, c in dledger.items()}
-    runtime = dict(zip(addrs, _runtime(session, addrs), strict=True))
+    runtime = dict(zip(addrs, runtime_tables(session, addrs), strict=True))
     for self_id, peer_addr in sorted(parse_peers(first.get("dLegerPeers", "")).items()):
         peer = Peer(broker_name, group.group, self_id, peer_addr, by_self.get(self_id))
         _ask_peer(session, peer)
@@ -190,11 +180,11 @@ def _ask_peer(session: AdminSession, peer: Peer) -> None:
 def _from_runtime(peer: Peer, kv: dict[str, str]) -> None:
     if "commitLogMaxOffset" in kv:
         peer.committed_pos = int(kv["commitLogMaxOffset"])
-    for key, attr in RUNTIME_KEYS.items():
+    for key, attr in RAFT_KEYS.items():
         value = kv.get(key)
         if value is None or value == "":
             continue
-        setattr(peer, attr, value if attr in ("role", "leader_id") else int(value))
+        setattr(peer, attr, value if attr in TEXT_FIELDS else int(value))
 
 
 def _ask(

@@ -143,29 +143,34 @@ class Ledger:
         self._sync_state()
 
     def revise_begin(self) -> None:
-        """``reviseLedgerBeginIndex``: the index of the first data file's first entry."""
+        """``reviseLedgerBeginIndex``: the index of the first entry the first data file holds (older
+        files cleaned up). Found in the index units, which stay (from entry 0, or zeros before the
+        position a rebuilt log starts at): the first unit of an entry whose pos is in that file or
+        past it, by bisection over ``[0, end_index]``."""
         self.begin_index = -1
         if self.end_index < 0 or not self.data.files:
             return
-        first = self.data.files[0]
-        at = first.size - first.remaining if first.from_offset == self.data.files[-1].from_offset else 0
-        at = self._first_entry_at(first, at)
-        if at is not None:
-            self.begin_index = _HEADER.unpack_from(first.read(at, _HEADER.size))[2]
+        start = self.data.files[0].from_offset
+        low, high = 0, self.end_index + 1
+        while low < high:
+            mid = (low + high) // 2
+            pos = self._unit_pos(mid)
+            if pos is not None and pos >= start:
+                high = mid
+            else:
+                low = mid + 1
+        if low <= self.end_index:
+            self.begin_index = low
 
-    @staticmethod
-    def _first_entry_at(f: WritableFile, hint: int) -> int | None:
-        """Where the first entry of ``f`` starts (a rebuilt file has zeros before it)."""
-        for at in (0, hint):
-            magic = dfmt.magic_of(f.read(at, dfmt.MAGIC_STRUCT.size)) if at + _HEADER.size <= f.size else 0
-            if dfmt.is_entry_magic(magic):
-                return at
-        step = 0
-        while step + _HEADER.size <= f.size and step < f.wrote:  # a file rebuilt at a position
-            if dfmt.is_entry_magic(dfmt.magic_of(f.read(step, dfmt.MAGIC_STRUCT.size))):
-                return step
-            step += 8
-        return None
+    def _unit_pos(self, index: int) -> int | None:
+        """The pos of entry ``index``'s unit; None where no unit was written (zeros, no file)."""
+        at = index * _UNIT_SIZE
+        try:
+            f = _holding(self.index, at)
+        except LedgerError:
+            return None
+        magic, pos, _size, got, _term = _UNIT.unpack_from(f.read(at - f.from_offset, _UNIT_SIZE))
+        return pos if dfmt.is_entry_magic(magic) and got == index else None
 
     def _sync_state(self) -> None:
         self.state.ledger_end_index, self.state.ledger_end_term = self.end_index, self.end_term

@@ -20,7 +20,6 @@ never asserted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import shutil
 import statistics
@@ -30,32 +29,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.bench.broker import BODY, client, serve
-from tests.support.dledger import GROUP, SELF_IDS
+from tests.support.dledger import GROUP, SELF_IDS, leader_in_route
 
 TARGET_VS_REAL = 1.0  # rmq group sync sends/s / the real group's
 ROUNDS = 3
 KILLS = 4
 FILE = 128 * 1024 * 1024  # mappedFileSizeCommitLog of every member
 TOPIC = "BenchTopic"
-
-
-def leader_addr(namesrv: str, group: str) -> str | None:
-    """brokerId 0 of ``group`` in the NameServer's cluster info."""
-    from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.client import RemotingClient
-    from rmqcli.remoting.codec import RemotingCommand
-    from rmqcli.remoting.codes import RequestCode as RC
-
-    async def go() -> str | None:
-        async with RemotingClient() as c:
-            answer = await c.invoke(namesrv, RemotingCommand.request(RC.GET_BROKER_CLUSTER_INFO), 5)
-        data = jb.decode(jb.ClusterInfo, answer.body).broker_addr_table.get(group)
-        return data.broker_addrs.get(0) if data else None
-
-    try:
-        return asyncio.run(go())
-    except Exception:  # not answering yet
-        return None
 
 
 class Group:
@@ -70,7 +50,7 @@ class Group:
         by_addr = {a: n for n, a in self.addrs.items()}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = by_addr.get(leader_addr(self.namesrv, GROUP) or "")
+            found = leader_in_route(self.namesrv, by_addr)
             if found is not None and found != not_:
                 return found
             time.sleep(0.05)
@@ -154,12 +134,7 @@ def failover(tmp: Path, group: Group, name: str, kills: int) -> list[float]:
             load.wait_for(lambda ev, b=before: len(ev) >= b + 50, 60, f"{name}: sends before kill {round_}")
             group.kill(leader)  # returns once the process is gone: acks after it are new
             killed_at = time.time()
-            events = load.wait_for(
-                lambda ev, t=killed_at: any(e.get("t", 0) > t + 0.001 for e in ev),
-                120,
-                f"{name}: an ack after the kill",
-            )
-            times.append(min(e["t"] for e in events if e.get("t", 0) > killed_at + 0.001) - killed_at)
+            times.append(load.first_ack_after(killed_at, 120, f"{name}: an ack after the kill"))
             group.leader(not_=leader)
             group.start(leader)
     finally:

@@ -22,21 +22,13 @@ import pytest
 
 from rmqcli.ops.diff_stores import IDENTICAL
 from tests.support.broker_drivers import Driver, start_consumer
-from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status
+from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status, leader_in_route
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 
 pytestmark = pytest.mark.cpp
 
 TOPIC = "TopicKillRounds"
 ROUNDS = 10
-
-
-def leader_in_route(rmq, namesrv: str, by_addr: dict[str, str]) -> str | None:  # type: ignore[no-untyped-def]
-    """The selfId the route names brokerId 0 of the group (``rmq clusterList``)."""
-    for cols in (line.split() for line in rmq("clusterList", "-n", namesrv).stdout.splitlines()):
-        if len(cols) > 3 and cols[1] == GROUP and cols[2] == "0":
-            return by_addr.get(cols[3])
-    return None
 
 
 def test_ten_leader_kills_under_a_send_stream_lose_no_acknowledged_message(rmq, tmp_path: Path) -> None:
@@ -63,7 +55,7 @@ def test_ten_leader_kills_under_a_send_stream_lose_no_acknowledged_message(rmq, 
                 )
                 members[n].start()
             by_addr = {m.broker: n for n, m in members.items()}
-            leader = wait_until(lambda: leader_in_route(rmq, ns, by_addr), 30, "a first leader")
+            leader = wait_until(lambda: leader_in_route(ns, by_addr), 30, "a first leader")
             made = rmq("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")
             assert made.exit_code == 0, made.stdout + made.stderr
             load = Driver(tmp_path, "load", {"op": "load", "namesrv": ns, "topic": TOPIC, "prefix": "k"})
@@ -78,16 +70,12 @@ def test_ten_leader_kills_under_a_send_stream_lose_no_acknowledged_message(rmq, 
                     killed_at = time.time()
                     old = leader
                     leader = wait_until(
-                        lambda o=old: (n := leader_in_route(rmq, ns, by_addr)) not in (None, o) and n, 60,
+                        lambda o=old: (n := leader_in_route(ns, by_addr)) not in (None, o) and n, 60,
                         f"round {round_}: a new leader in the route", 0.2,
                     )  # fmt: skip
                     elections.append(time.time() - killed_at)
-                    events = load.wait_for(
-                        lambda ev, t=killed_at: any(e.get("t", 0) > t for e in ev),
-                        120,  # the C++ client sends to the dead leader until its route refresh (every 30 s)
-                        f"round {round_}: an ack",
-                    )
-                    first_acks.append(min(e["t"] for e in events if e.get("t", 0) > killed_at) - killed_at)
+                    # the C++ client sends to the dead leader until its route refresh (every 30 s)
+                    first_acks.append(load.first_ack_after(killed_at, 120, f"round {round_}: an ack"))
                     members[old].start()
             finally:
                 load.kill()  # its last send, if any, is in flight: the key after the last it printed

@@ -15,23 +15,13 @@ import pytest
 
 from rmqcli.ops.diff_stores import IDENTICAL
 from tests.support.broker_drivers import run_driver
-from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status
+from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status, route_addrs
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 
 pytestmark = pytest.mark.cpp
 
 TOPIC = "TopicRmqGroup"
 SENDS = 5000
-
-
-def route_ids(rmq, namesrv: str) -> dict[int, str]:  # type: ignore[no-untyped-def]
-    """brokerId -> address of the group in ``rmq clusterList``."""
-    out = rmq("clusterList", "-n", namesrv).stdout
-    return {
-        int(cols[2]): cols[3]
-        for cols in (line.split() for line in out.splitlines())
-        if len(cols) > 3 and cols[1] == GROUP and cols[2].isdigit()
-    }
 
 
 def test_three_rmq_serves_elect_replicate_and_hold_the_same_entries(rmq, tmp_path: Path) -> None:
@@ -48,11 +38,9 @@ def test_three_rmq_serves_elect_replicate_and_hold_the_same_entries(rmq, tmp_pat
             members.append(ServeProcess(tmp_path / n / "store", conf, extra).start())
         started = time.monotonic()
         ns = members[0].namesrv
-        wait_until(
-            lambda: len(route_ids(rmq, ns)) == 3 and 0 in route_ids(rmq, ns), 30, "a leader, two followers"
-        )
+        wait_until(lambda: len(route_addrs(ns)) == 3 and 0 in route_addrs(ns), 30, "a leader, two followers")
         elected_in = time.monotonic() - started
-        ids = route_ids(rmq, ns)
+        ids = route_addrs(ns)
         by_addr = {m.broker: n for n, m in zip(SELF_IDS, members, strict=True)}
         leader = by_addr[ids[0]]
         assert {k for k in ids if k} == {int(n[1:]) + 1 for n in SELF_IDS if n != leader}
@@ -78,7 +66,7 @@ def test_three_rmq_serves_elect_replicate_and_hold_the_same_entries(rmq, tmp_pat
         moved = rmq("leadershipTransfer", "-n", ns, "-b", GROUP, "-t", to, "--json")
         assert moved.exit_code == 0, moved.stdout + moved.stderr
         assert json.loads(moved.stdout)["term"] == term + 1
-        wait_until(lambda: route_ids(rmq, ns).get(0) == members[SELF_IDS.index(to)].broker, 20, "the route")
+        wait_until(lambda: route_addrs(ns).get(0) == members[SELF_IDS.index(to)].broker, 20, "the route")
         assert agreed(dledger_status(rmq, ns)) == to
         again = rmq("leadershipTransfer", "-n", ns, "-b", GROUP, "-t", to, "--json")  # a no-op, not an error
         assert again.exit_code == 0 and json.loads(again.stdout)["code"] == "ALREADY_LEADER", again.stdout

@@ -179,6 +179,12 @@ class Driver:
             time.sleep(0.1)
         raise AssertionError(f"{what}: not seen within {timeout:g} s; {self.tail()}")
 
+    def first_ack_after(self, since: float, timeout: float, what: str) -> float:
+        """Seconds from ``since`` (a ``time.time()``) to the first send this ``load`` driver saw
+        acknowledged after it (its events' ``t``)."""
+        events = self.wait_for(lambda ev: any(e.get("t", 0) > since for e in ev), timeout, what)
+        return min(e["t"] for e in events if e.get("t", 0) > since) - since
+
     def stop(self, timeout: float = 30.0) -> list[dict]:
         self.stop_file.touch()
         return self.finish(timeout, "driver did not stop")

@@ -41,6 +41,32 @@ def dledger_status(rmq, namesrv: str) -> dict[str, dict]:  # type: ignore[no-unt
     return {p["selfId"]: p for p in group["peers"]}
 
 
+def route_addrs(namesrv: str, group: str = GROUP) -> dict[int, str]:
+    """brokerId -> address of ``group`` in the NameServer's cluster info (GET_BROKER_CLUSTER_INFO,
+    what ``clusterList`` shows); empty while the NameServer does not answer."""
+    from rmqcli.errors import RmqError
+    from rmqcli.remoting import json_body as jb
+    from rmqcli.remoting.client import RemotingClient
+    from rmqcli.remoting.codec import RemotingCommand
+    from rmqcli.remoting.codes import RequestCode as RC
+
+    async def ask() -> dict[int, str]:
+        async with RemotingClient() as client:
+            answer = await client.invoke(namesrv, RemotingCommand.request(RC.GET_BROKER_CLUSTER_INFO), 5)
+        data = jb.decode_or_empty(jb.ClusterInfo, answer.body).broker_addr_table.get(group)
+        return dict(data.broker_addrs) if data else {}
+
+    try:
+        return asyncio.run(ask())
+    except (RmqError, OSError):
+        return {}
+
+
+def leader_in_route(namesrv: str, by_addr: dict[str, str]) -> str | None:
+    """The member (``by_addr``: address -> selfId) the route names brokerId 0 of the group."""
+    return by_addr.get(route_addrs(namesrv).get(0, ""))
+
+
 def agreed(rows: dict[str, dict]) -> str | None:
     """The leader when every member names it and all are in its term, else None."""
     leaders = [n for n, p in rows.items() if p["role"] == "LEADER"]

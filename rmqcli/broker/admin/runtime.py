@@ -65,27 +65,9 @@ def runtime_info(ctl: BrokerContext, req: RemotingCommand, conn: Connection) -> 
         "bootTimestamp": str(store.boot_timestamp),
         "runtime": _runtime(now - store.boot_timestamp),
         "brokerActive": "true" if ctl.special_services_running else "false",  # 5.x: isSpecialServiceRunning
-        **_dledger_keys(ctl),
+        **ctl.ha.raft_keys(),  # rmq's own, a DLedger member's (rmqcli.dledger.runtime_keys)
     }
     return req.response(body=jb.encode(jb.KVTable(table=table)))
-
-
-def _dledger_keys(ctl: BrokerContext) -> dict[str, str]:
-    """rmq's own keys for a member of a DLedger group (4.9.8 reports none): its Raft state, as
-    ``rmq dledgerStatus`` reads it (``rmqcli.admin.dledger.RUNTIME_KEYS``)."""
-    node = getattr(ctl.ha, "node", None)
-    if node is None:
-        return {}
-    state, ledger = node.state, node.ledger
-    return {
-        "dLedgerRole": state.role.name,
-        "dLedgerTerm": str(state.curr_term),
-        "dLedgerLeaderId": state.leader_id or "",
-        "dLedgerBeginIndex": str(ledger.begin_index),
-        "dLedgerEndIndex": str(ledger.end_index),
-        "dLedgerEndTerm": str(ledger.end_term),
-        "dLedgerCommittedIndex": str(ledger.committed_index),
-    }
 
 
 def _runtime(millis: int) -> str:

@@ -31,6 +31,7 @@ from rmqcli.dledger import protocol as dp
 from rmqcli.dledger.ledger import LedgerError
 from rmqcli.dledger.member import Role
 from rmqcli.dledger.node import DLedgerNode
+from rmqcli.dledger.runtime_keys import raft_table
 from rmqcli.remoting import json_body as jb
 from rmqcli.store.write.writer import StoreWriter
 
@@ -222,6 +223,10 @@ class DLedgerReplication:
     def runtime_info(self) -> jb.HARuntimeInfo:
         end = self.sink.committed_end
         return jb.HARuntimeInfo(master=not self.is_slave, master_commit_log_max_offset=end)
+
+    def raft_keys(self) -> dict[str, str]:
+        """The member's Raft state for the runtime info (``rmq dledgerStatus`` reads it)."""
+        return raft_table(self.node)
 
     def commitlog_file_deleted(self, from_offset: int) -> None:
         """The clean-up took the log's oldest data file: ``reviseLedgerBeginIndex`` (DLedger's

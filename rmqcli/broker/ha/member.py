@@ -135,6 +135,10 @@ class Replication:
         if self.master is not None:
             await self.master.close()
 
+    def raft_keys(self) -> dict[str, str]:
+        """A DLedger member's Raft state for the runtime info; none here."""
+        return {}
+
     def commitlog_file_deleted(self, from_offset: int) -> None:
         """The clean-up deleted the CommitLog file starting at ``from_offset``: a slave's appender lets
         go of its descriptor."""
