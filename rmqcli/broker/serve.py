@@ -215,6 +215,7 @@ def _recover_dledger(root: Path, store: Store) -> Recovered:
     from rmqcli.ops import recover_dledger as dl
 
     assert store.dledger is not None
+    store.dledger.refuse_mixed("rmq serve")
     if not store.dledger.home.is_dir():
         store.close()
         return Recovered("new", 0, None)

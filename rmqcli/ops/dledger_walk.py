@@ -72,7 +72,7 @@ def _first_entry_checks(mf: MappedFile, index_queue: MappedFileQueue) -> bool:
 
 def start_file(log: DLedgerCommitLog) -> int:
     """The index of the data file the walk starts at (``recover``'s loop from ``size - 3`` down)."""
-    files = log.files
+    files = log.data_files
     i = max(len(files) - 3, 0)
     while i > 0 and not _first_entry_checks(files[i], log.index_queue):
         i -= 1
@@ -81,7 +81,7 @@ def start_file(log: DLedgerCommitLog) -> int:
 
 def walk(log: DLedgerCommitLog) -> Walk:
     """Walk the data as ``recover`` does; ``CorruptDataError`` where the broker exits instead."""
-    files = log.files
+    files = log.data_files
     if not files:
         return Walk(0)
     i = start_file(log)

@@ -10,6 +10,10 @@ chain runs across them. Then ``check_entry_index`` compares the ``index/`` units
 (``recover``'s compare of data to index; ``get(index)`` serves from them), and
 ``check_dledger_checkpoint`` the text files ``checkpoint`` (committedIndex, endIndex) and
 ``currterm`` with the log.
+
+In a store switched to DLedger mode the files below ``divided`` (``dividedCommitlogOffset``) are
+the old CommitLog's: they are checked as a CommitLog's (``CommitLogVerifier``), the blank that
+``DLedgerCommitLog.recover`` writes at the old data's end included, and the entries follow.
 """
 
 from __future__ import annotations
@@ -49,16 +53,20 @@ class EntryColumns:
 class DLedgerVerifier(CommitLogVerifier):
     """Scans the entries of a DLedger log once; ``entries`` holds what was read."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, divided: int = 0, **kwargs):
         super().__init__(*args, **kwargs)
         self.entries = EntryColumns()
         self._last: Entry | None = None
+        self.divided = divided  # below it, the old CommitLog of a switched store
 
     def _workers(self) -> int:
         return 1  # the index/term chain runs from file to file
 
     def _scan_file(self, info: FileInfo) -> None:
         mf = info.mapped
+        if mf.from_offset < self.divided:
+            super()._scan_file(info)  # a file of the old CommitLog
+            return
         buf = mf.map(whole=True)
         limit = len(buf)
         at = 0

@@ -4,6 +4,11 @@ DLedger mode (``enableDLegerCommitLog=true``; ``formats.dledger``) keeps the log
 ``<storePathRootDir>/dledger-<dLegerSelfId>/`` (``DLedgerConfig.getDefaultPath``), its entries in
 ``data/`` unless ``storePathDLedgerCommitLog`` names another directory. It is known from the
 broker.conf when one is given, else from the one ``dledger-*`` directory of the store.
+
+A store a broker wrote first as a plain broker and then in DLedger mode (``enableDLegerCommitLog``
+set on an existing store) keeps its old ``commitlog/`` files too: 4.9.8's ``DLedgerCommitLog``
+reads them below ``dividedCommitlogOffset`` and the DLedger entries from there on
+(``DLedgerLayout.mixed``; ``rmqcli.store.read.dledger``).
 """
 
 from __future__ import annotations
@@ -30,10 +35,19 @@ class DLedgerLayout:
     self_id: str
     home: Path  # dledger-<selfId>/
     data_dir: Path
+    mixed: bool = False  # the store's commitlog/ holds files too: the log below dividedCommitlogOffset
 
     @property
     def index_dir(self) -> Path:
         return self.home / dfmt.INDEX_DIR
+
+    def refuse_mixed(self, what: str) -> None:
+        """``UsageError`` naming ``what`` when the store has an old CommitLog below the DLedger log."""
+        if self.mixed:
+            raise UsageError(
+                f"{self.home.parent}: commitlog/ files below a DLedger log (a store switched to DLedger "
+                f"mode): {what} does not take such a store"
+            )
 
     def require(self) -> None:
         """``NotFoundError`` unless the data directory exists."""
@@ -41,12 +55,14 @@ class DLedgerLayout:
             raise NotFoundError(f"{self.home.parent}: not a RocketMQ store (no {self.data_dir})")
 
 
-def find_dledger(root: Path, conf: Mapping[str, str]) -> DLedgerLayout | None:
+def find_dledger(
+    root: Path, conf: Mapping[str, str], commitlog_dirs: list[Path] | None = None
+) -> DLedgerLayout | None:
     """The DLedger layout of the store at ``root`` (``None``: RocketMQ's own ``commitlog/``).
 
     ``conf``: the broker.conf properties (empty without one). ``UsageError`` when the store holds
-    several ``dledger-*`` directories and no ``dLegerSelfId`` says which is this broker's, or both
-    a CommitLog with files and a DLedger log (a store switched to DLedger mode, not read yet).
+    several ``dledger-*`` directories and no ``dLegerSelfId`` says which is this broker's. The old
+    CommitLog of a store switched to DLedger mode is in ``commitlog_dirs`` (``commitlog/``).
     """
     if ENABLE_KEY in conf:
         if not parse_boolean(conf[ENABLE_KEY]):
@@ -69,15 +85,11 @@ def find_dledger(root: Path, conf: Mapping[str, str]) -> DLedgerLayout | None:
         home = homes[0]
         self_id = dfmt.self_id_of(home.name) or ""
     data = Path(conf[DATA_PATH_KEY]) if conf.get(DATA_PATH_KEY) else home / dfmt.DATA_DIR
-    _refuse_mixed(root)
-    return DLedgerLayout(self_id, home, data)
+    old = commitlog_dirs if commitlog_dirs is not None else [root / "commitlog"]
+    return DLedgerLayout(self_id, home, data, has_files(old))
 
 
-def _refuse_mixed(root: Path) -> None:
-    """A store with CommitLog files too was switched to DLedger mode (``DLedgerCommitLog`` reads
-    the old files below ``dividedCommitlogOffset``): not read yet."""
-    old = root / "commitlog"
-    if old.is_dir() and any(is_offset_name(p.name) for p in old.iterdir()):
-        raise UsageError(
-            f"{root}: commitlog/ files and a DLedger log (a store switched to DLedger mode): not read yet"
-        )
+def has_files(dirs: list[Path]) -> bool:
+    """Whether the CommitLog directories hold files: in DLedger mode, the log a store switched to
+    it wrote before (``DLedgerCommitLog.recover``)."""
+    return any(d.is_dir() and any(is_offset_name(p.name) for p in d.iterdir()) for d in dirs)

@@ -176,7 +176,7 @@ class Store:
         self.settings = settings or StoreSettings()
         self.conf = BrokerConf(conf or {})  # the broker.conf as given (empty without one)
         # DLedger CommitLog mode (formats.dledger): from the broker.conf ``conf``, else the store's files
-        self.dledger: DLedgerLayout | None = find_dledger(self.root, conf or {})
+        self.dledger: DLedgerLayout | None = find_dledger(self.root, conf or {}, self.commitlog_dirs)
         # RocketMQ 5 controller mode (rmqcli.store.confirm): from the broker.conf, else the store's files
         self.controller_mode = self.dledger is None and controller_mode(self.root, conf)
 
@@ -228,12 +228,14 @@ class Store:
     @cached_property
     def commitlog(self) -> CommitLog | DLedgerCommitLog:
         """The store's CommitLog: ``commitlog/`` (or ``storePathCommitLog``), or in DLedger mode
-        the entries of ``dledger-<selfId>/data/`` (``DLedgerCommitLog``, the same questions answered)."""
+        the entries of ``dledger-<selfId>/data/`` (``DLedgerCommitLog``, the same questions answered;
+        a store switched to DLedger mode: its old CommitLog below the entries)."""
         size = self._explicit_size("mapped_file_size_commitlog")
         if self.dledger is not None:
             d = self.dledger
+            old = CommitLog(MappedFileQueue.open(self.commitlog_dirs, size)) if d.mixed else None
             return DLedgerCommitLog(
-                MappedFileQueue.open(d.data_dir, size), MappedFileQueue.open(d.index_dir), d.home
+                MappedFileQueue.open(d.data_dir, size), MappedFileQueue.open(d.index_dir), d.home, old
             )
         return CommitLog(MappedFileQueue.open(self.commitlog_dirs, size))
 

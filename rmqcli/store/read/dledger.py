@@ -11,6 +11,13 @@ blank (magic -1) ends a file and zeros end the data. A stop with entries after i
 in a later one), or a message record that fails ``checkMessageAndReturnSize`` inside a sound entry,
 is a ``CorruptDataError`` naming the file and byte offset, or with ``skip_corrupt``/``on_corrupt`` a
 ``Corruption`` after which the scan goes on at the next entry.
+
+A store switched to DLedger mode keeps its old ``commitlog/`` files (``old``): 4.9.8's
+``DLedgerCommitLog`` reads the old CommitLog below ``dividedCommitlogOffset`` (the first data
+file's start; on the first start in DLedger mode the old last file's end, where the data files
+begin) and the entries from it on (``getMessage``, ``getData``, ``getMinOffset``). So does this
+log: ``files`` is the old files then the data files (one run of file offsets), records below the
+divide are the old CommitLog's, with no entry.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from formats import dledger as dfmt
 from formats.records import Record, RecordError, decode_record
 from rmqcli.errors import CorruptDataError, NotFoundError
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
-from rmqcli.store.read.commitlog import Corruption, FileEnd, Header, MappedLog
+from rmqcli.store.read.commitlog import CommitLog, Corruption, FileEnd, Header, MappedLog
 
 if TYPE_CHECKING:
     from rmqcli.store.scan.headerscan import HeaderBatch
@@ -153,20 +160,57 @@ class DLedgerCommitLog(MappedLog):
 
     extra_columns = (("entryIndex", "Index"), ("entryTerm", "Term"), ("entryPos", "EntryPos"))
 
-    def __init__(self, queue: MappedFileQueue, index: MappedFileQueue, home: Path):
+    def __init__(
+        self, queue: MappedFileQueue, index: MappedFileQueue, home: Path, old: CommitLog | None = None
+    ):
         super().__init__(queue)
         self.index_queue = index
         self.home = home  # dledger-<selfId>/
+        self.old = old if old is not None and old.files else None  # commitlog/ of a switched store
+
+    # --- the two parts of a switched store ----------------------------------------------------
+    @property
+    def data_files(self) -> list[MappedFile]:
+        """The DLedger data files (``dledger-<selfId>/data/``)."""
+        return self.queue.files
+
+    @property
+    def files(self) -> list[MappedFile]:
+        """Every file of the log: the old CommitLog's (a switched store) then the data files."""
+        return self.old.files + self.queue.files if self.old is not None else self.queue.files
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].from_offset if self.files else 0
+
+    @property
+    def divided(self) -> int:
+        """``dividedCommitlogOffset``: where the entries start (the first data file's offset; with
+        no data file, the end of the old last file; 0 without an old CommitLog)."""
+        if self.queue.files:
+            return self.queue.files[0].from_offset
+        if self.old is not None:
+            last = self.old.files[-1]
+            return last.from_offset + max(last.size, self.old.file_size)
+        return 0
+
+    def is_old(self, offset: int) -> bool:
+        """Whether ``offset`` lies in the old CommitLog (below ``dividedCommitlogOffset``)."""
+        return self.old is not None and offset < self.divided
+
+    def _old_records(self, from_offset: int | None, skip_corrupt: bool) -> Iterator[Record | Corruption]:
+        if self.old is not None and (from_offset is None or from_offset < self.divided):
+            yield from self.old.records(from_offset, skip_corrupt=skip_corrupt)
 
     # --- entries ------------------------------------------------------------------------------
     def _start(self, from_offset: int | None) -> tuple[int, int]:
         """(file index, position) of the first entry whose record is at or after ``from_offset``."""
-        if not self.files or from_offset is None or from_offset <= self.min_offset:
+        if not self.queue.files or from_offset is None or from_offset <= self.queue.min_offset:
             return 0, 0
         try:
             mf = self.queue.find(from_offset)
         except NotFoundError:
-            return len(self.files), 0
+            return len(self.queue.files), 0
         buf = mf.map()
         at, target = 0, from_offset - mf.from_offset
         while file_stop(buf, at, len(buf)) is None:
@@ -187,7 +231,7 @@ class DLedgerCommitLog(MappedLog):
         first, at = self._start(from_offset)
         chain = _Chain()
         pending: Corruption | None = None  # a stop that is only an error when entries follow
-        for mf in self.files[first:]:
+        for mf in self.queue.files[first:]:
             buf = mf.map()
             limit = len(buf)
             while True:
@@ -253,11 +297,15 @@ class DLedgerCommitLog(MappedLog):
     def records(
         self, from_offset: int | None = None, *, skip_corrupt: bool = False
     ) -> Iterator[Record | Corruption]:
+        yield from self._old_records(from_offset, skip_corrupt)
         for item in self.entries(from_offset, skip_corrupt=skip_corrupt):
             yield item.record if isinstance(item, Item) else item
 
     def record_extra(self, rec: Record) -> dict[str, int]:
-        """The entry fields ``dump-commitlog`` shows beside a record: index, term and pos."""
+        """The entry fields ``dump-commitlog`` shows beside a record: index, term and pos (none for
+        a record of the old CommitLog)."""
+        if self.is_old(rec.position):
+            return {}
         e = self.entry_of(rec.position)
         return {"entryIndex": e.index, "entryTerm": e.term, "entryPos": e.pos}
 
@@ -271,7 +319,10 @@ class DLedgerCommitLog(MappedLog):
             raise CorruptDataError(str(exc), str(mf.path), offset - _BODY - mf.from_offset) from None
 
     def read(self, offset: int) -> Record:
-        """The record at physical ``offset`` (its entry's pos + BODY_OFFSET)."""
+        """The record at physical ``offset`` (its entry's pos + BODY_OFFSET; below the divide, the
+        old CommitLog's)."""
+        if self.old is not None and self.is_old(offset):
+            return self.old.read(offset)
         e = self.entry_of(offset)
         mf = self.queue.find(e.pos)
         try:
@@ -294,12 +345,16 @@ class DLedgerCommitLog(MappedLog):
         self, from_offset: int | None = None, hints: object = None, *, on_corrupt: OnCorrupt | None = None
     ) -> Iterator[HeaderBatch]:
         """The records as ``HeaderBatch``es, one per file (``hints`` are not needed: entries say
-        where records are)."""
+        where records are; the old CommitLog's, with them, first)."""
         from rmqcli.store.scan.headerscan import batch_from_headers
 
+        if self.old is not None and (from_offset is None or from_offset < self.divided):
+            yield from self.old.header_batches(from_offset, hints, on_corrupt=on_corrupt)
         run: list[Header] = []
         file = None
-        for item in self.records(from_offset, skip_corrupt=on_corrupt is not None):
+        for item in self.entries(from_offset, skip_corrupt=on_corrupt is not None):
+            if isinstance(item, Item):
+                item = item.record
             if isinstance(item, Corruption):
                 assert on_corrupt is not None
                 on_corrupt(item)
@@ -313,7 +368,10 @@ class DLedgerCommitLog(MappedLog):
             yield batch_from_headers(run, run[-1].position + run[-1].total_size)
 
     def file_end(self, mf: MappedFile) -> FileEnd:
-        """Where one data file's sound entries end and what follows them (blank, zeros, end, garbage)."""
+        """Where one data file's sound entries end and what follows them (blank, zeros, end, garbage);
+        for an old CommitLog file, where its records end."""
+        if self.old is not None and mf.from_offset < self.divided:
+            return self.old.file_end(mf)
         buf = mf.map()
         limit = len(buf)
         at = 0
@@ -328,6 +386,8 @@ class DLedgerCommitLog(MappedLog):
     def close(self) -> None:
         super().close()
         self.index_queue.close()
+        if self.old is not None:
+            self.old.close()
 
 
 def _header(rec: Record) -> Header:
