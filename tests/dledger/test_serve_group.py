@@ -13,6 +13,7 @@ and one Java), the real C++ client sending and consuming through the group's Nam
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -26,7 +27,15 @@ from rmqcli.remoting.codes import ResponseCode as RS
 from tests.dledger.test_replication_mixed import log_bytes
 from tests.support.broker_drivers import Driver, start_consumer
 from tests.support.components import require
-from tests.support.dledger import DATA_FILE_SIZE, GROUP, DLedgerGroup, agreed, dledger_group, dledger_status
+from tests.support.dledger import (
+    DATA_FILE_SIZE,
+    ELECTION_MEDIAN_BOUND_S,
+    GROUP,
+    DLedgerGroup,
+    agreed,
+    dledger_group,
+    dledger_status,
+)
 from tests.support.serve import ServeProcess, wait_until, write_conf
 
 pytestmark = [pytest.mark.java, pytest.mark.cpp]
@@ -155,6 +164,7 @@ def test_every_member_leads_in_a_mixed_group(rmq, tmp_path: Path, rmq_ids: tuple
             attempted.add(f"k{max(int(k[1:]) for k in attempted) + 1}")
             print(f"\n{len(elections)} leader kills, kill -> new leader in the route (mqadmin): "
                   f"{[round(e, 1) for e in elections]} s")  # fmt: skip
+            assert statistics.median(elections) <= ELECTION_MEDIAN_BOUND_S, elections
             assert led == {"n0", "n1", "n2"}, led
             # rmq dledgerStatus: every member, rmq or Java, in the term of the leader the route names
             # (a Java leader's term as its own log says); then a transfer, to the other kind if any

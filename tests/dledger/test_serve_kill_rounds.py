@@ -22,7 +22,14 @@ import pytest
 
 from rmqcli.ops.diff_stores import IDENTICAL
 from tests.support.broker_drivers import Driver, start_consumer
-from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status, leader_in_route
+from tests.support.dledger import (
+    ELECTION_MEDIAN_BOUND_S,
+    GROUP,
+    SELF_IDS,
+    agreed,
+    dledger_status,
+    leader_in_route,
+)
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 
 pytestmark = pytest.mark.cpp
@@ -122,6 +129,7 @@ def test_ten_leader_kills_under_a_send_stream_lose_no_acknowledged_message(rmq, 
                 f"median {statistics.median(first_acks):.1f} s, max {max(first_acks):.1f} s "
                 f"({[round(e, 1) for e in elections]}, {[round(a, 1) for a in first_acks]})"
             )
+            assert statistics.median(elections) <= ELECTION_MEDIAN_BOUND_S, elections
         finally:
             for m in members.values():
                 m.kill()
