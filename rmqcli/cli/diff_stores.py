@@ -45,7 +45,11 @@ def diff_stores(
     of a DLedger group (enableDLegerCommitLog) are also compared entry by entry: the entries equal
     in index, term and bytes, the first entry where they differ (and in what: term, pos, size or
     bytes), and the entries only one holds, with their terms and how many are past that replica's
-    committedIndex (an uncommitted suffix a new leader truncates). Exit status 0 when the stores
+    committedIndex (an uncommitted suffix a new leader truncates). Two replicas of a RocketMQ 5
+    controller-mode group are compared over their confirmed records (up to each checkpoint's
+    confirmPhyOffset): what a store holds past it is reported as records only it holds, past its
+    confirmPhyOffset (an unconfirmed tail a rejoining replica truncates), not as a divergence, and
+    stores whose confirmed records agree are identical. Exit status 0 when the stores
     agree wherever both hold data (one is a prefix of the other), 2 when one store is a DLedger
     store and the other not, 3 when a path is not a store, 4 when they diverge or hold no common
     range.
@@ -62,7 +66,11 @@ def diff_stores(
     finally:
         first.close()
     data = camel_dict(result)
-    records = [{"side": only["side"], **ref} for only in data["only"] for ref in only["first"]]
+    records = [
+        {"side": only["side"], **ref, **({"confirmed": False} if only["unconfirmed"] else {})}
+        for only in data["only"]
+        for ref in only["first"]
+    ]
     ranges = [{k: v for k, v in only.items() if k != "first"} for only in data["only"]]
     summary = {k: v for k, v in data.items() if k not in ("only", "entries")}
     renderer = common.renderer()
@@ -125,9 +133,15 @@ def describe_entries(diff) -> list[str]:  # noqa: ANN001  (an ops.diff_entries.E
         terms = ", ".join(f"term {t}: {n}" for t, n in only.terms.items())
         lines.append(
             f"entries only on {only.side.upper()}: {only.entries} [{only.from_index}, {only.to_index}] "
-            f"({terms}), {only.uncommitted} past its committedIndex"
+            f"({terms}){_past(only.uncommitted, 'committedIndex', always=True)}"
         )
     return lines
+
+
+def _past(count: int, bound: str, *, always: bool = False) -> str:
+    """How many of a one-sided range lie past that store's own bound (a DLedger replica's
+    committedIndex, a controller-mode store's confirmPhyOffset): not committed or confirmed."""
+    return f", {count} past its {bound}" if count or always else ""
 
 
 def _describe(result) -> list[str]:  # noqa: ANN001  (an ops.diff_stores.StoreDiff)
@@ -137,6 +151,10 @@ def _describe(result) -> list[str]:  # noqa: ANN001  (an ops.diff_stores.StoreDi
             f"{name}: {side.store}: CommitLog [{side.min_offset}, {side.max_offset}) "
             f"in {side.files} files of {side.file_size} bytes"
         )
+        if side.confirm_phy_offset is not None:
+            end = side.unconfirmed_to
+            tail = f"; records past it in [{side.max_offset}, {end})" if end is not None else ""
+            lines.append(f"{name}: confirmPhyOffset {side.confirm_phy_offset}{tail}")
     gap = result.gap
     ahead = "A" if gap > 0 else "B"
     equal = f"{result.compared_bytes} bytes equal over [{result.common_from}, {result.common_to})"
@@ -155,5 +173,6 @@ def _describe(result) -> list[str]:  # noqa: ANN001  (an ops.diff_stores.StoreDi
     for only in result.only:
         unreadable = f", unreadable from {only.unreadable_from}" if only.unreadable_from is not None else ""
         span = f"[{only.from_offset}, {only.to_offset})"
-        lines.append(f"only on {only.side.upper()}: {only.records} records in {span}{unreadable}")
+        past = _past(only.unconfirmed, "confirmPhyOffset")
+        lines.append(f"only on {only.side.upper()}: {only.records} records in {span}{unreadable}{past}")
     return lines

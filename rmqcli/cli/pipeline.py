@@ -345,7 +345,9 @@ order (in a controller-mode store, not the records past confirmPhyOffset: a warn
 LAG_HELP = (
     "`rmq lag` for many stores, one Spark task per store: per store, consumer group, topic and queue "
     "the broker and consumer offsets, the diff, the queue's min offset, the store times of the last "
-    "consumed and the oldest unconsumed message, and the below-min / past-max flags."
+    "consumed and the oldest unconsumed message, and the below-min / past-max flags. In a "
+    "controller-mode store the broker offset counts only units whose records are within the "
+    "checkpoint's confirmPhyOffset; the units past it are counted per row (unconfirmed) and warned about."
 )
 
 
@@ -358,11 +360,12 @@ def lag(
     *,
     common: SparkCommon,
 ) -> None:
-    from rmqcli.cli.reports import LAG_COLUMNS, lag_display
+    from rmqcli.cli.reports import LAG_COLUMNS, lag_display, warn_lag_unconfirmed
     from rmqcli.pipeline.lag import pipeline_lag
 
     with _session("lag", stores, common.master, common.config) as session:
         rows = pipeline_lag(session, stores, config=common.config, group=group, topic=topic)
+    warn_lag_unconfirmed(rows)
     renderer = common.renderer()
     if renderer.fmt is OutputFormat.table:
         rows = [lag_display(row) for row in rows]

@@ -39,6 +39,12 @@ def lag(store: StoreArg, group: LagGroupOpt = None, topic: LagTopicOpt = None, *
     time of the oldest unconsumed message, and flags: below-min (messages the group had not consumed
     were deleted: it skips them) and past-max (the offset lies past the queue's end). Works on a
     stopped broker's store, a backup, or a copy from a dead host.
+
+    In a RocketMQ 5 controller-mode store the broker offset counts only the units whose records
+    end at or before the checkpoint's confirmPhyOffset (what the group serves; an elected master
+    lacks the others, and this broker truncates them when it rejoins): the units past it are
+    counted in the row (JSON "unconfirmed", the flag unconfirmed:N in the table) and in a warning
+    on stderr.
     """
     from rmqcli.ops.lag import lag_rows
 
@@ -48,20 +54,40 @@ def lag(store: StoreArg, group: LagGroupOpt = None, topic: LagTopicOpt = None, *
         rows = [row.to_dict() for row in lag_rows(handle, group, topic)]
     finally:
         handle.close()
+    warn_lag_unconfirmed(rows, str(store))
     if renderer.fmt is OutputFormat.table:
         rows = [lag_display(row) for row in rows]
     renderer.rows(rows, LAG_COLUMNS)
 
 
 def lag_display(row: dict) -> dict:
-    """A lag row with its times and flags as the table shows them."""
+    """A lag row with its times and flags as the table shows them (units past a controller-mode
+    store's confirmPhyOffset as the flag ``unconfirmed:N``)."""
     oldest = row["oldestUnconsumedTimestamp"]
+    flags = [*row["flags"], *([f"unconfirmed:{row['unconfirmed']}"] if row.get("unconfirmed") else [])]
     return {
         **row,
         "lastTime": human_time(row["lastTimestamp"]) if row["lastTimestamp"] else "N/A",
         "oldestUnconsumed": human_time(oldest) if oldest else "-",
-        "flags": ",".join(row["flags"]) or "-",
+        "flags": ",".join(flags) or "-",
     }
+
+
+def warn_lag_unconfirmed(rows: list[dict], store: str | None = None) -> None:
+    """One warning per store whose queues hold units past its confirmPhyOffset (rows of
+    ``rmq pipeline lag`` name their store; ``store`` names that of ``rmq lag``'s)."""
+    from rmqcli.cli.render import warn
+
+    seen: dict[str, dict[tuple[str, int], int]] = {}
+    for row in rows:
+        if row.get("unconfirmed"):
+            seen.setdefault(row.get("store", store), {})[(row["topic"], row["queueId"])] = row["unconfirmed"]
+    for name, queues in seen.items():
+        warn(
+            f"{name}: {sum(queues.values())} consume-queue unit(s) of {len(queues)} queue(s) point at "
+            "records past the checkpoint's confirmPhyOffset: not confirmed by the in-sync replicas, not "
+            "counted in the broker offset"
+        )
 
 
 DELAY_COLUMNS = [

@@ -13,6 +13,15 @@ so a slave may lack the master's older files: that is not a divergence either.
 Two replicas of a DLedger group (``formats.dledger``) are compared both ways: their data files
 byte by byte as above (entries sit at the same pos on every replica), and entry by entry
 (``rmqcli.ops.diff_entries``: index, term, bytes, and each side's committedIndex).
+
+Two replicas of a RocketMQ 5 controller-mode group (``rmqcli.store.confirm``) are compared over
+their confirmed records: each side's log ends, for the comparison, where its first record past the
+checkpoint's confirmPhyOffset starts (5.1.1's ``CommitLog.recoverNormally``/``recoverAbnormally``
+and ``ReputMessageService`` dispatch nothing past ``getConfirmOffset``, and a replica rejoining a master
+that lacks those records truncates them: ``AutoSwitchHAClient`` -> ``truncateDirtyFiles``). What a
+side holds past it is its unconfirmed tail, reported as the records only it holds, each counted as
+past its confirmPhyOffset, as the uncommitted suffix of a DLedger replica is counted past its
+committedIndex: it is no divergence, and stores whose confirmed records agree are identical.
 """
 
 from __future__ import annotations
@@ -40,9 +49,11 @@ DISJOINT = "disjoint"  # both hold data, at offsets that do not meet
 class StoreSide:
     store: str
     min_offset: int
-    max_offset: int
+    max_offset: int  # a controller-mode store: where its confirmed records end
     file_size: int
     files: int
+    confirm_phy_offset: int | None = None  # the checkpoint's, controller-mode stores only
+    unconfirmed_to: int | None = None  # where the records past it end, when it holds any
 
 
 @dataclass
@@ -67,6 +78,7 @@ class OnlyOn:
     records: int = 0
     first: list[RecordRef] = field(default_factory=list)
     unreadable_from: int | None = None  # the walk met bytes that are no record here, before to_offset
+    unconfirmed: int = 0  # how many are past that store's confirmPhyOffset (controller mode)
 
 
 @dataclass
@@ -117,12 +129,30 @@ def diff_stores(store_a: Store, store_b: Store, sample: int = SAMPLE) -> StoreDi
 
 
 def _side(store: Store) -> StoreSide:
+    """A store's offsets; a controller-mode store's log ends at its confirm boundary."""
     log = store.commitlog
-    return StoreSide(str(store.root), log.min_offset, log.max_offset(), log.file_size, len(log.files))
+    side = StoreSide(str(store.root), log.min_offset, log.max_offset(), log.file_size, len(log.files))
+    bound = store.confirm_bound()
+    if bound is not None:
+        side.confirm_phy_offset = bound.checkpoint
+        if bound.boundary < bound.end:
+            side.max_offset, side.unconfirmed_to = bound.boundary, bound.end
+    return side
 
 
 def _diff(store_a: Store, store_b: Store, sample: int) -> StoreDiff:
     a, b = _side(store_a), _side(store_b)
+    result = _diff_confirmed(store_a, store_b, a, b, sample)
+    for store, name, side in ((store_a, "a", a), (store_b, "b", b)):
+        if side.unconfirmed_to is not None:  # its unconfirmed tail: no divergence, the verdict stands
+            tail = _only(store, name, side.max_offset, side.unconfirmed_to, sample)
+            tail.unconfirmed = tail.records
+            result.only.append(tail)
+    return result
+
+
+def _diff_confirmed(store_a: Store, store_b: Store, a: StoreSide, b: StoreSide, sample: int) -> StoreDiff:
+    """The comparison over ``[min_offset, max_offset)`` of each side."""
     start, end = max(a.min_offset, b.min_offset), min(a.max_offset, b.max_offset)
     empty_a, empty_b = a.max_offset <= a.min_offset, b.max_offset <= b.min_offset
     result = StoreDiff(a, b, IDENTICAL, start, max(start, end), 0, a.max_offset - b.max_offset)

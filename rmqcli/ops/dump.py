@@ -42,6 +42,44 @@ def queue_of_cq_file(path: Path) -> tuple[str | None, int | None]:
     return None, None
 
 
+def store_root_of_cq_file(path: Path) -> Path | None:
+    """The store directory holding a ``consumequeue/<topic>/<queueId>/<file>`` path, when it is one."""
+    if queue_of_cq_file(path)[0] is None:
+        return None
+    return path.resolve().parent.parent.parent.parent
+
+
+@dataclass
+class UnconfirmedUnits:
+    """The units pointing at or past ``boundary`` (a controller-mode store's first unconfirmed
+    record, ``rmqcli.store.confirm``). A running 5.1.1 broker builds none past its confirm offset
+    (``DefaultMessageStore.ReputMessageService`` stops at ``CommitLog.getConfirmOffset``); such a
+    unit was flushed after the checkpoint and points at a record the in-sync replicas did not
+    confirm (``rmqcli.ops.lag``). Counted and left out, or (``show``) passed on marked
+    ``confirmed: false``, as ``dump-commitlog`` does with the records themselves."""
+
+    boundary: int | None
+    show: bool
+    left_out: int = 0
+    shown: int = 0
+
+    def past(self, unit: CqUnit) -> bool:
+        return self.boundary is not None and not unit.is_filler and unit.commitlog_offset >= self.boundary
+
+    def rows(
+        self, units: Iterator[CqUnit], topic: str | None, queue_id: int | None
+    ) -> Iterator[dict[str, Any]]:
+        for unit in units:
+            row = cq_unit_fields(unit, topic, queue_id)
+            if self.past(unit):
+                if not self.show:
+                    self.left_out += 1
+                    continue
+                self.shown += 1
+                row["confirmed"] = False
+            yield row
+
+
 # --- index files ----------------------------------------------------------------------------------
 def index_header_fields(f: IndexFile) -> dict[str, Any]:
     h = f.header

@@ -9,6 +9,18 @@ offset (``correctMinOffset`` against the CommitLog's minimum), the store time of
 not yet consumed, and two flags: ``below-min`` (the committed offset points at messages already
 deleted: the group skips them) and ``past-max`` (it points past the queue's end: the group misses the
 messages sent until the queue grows past it).
+
+In a RocketMQ 5 controller-mode store (``rmqcli.store.confirm``) a queue's max offset counts only
+the units whose records end at or before the checkpoint's confirmPhyOffset: what the group serves.
+A running 5.1.1 broker builds no unit past its confirm offset (``ReputMessageService`` stops at
+``CommitLog.getConfirmOffset``), so units past the stored value exist where the consume queue was
+flushed after the checkpoint (a broker killed before ``StoreCheckpoint.flush``: the master alone in
+its SyncStateSet of an unclean election). Their records may be lacking on the other replicas: the
+elected master answers without them (``topicStatus``), and this broker truncates them when it
+rejoins as its slave (``AutoSwitchHAClient`` -> ``DefaultMessageStore.truncateFiles``, consume
+queues included). 5.1.1's own recovery does not cut them (``CommitLog.recoverNormally`` and
+``recoverAbnormally`` cut consume queues at the log's end only): each row counts them
+(``unconfirmed``) rather than dropping them silently.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ class LagRow:
     last_time: int | None  # store time of the last message consumed
     oldest_unconsumed: int | None  # store time of the first message not consumed yet
     committed: bool  # the group committed an offset for this queue
+    unconfirmed: int = 0  # units past a controller-mode store's confirm boundary, not counted
 
     @property
     def diff(self) -> int:
@@ -60,7 +73,7 @@ class LagRow:
     def to_dict(self) -> dict[str, Any]:
         return camel_fields(
             self, "group", "topic", "queue_id", "broker_offset", "consumer_offset", "diff", "min_offset",
-            "lastTimestamp=last_time", "oldestUnconsumedTimestamp=oldest_unconsumed", "flags",
+            "lastTimestamp=last_time", "oldestUnconsumedTimestamp=oldest_unconsumed", "flags", "unconfirmed",
         )  # fmt: skip
 
 
@@ -68,8 +81,9 @@ class _Queues:
     """Min and max offsets of the store's queues, each read once (``queueends``, lean: a report
     may cover tens of thousands of queues)."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, boundary: int | None = None):
         self.store = store
+        self.boundary = boundary  # a controller-mode store's first unconfirmed record, when any
         self.low = store.commitlog.min_offset if store.commitlog.files else 0
         self.file_size = store.settings.mapped_file_size_consume_queue
         if "mapped_file_size_consume_queue" not in store.settings.explicit:
@@ -103,9 +117,32 @@ class _Queues:
             self._ends[key] = None if directory is None else queue_ends(directory, self.file_size, self.low)
         return self._ends[key]
 
-    def bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+    def bounds(self, topic: str, queue_id: int) -> tuple[int, int, int]:
+        """Min offset, max offset (cut at the confirm boundary) and the units cut."""
         ends = self.ends(topic, queue_id)
-        return (0, 0) if ends is None else (ends.min_offset, ends.max_offset)
+        if ends is None:
+            return 0, 0, 0
+        high = self.confirmed_end(ends)
+        return ends.min_offset, high, ends.max_offset - high
+
+    def confirmed_end(self, ends: QueueEnds) -> int:
+        """The queue offset of the first unit pointing at or past the confirm boundary (the max
+        offset when none does): units are in CommitLog order, so a bisection over the valid units,
+        one read when the last unit is confirmed."""
+        low, high = ends.min_offset, ends.max_offset
+        if self.boundary is None or high <= low or self._confirmed(ends, high - 1):
+            return high
+        while low < high:  # the first unit not confirmed lies in [low, high)
+            middle = (low + high) // 2
+            if self._confirmed(ends, middle):
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _confirmed(self, ends: QueueEnds, queue_offset: int) -> bool:
+        offset = ends.commitlog_offset(queue_offset)
+        return offset is None or self.boundary is None or offset < self.boundary
 
     def store_time(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
         """The store time of the message at ``queue_offset``, None when it is not in the store."""
@@ -138,9 +175,11 @@ def lag_rows(store: Store, group: str | None = None, topic: str | None = None) -
         for owner in sorted(by_group)
         for name in sorted(by_group[owner])
     ]
+    bound = store.confirm_bound()
+    boundary = bound.boundary if bound is not None and bound.boundary < bound.end else None
     workers = _workers(sum(w[3] for w in work))
     if workers <= 1:
-        yield from _rows(store, work)
+        yield from _rows(store, work, boundary)
         return
     import concurrent.futures
     import multiprocessing
@@ -148,8 +187,8 @@ def lag_rows(store: Store, group: str | None = None, topic: str | None = None) -
     chunks = [work[i::workers] for i in range(workers)]  # interleaved: each gets a share of big topics
     context = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(workers - 1, mp_context=context) as pool:
-        others = pool.map(_rows_of, [(store.root, store.settings, chunk) for chunk in chunks[1:]])
-        parts = [list(_rows(store, chunks[0])), *others]  # this process takes the first share
+        others = pool.map(_rows_of, [(store.root, store.settings, boundary, chunk) for chunk in chunks[1:]])
+        parts = [list(_rows(store, chunks[0], boundary)), *others]  # this process takes the first share
     merged = {(row.group, row.topic, row.queue_id): row for part in parts for row in part}
     for owner, name, _, queues in work:
         for queue_id in range(queues):
@@ -166,20 +205,20 @@ def _workers(queues: int) -> int:
     return max(1, min(os.cpu_count() or 1, 8, queues // (PARALLEL_QUEUES // 2)))
 
 
-def _rows_of(task: tuple[Path, StoreSettings, list[Work]]) -> list[LagRow]:
-    root, settings, work = task
+def _rows_of(task: tuple[Path, StoreSettings, int | None, list[Work]]) -> list[LagRow]:
+    root, settings, boundary, work = task
     store = Store(root, settings)
     try:
-        return list(_rows(store, work))
+        return list(_rows(store, work, boundary))
     finally:
         store.close()
 
 
-def _rows(store: Store, work: list[Work]) -> Iterator[LagRow]:
-    queues = _Queues(store)
+def _rows(store: Store, work: list[Work], boundary: int | None) -> Iterator[LagRow]:
+    queues = _Queues(store, boundary)
     for owner, name, committed, read_queues in work:
         for queue_id in range(read_queues):
-            low, high = queues.bounds(name, queue_id)
+            low, high, cut = queues.bounds(name, queue_id)
             consumer = max(committed.get(queue_id, 0), 0)
             first_unread = max(consumer, low)
             yield LagRow(
@@ -194,4 +233,5 @@ def _rows(store: Store, work: list[Work]) -> Iterator[LagRow]:
                 if first_unread < high
                 else None,
                 committed=queue_id in committed,
+                unconfirmed=cut,
             )

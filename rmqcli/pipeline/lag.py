@@ -1,7 +1,8 @@
 """``rmq pipeline lag``: ``rmq lag`` for a fleet of stores, one Spark task per store.
 
 Each task opens its store and computes the rows of ``rmqcli.ops.lag`` (the same columns, plus the
-store); the driver puts them together in command-line order.
+store); the driver puts them together in command-line order. A controller-mode store's queues are
+cut at its confirm boundary as ``rmq lag`` cuts them (``unconfirmed`` counts the units past it).
 """
 
 from __future__ import annotations

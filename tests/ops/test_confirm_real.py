@@ -363,3 +363,66 @@ def test_recover_leaves_what_the_real_broker_leaves(made: Made, tmp_path: Path, 
         assert sum(len(u) for q, u in _units(ours).items() if q.startswith(f"{TOPIC}/")) == sum(
             made.elected.values()
         )
+
+
+# --- lag, dump-cq and diff-stores ----------------------------------------------------------------
+def _with_group(store: Path, into: Path) -> Path:
+    """A copy of ``store`` whose config/consumerOffset.json has group G at offset 0 of every queue of
+    T (the pair served no consumer)."""
+    copy = _copy(store, into)
+    (copy / "config").mkdir(exist_ok=True)
+    table = {f"{TOPIC}@G": {str(q): 0 for q in range(4)}}
+    (copy / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": table}))
+    return copy
+
+
+def test_lag_counts_what_the_elected_master_served(made: Made, tmp_path):
+    """The old master's queues held the units of its lone sends (topicStatus answered ``alone``); the
+    broker offset counts the confirmed ones only: what the elected master answered."""
+    store = _with_group(made.lone_master, tmp_path / "s")
+    proc = run_rmq("lag", str(store), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["queueId"]: r for r in json.loads(proc.stdout) if r["topic"] == TOPIC}
+    assert {q: r["brokerOffset"] for q, r in rows.items()} == made.elected
+    assert {q: r["brokerOffset"] + r["unconfirmed"] for q, r in rows.items()} == made.alone
+    past = sum(made.alone.values()) - sum(made.elected.values())
+    assert past > 0 and f"{past} consume-queue unit(s)" in proc.stderr
+    final = _with_group(made.master, tmp_path / "m")
+    rows = {r["queueId"]: r for r in _json("lag", str(final)) if r["topic"] == TOPIC}
+    assert {q: r["brokerOffset"] for q, r in rows.items()} == made.final
+    assert all(r["unconfirmed"] == 0 for r in rows.values())
+
+
+def test_dump_cq_leaves_unconfirmed_units_out(made: Made):
+    for q in made.alone:
+        qdir = made.lone_master / "consumequeue" / TOPIC / str(q)
+        for source in ([str(made.lone_master), "-t", TOPIC, "-q", str(q)], [str(sorted(qdir.iterdir())[0])]):
+            plain = run_rmq("dump-cq", *source, "--output", "jsonl")
+            assert len(plain.stdout.splitlines()) == made.elected[q]
+            every = run_rmq("dump-cq", *source, "--output", "jsonl", "--unconfirmed")
+            rows = [json.loads(line) for line in every.stdout.splitlines()]
+            assert len(rows) == made.alone[q]
+            assert sum(r.get("confirmed") is False for r in rows) == made.alone[q] - made.elected[q]
+
+
+def test_diff_stores_reports_the_unconfirmed_tail(made: Made):
+    """The old master against the elected one: they agree up to the old master's confirmPhyOffset,
+    the elected master holds its new epoch's records after it (confirmed: a prefix), and the old
+    master's lone records at the same offsets are its unconfirmed tail, not a divergence."""
+    proc = run_rmq("diff-stores", str(made.lone_master), str(made.master), "--json")
+    assert proc.returncode == 0, proc.stdout
+    out = json.loads(proc.stdout)
+    assert out["summary"]["verdict"] == "prefix"
+    ranges = {(r["side"], r["unconfirmed"] > 0): r for r in out["ranges"]}
+    assert set(ranges) == {("a", True), ("b", False)}
+    lone = sum(made.alone.values()) - sum(made.elected.values())
+    assert ranges[("a", True)]["records"] == ranges[("a", True)]["unconfirmed"] == lone
+    assert ranges[("b", False)]["records"] == sum(made.final.values()) - sum(made.elected.values())
+    table = run_rmq("diff-stores", str(made.lone_master), str(made.master)).stdout
+    assert f"{lone} past its confirmPhyOffset" in table
+    # the truncated old master against its new master: their confirmed records agree
+    proc = run_rmq("diff-stores", str(made.master), str(made.replica), "--json")
+    assert proc.returncode == 0, proc.stdout
+    out = json.loads(proc.stdout)
+    assert out["summary"]["verdict"] == "identical"
+    assert all(r["records"] == r["unconfirmed"] for r in out["ranges"])

@@ -76,7 +76,14 @@ def test_a_lagging_replica_is_a_prefix_and_the_records_it_lacks_are_listed(rmq, 
     assert out["summary"]["verdict"] == "prefix"
     assert out["summary"]["gap"] == end - cut
     assert out["ranges"] == [
-        {"side": "a", "fromOffset": cut, "toOffset": end, "records": 3, "unreadableFrom": None}
+        {
+            "side": "a",
+            "fromOffset": cut,
+            "toOffset": end,
+            "records": 3,
+            "unreadableFrom": None,
+            "unconfirmed": 0,
+        }
     ]
     assert [r["offset"] for r in out["records"]] == [h.position for h in records[-3:]]
     assert [r["topic"] for r in out["records"]] == [h.topic for h in records[-3:]]
@@ -101,7 +108,14 @@ def test_a_replica_served_from_its_masters_last_file_agrees(rmq, tmp_path: Path)
     assert out["summary"]["commonFrom"] == last
     assert out["summary"]["gap"] == 0
     assert out["ranges"] == [
-        {"side": "a", "fromOffset": 0, "toOffset": last, "records": len(before), "unreadableFrom": None}
+        {
+            "side": "a",
+            "fromOffset": 0,
+            "toOffset": last,
+            "records": len(before),
+            "unreadableFrom": None,
+            "unconfirmed": 0,
+        }
     ]
 
 
