@@ -114,6 +114,9 @@ class ServeProcess:
             args += ["--config", str(self.conf)]
         args += self.extra
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        if self.log.exists():  # a restart: the earlier run's log kept beside (.1, .2, ...) as evidence
+            runs = len(list(self.log.parent.glob(self.log.name + ".*")))
+            self.log.rename(self.log.with_name(f"{self.log.name}.{runs + 1}"))
         handle = open(self.log, "w")  # noqa: SIM115 - kept open for the child
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, text=True)
         handle.close()
