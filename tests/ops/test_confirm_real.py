@@ -23,11 +23,13 @@ import pytest
 from formats import epoch as efmt
 from tests.support.cli import one_line_error, run_rmq
 from tests.support.controller import ControllerPair, controller_pair
+from tests.support.realfixtures import REAL_ROOT
 from tests.support.stores import set_confirm, sparse_copy
 
 pytestmark = [pytest.mark.java, pytest.mark.java5]
 
 TOPIC = "T"
+REAL_BASIC = REAL_ROOT / "basic-1"  # written by a real 4.9.8 broker (``controller_copy``)
 _MASTER = re.compile(
     r"Change ha to master success, (?:last role is master, )?newMasterEpoch:(\d+), startOffset:(\d+)"
 )
@@ -275,11 +277,11 @@ def _units(store: Path) -> dict[str, list[bytes]]:
     return out
 
 
-def _real_start(store: Path, home: Path) -> str:
+def _real_start(store: Path, home: Path, **settings: str) -> str:
     """The real 5.1.1 broker in controller mode started on ``store`` with no controller to reach: it
     recovers the store as it loads and stays a slave (no master is named), then is stopped by
     SIGTERM (files flushed; ``abort`` stays while records wait past the confirm offset). Returns
-    its logs."""
+    its logs. ``settings``: more broker.conf keys (the store's file sizes)."""
     from tests.admin.runner import closed_port
     from tests.support.oracle import Jvm, broker_port
     from tests.support.oracle5 import KIT5, kit5_env
@@ -293,6 +295,7 @@ def _real_start(store: Path, home: Path) -> str:
         "allAckInSyncStateSet": "true", "listenPort": str(port), "haListenPort": str(port + 1),
         "namesrvAddr": f"127.0.0.1:{closed_port()}", "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
         "storePathRootDir": str(store), "mappedFileSizeCommitLog": "1048576", "diskMaxUsedSpaceRatio": "95",
+        **settings,
     }  # fmt: skip
     (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     env = kit5_env(home)
@@ -426,3 +429,33 @@ def test_diff_stores_reports_the_unconfirmed_tail(made: Made):
     out = json.loads(proc.stdout)
     assert out["summary"]["verdict"] == "identical"
     assert all(r["records"] == r["unconfirmed"] for r in out["ranges"])
+
+
+@pytest.mark.real
+def test_real_recovery_keeps_units_past_confirm(tmp_path: Path):
+    """5.1.1's recovery cuts consume queues at the log's end, not at confirmPhyOffset: the units past
+    it stay until a rejoin truncates them. ``rmq lag`` counts them apart (``unconfirmed``): with the
+    confirmed ones, they are every unit the real broker kept; the confirmed ones end at the first
+    record past the bound (RocketMQ's own dump of basic-1)."""
+    from tests.support.stores import controller_copy
+
+    cut = 2000
+    store, records = controller_copy(tmp_path, cut)
+    table = {"offsetTable": {"TopicB@G": {str(q): 0 for q in range(8)}}}
+    (store / "config" / "consumerOffset.json").write_text(json.dumps(table))
+    conf = json.loads((REAL_BASIC / "expected.json").read_text())["variants"]["store"]["facts"][
+        "store_config"
+    ]
+    log = _real_start(store, tmp_path / "run", **{k: str(v) for k, v in conf.items()})
+    assert "recover physics file end" in log, log[-3000:]
+    kept = {int(q.split("/")[1]): len(u) for q, u in _units(store).items() if q.startswith("TopicB/")}
+    first_past: dict[int, int] = {}
+    for r in records[cut:]:
+        if r["topic"] == "TopicB":
+            first_past.setdefault(r["queueId"], r["queueOffset"])
+    assert any(kept[q] > first_past.get(q, kept[q]) for q in kept)  # units past the bound were kept
+    rows = {r["queueId"]: r for r in _json("lag", str(store), "-g", "G")}
+    assert {q: r["brokerOffset"] for q, r in rows.items()} == {
+        q: first_past.get(q, n) for q, n in kept.items()
+    }
+    assert {q: r["brokerOffset"] + r["unconfirmed"] for q, r in rows.items()} == kept
