@@ -17,8 +17,15 @@
 4. ``abort`` is removed, as after a clean shutdown.
 
 Like the broker, recovery checks entry headers only: a sound entry whose message is torn is kept
-(``rmq verify`` reports it); the reput skips it. A change to the log of a store switched to DLedger
-mode with an old ``commitlog/`` (``dividedCommitlogOffset``) is not planned: such stores are not read.
+(``rmq verify`` reports it); the reput skips it.
+
+A store switched to DLedger mode keeps its old ``commitlog/`` below ``dividedCommitlogOffset`` (the
+first data file's start). Once the data files exist, ``DLedgerCommitLog.recover`` recovers the
+entries alone and leaves the old files as they are: so does this (the reput dispatches old records
+the queues lack, as the broker's ``getData`` serves them from the old CommitLog). A store whose
+``dledger-<selfId>/`` has no data file yet, the state before the first start in DLedger mode, is
+refused: that start recovers the old CommitLog (``rmq recover`` without the DLedger broker.conf)
+and writes the blank that ends it, a broker's job.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from formats import dledger as dfmt
+from rmqcli.errors import UsageError
 from rmqcli.ops.dledger_cut import DLedgerCut, committed_index, plan_cut
 from rmqcli.ops.dledger_walk import Walk, walk
 from rmqcli.ops.rebuild import STAGING_NAME, RebuildResult, stage_rebuild
@@ -84,6 +92,12 @@ def stage(store: Store) -> DLedgerRecoverResult:
     """Walk, plan the cut of the log and stage the queues and index the broker's start leaves."""
     log = store.commitlog
     assert isinstance(log, DLedgerCommitLog)
+    if log.old is not None and not log.data_files:
+        raise UsageError(
+            f"{log.home / dfmt.DATA_DIR}: no data file below a store's old commitlog/: the first start in "
+            "DLedger mode divides the log (a broker's job); recover the old CommitLog without the DLedger "
+            "broker.conf first"
+        )
     found = walk(log)
     stored = committed_index(store)
     committed = min(stored if stored is not None else -1, found.last_index)
@@ -114,9 +128,9 @@ def stage(store: Store) -> DLedgerRecoverResult:
 
 
 def _committed_pos(found: Walk, committed: int, log: DLedgerCommitLog) -> int:
-    """``committedPos``: the end of the committed entry (the log's minimum with none)."""
+    """``committedPos``: the end of the committed entry (where the entries start with none)."""
     if committed < 0:
-        return log.min_offset
+        return log.divided if log.old is not None else log.min_offset
     if committed in found.positions:
         pos, size = found.positions[committed]
         return pos + size

@@ -256,3 +256,84 @@ def test_serve_refuses_the_store_in_one_line(mixed: Facts, tmp_path: Path) -> No
     proc = run_rmq("serve", str(root), "--config", str(conf), timeout=120)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "commitlog/ files below a DLedger log" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+# --- repairs: a real broker on what rmq wrote ---------------------------------------------------
+def _copy(mixed: Facts, tmp_path: Path) -> Path:
+    root = shutil.copytree(mixed.store, tmp_path / "store", symlinks=True, copy_function=sparse_copy)
+    (root / "lock").unlink(missing_ok=True)
+    return root
+
+
+def _tear_last_entry(root: Path) -> int:
+    """Zeros over the last entry (its unit in the index the broker wrote says where): DLedger's
+    recovery ends the data there. Returns its pos."""
+    index = (root / "dledger-n0" / "index" / "00000000000000000000").read_bytes()
+    units = [
+        dfmt.INDEX_UNIT_STRUCT.unpack_from(index, at) for at in range(0, len(index), dfmt.INDEX_UNIT_SIZE)
+    ]
+    _, pos, size, _, _ = [u for u in units if u[0] == dfmt.MAGIC_1][-1]
+    data = [p for p in sorted((root / "dledger-n0" / "data").iterdir()) if int(p.name) <= pos][-1]
+    with open(data, "r+b") as f:
+        f.seek(pos - int(data.name))
+        f.write(b"\0" * size)
+    return pos
+
+
+def _rmq_queues(root: Path) -> dict[str, dict[int, tuple[int, int]]]:
+    out: dict[str, dict[int, tuple[int, int]]] = {}
+    for q in _json("stats", str(root))["queues"]:
+        if not q["topic"].startswith("%"):
+            out.setdefault(q["topic"], {})[q["queueId"]] = (q["cqMinOffset"], q["cqMaxOffset"])
+    return out
+
+
+def _served_as_rmq_says(root: Path, home: Path) -> None:
+    """The 4.9.8 broker in DLedger mode on ``root``: each topic's queues as rmq's stats, and a new
+    group consumes every message of each."""
+    want = _rmq_queues(root)
+    with broker(home, root, dledger=True) as b:
+        for topic, queues in want.items():
+            assert b.topic_status(topic) == queues, topic
+            count = sum(high - low for low, high in queues.values())
+            assert b.consume(topic, count)[1] == count, topic
+
+
+def test_recover_ends_the_log_where_the_broker_does_and_the_broker_serves_it(
+    mixed: Facts, tmp_path: Path
+) -> None:
+    root = _copy(mixed, tmp_path)
+    pos = _tear_last_entry(root)
+    (root / "abort").touch()
+    proc = run_rmq("recover", str(root), "--abnormal", "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stats = _json("stats", str(root))["commitlog"]
+    assert (stats["records"], stats["maxOffset"]) == (mixed.messages() - 1, pos)
+    assert run_rmq("verify", str(root)).returncode == 0
+    assert not (root / "abort").exists()
+    _served_as_rmq_says(root, tmp_path / "broker")
+
+
+def test_rebuild_writes_queues_and_index_the_broker_serves(mixed: Facts, tmp_path: Path) -> None:
+    root = _copy(mixed, tmp_path)
+    shutil.rmtree(root / "consumequeue")
+    shutil.rmtree(root / "index")
+    proc = run_rmq("rebuild", str(root), "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _rmq_queues(root) == mixed.queues
+    found = _json("dump-index", str(root), "-t", "TopicM1", "-k", "K5")
+    assert (
+        sorted((h["queueId"], h["queueOffset"]) for h in found["hits"] if h["status"] == "match")
+        == mixed.key_hits
+    )
+    _served_as_rmq_says(root, tmp_path / "broker")
+
+
+def test_recover_refuses_a_store_before_its_first_start_in_dledger_mode(mixed: Facts, tmp_path: Path) -> None:
+    root = _copy(mixed, tmp_path)
+    for data in (root / "dledger-n0" / "data").iterdir():
+        data.unlink()
+    proc = run_rmq("recover", str(root), "--yes")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert "the first start in DLedger mode divides the log" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
