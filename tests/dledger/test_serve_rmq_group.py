@@ -15,7 +15,8 @@ import pytest
 
 from rmqcli.ops.diff_stores import IDENTICAL
 from tests.support.broker_drivers import run_driver
-from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status, route_addrs
+from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status
+from tests.support.oracle import route_addrs
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 
 pytestmark = pytest.mark.cpp
@@ -38,9 +39,13 @@ def test_three_rmq_serves_elect_replicate_and_hold_the_same_entries(rmq, tmp_pat
             members.append(ServeProcess(tmp_path / n / "store", conf, extra).start())
         started = time.monotonic()
         ns = members[0].namesrv
-        wait_until(lambda: len(route_addrs(ns)) == 3 and 0 in route_addrs(ns), 30, "a leader, two followers")
+        wait_until(
+            lambda: len(route_addrs(ns, GROUP)) == 3 and 0 in route_addrs(ns, GROUP),
+            30,
+            "a leader, two followers",
+        )
         elected_in = time.monotonic() - started
-        ids = route_addrs(ns)
+        ids = route_addrs(ns, GROUP)
         by_addr = {m.broker: n for n, m in zip(SELF_IDS, members, strict=True)}
         leader = by_addr[ids[0]]
         assert {k for k in ids if k} == {int(n[1:]) + 1 for n in SELF_IDS if n != leader}
@@ -66,7 +71,9 @@ def test_three_rmq_serves_elect_replicate_and_hold_the_same_entries(rmq, tmp_pat
         moved = rmq("leadershipTransfer", "-n", ns, "-b", GROUP, "-t", to, "--json")
         assert moved.exit_code == 0, moved.stdout + moved.stderr
         assert json.loads(moved.stdout)["term"] == term + 1
-        wait_until(lambda: route_addrs(ns).get(0) == members[SELF_IDS.index(to)].broker, 20, "the route")
+        wait_until(
+            lambda: route_addrs(ns, GROUP).get(0) == members[SELF_IDS.index(to)].broker, 20, "the route"
+        )
         assert agreed(dledger_status(rmq, ns)) == to
         again = rmq("leadershipTransfer", "-n", ns, "-b", GROUP, "-t", to, "--json")  # a no-op, not an error
         assert again.exit_code == 0 and json.loads(again.stdout)["code"] == "ALREADY_LEADER", again.stdout

@@ -82,7 +82,7 @@ class ControllerPair:
 
     def master(self, timeout: float = 90, not_: str | None = None) -> str:
         """The name of the broker the route names brokerId 0 (other than ``not_``)."""
-        return route_master(self.mqadmin, GROUP, self.ports, not_, timeout)
+        return route_master(self.namesrv, GROUP, self.ports, not_, timeout)
 
     def sync_state_set(self) -> str:
         return self.mqadmin("getSyncStateSet", "-b", GROUP, "-a", self.controller)

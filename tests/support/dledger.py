@@ -23,10 +23,12 @@ from tests.support.oracle import (
     clienttest_send,
     kit_env,
     kit_mqadmin,
+    registered,
+    route_addrs,
     route_master,
     topic_status_offsets,
 )
-from tests.support.serve import free_port
+from tests.support.serve import free_port, wait_until
 
 GROUP = "RaftNode00"
 SELF_IDS = ("n0", "n1", "n2")
@@ -45,30 +47,9 @@ def dledger_status(rmq, namesrv: str) -> dict[str, dict]:  # type: ignore[no-unt
     return {p["selfId"]: p for p in group["peers"]}
 
 
-def route_addrs(namesrv: str, group: str = GROUP) -> dict[int, str]:
-    """brokerId -> address of ``group`` in the NameServer's cluster info (GET_BROKER_CLUSTER_INFO,
-    what ``clusterList`` shows); empty while the NameServer does not answer."""
-    from rmqcli.errors import RmqError
-    from rmqcli.remoting import json_body as jb
-    from rmqcli.remoting.client import RemotingClient
-    from rmqcli.remoting.codec import RemotingCommand
-    from rmqcli.remoting.codes import RequestCode as RC
-
-    async def ask() -> dict[int, str]:
-        async with RemotingClient() as client:
-            answer = await client.invoke(namesrv, RemotingCommand.request(RC.GET_BROKER_CLUSTER_INFO), 5)
-        data = jb.decode_or_empty(jb.ClusterInfo, answer.body).broker_addr_table.get(group)
-        return dict(data.broker_addrs) if data else {}
-
-    try:
-        return asyncio.run(ask())
-    except (RmqError, OSError):
-        return {}
-
-
 def leader_in_route(namesrv: str, by_addr: dict[str, str]) -> str | None:
     """The member (``by_addr``: address -> selfId) the route names brokerId 0 of the group."""
-    return by_addr.get(route_addrs(namesrv).get(0, ""))
+    return by_addr.get(route_addrs(namesrv, GROUP).get(0, ""))
 
 
 def agreed(rows: dict[str, dict]) -> str | None:
@@ -113,7 +94,7 @@ class DLedgerGroup:
 
     def leader(self, timeout: float = 90, not_: str | None = None) -> str:
         """The selfId of the leader the NameServer's route names (brokerId 0), other than ``not_``."""
-        return route_master(self.mqadmin, GROUP, self.ports, not_, timeout)
+        return route_master(self.namesrv, GROUP, self.ports, not_, timeout)
 
     def leaders(self, rounds: int) -> Iterator[str]:
         """The leader of each of ``rounds`` rounds: the first one elected, then after each round
@@ -293,10 +274,8 @@ def lone_broker(home: Path, store: Path) -> Iterator[LoneBroker]:
         broker = Jvm([str(KIT / "bin" / "broker"), "-c", str(home / "broker.conf")], home / "broker.out", env)
         broker.wait_for("boot success")
         lone = LoneBroker(home, f"127.0.0.1:{ns_port}", port, Path(env["ORACLE_STATE_DIR"]))
-        deadline = time.monotonic() + 90
-        while f"127.0.0.1:{port}" not in lone.mqadmin("clusterList"):
-            assert time.monotonic() < deadline, "the lone DLedger broker never led its group"
-            time.sleep(1)
+        # 4.9.8 registers a DLedger member once its group has a leader: here, itself
+        wait_until(lambda: registered(lone.namesrv, f"127.0.0.1:{port}"), 90, "the lone broker leading", 0.2)
         yield lone
     finally:
         if broker is not None:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmqcli.errors import RmqError
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codes import RequestCode as RC
 from tests.support import SHARED
@@ -115,25 +116,28 @@ def topic_status_offsets(
         time.sleep(1)
 
 
-def route_master(
-    mqadmin: Callable[..., str], group: str, ports: dict[str, int], not_: str | None, timeout: float
-) -> str:
-    """The name (a key of ``ports``, name -> listenPort) of the broker that ``mqadmin clusterList``
+def route_addrs(ns: str, group: str) -> dict[int, str]:
+    """brokerId -> address of ``group`` in the NameServer's cluster info (GET_BROKER_CLUSTER_INFO,
+    what ``mqadmin clusterList`` prints); empty while the NameServer does not answer."""
+    try:
+        answer = call(ns, RC.GET_BROKER_CLUSTER_INFO, timeout=5)
+        data = jb.decode_or_empty(jb.ClusterInfo, answer.body).broker_addr_table.get(group)
+    except (RmqError, OSError):
+        return {}
+    return dict(data.broker_addrs) if data else {}
+
+
+def route_master(ns: str, group: str, ports: dict[str, int], not_: str | None, timeout: float) -> str:
+    """The name (a key of ``ports``, name -> listenPort) of the broker that the NameServer ``ns``
     names brokerId 0 of ``group``, other than ``not_``; polled until ``timeout`` s."""
     by_addr = {f"127.0.0.1:{p}": n for n, p in ports.items()}
     deadline = time.monotonic() + timeout
     while True:
-        out = mqadmin("clusterList")
-        for cols in (line.split() for line in out.splitlines()):
-            if (
-                len(cols) > 3
-                and cols[1] == group
-                and cols[2] == "0"
-                and by_addr.get(cols[3]) not in (None, not_)
-            ):
-                return by_addr[cols[3]]
-        assert time.monotonic() < deadline, f"no brokerId 0 of {group} in the route: {out}"
-        time.sleep(1)
+        ids = route_addrs(ns, group)
+        if by_addr.get(ids.get(0, "")) not in (None, not_):
+            return by_addr[ids[0]]
+        assert time.monotonic() < deadline, f"no brokerId 0 of {group} in the route: {ids}"
+        time.sleep(0.2)
 
 
 def registered(ns: str, broker: str) -> bool:
