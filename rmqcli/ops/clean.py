@@ -130,6 +130,8 @@ def stage_clean(
     at_ms = int(time.time() * 1000) if at_ms is None else at_ms
     hour = time.localtime(at_ms / 1000).tm_hour
     dledger = store.dledger is not None
+    if store.dledger is not None:  # 4.9.8 deletes the old CommitLog first, the entries after: not planned
+        store.dledger.refuse_mixed("rmq clean")
     if disk_ratio is not None:
         disk = rules.Disk(disk_ratio, disk_ratio)
     elif dledger:

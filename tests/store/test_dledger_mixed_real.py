@@ -36,7 +36,7 @@ from tests.support.oracle import (
     kit_mqadmin,
 )
 from tests.support.serve import free_port
-from tests.support.stores import sparse_copy
+from tests.support.stores import sparse_copy, store_state
 
 pytestmark = pytest.mark.java
 
@@ -337,3 +337,16 @@ def test_recover_refuses_a_store_before_its_first_start_in_dledger_mode(mixed: F
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert "the first start in DLedger mode divides the log" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_clean_and_a_cut_of_the_old_part_are_refused_in_one_line(mixed: Facts, tmp_path: Path) -> None:
+    root = _copy(mixed, tmp_path)
+    before = store_state(root)
+    for args, words in (
+        (("clean", str(root), "--yes"), "rmq clean does not take such a store"),
+        (("truncate", str(root), "--offset", "0", "--yes"), f"below dividedCommitlogOffset {mixed.divided}"),
+    ):
+        proc = run_rmq(*args)
+        assert proc.returncode == 2 and words in proc.stderr, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert store_state(root) == before

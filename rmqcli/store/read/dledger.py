@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from formats import dledger as dfmt
 from formats.records import Record, RecordError, decode_record
-from rmqcli.errors import CorruptDataError, NotFoundError
+from rmqcli.errors import CorruptDataError, NotFoundError, UsageError
 from rmqcli.store.mapped import MappedFile, MappedFileQueue
 from rmqcli.store.read.commitlog import CommitLog, Corruption, FileEnd, Header, MappedLog
 
@@ -310,7 +310,13 @@ class DLedgerCommitLog(MappedLog):
         return {"entryIndex": e.index, "entryTerm": e.term, "entryPos": e.pos}
 
     def entry_of(self, offset: int) -> Entry:
-        """The entry whose record is at physical ``offset``."""
+        """The entry whose record is at physical ``offset`` (``UsageError`` below the divide: a
+        record of the old CommitLog has none)."""
+        if self.is_old(offset):
+            raise UsageError(
+                f"offset {offset} lies in the old commitlog/, below dividedCommitlogOffset {self.divided}: "
+                "no DLedger entry holds it"
+            )
         mf = self.queue.find(offset - _BODY)
         buf = mf.map()
         try:
