@@ -129,9 +129,7 @@ def _past(store: Store | None, show: bool) -> UnconfirmedUnits:
     """The units past ``store``'s confirm boundary (none outside controller mode)."""
     from rmqcli.ops.dump import UnconfirmedUnits
 
-    bound = store.confirm_bound() if store is not None else None
-    boundary = bound.boundary if bound is not None and bound.boundary < bound.end else None
-    return UnconfirmedUnits(boundary, show)
+    return UnconfirmedUnits(store.unconfirmed_from() if store is not None else None, show)
 
 
 def _missing_queue(store: Store, topic: str, queue: int) -> str:

@@ -175,8 +175,7 @@ def lag_rows(store: Store, group: str | None = None, topic: str | None = None) -
         for owner in sorted(by_group)
         for name in sorted(by_group[owner])
     ]
-    bound = store.confirm_bound()
-    boundary = bound.boundary if bound is not None and bound.boundary < bound.end else None
+    boundary = store.unconfirmed_from()
     workers = _workers(sum(w[3] for w in work))
     if workers <= 1:
         yield from _rows(store, work, boundary)

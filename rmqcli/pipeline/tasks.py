@@ -117,9 +117,7 @@ def file_tasks(
             continue
         store = open_store(path, config)
         try:
-            bound = store.confirm_bound()
-            boundary = bound.boundary if bound is not None and bound.boundary < bound.end else None
-            ref = StoreRef(i, str(store.root), store.settings.message_delay_level, boundary)
+            ref = StoreRef(i, str(store.root), store.settings.message_delay_level, store.unconfirmed_from())
             stores.append(ref)
             commitlog = store.commitlog
             dledger = store.dledger is not None

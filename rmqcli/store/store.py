@@ -342,6 +342,12 @@ class Store:
         stored = self.checkpoint().confirm_phy_offset if self.checkpoint_path.exists() else 0
         return confirm_bound(commitlog, stored)
 
+    def unconfirmed_from(self) -> int | None:
+        """The offset the unconfirmed records start at, when the log holds any past its confirm
+        bound; None otherwise (``confirm_bound``)."""
+        bound = self.confirm_bound()
+        return bound.boundary if bound is not None and bound.boundary < bound.end else None
+
     @property
     def abort_exists(self) -> bool:
         return self.abort_path.exists()
