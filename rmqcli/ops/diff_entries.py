@@ -87,7 +87,7 @@ class EntryDiff:
 def walk(log: DLedgerCommitLog, side: EntrySide) -> Iterator[Entry]:
     """The entries of ``log`` in order, as ``recover`` reads their headers; a header it rejects
     ends the walk and is kept in ``side.stopped``."""
-    for mf in log.files:
+    for mf in log.data_files:  # a store switched to DLedger mode: its old commitlog/ files aside
         buf = mf.map()
         at, limit = 0, len(buf)
         while (stop := file_stop(buf, at, limit)) is None:

@@ -164,6 +164,7 @@ def _scan_commitlog(
         progress=progress,
         # DLedger's recovery checks entry headers only: no body CRC is re-checked on start
         recheck_from=None if dledger else _recheck_from(store, settings.check_crc_on_recover),
+        salvage=not dledger,
         **({"divided": commitlog.divided} if isinstance(commitlog, DLedgerCommitLog) else {}),
     )
     table = verifier.scan()

@@ -67,6 +67,7 @@ class CommitLogVerifier:
         hints: np.ndarray | None = None,
         progress: Callable[[int], None] | None = None,
         recheck_from: int | None = 0,
+        salvage: bool = True,
     ):
         self.files = files
         self.file_size = file_size
@@ -76,6 +77,7 @@ class CommitLogVerifier:
         self.hints = hints
         self.progress = progress
         self.recheck_from = recheck_from  # where recovery starts re-checking CRCs (None: never)
+        self.salvage = salvage  # `rmq recover --salvage` takes this store (not a DLedger one)
         self.parts = Parts()
         self.keys = KeyColumns()
         self.crc_checked = 0
@@ -323,9 +325,8 @@ class CommitLogVerifier:
                 fate = "recovery (checkCRCOnRecover) stops here and truncates the CommitLog"
             else:
                 why = "does not re-check this file" if self.recheck_from is not None else "checks no CRC"
-                fate = (
-                    f"the broker's recovery {why}: it serves this record with its bad body; "
-                    "`rmq recover --salvage --yes` tombstones it"
+                fate = f"the broker's recovery {why}: it serves this record with its bad body" + (
+                    "; `rmq recover --salvage --yes` tombstones it" if self.salvage else ""
                 )
             self.p.error(
                 "crc-mismatch",

@@ -350,3 +350,16 @@ def test_clean_and_a_cut_of_the_old_part_are_refused_in_one_line(mixed: Facts, t
         assert proc.returncode == 2 and words in proc.stderr, proc.stdout + proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
     assert store_state(root) == before
+
+
+def test_diff_stores_compares_the_entries_only(mixed: Facts, tmp_path: Path) -> None:
+    """The replicas' DLedger entries are compared; the old commitlog/ files are not entries."""
+    same = _copy(mixed, tmp_path / "same")
+    proc = run_rmq("diff-stores", str(mixed.store), str(same), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["summary"]["verdict"] == "identical"
+    torn = _copy(mixed, tmp_path / "torn")
+    _tear_last_entry(torn)
+    proc = run_rmq("diff-stores", str(mixed.store), str(torn), "--json")
+    summary = json.loads(proc.stdout)["summary"]
+    assert (proc.returncode, summary["verdict"]) == (0, "prefix"), proc.stdout + proc.stderr
