@@ -42,8 +42,8 @@ from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
 from tests.support.broker_drivers import Driver, start_consumer
-from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status, leader_in_route
-from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
+from tests.support.dledger import GROUP, SELF_IDS, agreed, dledger_status, leader_in_route, serve_group
+from tests.support.serve import ServeProcess, wait_until
 
 pytestmark = pytest.mark.cpp
 
@@ -189,32 +189,15 @@ def failed_over(rmq, tmp_path: Path, key: str, outcome: int) -> Iterator[FailedO
     """Three members and the NameServer; the producer heartbeats to the three, sends the half message
     ``key`` to the leader (SUCCESS: the majority holds it) which is killed at once; once another
     member is brokerId 0 in the route the producer answers its checks with ``outcome``."""
-    ns_conf = write_conf(
-        tmp_path / "ns.conf",
-        brokerClusterName="NsCluster",
-        brokerName="ns-holder",
-        autoCreateTopicEnable="false",
-    )
-    peers = ";".join(f"{n}-127.0.0.1:{free_port()}" for n in SELF_IDS)
-    members: dict[str, ServeProcess] = {}
     producer = TxProducer()
-    with ServeProcess(tmp_path / "ns" / "store", ns_conf) as ns_holder:
-        ns = ns_holder.namesrv
+    with serve_group(
+        tmp_path,
+        transactionCheckInterval=str(int(INTERVAL * 1000)),
+        transactionTimeOut=str(int(INTERVAL * 1000)),
+    ) as group:
+        ns, members, by_addr = group.namesrv, group.members, group.by_addr
         try:
-            for n in SELF_IDS:
-                conf = write_conf(
-                    tmp_path / f"{n}.conf", brokerName=GROUP, enableDLegerCommitLog="true", dLegerGroup=GROUP,
-                    dLegerPeers=peers, dLegerSelfId=n, mappedFileSizeCommitLog=str(1 << 20),
-                    transactionCheckInterval=str(int(INTERVAL * 1000)),
-                    transactionTimeOut=str(int(INTERVAL * 1000)),
-                )  # fmt: skip
-                (tmp_path / n).mkdir()
-                members[n] = ServeProcess(
-                    tmp_path / n / "store", conf, ["--verbose", "--no-namesrv", "--namesrv", ns]
-                )
-                members[n].start()
-            by_addr = {m.broker: n for n, m in members.items()}
-            first = wait_until(lambda: leader_in_route(ns, by_addr), 30, "a first leader")
+            first = group.leader(timeout=30)
             made = rmq("updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", TOPIC, "-r", "4", "-w", "4")
             assert made.exit_code == 0, made.stdout + made.stderr
             # the followers copy the leader's topics (every 10 s): whoever leads next routes the topic
@@ -230,10 +213,7 @@ def failed_over(rmq, tmp_path: Path, key: str, outcome: int) -> Iterator[FailedO
             members[first].kill()  # well within transactionTimeOut of the send: too young to check yet
             killed_at = time.time()
             producer.members.discard(members[first].broker)
-            leader = wait_until(
-                lambda: (n := leader_in_route(ns, by_addr)) not in (None, first) and n,
-                60, "a new leader in the route", 0.2,
-            )  # fmt: skip
+            leader = group.leader(not_=first)
             producer.answer = {members[leader].broker: outcome}
             wait_until(
                 lambda: producer.active(members[leader].broker) == "true", 30, "the new leader's check"
@@ -243,8 +223,6 @@ def failed_over(rmq, tmp_path: Path, key: str, outcome: int) -> Iterator[FailedO
             yield FailedOver(ns, members, producer, first, leader, killed_at)
         finally:
             producer.close()
-            for m in members.values():
-                m.kill()
 
 
 def consumer(tmp_path: Path, ns: str, name: str, group: str) -> Driver:

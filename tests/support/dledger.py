@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -28,7 +29,7 @@ from tests.support.oracle import (
     route_master,
     topic_status_offsets,
 )
-from tests.support.serve import free_port, wait_until
+from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 
 GROUP = "RaftNode00"
 SELF_IDS = ("n0", "n1", "n2")
@@ -281,3 +282,117 @@ def lone_broker(home: Path, store: Path) -> Iterator[LoneBroker]:
         if broker is not None:
             broker.stop()
         ns.stop()
+
+
+# --- one real group's stores for the modules that only read them ---------------------------------
+THREE_TERMS_TOPIC = "TopicD"
+THREE_TERMS_BATCHES = (40, 30, 20)  # sent under the first, second and third leader
+THREE_TERMS_CONSUMED = 30
+
+
+@dataclass(frozen=True)
+class ThreeTerms:
+    """Stores of a real 4.9.8 group of three after two leader changes, and the brokers' facts:
+    ``THREE_TERMS_BATCHES`` sent (``clienttest``, keys ``K<i>`` each batch) under three leaders in
+    turn (each killed -9 and restarted before the next batch), then a fresh consumer group
+    (``clienttest ... consume``) took ``THREE_TERMS_CONSUMED``."""
+
+    stores: dict[str, Path]  # selfId -> store root (read only: copy before changing)
+    last_leader: str
+    per_term: dict[int, int]  # term (from each leader's own log) -> messages sent in it
+    queues: dict[int, tuple[int, int]]  # queueId -> (min, max) offset, mqadmin topicStatus
+    consumer_group: str
+
+
+def three_terms(tmp_path_factory) -> ThreeTerms:  # type: ignore[no-untyped-def]
+    """The ``ThreeTerms`` stores, made once per test run: the pytest-xdist workers share them (the
+    first to ask makes them under a lock, the others read its facts)."""
+    import fcntl
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    home = shared / "dledger-three-terms"
+    with open(shared / "dledger-three-terms.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        facts = home / "facts.json"
+        if not facts.exists():
+            shutil.rmtree(home, ignore_errors=True)  # a maker that failed before
+            home.mkdir()
+            facts.write_text(json.dumps(_make_three_terms(home)))
+    doc = json.loads(facts.read_text())
+    return ThreeTerms(
+        {n: Path(p) for n, p in doc["stores"].items()},
+        doc["last_leader"],
+        {int(t): c for t, c in doc["per_term"].items()},
+        {int(q): (lo, hi) for q, (lo, hi) in doc["queues"].items()},
+        doc["consumer_group"],
+    )
+
+
+def _make_three_terms(home: Path) -> dict:
+    per_term: dict[int, int] = {}
+    with dledger_group(home) as g:
+        for leader, count in zip(g.leaders(len(THREE_TERMS_BATCHES)), THREE_TERMS_BATCHES, strict=True):
+            term = g.leader_term(leader)
+            per_term[term] = per_term.get(term, 0) + g.send(THREE_TERMS_TOPIC, count)
+        queues = g.queue_offsets(THREE_TERMS_TOPIC)
+        client = [str(KIT / "bin" / "clienttest"), g.namesrv, THREE_TERMS_TOPIC, str(THREE_TERMS_CONSUMED),
+                  "consume", "120"]  # fmt: skip
+        consume = subprocess.run(client, capture_output=True, text=True, timeout=300, env=kit_env(home))
+        found = re.search(r"consumed \(consume, group (\S+)\)", consume.stdout)
+        assert consume.returncode == 0 and found, consume.stdout[-3000:]
+        stores = {s: str(g.store(s)) for s in SELF_IDS}
+    return {"stores": stores, "last_leader": leader, "per_term": per_term, "queues": queues,
+            "consumer_group": found.group(1)}  # fmt: skip
+
+
+# --- three `rmq serve` members ----------------------------------------------------------------------
+@dataclass
+class ServeGroup:
+    """Three ``rmq serve`` members of one DLedger group and the NameServer they register with."""
+
+    namesrv: str
+    ns_holder: ServeProcess  # the rmq serve of another cluster whose NameServer the members use
+    members: dict[str, ServeProcess]  # selfId -> member
+
+    @property
+    def by_addr(self) -> dict[str, str]:
+        """Broker address -> selfId."""
+        return {m.broker: n for n, m in self.members.items()}
+
+    def leader(self, not_: str | None = None, timeout: float = 60) -> str:
+        """The selfId the route names brokerId 0, other than ``not_``."""
+        by_addr = self.by_addr
+        return wait_until(
+            lambda: (n := leader_in_route(self.namesrv, by_addr)) not in (None, not_) and n,
+            timeout, "a leader in the route" + (f" other than {not_}" if not_ else ""), 0.2,
+        )  # fmt: skip
+
+
+@contextmanager
+def serve_group(tmp: Path, **conf: str) -> Iterator[ServeGroup]:
+    """Three ``rmq serve`` members (``n0``-``n2``, 1 MiB data files, ``--verbose``, each broker.conf
+    with ``conf`` too) under ``tmp/<selfId>``; the NameServer in a fourth ``rmq serve`` of another
+    cluster, which creates no topic (else a client's sends fall back to it while the group has no
+    leader): any member can be killed. Every process is killed on the way out."""
+    ns_conf = write_conf(
+        tmp / "ns.conf", brokerClusterName="NsCluster", brokerName="ns-holder", autoCreateTopicEnable="false"
+    )
+    peers = ";".join(f"{n}-127.0.0.1:{free_port()}" for n in SELF_IDS)
+    members: dict[str, ServeProcess] = {}
+    with ServeProcess(tmp / "ns" / "store", ns_conf) as ns_holder:
+        try:
+            for n in SELF_IDS:
+                member_conf = write_conf(
+                    tmp / f"{n}.conf", brokerName=GROUP, enableDLegerCommitLog="true", dLegerGroup=GROUP,
+                    dLegerPeers=peers, dLegerSelfId=n, mappedFileSizeCommitLog=str(DATA_FILE_SIZE), **conf,
+                )  # fmt: skip
+                (tmp / n).mkdir()
+                extra = ["--verbose", "--no-namesrv", "--namesrv", ns_holder.namesrv]
+                members[n] = ServeProcess(tmp / n / "store", member_conf, extra)
+                members[n].start()
+            yield ServeGroup(ns_holder.namesrv, ns_holder, members)
+        finally:
+            for m in members.values():
+                m.kill()
