@@ -2,9 +2,10 @@
 local[2] Spark: export, stats, search, lag and rebuild give what the single-process commands give,
 and the counts the brokers answered.
 
-Once per module: three brokers n0-n2 on loopback; 30 messages (``clienttest``, keys ``K<i>``) under
-the first leader, which is then killed (-9) and restarted; 20 under the second; a fresh consumer
-group consumes 30 of them (``clienttest ... consume``); ``mqadmin topicStatus`` while the group runs.
+Once per test run (``tests.support.dledger.three_terms``, shared with tests/store/): three brokers
+n0-n2 on loopback; 40, 30 and 20 messages (``clienttest``, keys ``K<i>``) under three leaders in
+turn, each killed (-9) and restarted; a fresh consumer group consumes 30 of them (``clienttest ...
+consume``); ``mqadmin topicStatus`` while the group runs.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ import base64
 import contextlib
 import io
 import json
-import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,15 +22,13 @@ import pytest
 
 from rmqcli.cli.main import invoke
 from tests.support.cli import rmq_json, rmq_jsonl, run_rmq
-from tests.support.dledger import SELF_IDS, dledger_group
-from tests.support.oracle import KIT, kit_env
+from tests.support.dledger import SELF_IDS, THREE_TERMS_BATCHES, THREE_TERMS_TOPIC, three_terms
 from tests.support.stores import sparse_copy
 
 pytestmark = pytest.mark.java
 
-TOPIC = "TopicD"
-BATCHES = (30, 20)
-CONSUMED = 30
+TOPIC = THREE_TERMS_TOPIC
+BATCHES = THREE_TERMS_BATCHES
 STATS_SECTIONS = ("store", "commitlog", "topics", "queues", "files")
 
 
@@ -45,19 +42,9 @@ class Facts:
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Facts:
-    home = tmp_path_factory.mktemp("dledger")
-    terms = set()
-    with dledger_group(home) as g:
-        for leader, count in zip(g.leaders(len(BATCHES)), BATCHES, strict=True):
-            terms.add(g.leader_term(leader))
-            g.send(TOPIC, count)
-        client = [str(KIT / "bin" / "clienttest"), g.namesrv, TOPIC, str(CONSUMED), "consume", "120"]
-        consume = subprocess.run(client, capture_output=True, text=True, timeout=300, env=kit_env(home))
-        found = re.search(r"consumed \(consume, group (\S+)\)", consume.stdout)
-        assert consume.returncode == 0 and found, consume.stdout[-3000:]
-        queues = g.queue_offsets(TOPIC)
-        stores = [g.store(s) for s in SELF_IDS]
-    return Facts(stores, queues, terms, found.group(1))
+    made = three_terms(tmp_path_factory)
+    stores = [made.stores[s] for s in SELF_IDS]
+    return Facts(stores, made.queues, set(made.per_term), made.consumer_group)
 
 
 def _invoke(*args: str) -> str:

@@ -1,11 +1,12 @@
 """Stores written by a real 4.9.8 DLedger group (``enableDLegerCommitLog=true``): ``rmq stats``,
 ``dump-commitlog``, ``dump-cq`` and ``verify`` against facts from the real brokers.
 
-Once per module: three brokers n0-n2 on loopback; 40 messages under the first leader, which is
-then killed (-9) and restarted; 30 under the second, also killed; 20 under the third. Facts: the
-count of SEND_OK answers (``clienttest``), each queue's min/max offset from ``mqadmin topicStatus``
-while the group runs, the keys clienttest gives (``K<i>``), and the term each leader took office
-in, from its own broker log. Damaged copies: the right one-line error, no traceback.
+Once per test run (``tests.support.dledger.three_terms``, shared with the pipeline's tests): three
+brokers n0-n2 on loopback; 40 messages under the first leader, which is then killed (-9) and
+restarted; 30 under the second, also killed; 20 under the third. Facts: the count of SEND_OK
+answers (``clienttest``), each queue's min/max offset from ``mqadmin topicStatus`` while the group
+runs, the keys clienttest gives (``K<i>``), and the term each leader took office in, from its own
+broker log. Damaged copies: the right one-line error, no traceback.
 
 Repairs (``rmq recover``, ``truncate``, ``rebuild``): a real 4.9.8 broker in DLedger mode, alone in
 its group (``tests.support.dledger.lone_broker``), is started on a damaged copy and rmq recovers
@@ -27,13 +28,13 @@ import pytest
 
 from formats import dledger as dfmt
 from tests.support.cli import run_rmq
-from tests.support.dledger import dledger_group, lone_broker
+from tests.support.dledger import THREE_TERMS_BATCHES, THREE_TERMS_TOPIC, lone_broker, three_terms
 from tests.support.stores import sparse_copy, store_state
 
 pytestmark = pytest.mark.java
 
-TOPIC = "TopicD"
-BATCHES = (40, 30, 20)
+TOPIC = THREE_TERMS_TOPIC
+BATCHES = THREE_TERMS_BATCHES
 
 
 @dataclass(frozen=True)
@@ -47,16 +48,9 @@ class Facts:
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Facts:
-    home = tmp_path_factory.mktemp("dledger")
-    per_term: dict[int, int] = {}
-    with dledger_group(home) as g:
-        for leader, count in zip(g.leaders(len(BATCHES)), BATCHES, strict=True):
-            term = g.leader_term(leader)
-            per_term[term] = per_term.get(term, 0) + g.send(TOPIC, count)
-        queues = g.queue_offsets(TOPIC)
-        stores = {s: g.store(s) for s in g.ports}
+    made = three_terms(tmp_path_factory)
     keys = Counter(f"K{i}" for count in BATCHES for i in range(count))
-    return Facts(stores, leader, per_term, queues, keys)
+    return Facts(made.stores, made.last_leader, made.per_term, made.queues, keys)
 
 
 def _json(*args: str) -> dict | list:
