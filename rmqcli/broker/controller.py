@@ -61,6 +61,7 @@ from rmqcli.broker.state import (
     is_writable,
 )
 from rmqcli.broker.timer import api as timer
+from rmqcli.broker.timer.sync import TimerSync
 from rmqcli.dledger.node import DLedgerNode
 from rmqcli.errors import RmqError
 from rmqcli.remoting import headers as hd
@@ -131,7 +132,8 @@ class BrokerController:
             acl = open_acl(config)
         self.acl = acl  # every request is checked
         self.remoting = RemotingClient(credentials=broker_credentials(config, acl))  # acl.brokerkeys
-        sync = SlaveSynchronize(writer.config, self.persist_soon, self.remoting.invoke, self.addr)
+        timer_sync = TimerSync(writer.root) if config.timer.wheel_enable else None  # 5.1.1's timer sync
+        sync = SlaveSynchronize(writer.config, self.persist_soon, self.remoting.invoke, self.addr, timer_sync)
         self.ha: Replication | DLedgerReplication
         if dledger is not None:  # a member of a DLedger group: the election sets the role
             self.ha = DLedgerReplication(

@@ -201,6 +201,7 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     Key("timerMaxDelaySec", INT, 3 * 86400, TIMER, V5, low=1, high=10 * 365 * 86400),
     Key("timerPrecisionMs", INT, 1000, TIMER, V5, low=10, high=3_600_000),
     Key("timerWheelEnable", BOOL, True, TIMER, V5),
+    Key("timerRollWindowSlot", INT, 2 * 86400, TIMER, V5),  # out of [2, slots - 60]: the latter (5.1.1)
     Key("timerMaxPending", INT, 100_000, TIMER, RMQ, low=1, high=10_000_000),  # timers held in memory
     # the embedded NameServer's (5.1.1 NamesrvConfig); its pushes (905) are not implemented
     Key("supportActingMaster", BOOL, False, NAMESRV, V5, choices=TRUE_FALSE),

@@ -33,6 +33,37 @@ from rmqcli.store.timer import (
 topic_hash = functools.lru_cache(maxsize=4096)(java_string_hash)  # a unit's hash of its REAL_TOPIC
 
 
+def roll_slot(out_ms: int, write_ms: int, window: int, precision_ms: int) -> int | None:
+    """``doEnqueue``'s roll: the slot a timer of ``out_ms`` written at ``write_ms`` goes into when
+    it is ``window`` slots or more ahead (``write_ms`` + the window, or + half of it when less than
+    a third of a window would be left after it), None when it goes into its own slot."""
+    span = window * precision_ms
+    if out_ms - write_ms < span:
+        return None
+    if out_ms - write_ms - span < window // 3 * precision_ms:
+        return write_ms + window // 2 * precision_ms
+    return write_ms + span
+
+
+def write_checkpoint(root: Path, checkpoint: TimerCheckpoint) -> None:
+    """``config/timercheck`` (``TimerCheckpoint.flush``): the fields at the start of its page."""
+    (root / tfmt.CHECKPOINT_FILE).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / tfmt.CHECKPOINT_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size < tfmt.CHECKPOINT_PAGE:
+            os.ftruncate(fd, tfmt.CHECKPOINT_PAGE)
+        os.pwrite(fd, tfmt.CHECKPOINT_STRUCT.pack(*astuple(checkpoint)), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_metrics(root: Path, document: dict) -> None:
+    """``config/timermetrics`` (``TimerMetrics.persist``, its ``.bak`` kept): ``document`` is the
+    ``TimerMetricsSerializeWrapper`` (``dataVersion``, ``timingCount``)."""
+    replace_file(root / tfmt.METRICS_FILE, fastjson.dumps(document).encode(), backup=True)
+
+
 class TimerFileWriter:
     """The timer files of one store, open for writing."""
 
@@ -98,21 +129,22 @@ class TimerFileWriter:
 
     # --- doEnqueue --------------------------------------------------------------------------------
     def enqueue(
-        self, out_ms: int, write_ms: int, offset_py: int, size_py: int, real_topic: str, delete: bool
+        self,
+        out_ms: int,
+        write_ms: int,
+        offset_py: int,
+        size_py: int,
+        real_topic: str,
+        delete: bool,
+        window: int = tfmt.DEFAULT_ROLL_WINDOW_SLOTS,
     ) -> tuple[int, int]:
         """One timer into the wheel, as ``doEnqueue`` with ``currWriteTimeMs`` ``write_ms``: a time
-        past the roll window goes into the window's slot with ``MAGIC_ROLL``. Returns (timerlog
-        position, slot time)."""
+        ``window`` slots (``timerRollWindowSlots``) or more ahead goes into the window's slot with
+        ``MAGIC_ROLL``. Returns (timerlog position, slot time)."""
         prec = self.precision_ms
-        window = tfmt.DEFAULT_ROLL_WINDOW_SLOTS
-        slot_ms = out_ms
-        magic = tfmt.MAGIC_DEFAULT
-        if out_ms - write_ms >= window * prec:
-            magic |= tfmt.MAGIC_ROLL
-            if out_ms - write_ms - window * prec < window // 3 * prec:
-                slot_ms = write_ms + window // 2 * prec
-            else:
-                slot_ms = write_ms + window * prec
+        slot_ms = roll_slot(out_ms, write_ms, window, prec)
+        magic = tfmt.MAGIC_DEFAULT if slot_ms is None else tfmt.MAGIC_DEFAULT | tfmt.MAGIC_ROLL
+        slot_ms = out_ms if slot_ms is None else slot_ms
         if delete:
             magic |= tfmt.MAGIC_DELETE
         index = tfmt.slot_index(slot_ms, prec)
@@ -151,21 +183,13 @@ class TimerFileWriter:
         self.checkpoint = TimerCheckpoint(
             read_time_ms, self.end, queue_offset, queue_offset, 0, now, self._counter
         )
-        path = self.root / tfmt.CHECKPOINT_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if os.fstat(fd).st_size < tfmt.CHECKPOINT_PAGE:
-                os.ftruncate(fd, tfmt.CHECKPOINT_PAGE)
-            os.pwrite(fd, tfmt.CHECKPOINT_STRUCT.pack(*astuple(self.checkpoint)), 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_checkpoint(self.root, self.checkpoint)
         if metrics != self._metrics_written:
             document = {
                 "dataVersion": {"counter": self._counter, "stateVersion": 0, "timestamp": now},
                 "timingCount": {t: {"count": n, "timeStamp": now} for t, n in sorted(metrics.items())},
             }
-            replace_file(self.root / tfmt.METRICS_FILE, fastjson.dumps(document).encode(), backup=True)
+            write_metrics(self.root, document)
             self._metrics_written = dict(metrics)
 
     def close(self) -> None:

@@ -5,8 +5,8 @@ clean-ups (``store``), statistics (``stats``). ``HANDLERS`` merges them; any oth
 REQUEST_CODE_NOT_SUPPORTED, as the 4.9.x broker's default processor does.
 """
 
-from rmqcli.broker.admin import clients, config, groups, runtime, stats, store, topics
+from rmqcli.broker.admin import clients, config, groups, runtime, stats, store, timer, topics
 
 HANDLERS = {}
-for _family in (topics, runtime, config, groups, clients, store, stats):
+for _family in (topics, runtime, config, groups, clients, store, stats, timer):
     HANDLERS.update(_family.HANDLERS)

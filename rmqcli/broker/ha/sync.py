@@ -10,6 +10,13 @@ names in its registration answer, ``RegisterBrokerResult.masterAddr``) for:
 * GET_ALL_DELAY_OFFSET (45): the master's ``delayOffset.json`` content; the slave stores it.
 * GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): as topics, by ``dataVersion``; ``subscriptionGroup.json``.
 
+With ``timerWheelEnable`` (5.1.1's ``syncAll`` and slave task; ``rmqcli.broker.timer.sync``):
+
+* GET_TIMER_METRICS (61) with the parts above: the master's ``config/timermetrics`` when its data
+  version differs.
+* GET_TIMER_CHECK_POINT (60) every 3 s from 10 s after start: the master's ``lastReadTimeMs`` and
+  ``masterTimerQueueOffset`` into the slave's ``config/timercheck``.
+
 Each part fails alone with one log line (the master may be down: a slave keeps serving what it
 has), as each ``sync*`` method of 4.9.8 catches its own exception. Nothing syncs while the
 master address is unknown or is the slave's own.
@@ -22,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from rmqcli.broker.timer.sync import CHECKPOINT_DELAY, CHECKPOINT_PERIOD, TimerSync
 from rmqcli.errors import RmqError
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
@@ -81,25 +89,60 @@ class SyncReport:
     """What one ``sync_all`` took from the master, and what failed (one line each)."""
 
     master: str | None
-    changed: list[str] = field(default_factory=list)  # "topics", "offsets", "delay", "groups"
+    changed: list[str] = field(default_factory=list)  # "topics", "offsets", "delay", "groups", ...
     failed: list[str] = field(default_factory=list)
 
 
 class SlaveSynchronize:
     """Copies the master's topics, offsets, delay offsets and groups into ``state``."""
 
-    def __init__(self, state: BrokerConfigState, persist: Callable[[], None], invoke: Invoke, own_addr: str):
+    def __init__(
+        self,
+        state: BrokerConfigState,
+        persist: Callable[[], None],
+        invoke: Invoke,
+        own_addr: str,
+        timer: TimerSync | None = None,
+    ):
         self.state = state
         self.persist = persist  # writes the four config files
         self.invoke = invoke
         self.own_addr = own_addr
+        self.timer = timer  # with timerWheelEnable: the timer checkpoint and metrics
         self.master_addr: str | None = None  # set from each registration answer
 
     async def run(self, initial_delay: float = INITIAL_DELAY, period: float = PERIOD) -> None:
+        checkpoints = asyncio.get_running_loop().create_task(self.run_timer_checkpoint())
+        try:
+            await asyncio.sleep(initial_delay)
+            while True:
+                await self.sync_all()
+                await asyncio.sleep(period)
+        finally:
+            checkpoints.cancel()
+
+    async def run_timer_checkpoint(
+        self, initial_delay: float = CHECKPOINT_DELAY, period: float = CHECKPOINT_PERIOD
+    ) -> None:
+        """``syncTimerCheckPoint`` on the slave task's period (nothing without a timer)."""
+        if self.timer is None:
+            return
         await asyncio.sleep(initial_delay)
         while True:
-            await self.sync_all()
+            await self.sync_timer_checkpoint()
             await asyncio.sleep(period)
+
+    async def sync_timer_checkpoint(self) -> bool:
+        """The master's timer checkpoint into the slave's; True when its file changed. A failure is
+        one log line (``syncTimerCheckPoint Exception``)."""
+        master = self.master_addr
+        if self.timer is None or not master or master == self.own_addr:
+            return False
+        try:
+            return self.timer.take_checkpoint(await self._body(master, RC.GET_TIMER_CHECK_POINT))
+        except (RmqError, ValueError, OSError) as exc:
+            log.warning("slave sync of the timer checkpoint from master %s failed: %s", master, exc)
+            return False
 
     async def sync_all(self) -> SyncReport:
         master = self.master_addr
@@ -111,11 +154,12 @@ class SlaveSynchronize:
             ("offsets", self._offsets),
             ("delay", self._delay),
             ("groups", lambda m: self._versioned(m, GROUPS)),
+            *([("timer metrics", self._timer_metrics)] if self.timer is not None else []),
         ):
             try:
                 if await part(master):
                     report.changed.append(name)
-            except (RmqError, ValueError, TypeError, KeyError) as exc:
+            except (RmqError, ValueError, TypeError, KeyError, OSError) as exc:
                 report.failed.append(f"{name}: {exc}")
                 log.warning("slave sync of %s from master %s failed: %s", name, master, exc)
         if report.changed:
@@ -143,6 +187,12 @@ class SlaveSynchronize:
             table[name] = _shape(config, part.keys)
         ours.counter, ours.timestamp = version.counter, version.timestamp
         return True
+
+    async def _timer_metrics(self, master: str) -> bool:
+        """``syncTimerMetrics``: the master's metrics when their data version differs (written at
+        once, not with the four config files)."""
+        assert self.timer is not None
+        return self.timer.take_metrics(await self._body(master, RC.GET_TIMER_METRICS))
 
     async def _offsets(self, master: str) -> bool:
         body = await self._body(master, RC.GET_ALL_CONSUMER_OFFSET)

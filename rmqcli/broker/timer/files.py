@@ -34,7 +34,7 @@ from rmqcli.store.timer_write import TimerFileWriter
 log = logging.getLogger(__name__)
 
 FLUSH_MS = 1000  # timerFlushIntervalMs
-NORMAL = 1  # the service's entry kind of a message (service.NORMAL)
+NORMAL, ROLL = 1, 2  # the service's entry kinds of a message and of a rolled timer (service.*)
 # a due timer's unit is written when its slot is at most this far back (at precision 1000 ms: a
 # week), so that it can never land in the slot of a timer still to come (the wheel holds two weeks)
 PAST_UNITS_MS = (tfmt.SLOTS_TOTAL - tfmt.TIMER_BLANK_SLOTS) * 1000
@@ -43,9 +43,10 @@ PAST_UNITS_MS = (tfmt.SLOTS_TOTAL - tfmt.TIMER_BLANK_SLOTS) * 1000
 class WheelFiles:
     """The service's side of the timer files: what is in them and not delivered yet."""
 
-    def __init__(self, root: Path, precision_ms: int):
+    def __init__(self, root: Path, precision_ms: int, window: int = tfmt.DEFAULT_ROLL_WINDOW_SLOTS):
         self.root = root
         self.precision_ms = precision_ms
+        self.window = window  # timerRollWindowSlots
         # made when a store has the files, else with the first timer (a store never given one has none)
         self.writer: TimerFileWriter | None = (
             TimerFileWriter(root, precision_ms) if TimerFiles(root).present() else None
@@ -59,8 +60,8 @@ class WheelFiles:
 
     def load(self, queue: TimerQueue, now: int) -> tuple[int | None, list[tuple[int, int, int, int, int]]]:
         """When the files existed: the timer-queue offset to read from and the wheel's pending
-        timers as service entries ``(due, NORMAL, key, CommitLog offset, enqueue ms)``; else
-        ``(None, [])``."""
+        timers as service entries ``(due, NORMAL or ROLL, key, CommitLog offset, enqueue ms)`` (a
+        rolled unit is due when its window slot is read); else ``(None, [])``."""
         if self.writer is None or not self.writer.existed:
             return None, []
         state = pending(TimerFiles(self.root, self.precision_ms), queue, now)
@@ -68,14 +69,17 @@ class WheelFiles:
             log.error("timer files: %s at byte %s: %s", problem.file, problem.offset, problem.message)
         entries = []
         for t in state.timers:
-            if t.source != "wheel" or t.state != "pending":
+            if t.source != "wheel" or (t.state != "pending" and not (t.rolled and t.state == "marker")):
                 continue
             key = t.queue_offset
             if key is None or key < 0:
                 key, self._next_key = self._next_key, self._next_key - 1
             self._track(key, t.slot_ms, t.topic)
             enqueue = t.write_ms if t.write_ms is not None else now
-            entries.append((t.out_ms + self.precision_ms, NORMAL, key, t.commitlog_offset, enqueue))
+            if t.rolled:
+                entries.append((t.slot_ms + self.precision_ms, ROLL, key, t.commitlog_offset, enqueue))
+            else:
+                entries.append((t.out_ms + self.precision_ms, NORMAL, key, t.commitlog_offset, enqueue))
         return state.queue_offset, entries
 
     def _track(self, key: int, slot_ms: int, topic: str | None) -> None:
@@ -94,9 +98,9 @@ class WheelFiles:
             if out_ms >= write - PAST_UNITS_MS * self.precision_ms // 1000:
                 # rmq's own: a unit in its past slot (never read again), so that the queue offset
                 # after the timerlog's last unit (``reviseQueueOffset``) is where reading goes on
-                self.writer.enqueue(out_ms, write, physical, size, topic, delete)
+                self.writer.enqueue(out_ms, write, physical, size, topic, delete, self.window)
             return
-        _pos, slot = self.writer.enqueue(out_ms, write, physical, size, topic, delete)
+        _pos, slot = self.writer.enqueue(out_ms, write, physical, size, topic, delete, self.window)
         if topic:
             self.metrics[topic] = self.metrics.get(topic, 0) + (-1 if delete else 1)
         self._track(queue_offset, slot, None if delete else topic)

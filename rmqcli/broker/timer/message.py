@@ -5,7 +5,8 @@
 time has come: stored as sent), a refusal (``TimerRefusal``: 5.1.1's code and remark), or the
 properties to store it with in ``rmq_sys_wheel_timer`` queue 0 (``TIMER_OUT_MS``, the deliver time
 rounded down to ``timerPrecisionMs`` and one unit earlier when it is a multiple; ``REAL_TOPIC``;
-``REAL_QID``). ``delivered`` is the copy put into the real topic when the time comes.
+``REAL_QID``). ``delivered`` is the copy put into the real topic when the time comes, ``rolled`` the
+copy put back into the timer queue when a rolled timer's window slot comes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ TIMER_OUT_MS = "TIMER_OUT_MS"
 TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
 TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
 TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
 TRIGGERS = (TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC)
 
 _LONG = re.compile(r"[+-]?[0-9]{1,19}")
@@ -145,3 +147,27 @@ def delivered(rec: Record, enqueue_ms: int, dequeue_ms: int) -> InnerMessage:
     queue_id = int(props.pop(fmt.PROPERTY_REAL_QID, ""))
     props[fmt.PROPERTY_WAIT] = "false"
     return inner_from_record(rec, topic, queue_id, props, text)
+
+
+def rolled(rec: Record, enqueue_ms: int, dequeue_ms: int) -> InnerMessage:
+    """``convert``/``convertMessage`` with ``needRoll``: the timer-queue record ``rec`` put back
+    into its own topic and queue with ``TIMER_ENQUEUE_MS``, ``TIMER_ROLL_TIMES`` (one more than it
+    had, else 1) and ``TIMER_DEQUEUE_MS`` added, ``REAL_TOPIC``/``REAL_QID`` kept; ``WAIT=false`` in
+    the map only."""
+    props = dict(rec.properties)
+    props[TIMER_ENQUEUE_MS] = str(enqueue_ms)
+    props[TIMER_ROLL_TIMES] = str(int(props.get(TIMER_ROLL_TIMES) or 0) + 1)
+    props[TIMER_DEQUEUE_MS] = str(dequeue_ms)
+    text = fmt.encode_properties_as_broker(props)
+    props[fmt.PROPERTY_WAIT] = "false"
+    return inner_from_record(rec, rec.topic, rec.queue_id, props, text)
+
+
+def written_ms(rec: Record) -> int:
+    """When a timer-queue record was put there: its store time, or for a rolled one the time of
+    the roll (``TIMER_DEQUEUE_MS``) when later."""
+    try:
+        rolled_at = int(rec.properties.get(TIMER_DEQUEUE_MS) or 0)
+    except ValueError:
+        rolled_at = 0
+    return max(rec.store_timestamp, rolled_at)

@@ -22,6 +22,11 @@ delivered again).
 It runs on a master only (the controller starts it unless the broker is a slave; a slave acting
 as master does not deliver timers).
 
+Roll (``timerRollWindowSlot``): a timer read ``timerRollWindowSlots`` precision units or more
+before its time is held until the window's slot (``timer_write.roll_slot``, as ``doEnqueue``), then
+put back into the timer queue with ``TIMER_ROLL_TIMES`` one more (``message.rolled``) and read again
+from there, as 5.1.1 does; the delivered message keeps ``TIMER_ROLL_TIMES``.
+
 Cancel (``TIMER_DEL_UNIQKEY``): a marker takes the same slot as the message it cancels; markers
 sort before messages of the same due time, so the message of the marker's own topic whose
 ``UNIQ_KEY`` it names (``message.cancelled``) is skipped and the marker itself is never delivered.
@@ -43,7 +48,9 @@ from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.broker.timer.files import FLUSH_MS, WheelFiles
 from rmqcli.errors import CorruptDataError
 from rmqcli.store.naming import is_safe_topic_dir
+from rmqcli.store.read.commitlog import Record
 from rmqcli.store.timer import TimerQueue
+from rmqcli.store.timer_write import roll_slot
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext
@@ -57,7 +64,7 @@ MAX_WAIT_SECONDS = 3600.0  # the longest single wait (a far time is waited for i
 RETRY_MS = 1000  # a delivery the store refused is tried again this much later
 LEAD_MS = 30_000  # a pass starts this long before the earliest timer left on disk is due
 MAX_QUEUE_ID = 1 << 16  # a REAL_QID beyond is skipped (read from the store: bounded)
-DELETE, NORMAL = 0, 1
+DELETE, NORMAL, ROLL = 0, 1, 2  # a marker, a message, a rolled timer (files.NORMAL, files.ROLL)
 
 Entry = tuple[int, int, int, int, int]  # due, kind, queue offset, CommitLog offset, enqueue time
 
@@ -90,6 +97,7 @@ class TimerService:
         self._stopped = asyncio.Event()
         self._running = False  # ``run`` arms the loop's timers; ``deliver_due`` drives it by hand
         self.files: WheelFiles | None = None  # 5.1.1's timer files (``files``), opened at start
+        self._fixed_now: int | None = None  # ``deliver_due``'s time while it runs
 
     # --- progress -----------------------------------------------------------------------------
     @property
@@ -135,25 +143,49 @@ class TimerService:
             self._schedule_scan()
             return
         if self.files is not None:
-            self.files.written(queue_offset, physical, size, out_ms, delete, topic, now_ms())
+            self.files.written(queue_offset, physical, size, out_ms, delete, topic, self._now())
         self.scanned = queue_offset + 1
         self._arm()
 
-    def _hold(self, queue_offset: int, physical: int, out_ms: int, delete: bool) -> None:
-        now = now_ms()
+    def _now(self) -> int:
+        """The time: ``deliver_due``'s while it runs, else the clock's."""
+        return now_ms() if self._fixed_now is None else self._fixed_now
+
+    def _due(self, out_ms: int, written: int) -> tuple[int, int | None]:
+        """When a timer of ``out_ms`` put into the timer queue at ``written`` is taken out of the
+        wheel, and its window slot when it is rolled (``roll_slot`` at that time rounded down: the
+        same for a unit read again in a pass)."""
+        precision = self.config.precision_ms
+        slot = roll_slot(out_ms, written // precision * precision, self.config.roll_window, precision)
+        return tm.due_ms(out_ms if slot is None else slot, self.config), slot
+
+    def _hold(self, queue_offset: int, physical: int, out_ms: int, delete: bool, written: int) -> None:
+        now = self._now()
         precision = self.config.precision_ms
         # TimerEnqueuePutService: a message already due is put at once with the exact time,
         # others go into the wheel at the write time (rounded down to the precision)
         enqueue = now if out_ms < now // precision * precision else now // precision * precision
-        due = tm.due_ms(out_ms, self.config)
-        heapq.heappush(self.heap, (due, DELETE if delete else NORMAL, queue_offset, physical, enqueue))
+        due, slot = self._due(out_ms, written)
+        kind = ROLL if slot is not None else DELETE if delete else NORMAL
+        if slot is not None:
+            enqueue = written // precision * precision
+        heapq.heappush(self.heap, (due, kind, queue_offset, physical, enqueue))
         heapq.heappush(self._open, queue_offset)
 
-    def _place(self, offset: int, physical: int, out_ms: int, delete: bool, low: bool = False) -> bool:
+    def _place(
+        self,
+        offset: int,
+        physical: int,
+        out_ms: int,
+        delete: bool,
+        low: bool = False,
+        written: int | None = None,
+    ) -> bool:
         """A unit read at ``offset``: held when due before the horizon (the pass's target for a
         pass, ``low``: one due before the horizon is held already), else left on disk and noted.
         False when the memory is full of timers that cannot go back (nothing read)."""
-        due = tm.due_ms(out_ms, self.config)
+        written = self._now() if written is None else written  # the unit's store time
+        due = self._due(out_ms, written)[0]
         if low and hz.before(due, self.horizon):
             return True
         target = self._pass.target if low and self._pass is not None else self.horizon
@@ -162,7 +194,7 @@ class TimerService:
                 (self._pass.found if low and self._pass is not None else self.deferred).note(offset, due)
                 return True
             if len(self.heap) < self.cap:
-                self._hold(offset, physical, out_ms, delete)
+                self._hold(offset, physical, out_ms, delete, written)
                 return True
             if not self._evict():
                 return False
@@ -171,7 +203,7 @@ class TimerService:
 
     def _evict(self) -> bool:
         """The later half of the held timers back to disk (``horizon.cut``); False when none can."""
-        at = hz.cut(sorted(e[0] for e in self.heap), now_ms())
+        at = hz.cut(sorted(e[0] for e in self.heap), self._now())
         if at is None:
             return False
         kept = []
@@ -193,9 +225,9 @@ class TimerService:
         self.evictions += 1
         return True
 
-    def _read(self, offset: int, physical: int) -> tuple[int, bool, int, str] | None:
-        """``(TIMER_OUT_MS, is a cancel marker, record size, REAL_TOPIC)`` of the unit at ``offset``;
-        None (logged) if bad."""
+    def _read(self, offset: int, physical: int) -> tuple[int, bool, int, str, int] | None:
+        """``(TIMER_OUT_MS, is a cancel marker, record size, REAL_TOPIC, store time)`` of the unit at
+        ``offset``; None (logged) if bad."""
         rec = self.ctl.store.look_message(physical)
         try:
             out_ms = int(rec.properties[tm.TIMER_OUT_MS]) if rec is not None else None
@@ -205,7 +237,8 @@ class TimerService:
             log.error("timer queue offset %d: no record or no TIMER_OUT_MS; skipped", offset)
             return None
         props = rec.properties
-        return out_ms, tm.TIMER_DEL_UNIQKEY in props, rec.total_size, props.get(fmt.PROPERTY_REAL_TOPIC, "")
+        topic = props.get(fmt.PROPERTY_REAL_TOPIC, "")
+        return out_ms, tm.TIMER_DEL_UNIQKEY in props, rec.total_size, topic, tm.written_ms(rec)
 
     def _schedule_scan(self) -> None:
         if self._soon is None and self.scanned is not None and self._running and not self._stopped.is_set():
@@ -242,7 +275,9 @@ class TimerService:
                 break
             for physical, _size, _tags in units:
                 read = self._read(p.pos, physical)
-                if read is not None and not self._place(p.pos, physical, read[0], read[1], low=True):
+                if read is not None and not self._place(
+                    p.pos, physical, read[0], read[1], low=True, written=read[4]
+                ):
                     return count, True
                 p.pos += 1
                 count += 1
@@ -264,10 +299,10 @@ class TimerService:
                 if read is None:
                     heapq.heappush(self._open, offset)
                     self._finish(offset)
-                elif not self._place(offset, physical, read[0], read[1]):
+                elif not self._place(offset, physical, read[0], read[1], written=read[4]):
                     return count, True
                 elif self.files is not None:
-                    self.files.written(offset, physical, read[2], read[0], read[1], read[3], now_ms())
+                    self.files.written(offset, physical, read[2], read[0], read[1], read[3], self._now())
                 self.scanned = offset + 1
                 count += 1
         return count, False
@@ -276,7 +311,7 @@ class TimerService:
         """Read up to ``SCAN_CHUNK`` units (a pass first when one is due or under way, else new
         units); then, with ``arm``, go on reading soon and arm the delivery (on the running loop)."""
         self._soon = None
-        if self._pass_due(now_ms() if now is None else now):
+        if self._pass_due(self._now() if now is None else now):
             assert self.deferred.first is not None
             self._pass = hz.Pass(self.deferred.first)
         if self._pass is not None:
@@ -351,6 +386,11 @@ class TimerService:
             log.error("timer queue offset %d: no record at %d; skipped", offset, physical)
             return True
         real_topic = rec.properties.get(fmt.PROPERTY_REAL_TOPIC, "")
+        if kind == ROLL:  # a rolled message its slot's markers cancel is dropped (the delete list)
+            if self._deleted and tm.TIMER_DEL_UNIQKEY not in rec.properties:
+                if tm.cancelled(self._deleted, real_topic, rec.properties.get(fmt.PROPERTY_UNIQ_KEY)):
+                    return True
+            return self._roll(rec, enqueue, now)
         if kind == DELETE:
             self._deleted.add((real_topic, rec.properties.get(tm.TIMER_DEL_UNIQKEY, "")))
             return True
@@ -378,15 +418,44 @@ class TimerService:
         self.delivered += 1
         return True
 
+    def _roll(self, rec: Record, enqueue: int, now: int) -> bool:
+        """A rolled timer's window slot has come: back into the timer queue (``doPut`` with roll),
+        read again from there. False when the store refused it (tried again later)."""
+        store = self.ctl.store
+        if store.disk_full:
+            return False
+        try:
+            result = store.put_inner(tm.rolled(rec, enqueue, now))
+        except Exception:
+            log.exception("rolling timer queue offset %d failed", rec.queue_offset)
+            return False
+        props = rec.properties
+        self.arrived(
+            result.queue_offset,
+            result.physical_offset,
+            int(props[tm.TIMER_OUT_MS]),
+            tm.TIMER_DEL_UNIQKEY in props,
+            result.size,
+            props.get(fmt.PROPERTY_REAL_TOPIC, ""),
+        )
+        return True
+
     def deliver_due(self, now: int) -> int:
         """Read what the timer queue holds and deliver every timer due by ``now`` (ms) here and
         now, as the running service would have by then (for a broker driven without its event
-        loop's timers, e.g. in process): how many timers were done."""
+        loop's timers, e.g. in process): how many timers were done (a roll is not counted)."""
+        self._fixed_now = now
+        try:
+            return self._deliver_due(now)
+        finally:
+            self._fixed_now = None
+
+    def _deliver_due(self, now: int) -> int:
         if self.scanned is None:
             self._start_reading()
-        done = 0
+        done = rolls = 0
         while True:
-            before = (self.scanned, self._pass.pos if self._pass is not None else None, done)
+            before = (self.scanned, self._pass.pos if self._pass is not None else None, done, rolls)
             self._scan(arm=False, now=now)
             while self.heap and self.heap[0][0] <= now:
                 entry = heapq.heappop(self.heap)
@@ -394,9 +463,12 @@ class TimerService:
                     heapq.heappush(self.heap, entry)
                     self._commit()
                     return done
-                done += 1
+                if entry[1] == ROLL:
+                    rolls += 1
+                else:
+                    done += 1
                 self._finish(entry[2])
-            after = (self.scanned, self._pass.pos if self._pass is not None else None, done)
+            after = (self.scanned, self._pass.pos if self._pass is not None else None, done, rolls)
             busy = self._pass is not None or self._pass_due(now)
             if after == before or (self.heap and not busy):  # nothing more, or nothing due held
                 self._commit()
@@ -411,7 +483,7 @@ class TimerService:
         low, high = store.min_offset(tm.TIMER_TOPIC, 0), store.max_offset(tm.TIMER_TOPIC, 0)
         if self.files is None:
             try:
-                self.files = WheelFiles(store.writer.root, self.config.precision_ms)
+                self.files = WheelFiles(store.writer.root, self.config.precision_ms, self.config.roll_window)
             except (OSError, CorruptDataError) as exc:
                 log.error("timer files not kept: %s", exc)
             else:
