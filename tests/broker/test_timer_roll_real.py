@@ -117,8 +117,8 @@ def pending_rolled(store: Path) -> list[tuple[str, bool, int]]:
 @pytest.mark.parametrize("first", ["real", "rmq"])
 def test_rolled_timer_across_brokers(tmp_path: Path, first: str) -> None:
     """A timer 40 s ahead, the first broker stopped once it has rolled it once: ``rmq dump-timer``
-    lists it as a rolled wheel timer of its TIMER_OUT_MS, and the other broker delivers it at its
-    time, rolled three times in all."""
+    lists it as a rolled wheel timer of its TIMER_OUT_MS, and the other broker rolls it on and
+    delivers it at its time."""
     store = tmp_path / "store"
     home = tmp_path
     if first == "real":
@@ -144,5 +144,7 @@ def test_rolled_timer_across_brokers(tmp_path: Path, first: str) -> None:
     else:
         with real_cluster5(home, clean_stop=True, **settings()) as real:
             got = delivered(real.broker, 1, 90)
-    assert got["R3"][0] == "3" and got["R3"][1] == out["R3"]
+    # rolled once by the first; the second rolls it again when it comes to its slot (at once when the
+    # switch took longer than the slot's wait) and once more if 10 s or more are then left
+    assert got["R3"][0] in ("2", "3") and got["R3"][1] == out["R3"]
     assert 0 <= got["R3"][2] - out["R3"] <= 2 * PRECISION_MS, got
