@@ -312,7 +312,18 @@ def _damaged(made: Made, kind: str, into: Path) -> Path:
     """``abnormal``: the lone master (killed: ``abort`` present) without its consume queues;
     ``confirm-back``: the final master with confirmPhyOffset set back to its epoch's start;
     ``confirm-past``: ... set past its end; ``grafted``: the old master's lost records put back
-    after the final master's end."""
+    after the final master's end; ``epoch-crc``: the final master with the crc line of its
+    epochFileCheckpoint and of its ``.bak`` flipped (5.1.1's ``CheckpointFile.read`` fails on both
+    and the broker goes on with no epochs)."""
+    if kind == "epoch-crc":
+        store = _copy(made.master, into)
+        for name in (efmt.EPOCH_FILE, efmt.EPOCH_FILE + efmt.BAK_SUFFIX):
+            path = store / name
+            if path.exists():
+                lines = path.read_text().split("\n")
+                lines[1] = str(int(lines[1]) ^ 1)
+                path.write_text("\n".join(lines))
+        return store
     if kind == "abnormal":
         store = _copy(made.lone_master, into)
         shutil.rmtree(store / "consumequeue")
@@ -334,11 +345,15 @@ def _damaged(made: Made, kind: str, into: Path) -> Path:
     return store
 
 
-@pytest.mark.parametrize("kind", ["abnormal", "confirm-back", "confirm-past", "grafted"])
+@pytest.mark.parametrize("kind", ["abnormal", "confirm-back", "confirm-past", "grafted", "epoch-crc"])
 def test_recover_leaves_what_the_real_broker_leaves(made: Made, tmp_path: Path, kind: str):
-    """``rmq recover --yes`` on one damaged copy, the real 5.1.1 broker (controller mode, a slave
-    until a controller names a master) started on another: the same consume-queue units, the same
-    confirmPhyOffset and the same CommitLog bytes up to the recovered end."""
+    """``rmq recover --yes`` on one damaged copy, the real 5.1.1 broker started on another in
+    controller mode with a ``controllerAddr`` and NameServer nobody listens on: it loads and
+    recovers its store as any 5.1.1 broker (``CommitLog.recoverNormally``/``recoverAbnormally``
+    bounded by ``getConfirmOffset``), then waits as a SLAVE for a controller that never answers (no
+    ``changeToMaster`` re-dispatching everything, no HA client truncating). Both leave the same
+    consume-queue units, confirmPhyOffset, CommitLog bytes up to the recovered end, epoch file, and
+    messages served per queue."""
     ours, theirs = _damaged(made, kind, tmp_path / "rmq"), _damaged(made, kind, tmp_path / "broker")
     proc = run_rmq("recover", str(ours), "--yes", timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -361,6 +376,13 @@ def test_recover_leaves_what_the_real_broker_leaves(made: Made, tmp_path: Path, 
         assert (ours / "commitlog" / name).read_bytes()[:cut] == (theirs / "commitlog" / name).read_bytes()[
             :cut
         ]
+    if kind == "epoch-crc":
+        assert "Error happen when init epoch entries from epochFile" in log
+    epochs = [
+        (s / efmt.EPOCH_FILE).read_bytes() if (s / efmt.EPOCH_FILE).exists() else None for s in (ours, theirs)
+    ]
+    assert epochs[0] == epochs[1]
+    assert _per_queue(_json("stats", str(ours))) == _per_queue(_json("stats", str(theirs)))
     assert run_rmq("recover", str(ours), "--yes").returncode == 0  # converged
     if kind == "abnormal":
         assert sum(len(u) for q, u in _units(ours).items() if q.startswith(f"{TOPIC}/")) == sum(
