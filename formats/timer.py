@@ -81,6 +81,8 @@ TimerCheckpointFields = cs.Struct(
     "counter" / cs.Int64sb,
 )
 CHECKPOINT_STRUCT = compile_struct(TimerCheckpointFields)
+# a checkpoint without the data version (the four offsets only), as TimerCheckpoint.decode accepts
+CHECKPOINT_UNVERSIONED_SIZE = field_offsets(TimerCheckpointFields)["state_version"]
 CHECKPOINT_PAGE = 4096
 
 

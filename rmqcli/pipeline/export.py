@@ -181,12 +181,15 @@ def export(
     progress: bool | None = None,
 ) -> ExportResult:
     """Write every selected record of the stores under ``out``, partitioned by topic and date."""
+    from rmqcli.pipeline.paths import absolute, check_visible
     from rmqcli.pipeline.session import jobs
 
+    out = absolute(out)  # a task would resolve a relative one in its executor's directory
     check_out(out, overwrite)
     stores, tasks = file_tasks(paths, config, urls=True)
     remote = {ref.index: ref for ref in stores if is_url(ref.path)}
     files = len(tasks) if not remote else None
+    check_visible(session, tasks, outs=[out])
     if fmt is ExportFormat.parquet and not is_url(out):
         records = _export_direct(
             session, tasks, list(remote.values()), out, selection, body, overwrite, progress
@@ -249,7 +252,7 @@ def _export_direct(
     """Parquet into a directory: each task writes its files itself (``rmqcli.pipeline.parquet``)."""
     import shutil
 
-    from rmqcli.pipeline.parquet import SUCCESS
+    from rmqcli.pipeline.parquet import SUCCESS, remove_leftovers
     from rmqcli.pipeline.session import jobs
 
     target = Path(out)
@@ -269,5 +272,6 @@ def _export_direct(
             records += named.map(
                 lambda item, ref=ref: _write_url(item[0], item[1], ref, out, selection, body)
             ).sum()
+    remove_leftovers(target)  # what attempts killed mid-write left (their retries wrote it all)
     (target / SUCCESS).touch()
     return int(records)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rmqcli.pipeline.paths import absolute, check_visible
 from rmqcli.pipeline.tasks import open_store
 
 LagTask = tuple[int, str, str | None, str | None, str | None]  # index, store, config, group, topic
@@ -40,10 +41,9 @@ def pipeline_lag(
     """Every store's lag rows, stores in command-line order."""
     from rmqcli.pipeline.session import jobs
 
-    tasks: list[LagTask] = [
-        (i, str(Path(p).resolve()), str(config) if config else None, group, topic)
-        for i, p in enumerate(paths)
-    ]
+    conf = absolute(config) if config else None
+    tasks: list[LagTask] = [(i, str(Path(p).resolve()), conf, group, topic) for i, p in enumerate(paths)]
+    check_visible(session, files=[t[1] for t in tasks] + ([conf] if conf else []))
     with jobs(session, f"lag of {len(tasks)} stores", progress=progress):
         parts = session.sparkContext.parallelize(tasks, len(tasks)).map(_store_lag).collect()
     return [row for _, rows in sorted(parts, key=lambda part: part[0]) for row in rows]

@@ -10,9 +10,11 @@ error naming the record: a directory name made from a topic never fails or leads
 the work of a task happens in its Python worker (the JVM only schedules), which is what lets an
 export scale with the cores.
 
-A file is written under a hidden name (``.`` prefix: readers skip it) and renamed when complete;
-its final name depends only on the task and the partition, so a retried task replaces what an
-earlier attempt wrote instead of adding to it.
+A file is written under a hidden name of its own task attempt (``.`` prefix: readers skip it) and
+renamed when complete; its final name depends only on the task and the partition, so a retried
+task (Spark retries a task whose executor died) replaces what an earlier attempt wrote instead of
+adding to it, and two attempts never write the same file. What a killed attempt left under its
+hidden names is removed by the driver once the job is done (``remove_leftovers``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,25 @@ BATCH_ROWS = 4096
 # org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils.charToEscape (Unix), and NUL
 _ESCAPE = {chr(c) for c in range(0x00, 0x20)} | set("\"#%'*/:=?\\\x7f{[]^")
 SUCCESS = "_SUCCESS"
+IN_PROGRESS = ".inprogress"
+
+
+def _attempt() -> str:
+    """This task attempt's id (Spark's ``taskAttemptId``, unique in the application), or the
+    process id outside a task."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return f"attempt-{context.taskAttemptId()}" if context is not None else f"pid-{os.getpid()}"
+
+
+def remove_leftovers(out: Path) -> int:
+    """Remove the hidden in-progress files under ``out``; how many there were."""
+    found = 0
+    for path in out.rglob(f".*{IN_PROGRESS}"):
+        path.unlink(missing_ok=True)
+        found += 1
+    return found
 
 
 def escape_path_name(value: str) -> str:
@@ -69,7 +90,7 @@ class _Writer:
 
         directory.mkdir(parents=True, exist_ok=True)
         self.final = directory / name
-        self.temp = directory / f".{name}.inprogress"
+        self.temp = directory / f".{name}.{_attempt()}{IN_PROGRESS}"
         self.writer = pq.ParquetWriter(str(self.temp), schema, compression="snappy")
         self.rows: list[dict[str, Any]] = []
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rmqcli.ops import rebuild as ops
 from rmqcli.ops.safety import Plan, ensure_unlocked, finish_interrupted, remove_staging, staging_dir
+from rmqcli.pipeline.paths import check_visible
 from rmqcli.pipeline.tasks import FileTask, file_tasks, open_store
 from rmqcli.store import Store
 from rmqcli.store.checkpoint import Checkpoint
@@ -129,6 +130,7 @@ def pipeline_rebuild(
     check_options(consume_queues, index, topic)
     stores, tasks = file_tasks(paths, config)
     tasks = [t for t in tasks if not t.dledger]  # a DLedger log is read on the driver (stage_from_scans)
+    check_visible(session, tasks)
     if apply:
         for ref in stores:
             ensure_unlocked(Path(ref.path), force=force_unlocked)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqcli.errors import UsageError
+from rmqcli.pipeline.paths import check_visible
 from rmqcli.pipeline.tasks import FileTask, StoreRef, bytes_commitlog, commitlog_url, file_tasks, is_url
 from rmqcli.store.naming import is_offset_name
 from rmqcli.store.read.commitlog import CommitLog, Record
@@ -128,6 +129,7 @@ def search(
     from rmqcli.pipeline.session import jobs
 
     stores, tasks = file_tasks(paths, config, urls=True)
+    check_visible(session, tasks)
     sc = session.sparkContext
     found: list[tuple[int, dict[str, Any]]] = []
     with jobs(session, f"search {len(stores)} stores", progress=progress):

@@ -144,6 +144,9 @@ def spark_session(master: str | None = None, app: str = "rmq pipeline") -> Itera
     if not submitted:
         options = f"-Dlog4j2.configurationFile=file:{_log_config()}"
         builder = builder.config("spark.driver.extraJavaOptions", options)
+    if master is not None and not master.startswith("local"):
+        # a cluster: the first job (the paths check, rmqcli.pipeline.paths) waits for the executors
+        builder = builder.config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
     if master is not None and master.startswith("local"):
         builder = builder.config("spark.ui.enabled", "false")
         # the local workers run this interpreter, which imports this rmqcli (SparkContext reads

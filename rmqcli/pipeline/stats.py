@@ -30,6 +30,7 @@ from rmqcli.ops.stats import (
     latest,
     subset,
 )
+from rmqcli.pipeline.paths import absolute, check_visible
 from rmqcli.pipeline.tasks import FileTask, StoreRef, file_tasks, open_store
 
 PERCENTILES = (50, 90, 99)
@@ -313,6 +314,7 @@ def pipeline_stats(
     from rmqcli.pipeline.session import jobs
 
     stores, tasks = file_tasks(paths, config)
+    check_visible(session, tasks)
     parts: list[FilePartial] = []
     if tasks:
         with jobs(session, f"stats of {len(tasks)} CommitLog files", progress=progress):
@@ -330,6 +332,8 @@ def write_parquet(session, docs: list[dict[str, Any]], out: str) -> None:  # typ
 
     from rmqcli.pipeline.session import jobs
 
+    out = absolute(out)
+    check_visible(session, outs=[out])
     with jobs(session, "write the statistics as Parquet"):
         for name in PARQUET_SECTIONS:
             rows = [{"store": d["store"]["store"], **row} for d in docs for row in d.get(name, ())]

@@ -29,7 +29,6 @@ from rmqcli.store.timer_write import write_checkpoint, write_metrics
 
 CHECKPOINT_DELAY = 10.0  # seconds: the slave task's initial delay
 CHECKPOINT_PERIOD = 3.0
-_OLD_SIZE = 32  # a checkpoint answer without the data version
 
 
 def now_ms() -> int:
@@ -44,11 +43,15 @@ def encode_checkpoint(checkpoint: TimerCheckpoint) -> bytes:
 
 def decode_checkpoint(body: bytes) -> TimerCheckpoint:
     """``TimerCheckpoint.decode``: 56 bytes, or 32 (no data version). Raises ValueError."""
-    if len(body) == _OLD_SIZE:
-        body = body + bytes(tfmt.CHECKPOINT_STRUCT.size - _OLD_SIZE)
+    if len(body) == tfmt.CHECKPOINT_UNVERSIONED_SIZE:
+        body = body + bytes(tfmt.CHECKPOINT_STRUCT.size - tfmt.CHECKPOINT_UNVERSIONED_SIZE)
     if len(body) < tfmt.CHECKPOINT_STRUCT.size:
         raise ValueError(f"a timer checkpoint of {len(body)} bytes")
     return TimerCheckpoint(*tfmt.CHECKPOINT_STRUCT.unpack(body[: tfmt.CHECKPOINT_STRUCT.size]))
+
+
+def _new_version() -> dict:
+    return {"counter": 0, "stateVersion": 0, "timestamp": now_ms()}
 
 
 def metrics_document(root: Path) -> dict:
@@ -67,9 +70,9 @@ def metrics_document(root: Path) -> dict:
             raise CorruptDataError("not a timer metrics document", str(path)) from None
         if isinstance(doc, dict):
             doc.setdefault("timingCount", {})
-            doc.setdefault("dataVersion", {"counter": 0, "stateVersion": 0, "timestamp": now_ms()})
+            doc.setdefault("dataVersion", _new_version())
             return doc
-    return {"dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": now_ms()}, "timingCount": {}}
+    return {"dataVersion": _new_version(), "timingCount": {}}
 
 
 # --- the slave's side -----------------------------------------------------------------------------
