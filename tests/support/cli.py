@@ -32,11 +32,16 @@ def rmq_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def run_rmq(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 600, check: bool = False
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    check: bool = False,
+    cwd: os.PathLike | str = ROOT,
 ) -> subprocess.CompletedProcess[str]:
-    """``rmq ARGS`` as a child process in the repository; ``check`` asserts exit code 0."""
+    """``rmq ARGS`` as a child process (in the repository unless ``cwd``); ``check`` asserts exit
+    code 0."""
     proc = subprocess.run(
-        [*RMQ, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=rmq_env(env)
+        [*RMQ, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=rmq_env(env)
     )
     if check:
         assert proc.returncode == 0, proc.stderr

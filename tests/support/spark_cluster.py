@@ -2,15 +2,14 @@
 
 One Master and N Workers (``cores`` each), every daemon a child JVM with its own log; the work
 directories (where executors run) live under the cluster's directory, apart from the driver's
-current directory. ``private`` gives each Worker (and so its executors) a mount namespace of its
-own with an empty tmpfs over that directory: a path under it exists for the driver only, as a
-disk local to the driver's machine is on a real cluster.
+current directory. ``private`` gives the last Worker (and so its executors) a mount namespace of
+its own with an empty tmpfs over that directory: a path under it exists for the driver (and the
+other Workers) only, as a disk local to one machine is on a real cluster.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -50,10 +49,10 @@ class SparkCluster:
         )
         return env
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], private: bool = False) -> subprocess.Popen:
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         command = [str(spark_home() / "bin" / "spark-class"), *args]
-        if self.private is not None and name.startswith("worker"):
+        if private and self.private is not None:
             script = 'mount -t tmpfs rmq-private "$0" && exec "$@"'
             command = [
                 "unshare",
@@ -101,6 +100,7 @@ class SparkCluster:
             ["org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
              "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(claim()),
              "--work-dir", str(work)],
+            private=i == self.workers - 1,
         )  # fmt: skip
         self._wait_log(f"worker-{i}", "Successfully registered with master")
 
@@ -115,16 +115,18 @@ class SparkCluster:
             time.sleep(0.2)
         raise RuntimeError(f"spark {name} did not start: {path.read_text(errors='replace')[-2000:]}")
 
-    def executors(self) -> list[int]:
-        """The pids of the executor JVMs running now."""
-        found = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-        pids = []
-        for line in found.splitlines():
-            if "CoarseGrainedExecutorBackend" in line and str(self.url.rsplit(":", 1)[-1]) not in line:
-                match = re.match(r"\s*(\d+)\s", line)
-                if match and str(self.root) in line:
-                    pids.append(int(match.group(1)))
-        return pids
+    def executor_of(self, pid: int) -> int | None:
+        """The executor JVM ``pid`` runs under (itself, or its nearest such ancestor), if any."""
+        while pid > 1:
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes()
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return None
+            if b"CoarseGrainedExecutorBackend" in args:
+                return pid
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+        return None
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
