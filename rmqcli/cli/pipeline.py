@@ -89,9 +89,12 @@ dump-commitlog, stats equals stats, rebuild writes rebuild's bytes. The jobs run
 
 Requirements: PySpark, pyarrow and pandas (pip install 'rmqcli[spark]') and Java 17 or newer (on
 PATH or in JAVA_HOME). On a cluster, every executor needs rmqcli installed in the Python it runs
-(PYSPARK_PYTHON) and must see the store directories under the same paths as the driver; rebuild
-also writes into the stores from the driver. While jobs run, a progress line (tasks done / total)
-is shown on stderr when it is a terminal.
+(PYSPARK_PYTHON) and must see the store directories and --out under the same paths as the driver
+(a shared filesystem; relative paths are the driver's); before a job, a short check job on every
+executor makes sure of it and refuses, naming the path, when they do not (exit 2). A task that
+fails is retried by Spark without a row written twice. Rebuild writes into the stores from the
+driver. While jobs run, a progress line (tasks done / total) is shown on stderr when it is a
+terminal.
 """
 
 app = command_group("pipeline", HELP)

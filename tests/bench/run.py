@@ -228,6 +228,7 @@ def main() -> None:
     from tests.bench import pipeline as pipeline_bench
 
     pipeline_bench.run()
+    pipeline_bench.run_cluster()
     from tests.bench import broker as broker_bench
 
     broker_bench.main([])
