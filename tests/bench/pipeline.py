@@ -135,10 +135,15 @@ def run(size_mib: int = 1024) -> None:
             print(line(f"run {run_no}: spark local[{cores}] (JVM start {up:.1f} s apart)", seconds))
         scalings.append(results[1][0] / results[2][0])
         print(f"  run {run_no}: 2 cores / 1 core: {scalings[-1]:.2f}x")
-    met = all(s >= TARGET_SCALING for s in scalings)
+    print_verdict("2 cores / 1 core", scalings, TARGET_SCALING)
+
+
+def print_verdict(what: str, scalings: list[float], target: float) -> None:
+    """The ratios of every run and whether each reached ``target``."""
+    met = all(s >= target for s in scalings)
     print(
-        f"  2 cores / 1 core in each of {RUNS} runs: {', '.join(f'{s:.2f}x' for s in scalings)}; "
-        f"target {TARGET_SCALING}x in every run: {'met' if met else 'missed'}"
+        f"  {what} in each of {len(scalings)} runs: {', '.join(f'{s:.2f}x' for s in scalings)}; "
+        f"target {target}x in every run: {'met' if met else 'missed'}"
     )
 
 
@@ -203,11 +208,7 @@ def run_cluster(size_mib: int = 1024, stores: int = 2) -> None:
             print(f"  {name:<44} {seconds:8.2f} s {count / seconds:12,.0f} rec/s")
         scalings.append(results[1][1] / results[2][1])
         print(f"  run {run_no}: 2 workers / 1 worker: {scalings[-1]:.2f}x")
-    met = all(s >= TARGET_CLUSTER_SCALING for s in scalings)
-    print(
-        f"  2 workers / 1 worker in each of {RUNS} runs: {', '.join(f'{s:.2f}x' for s in scalings)}; "
-        f"target {TARGET_CLUSTER_SCALING}x in every run: {'met' if met else 'missed'}"
-    )
+    print_verdict("2 workers / 1 worker", scalings, TARGET_CLUSTER_SCALING)
 
 
 def main() -> None:

@@ -109,3 +109,38 @@ def test_timers_left_on_disk_come_back_in_order_and_none_is_lost(tmp_path: Path)
         # timers 2 days (timerRollWindowSlot) or more ahead went back into the timer queue once
         rolled = sum(1 for due in dues if (due - 1) // 1000 * 1000 - clock[0] // 1000 * 1000 >= 172_800_000)
         assert rolled > 0 and ctl.offsets.query(TIMER_GROUP, timer.TIMER_TOPIC, 0) == 600 + rolled
+
+
+def test_rolled_timers_sharing_one_slot_go_back_to_disk_and_a_due_one_is_held(tmp_path: Path) -> None:
+    """In process, the clock still: more than ``cap`` timers 2 days and a few minutes ahead all roll
+    into one window slot (one due time, a day ahead); they go back to disk, so that a timer due in
+    3 s is held and delivered in time, and each of them is read again and rolled at the slot."""
+    clock = [int(time.time() * 1000) // 1000 * 1000]
+    with broker_controller(tmp_path / "store", clock) as ctl:
+        ctl.topics.put(TOPIC, 1, 1, 6)
+        service = timer_service(ctl)
+        service.cap = 50
+        host = ctl.writer.store_host
+
+        def put(key: str, due: int) -> None:
+            props = {"UNIQ_KEY": key, "TIMER_DELIVER_MS": str(due)}
+            inner = InnerMessage(TOPIC, 0, b"b", props, None, born_timestamp=clock[0], born_host=host,
+                                 store_host=host)  # fmt: skip
+            timer.put_inner(ctl, inner)
+
+        far = clock[0] + 2 * DAY_MS
+        for i in range(120):
+            put(f"F{i}", far + 1000 * (i % 60))
+        put("DUE", clock[0] + 3000)
+        assert service.deliver_due(clock[0]) == 0
+        assert len(service.heap) <= 50 and service.evictions > 0
+        assert service.deliver_due(clock[0] + 4000) == 1
+        assert [ctl.store.look_message(u.physical_offset).properties["UNIQ_KEY"]
+                for u in ctl.store.units(TOPIC, 0, 0, 10)] == ["DUE"]  # fmt: skip
+        slot = clock[0] + DAY_MS  # the window's half: less than a third of a window was left after it
+        assert service.deliver_due(slot + 1000) == 0  # the far timers read again and rolled
+        units = ctl.store.units(timer.TIMER_TOPIC, 0, 0, 1000)
+        keys = [ctl.store.look_message(u.physical_offset).properties["UNIQ_KEY"] for u in units]
+        # put back once each; those exactly 2 days ahead (out - written is a window less 1 ms) were not rolled
+        assert sorted(keys[121:]) == sorted(f"F{i}" for i in range(120) if i % 60)
+        assert ctl.store.units(TOPIC, 0, 1, 10) == []

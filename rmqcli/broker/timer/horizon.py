@@ -52,10 +52,13 @@ def lower(horizon: int | None, cut_at: int) -> int:
     return cut_at if horizon is None else min(horizon, cut_at)
 
 
-def cut(dues: list[int], now: int) -> int | None:
+def cut(dues: list[int], now: int, lead: int = 0) -> int | None:
     """The due time from which the held timers (their sorted ``dues``) go back to disk: the median
-    or later, after the earliest and after ``now`` (the due ones stay); None when nothing can go."""
+    or later, and after ``now`` (the due ones stay); after the earliest too, unless even that is
+    more than ``lead`` ms away (a pass reads it again in time: so timers that all share one due
+    time, as rolled ones share their window's slot, can go back too). None when nothing can go."""
     if not dues:
         return None
-    index = max(len(dues) // 2, bisect.bisect_right(dues, max(dues[0], now)))
+    floor = bisect.bisect_right(dues, max(dues[0], now)) if dues[0] <= now + lead else 0
+    index = max(len(dues) // 2, floor)
     return dues[index] if index < len(dues) else None

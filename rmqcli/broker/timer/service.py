@@ -203,7 +203,7 @@ class TimerService:
 
     def _evict(self) -> bool:
         """The later half of the held timers back to disk (``horizon.cut``); False when none can."""
-        at = hz.cut(sorted(e[0] for e in self.heap), self._now())
+        at = hz.cut(sorted(e[0] for e in self.heap), self._now(), LEAD_MS)
         if at is None:
             return False
         kept = []
