@@ -6,7 +6,7 @@ sizes, ``messageIndexEnable``...) in ``rmqcli.store.settings``, the HA keys (``h
 ``haMasterAddress``, ``slaveTimeout``...) in ``rmqcli.broker.ha.config``, the SlaveActingMaster
 keys in ``rmqcli.broker.acting.config``, the clean-up keys (``fileReservedTime``, ``deleteWhen``,
 ``diskMaxUsedSpaceRatio``...) in ``rmqcli.store.retention``, POP's in ``rmqcli.broker.pop.config``,
-the timer's in ``rmqcli.broker.timer.config``.
+the timer's in ``rmqcli.broker.timer.config``, the metrics' in ``rmqcli.broker.metrics.config``.
 
 Roles as ``BrokerStartup``: ``brokerRole`` is ASYNC_MASTER (the default), SYNC_MASTER or SLAVE; a
 master's ``brokerId`` is 0 whatever the file says, a slave's must be above 0.
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.dledger.config import DLedgerConfig, checked
 from rmqcli.broker.ha.config import SLAVE, HAConfig, ha_config_from_properties
+from rmqcli.broker.metrics.config import MetricsConfig
 from rmqcli.broker.names import validate_topic
 from rmqcli.broker.pop.config import PopConfig, pop_config
 from rmqcli.broker.timer.config import TimerConfig
@@ -92,6 +93,7 @@ class BrokerConfig:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     pop: PopConfig = field(default_factory=PopConfig)
     timer: TimerConfig = field(default_factory=TimerConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     dledger: DLedgerConfig = field(default_factory=DLedgerConfig)
     given: tuple[
         tuple[str, str], ...
@@ -124,6 +126,7 @@ def broker_config_from_properties(props: Mapping[str, str]) -> BrokerConfig:
         retention=retention_from_properties(conf),
         pop=pop_config(conf),
         timer=conf.view(TimerConfig),
+        metrics=conf.view(MetricsConfig),
         dledger=checked(conf.view(DLedgerConfig)),
         given=tuple(conf.items()),
     )

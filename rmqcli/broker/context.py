@@ -30,6 +30,7 @@ from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.ha.member import Replication
+from rmqcli.broker.metrics.api import NoMetrics
 from rmqcli.broker.processor.holds import HoldService
 from rmqcli.broker.services.messagestore import MessageStore
 from rmqcli.broker.services.retention import RetentionService
@@ -89,6 +90,7 @@ class BrokerContext(Protocol):
     escape: EscapeBridge  # where the broker's own puts go when it is not its group's master
     retention: RetentionService  # the clean-up rounds (CleanCommitLogService, CleanConsumeQueueService)
     parts: BrokerParts  # POP, the timer, request modes, the configuration's version: made on first use
+    metrics: NoMetrics  # the 5.1.1 broker meter (rmqcli.broker.metrics); a no-op when metrics are off
 
     @property
     def addr(self) -> str:

@@ -36,6 +36,8 @@ from rmqcli.broker.dledger.replication import DLedgerReplication
 from rmqcli.broker.ha.config import SLAVE
 from rmqcli.broker.ha.member import Replication
 from rmqcli.broker.ha.sync import SlaveSynchronize
+from rmqcli.broker.metrics.api import NO_METRICS, NoMetrics
+from rmqcli.broker.metrics.broker import BrokerMetrics, timed
 from rmqcli.broker.pop import handlers as pop_handlers
 from rmqcli.broker.pop import service as pop_service
 from rmqcli.broker.processor import consumer, pull, query, send, sendback, transaction
@@ -125,6 +127,7 @@ class BrokerController:
             5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
         )
         self.stats = Stats(self.store)
+        self.metrics: NoMetrics = BrokerMetrics(self) if config.metrics.prom else NO_METRICS
         self.store.listeners.append(self.holds.arrived)
         self.handlers: dict[int, Handler] = {}
         self.defer_dispatch = False  # True when the server runs store.catch_up after each read
@@ -210,6 +213,8 @@ class BrokerController:
         handler = handlers.get(req.code)
         if handler is None:
             return not_supported(req)
+        if self.metrics.enabled:
+            return timed(self.metrics, req, handler(self, req, conn))
         return handler(self, req, conn)
 
     def on_close(self, conn: Connection) -> None:

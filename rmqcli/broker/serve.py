@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 from rmqcli.broker.acl.setup import BrokerAcl, guard_namesrv, open_acl
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties, with_listen_port
 from rmqcli.broker.controller import BrokerController
+from rmqcli.broker.metrics.broker import BrokerMetrics
+from rmqcli.broker.metrics.http import MetricsServer
 from rmqcli.broker.services.retention import drill_usage
 from rmqcli.conf.parse import BrokerConf, conf_of, load
 from rmqcli.errors import NetworkError, NotFoundError, RmqError, UsageError
@@ -254,9 +256,14 @@ async def listen(server: Server, host: str, port: int) -> None:
     try:
         await server.start(host, port)
     except OSError as exc:
-        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise NetworkError(f"{server.name}: cannot listen on {where}: {reason}") from None
+        raise bind_error(server.name, host, port, exc) from None
+
+
+def bind_error(name: str, host: str, port: int, exc: OSError) -> NetworkError:
+    """One line naming the listener and the address it could not bind."""
+    reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return NetworkError(f"{name}: cannot listen on {where}: {reason}")
 
 
 async def start_ha(controller: BrokerController, host: str) -> None:
@@ -264,10 +271,7 @@ async def start_ha(controller: BrokerController, host: str) -> None:
     try:
         await controller.start_ha()
     except OSError as exc:
-        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-        port = controller.config.ha.ha_listen_port
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        raise NetworkError(f"HA: cannot listen on {where}: {reason}") from None
+        raise bind_error("HA", host, controller.config.ha.ha_listen_port, exc) from None
 
 
 async def start_grpc(controller: BrokerController, opts: ServeOptions) -> GrpcEndpoint:
@@ -283,6 +287,22 @@ async def start_grpc(controller: BrokerController, opts: ServeOptions) -> GrpcEn
 
     options = GrpcOptions(opts.grpc_port, opts.grpc_listen, opts.grpc_cert, opts.grpc_key)
     return await start(controller, options)
+
+
+def metrics_host(config: BrokerConfig) -> str:
+    """``metricsPromExporterHost``, else ``brokerIP1`` (``BrokerMetricsManager``)."""
+    return config.metrics.prom_host or config.broker_ip1 or "127.0.0.1"
+
+
+async def start_metrics(metrics: BrokerMetrics, host: str) -> MetricsServer:
+    """The Prometheus endpoint (``metricsExporterType=PROM``); a port in use is a ``NetworkError``."""
+    server = MetricsServer(metrics.render)
+    port = metrics.ctl.config.metrics.prom_port
+    try:
+        await server.start(host, port)
+    except OSError as exc:
+        raise bind_error("metrics", host, port, exc) from None
+    return server
 
 
 def vip_channel_port(opts: ServeOptions, config: BrokerConfig) -> int:
@@ -313,6 +333,7 @@ class Serving:
     servers: list[Server] = field(default_factory=list)
     controller: BrokerController | None = None
     grpc: GrpcEndpoint | None = None
+    metrics: MetricsServer | None = None
     namesrv_task: asyncio.Task[None] | None = None
     index_task: asyncio.Task[None] | None = None
     dledger: DLedgerNode | None = None  # the store's member of its DLedger group
@@ -322,6 +343,8 @@ class Serving:
             await asyncio.wait({self.index_task})  # the index is whole before the store closes
         if self.grpc is not None:
             await self.grpc.stop()  # before the store closes under its sends
+        if self.metrics is not None:
+            await self.metrics.close()
         if self.controller is not None:
             for server in self.servers:
                 if server.name.startswith("broker"):
@@ -435,6 +458,8 @@ async def start_broker(
     await start_ha(controller, opts.listen)
     if opts.grpc_port:
         serving.grpc = await start_grpc(controller, opts)
+    if isinstance(controller.metrics, BrokerMetrics):
+        serving.metrics = await start_metrics(controller.metrics, metrics_host(config))
     controller.start()
     return vip_port
 
@@ -453,6 +478,8 @@ def started_line(opts: ServeOptions, config: BrokerConfig, serving: Serving, vip
     )
     if serving.grpc is not None:
         parts.append(serving.grpc.describe())
+    if serving.metrics is not None:
+        parts.append(f"metrics (Prometheus) on {metrics_host(config)}:{serving.metrics.port}")
     return "rmq serve: " + "; ".join(parts) + f"; store {opts.store}"
 
 
@@ -555,9 +582,24 @@ def start_warnings(flags: ServeFlags, conf: BrokerConf, config: BrokerConfig, gr
             f"rmq serve: warning: gRPC listening on {flags.grpc_listen or '*'} without aclEnable=true: "
             "anyone who can connect may send messages"
         )
+    lines += metrics_warnings(config)
     if flags.no_namesrv and not registry_addrs(flags) and not config.namesrv_addr:
         lines.append("rmq serve: warning: --no-namesrv without --namesrv: the broker registers nowhere")
     return [line for line in lines if line]
+
+
+def metrics_warnings(config: BrokerConfig) -> list[str]:
+    """An exporter type rmq does not implement, ``metricsLabel`` pairs 5.1.1 skips."""
+    lines = []
+    metrics = config.metrics
+    if metrics.exporter not in ("DISABLE", "PROM"):
+        lines.append(
+            f"rmq serve: warning: metricsExporterType={metrics.exporter_type} is not implemented "
+            "(rmq exports PROM only): metrics off"
+        )
+    for pair in metrics.bad_labels():
+        lines.append(f"rmq serve: warning: metricsLabel: {pair!r} is not key:value; skipped")
+    return lines
 
 
 def registry_addrs(flags: ServeFlags) -> tuple[str, ...]:

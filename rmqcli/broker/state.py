@@ -158,10 +158,19 @@ class ConsumerOffsetManager:
         self.changed = False
         self.server_side_reset = server_side_reset
         self.resets: dict[str, dict[int, int]] = {}
+        self.pulls: dict[str, dict[int, int]] = {}  # 5.1.1's pullOffsetTable (in memory only)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.writer.set_consumer_offset(topic, group, queue_id, offset)
         self.changed = True
+
+    def commit_pull(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """``commitPullOffset``: where the group's last pull of the queue ends (every pull answered)."""
+        self.pulls.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+
+    def query_pull(self, group: str, topic: str, queue_id: int) -> int:
+        """``queryPullOffset``: -1 when the group never pulled the queue here."""
+        return self.pulls.get(f"{topic}@{group}", {}).get(queue_id, -1)
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, -1 when there is none; a reset not yet taken first (``queryOffset``)."""

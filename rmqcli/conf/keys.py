@@ -23,7 +23,7 @@ V4, V5, RMQ = "4.9.8", "5.1.1", "rmq"  # where a key and its default come from
 # the parts of rmq that read keys (``Key.owner``)
 BROKER, STORE, HA, ACTING, RETENTION = "broker", "store", "ha", "acting", "retention"
 POP, TIMER, NAMESRV, SERVE, ACL = "pop", "timer", "namesrv", "serve", "acl"
-DLEDGER = "dledger"
+DLEDGER, METRICS = "dledger", "metrics"
 TRUE_FALSE = ("true", "false")  # the choices of a boolean rmq refuses other text for
 CPUS = os.cpu_count() or 1  # Runtime.availableProcessors(), in the thread-count defaults
 MIB = 1024 * 1024
@@ -203,6 +203,24 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     Key("timerWheelEnable", BOOL, True, TIMER, V5),
     Key("timerRollWindowSlot", INT, 2 * 86400, TIMER, V5),  # out of [2, slots - 60]: the latter (5.1.1)
     Key("timerMaxPending", INT, 100_000, TIMER, RMQ, low=1, high=10_000_000),  # timers held in memory
+    # the broker's metrics (5.1.1 BrokerConfig; rmqcli.broker.metrics): PROM is served, OTLP_GRPC and
+    # LOG are named at start as not implemented (metrics stay off); a number is the enum's ordinal
+    Key(
+        "metricsExporterType",
+        ENUM,
+        "DISABLE",
+        METRICS,
+        V5,
+        at_start=True,
+        shown=True,
+        choices=("DISABLE", "OTLP_GRPC", "PROM", "LOG", "0", "1", "2", "3"),
+    ),
+    Key("metricsPromExporterHost", STR, "", METRICS, V5, at_start=True, shown=True),  # empty: brokerIP1
+    Key("metricsPromExporterPort", INT, 5557, METRICS, V5, low=0, high=65535, at_start=True, shown=True),
+    Key("metricsLabel", STR, "", METRICS, V5, at_start=True, shown=True),  # k:v,k:v added to every series
+    Key(
+        "metricsInDelta", BOOL, False, METRICS, V5, at_start=True, shown=True
+    ),  # the label aggregation="delta"
     # the embedded NameServer's (5.1.1 NamesrvConfig); its pushes (905) are not implemented
     Key("supportActingMaster", BOOL, False, NAMESRV, V5, choices=TRUE_FALSE),
     Key("scanNotActiveBrokerInterval", LONG, 5000, NAMESRV, V5, low=1),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rmqcli.broker.admin.config import IMPLEMENTED_KEYS, REPORTED_DEFAULTS
 from tests.support.cli import invoke_rmq
+from tests.support.ports import claim
 from tests.support.serve import ServeProcess
 
 UNIMPLEMENTED = {"transientStorePoolEnable": "true", "accessMessageInMemoryMaxRatio": "30", "fooBarKey": "42"}
@@ -102,6 +103,12 @@ def configured(store: Path, server: ServeProcess) -> dict[str, str]:
         "dLegerPeers": "n0-127.0.0.1:1;n1-127.0.0.1:2",
         "dLegerSelfId": "n1",
         "preferredLeaderId": "n0",
+        # metrics (5.1.1): served on a port of their own
+        "metricsExporterType": "PROM",
+        "metricsPromExporterHost": "127.0.0.1",
+        "metricsPromExporterPort": str(claim()),
+        "metricsLabel": "region:conf",
+        "metricsInDelta": "true",
         "enableBatchPush": "true",
     }
 

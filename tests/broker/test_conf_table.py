@@ -18,6 +18,7 @@ from rmqcli.broker.admin.config import IMPLEMENTED_KEYS, REPORTED_DEFAULTS, REST
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
 from rmqcli.broker.dledger.config import DLedgerConfig
 from rmqcli.broker.ha.config import HAConfig
+from rmqcli.broker.metrics.config import MetricsConfig
 from rmqcli.broker.pop.config import PopConfig
 from rmqcli.broker.serve import ServeFlags, prepare, unimplemented_keys
 from rmqcli.broker.timer.config import TimerConfig
@@ -42,6 +43,7 @@ VIEWS = {
     k.TIMER: TimerConfig,
     k.ACL: SigningKeys,
     k.DLEDGER: DLedgerConfig,
+    k.METRICS: MetricsConfig,
 }
 # keys rmq implements that no view holds: read where they act
 UNVIEWED = {"storePathRootDir", "compatibleWithOldNameSrv"} | {
@@ -136,6 +138,7 @@ def test_every_row_is_well_formed() -> None:
         k.SERVE,
         k.ACL,
         k.DLEDGER,
+        k.METRICS,
         "",
     }
     for key in k.TABLE:

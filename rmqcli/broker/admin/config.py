@@ -27,7 +27,8 @@ from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
 from rmqcli.broker.dledger.config import DLedgerConfig
 from rmqcli.broker.ha.config import HAConfig
-from rmqcli.conf.keys import ACTING, BROKER, DLEDGER, HA, RETENTION, STORE, TABLE, settings_of
+from rmqcli.broker.metrics.config import MetricsConfig
+from rmqcli.conf.keys import ACTING, BROKER, DLEDGER, HA, METRICS, RETENTION, STORE, TABLE, settings_of
 from rmqcli.conf.parse import text
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
@@ -57,6 +58,7 @@ _VIEWS = {
     ACTING: ActingConfig,
     RETENTION: RetentionConfig,
     DLEDGER: DLedgerConfig,
+    METRICS: MetricsConfig,
 }
 _ATTRIBUTES = {owner: settings_of(view) for owner, view in _VIEWS.items()}
 _REPORTED = tuple(
@@ -89,6 +91,7 @@ def current_properties(ctl: BrokerContext) -> dict[str, str]:
         ACTING: config.acting,
         RETENTION: config.retention,
         DLEDGER: config.dledger,
+        METRICS: config.metrics,
     }
     props = dict(REPORTED_DEFAULTS)
     props.update(config.given)

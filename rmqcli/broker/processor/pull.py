@@ -54,6 +54,7 @@ class PullResult:
     max_offset: int
     body: bytes = b""
     behind: int = 0  # CommitLog bytes after the last unit read (``maxOffsetPy - maxPhyOffsetPulling``)
+    count: int = 0  # the messages in ``body``
 
 
 @dataclass
@@ -192,7 +193,7 @@ def get_message(ctl: BrokerContext, pull: PullRequest) -> PullResult:
     behind = ctl.writer.max_offset - last_physical
     if chunks:
         store.get_count += len(chunks)
-        return result(RS.SUCCESS, "FOUND", next_offset, b"".join(chunks), behind)
+        return replace(result(RS.SUCCESS, "FOUND", next_offset, b"".join(chunks), behind), count=len(chunks))
     return result(RS.PULL_RETRY_IMMEDIATELY, empty_status, next_offset, behind=behind)
 
 
@@ -221,7 +222,13 @@ def in_memory_bytes(slave: bool) -> int:
 def answer(ctl: BrokerContext, req: RemotingCommand, pull: PullRequest, res: PullResult) -> RemotingCommand:
     """The response to ``pull``; a PULL_OFFSET_MOVED leaves its OFFSET_MOVED_EVENT first. A slave
     without ``offsetCheckInSlave`` corrects no offset: it answers PULL_RETRY_IMMEDIATELY instead,
-    suggesting the group's ``brokerId`` (``PullMessageProcessor``, "none correction")."""
+    suggesting the group's ``brokerId`` (``PullMessageProcessor``, "none correction"). The pull's
+    end is the group's pull offset (``tryCommitOffset``), and messages found are counted out
+    (``rmqcli.broker.metrics``)."""
+    h = pull.header
+    ctl.offsets.commit_pull(h.consumer_group, h.topic, h.queue_id, res.next_begin_offset)
+    if res.count:
+        ctl.metrics.message_out(h.topic, h.consumer_group, res.count, len(res.body))
     if res.code == RS.PULL_OFFSET_MOVED:
         if ctl.config.is_slave and not ctl.config.offset_check_in_slave:
             return respond(

@@ -291,6 +291,10 @@ def apply(
         return with_trace_fields(ctl, req.response(RS.SYSTEM_ERROR, remark))
     except OSError:  # the next CommitLog file could not be created or mapped (the writer logged why)
         return mapping_failed(ctl, req)
+    if ctl.metrics.enabled and not message.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        # under the topic stored (a delayed, timed or half message under its system topic)
+        stored = result.records if isinstance(message, BatchMessage) else [last]
+        ctl.metrics.message_in(last.topic, message.properties, len(stored), sum(r.size for r in stored))
     response = stored_response(ctl, req.opaque, req.serialize_type, msg_id, message.queue_id, queue_offset)
     wait_slave = waits_for_slave(ctl, message.properties)
     wait_flush = waits_for_flush(ctl, message.properties)

@@ -101,6 +101,8 @@ def consumer_send_msg_back(ctl: BrokerContext, req: RemotingCommand, conn: Conne
     if ctl.store.disk_full:  # putMessage's SERVICE_NOT_AVAILABLE, as asyncConsumerSendMsgBack words it
         return req.response(RS.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")
     ctl.store.put_inner(send_back_message(rec, new_topic, queue_id, delay_level))
+    if to_dlq:
+        ctl.metrics.dlq(h.group, h.origin_topic or rec.topic)
     return req.response()
 
 

@@ -253,8 +253,8 @@ class SendLane:
             return None
         wait = request_flag != FLAG_ONEWAY and waits_for_slave(ctl, props)
         flush = request_flag != FLAG_ONEWAY and waits_for_flush(ctl, props)
-        if (wait or flush) and len(conn.tasks) >= MAX_INFLIGHT:
-            return None
+        if (wait or flush) and (len(conn.tasks) >= MAX_INFLIGHT or ctl.metrics.enabled):
+            return None  # (with metrics: the general path times the answer given later)
         needed = None
         if ctl.ha.quorum_write and waits_for_slave(ctl, props):
             needed = ctl.ha.acks_needed()
@@ -281,6 +281,10 @@ class SendLane:
             return None
         except OSError:  # no next CommitLog file (logged by the writer): answered, not tried a second time
             return b"" if request_flag == FLAG_ONEWAY else encode(mapping_failed(ctl, decode(frame)))
+        if ctl.metrics.enabled:  # the record ends the log: nothing was written since
+            ctl.metrics.message_in(topic, props, 1, ctl.writer.commitlog.max_offset - physical)
+            result = "oneway" if request_flag == FLAG_ONEWAY else "success"
+            ctl.metrics.rpc(code, RS.SUCCESS, 0.0, False, result)
         if config.sync_flush and not flush:  # oneway, or WAIT=false: the group commit is only woken
             ctl.store.wake_group_commit()
         if request_flag == FLAG_ONEWAY:

@@ -1,0 +1,28 @@
+"""What the broker's request paths record in its metrics (``rmqcli.broker.metrics.broker``), and
+the recorder of a broker whose metrics are off: every recording a no-op, as 5.1.1's no-op
+instruments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class NoMetrics:
+    """Metrics off: every recording is a no-op."""
+
+    enabled = False
+
+    def message_in(self, topic: str, properties: Mapping[str, str], count: int, size: int) -> None:
+        pass
+
+    def message_out(self, topic: str, group: str, count: int, size: int) -> None:
+        pass
+
+    def dlq(self, group: str, topic: str) -> None:
+        pass
+
+    def rpc(self, code: int, response: int | None, millis: float, long_polling: bool, result: str) -> None:
+        pass
+
+
+NO_METRICS = NoMetrics()

@@ -1,0 +1,213 @@
+"""``rmq serve`` with ``metricsExporterType=PROM``: the Prometheus endpoint over HTTP (every path,
+HEAD, ``name[]``, gzip, OpenMetrics, ``/-/healthy``, bounded requests), the counters under a real
+client's load (the C++ client: messages in and out equal what was sent and consumed, the
+connections, RPC latency by request and response code, the consumer gauges), a port in use, and
+an exporter type rmq does not implement (docs/metrics.md §1-§3)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import socket
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker_drivers import Driver, run_driver, start_consumer
+from tests.support.cli import RMQ, one_line_error, rmq_env
+from tests.support.ports import claim
+from tests.support.serve import ServeProcess, wait_until, write_conf
+
+SAMPLE = re.compile(r"^([a-z_]+)\{(.*)\} (\S+) (\d+)$")
+
+
+def prom_conf(tmp_path: Path, port: int, **extra: str) -> Path:
+    return write_conf(
+        tmp_path / "broker.conf",
+        metricsExporterType="PROM",
+        metricsPromExporterHost="127.0.0.1",
+        metricsPromExporterPort=str(port),
+        **extra,
+    )
+
+
+def get(port: int, path: str = "/metrics", headers: dict | None = None, method: str = "GET"):  # type: ignore[no-untyped-def]
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {}, method=method)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.status, dict(answer.headers), answer.read()
+
+
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample line."""
+    found = []
+    for line in text.splitlines():
+        match = SAMPLE.match(line)
+        if match:
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2)))
+            found.append((match.group(1), labels, float(match.group(3))))
+    return found
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    """The sum of the samples of ``name`` whose labels include ``labels`` (None: no such sample)."""
+    found = [v for n, ls, v in samples(text) if n == name and all(ls.get(k) == w for k, w in labels.items())]
+    return sum(found) if found else None
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("metrics")
+    port = claim()
+    with ServeProcess(tmp / "store", prom_conf(tmp, port, metricsLabel="region:north,bad")) as server:
+        yield server, port
+
+
+def test_every_path_answers_the_metrics_with_the_5_1_1_layout(served):
+    server, port = served
+    status, headers, body = get(port, "/")
+    assert status == 200 and headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    text = body.decode()
+    assert text.startswith("# TYPE target info\n# HELP target Target metadata\ntarget_info{} 1\n")
+    names = {n for n, _, _ in samples(text)}
+    assert {"rocketmq_broker_permission", "rocketmq_processor_watermark", "rocketmq_storage_size"} <= names
+    assert {n for n, _, _ in samples(get(port, "/anything")[2].decode())} == names
+    for _, labels, _ in samples(text):
+        if labels.get("otel_scope_name") == "broker-meter" and "node_type" in labels:
+            assert labels["cluster"] == "DefaultCluster" and labels["node_id"] == "broker-a"
+            assert labels["region"] == "north"  # metricsLabel; the pair without ':' was skipped
+    assert value(text, "rocketmq_broker_permission") == 6
+    assert "rmq serve: warning: metricsLabel: 'bad' is not key:value; skipped" in server.output()
+    assert f"metrics (Prometheus) on 127.0.0.1:{port}" in server.output()
+
+
+def test_head_filter_gzip_openmetrics_and_health(served):
+    _, port = served
+    status, headers, body = get(port, method="HEAD")
+    assert status == 200 and body == b"" and int(headers["Content-Length"]) > 0
+    text = get(port, "/metrics?name[]=rocketmq_broker_permission")[2].decode()
+    assert {n for n, _, _ in samples(text)} == {"rocketmq_broker_permission"}
+    assert "otel_scope_info{" in text  # the resource and scope blocks stay
+    _, headers, body = get(port, headers={"Accept-Encoding": "gzip"})
+    assert headers["Content-Encoding"] == "gzip" and b"rocketmq_broker_permission" in gzip.decompress(body)
+    _, headers, body = get(port, headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    assert body.decode().endswith("# EOF\n")
+    assert get(port, "/-/healthy")[2] == b"Exporter is Healthy."
+
+
+def test_bad_requests_are_answered_and_bounded(served):
+    _, port = served
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        get(port, method="POST")
+    assert refused.value.code == 405
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nX-Big: " + b"x" * 20000 + b"\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 431 ")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"garbage\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 400 ")
+
+
+@pytest.mark.cpp
+def test_counters_follow_a_real_clients_sends_and_pulls(tmp_path: Path):
+    port = claim()
+    keys = [f"m{i}" for i in range(30)]
+    with ServeProcess(tmp_path / "store", prom_conf(tmp_path, port)) as server:
+        ns = server.namesrv
+        run_driver(tmp_path, "warm", {"op": "produce", "namesrv": ns, "topic": "TopicM", "keys": ["warm"]})
+        consumer = start_consumer(
+            tmp_path, "consume", {"op": "consume", "namesrv": ns, "group": "CG_M", "topic": "TopicM"}
+        )
+        try:
+            consumer.wait_for(lambda ev: any(e.get("key") == "warm" for e in ev), 60, "the first message")
+            sent = run_driver(
+                tmp_path, "produce", {"op": "produce", "namesrv": ns, "topic": "TopicM", "keys": keys}
+            )
+            assert [e["status"] for e in sent if "key" in e] == [0] * len(keys)
+            consumer.wait_for(lambda ev: {e.get("key") for e in ev} >= set(keys), 60, "every message")
+            text = get(port)[2].decode()
+            topic = {"topic": "TopicM", "is_system": "false"}
+            assert value(text, "rocketmq_messages_in_total", message_type="normal", **topic) == 31
+            assert value(text, "rocketmq_message_size_count", message_type="normal", **topic) == 31
+            assert value(text, "rocketmq_messages_out_total", consumer_group="CG_M", **topic) == 31
+            member = {
+                "language": "cpp",
+                "consume_mode": "push",
+                "protocol_type": "remoting",
+                "is_system": "false",
+            }
+            assert value(text, "rocketmq_consumer_connections", consumer_group="CG_M", **member) == 1
+            # a producer is counted while it is connected (by language and version, no group)
+            assert value(text, "rocketmq_producer_connections") is None  # the producing driver has gone
+            load = Driver(tmp_path, "load", {"op": "load", "namesrv": ns, "topic": "TopicL", "prefix": "l"})
+            try:
+                load.wait_for(lambda ev: any("id" in e for e in ev), 60, "a load send")
+                producers = value(get(port)[2].decode(), "rocketmq_producer_connections", language="cpp")
+                assert producers == 1
+            finally:
+                load.stop()
+            sends = value(text, "rocketmq_rpc_latency_count", response_code="success", result="success")
+            assert sends is not None and sends >= 31 + 2  # the sends and at least the heartbeats
+            send_codes = {
+                ls["request_code"] for n, ls, _ in samples(text) if n == "rocketmq_rpc_latency_count"
+            }
+            assert send_codes & {"send_message", "send_message_v2"} and "pull_message" in send_codes
+            assert value(
+                text, "rocketmq_rpc_latency_count", request_code="pull_message", is_long_polling="true"
+            )
+            # the consumer's commits reach the broker (every 5 s): nothing left to consume
+            wait_until(
+                lambda: (
+                    value(get(port)[2].decode(), "rocketmq_consumer_lag_messages", consumer_group="CG_M") == 0
+                ),
+                30,
+                "lag 0",
+            )
+            final = get(port)[2].decode()
+            assert (
+                value(final, "rocketmq_consumer_ready_messages", consumer_group="CG_M", topic="TopicM") == 0
+            )
+            assert value(final, "rocketmq_consumer_inflight_messages", consumer_group="CG_M") == 0
+        finally:
+            consumer.stop()
+        throughput = value(get(port)[2].decode(), "rocketmq_throughput_in_total", **topic)
+    records = [
+        json.loads(line)
+        for line in subprocess.run(
+            [*RMQ, "dump-commitlog", str(tmp_path / "store"), "--topic", "TopicM", "--output", "jsonl"],
+            capture_output=True, text=True, check=True, env=rmq_env(),
+        ).stdout.splitlines()
+    ]  # fmt: skip
+    assert len(records) == 31 and throughput == sum(r["totalSize"] for r in records)
+
+
+def test_a_metrics_port_in_use_stops_serve_with_one_line(tmp_path: Path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        conf = prom_conf(tmp_path, port)
+        proc = subprocess.run(
+            [*RMQ, "serve", str(tmp_path / "store"), "--config", str(conf), "--namesrv-port", str(claim()),
+             "--port", str(claim((0, 1, -2))), "--grpc-port", "0"],
+            capture_output=True, text=True, timeout=120, env=rmq_env(),
+        )  # fmt: skip
+    assert proc.returncode != 0
+    assert one_line_error(proc.stderr).endswith(
+        f"metrics: cannot listen on 127.0.0.1:{port}: address already in use\n"
+    )
+
+
+def test_an_exporter_rmq_does_not_implement_is_named_and_nothing_listens(tmp_path: Path):
+    port = claim()
+    conf = write_conf(tmp_path / "broker.conf", metricsExporterType="LOG", metricsPromExporterPort=str(port))
+    with ServeProcess(tmp_path / "store", conf) as server:
+        assert (
+            "metricsExporterType=LOG is not implemented (rmq exports PROM only): metrics off"
+            in server.output()
+        )
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
