@@ -211,3 +211,47 @@ def test_an_exporter_rmq_does_not_implement_is_named_and_nothing_listens(tmp_pat
         )
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_timer_and_pop_families_count_what_happened(tmp_path: Path):
+    """Three 1 s timers delivered; two POPped messages, one acked, the other revived (docs/metrics.md
+    §3.10-§3.11): the wheel's counters by real topic, the timers counted in under the timer topic
+    as 5.1.1 counts them, the revive counters by group, topic, type and put status."""
+    from tests.broker.test_timer_serve import delivered, tsend
+    from tests.support import popwire as w
+
+    port = claim()
+    with ServeProcess(tmp_path / "store", prom_conf(tmp_path, port)) as server:
+        addr = server.broker
+        for topic in ("TopicTimer", "TopicPop"):
+            assert w.create_topic(addr, topic, 1).code == 0
+        for i in range(3):
+            assert tsend(addr, {"UNIQ_KEY": f"T{i}", "TIMER_DELAY_SEC": "1"}).code == 0
+        wait_until(lambda: len(delivered(addr)) == 3, 30, "the timers")
+        text = get(port)[2].decode()
+        assert value(text, "rocketmq_timer_enqueue_total", topic="TopicTimer") == 3
+        assert value(text, "rocketmq_timer_dequeue_total", topic="TopicTimer") == 3
+        timed = {"topic": "rmq_sys_wheel_timer", "message_type": "delay", "is_system": "true"}
+        assert value(text, "rocketmq_messages_in_total", **timed) == 3
+        assert value(text, "rocketmq_timer_enqueue_lag") == 0
+
+        for i in range(2):
+            assert w.send(addr, "TopicPop", f"p{i}".encode()).code == 0
+        got = w.pop_until(addr, "GP", "TopicPop", 2, invisible=2000)
+        assert len(got) == 2 and w.ack(addr, "GP", got[0]).code == 0
+        pop = {"consumer_group": "GP", "topic": "TopicPop"}
+        wait_until(
+            lambda: value(get(port)[2].decode(), "rocketmq_pop_revive_retry_messages_total", **pop) == 1,
+            30,
+            "the revive of the message not acked",
+        )
+        text = get(port)[2].decode()
+        assert value(
+            text, "rocketmq_pop_revive_in_message_total", revive_message_type="CK", put_status="PUT_OK", **pop
+        )
+        assert value(text, "rocketmq_pop_revive_in_message_total", revive_message_type="ACK", **pop) == 1
+        assert value(text, "rocketmq_pop_revive_out_message_total", revive_message_type="CK", **pop)
+        assert value(text, "rocketmq_pop_revive_out_message_total", revive_message_type="ACK", **pop) == 1
+        assert {ls["queue_id"] for n, ls, _ in samples(text) if n == "rocketmq_pop_revive_lag"} == {
+            str(q) for q in range(8)
+        }

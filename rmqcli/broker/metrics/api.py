@@ -24,5 +24,20 @@ class NoMetrics:
     def rpc(self, code: int, response: int | None, millis: float, long_polling: bool, result: str) -> None:
         pass
 
+    def timer_enqueued(self, topic: str) -> None:
+        pass
+
+    def timer_dequeued(self, topic: str) -> None:
+        pass
+
+    def revive_in(self, group: str, topic: str, kind: str, status: str) -> None:
+        pass
+
+    def revive_out(self, group: str, topic: str, queue_id: int, kind: str) -> None:
+        pass
+
+    def revive_retry(self, group: str, topic: str, status: str) -> None:
+        pass
+
 
 NO_METRICS = NoMetrics()

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
 from rmqcli.broker.metrics.api import NoMetrics
+from rmqcli.broker.metrics.pop import PopMetrics
 from rmqcli.broker.metrics.registry import Meter, Point
+from rmqcli.broker.metrics.timer import TimerGauges
 from rmqcli.broker.names import config_system_topics, is_system_topic
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode, ResponseCode, version_desc
@@ -136,6 +138,8 @@ class BrokerMetrics(NoMetrics):
             self._reserve_time,
             **STORAGE,
         )
+        self.timer = TimerGauges(ctl, m, STORAGE) if config.timer.wheel_enable else None
+        self.pop = PopMetrics(ctl, m)
 
     def render(self, now_ms: int, openmetrics: bool = False, names: frozenset[str] | None = None) -> str:
         return self.meter.render(now_ms, openmetrics=openmetrics, names=names)
@@ -169,6 +173,27 @@ class BrokerMetrics(NoMetrics):
     def dlq(self, group: str, topic: str) -> None:
         system = self.is_system_topic(topic) or is_system_group(group)
         self.to_dlq.add(1, consumer_group=group, topic=topic, is_system=system)
+
+    def timer_enqueued(self, topic: str) -> None:
+        if self.timer is not None:
+            self.timer.enqueued.add(1, topic=topic or None)
+
+    def timer_dequeued(self, topic: str) -> None:
+        if self.timer is not None:
+            self.timer.dequeued.add(1, topic=topic or None)
+
+    def revive_in(self, group: str, topic: str, kind: str, status: str) -> None:
+        self.pop.revive_in.add(
+            1, consumer_group=group, topic=topic, revive_message_type=kind, put_status=status
+        )
+
+    def revive_out(self, group: str, topic: str, queue_id: int, kind: str) -> None:
+        self.pop.revive_out.add(
+            1, consumer_group=group, topic=topic, queue_id=queue_id, revive_message_type=kind
+        )
+
+    def revive_retry(self, group: str, topic: str, status: str) -> None:
+        self.pop.revive_retry.add(1, consumer_group=group, topic=topic, put_status=status)
 
     def rpc(self, code: int, response: int | None, millis: float, long_polling: bool, result: str) -> None:
         labels: dict[str, object] = {"request_code": request_name(code), "result": result}

@@ -149,9 +149,9 @@ class ReviveService:
                 found = store.record_at(unit.physical_offset)
                 if found is None:
                     continue
-                self._take(q, found[0], offset)
+                self._take(q, found[0], offset, qid)
 
-    def _take(self, q: _Queue, rec, offset: int) -> None:  # type: ignore[no-untyped-def]
+    def _take(self, q: _Queue, rec, offset: int, qid: int) -> None:  # type: ignore[no-untyped-def]
         tag = rec.tags
         if (rec.born_address, rec.born_port) != (rec.store_address, rec.store_port):
             # rmq's own: only what a broker wrote itself (born host = store host) is a ck or ack;
@@ -161,6 +161,7 @@ class ReviveService:
         try:
             if tag == k.CK_TAG:
                 ck = decode_ck(body)
+                self.ctl.metrics.revive_out(ck.group, ck.topic, qid, "CK")
                 ck.revive_offset = offset
                 key = ck.merge_key()
                 q.pending[key] = ck
@@ -169,6 +170,7 @@ class ReviveService:
                 q.due[key] = ck.revive_time + TIMER_GRACE_MS
             elif tag == k.ACK_TAG:
                 ack = decode_ack(body)
+                self.ctl.metrics.revive_out(ack.group, ack.topic, qid, "ACK")
                 ck = q.pending.get(ack.merge_key())
                 if ck is not None:
                     index = ck.index_of_ack(ack.ack_offset)
@@ -240,4 +242,5 @@ class ReviveService:
         if ctl.store.disk_full:
             return False
         ctl.store.put_inner(inner)
+        ctl.metrics.revive_retry(ck.group, ck.topic, "PUT_OK")
         return True

@@ -65,13 +65,17 @@ def put_revive(
 
 def put_ck(ctl: BrokerContext, ck: PopCheckPoint, revive_qid: int) -> AppendResult:
     """``buildCkMsg`` + put: delivered 1 s before the ck's revive time."""
-    return put_revive(
+    stored = put_revive(
         ctl, revive_qid, k.CK_TAG, ck.to_json(), ck.revive_time - k.ACK_TIME_INTERVAL, ck_unique_id(ck)
     )
+    ctl.metrics.revive_in(ck.group, ck.topic, "CK", "PUT_OK")
+    return stored
 
 
 def put_ack(ctl: BrokerContext, ack: AckMsg, revive_qid: int, invisible_time: int) -> AppendResult:
     """The ack message of ``AckMessageProcessor``: delivered at popTime + invisibleTime."""
-    return put_revive(
+    stored = put_revive(
         ctl, revive_qid, k.ACK_TAG, ack.to_json(), ack.pop_time + invisible_time, ack_unique_id(ack)
     )
+    ctl.metrics.revive_in(ack.group, ack.topic, "ACK", "PUT_OK")
+    return stored

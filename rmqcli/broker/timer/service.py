@@ -83,6 +83,7 @@ class TimerService:
         self.heap: list[Entry] = []
         self.scanned: int | None = None  # next timer-queue offset to read; None until started
         self.delivered = 0
+        self.due_enqueued: tuple[int, int] | None = None  # (when, store time) of the last timer due when read
         self._open: list[int] = []  # queue offsets read and not yet done (a heap)
         self._done: set[int] = set()
         self._handle: asyncio.TimerHandle | None = None
@@ -144,6 +145,7 @@ class TimerService:
             return
         if self.files is not None:
             self.files.written(queue_offset, physical, size, out_ms, delete, topic, self._now())
+        self.ctl.metrics.timer_enqueued(topic)
         self.scanned = queue_offset + 1
         self._arm()
 
@@ -165,6 +167,8 @@ class TimerService:
         # TimerEnqueuePutService: a message already due is put at once with the exact time,
         # others go into the wheel at the write time (rounded down to the precision)
         enqueue = now if out_ms < now // precision * precision else now // precision * precision
+        if enqueue == now:
+            self.due_enqueued = (now, written)  # rocketmq_timer_enqueue_latency
         due, slot = self._due(out_ms, written)
         kind = ROLL if slot is not None else DELETE if delete else NORMAL
         if slot is not None:
@@ -301,8 +305,10 @@ class TimerService:
                     self._finish(offset)
                 elif not self._place(offset, physical, read[0], read[1], written=read[4]):
                     return count, True
-                elif self.files is not None:
-                    self.files.written(offset, physical, read[2], read[0], read[1], read[3], self._now())
+                else:
+                    if self.files is not None:
+                        self.files.written(offset, physical, read[2], read[0], read[1], read[3], self._now())
+                    self.ctl.metrics.timer_enqueued(read[3])
                 self.scanned = offset + 1
                 count += 1
         return count, False
@@ -416,6 +422,7 @@ class TimerService:
             log.exception("delivering timer queue offset %d failed", offset)
             return False
         self.delivered += 1
+        self.ctl.metrics.timer_dequeued(inner.topic)
         return True
 
     def _roll(self, rec: Record, enqueue: int, now: int) -> bool:
