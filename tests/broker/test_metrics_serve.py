@@ -252,6 +252,11 @@ def test_timer_and_pop_families_count_what_happened(tmp_path: Path):
         assert value(text, "rocketmq_pop_revive_in_message_total", revive_message_type="ACK", **pop) == 1
         assert value(text, "rocketmq_pop_revive_out_message_total", revive_message_type="CK", **pop)
         assert value(text, "rocketmq_pop_revive_out_message_total", revive_message_type="ACK", **pop) == 1
+        # the two POPped, then the revived one again from the pop-retry topic (is_retry=true)
+        assert value(text, "rocketmq_messages_out_total", is_retry="false", **pop) == 2
+        wait_until(lambda: w.pop_until(addr, "GP", "TopicPop", 1, timeout=2), 30, "the revived message")
+        retried = value(get(port)[2].decode(), "rocketmq_messages_out_total", is_retry="true", **pop)
+        assert retried == 1
         assert {ls["queue_id"] for n, ls, _ in samples(text) if n == "rocketmq_pop_revive_lag"} == {
             str(q) for q in range(8)
         }

@@ -15,7 +15,7 @@ class NoMetrics:
     def message_in(self, topic: str, properties: Mapping[str, str], count: int, size: int) -> None:
         pass
 
-    def message_out(self, topic: str, group: str, count: int, size: int) -> None:
+    def message_out(self, topic: str, group: str, count: int, size: int, retry: bool | None = None) -> None:
         pass
 
     def dlq(self, group: str, topic: str) -> None:

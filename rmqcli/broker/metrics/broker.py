@@ -162,13 +162,15 @@ class BrokerMetrics(NoMetrics):
         self.throughput_in.add(size, **labels)
         self.message_size.record(size // count, **labels)
 
-    def message_out(self, topic: str, group: str, count: int, size: int) -> None:
-        """A pull answered with ``count`` messages of ``size`` bytes (not for retry or DLQ topics)."""
+    def message_out(self, topic: str, group: str, count: int, size: int, retry: bool | None = None) -> None:
+        """A pull answered with ``count`` messages of ``size`` bytes (not for retry or DLQ topics);
+        a POP's (``retry``: from its pop-retry topic) under the topic it asked for, with ``is_retry``."""
         if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) or count <= 0:
             return
         system = self.is_system_topic(topic) or is_system_group(group)
-        self.messages_out.add(count, topic=topic, consumer_group=group, is_system=system)
-        self.throughput_out.add(size, topic=topic, consumer_group=group, is_system=system)
+        labels = {"topic": topic, "consumer_group": group, "is_system": system, "is_retry": retry}
+        self.messages_out.add(count, **labels)
+        self.throughput_out.add(size, **labels)
 
     def dlq(self, group: str, topic: str) -> None:
         system = self.is_system_topic(topic) or is_system_group(group)

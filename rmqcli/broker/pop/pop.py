@@ -276,6 +276,8 @@ def _pop_queue(ctl: BrokerContext, svc: PopService, b: _Batch, retry: bool, queu
             ctl.offsets.commit(req.group, topic, queue_id, got.next_begin_offset)
         k.start_offset_info(b.start_info, retry, queue_id, offset)
         b.starts[(retry, queue_id)] = offset
+        size = sum(len(data) for data in got.records)  # counted under the topic asked for (5.1.1)
+        ctl.metrics.message_out(req.topic, req.group, len(got.records), size, retry=retry)
         k.msg_offset_info(b.msg_info, retry, queue_id, got.offsets)
     elif (
         got.status in ("NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL", "MESSAGE_WAS_REMOVING")
