@@ -35,10 +35,10 @@ from rmqcli.broker.acl.setup import BrokerAcl, guard_namesrv, open_acl
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties, with_listen_port
 from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.metrics.broker import BrokerMetrics
-from rmqcli.broker.metrics.http import MetricsServer
 from rmqcli.broker.services.retention import drill_usage
 from rmqcli.conf.parse import BrokerConf, conf_of, load
 from rmqcli.errors import NetworkError, NotFoundError, RmqError, UsageError
+from rmqcli.metrics.http import MetricsServer
 from rmqcli.namesrv.server import NameServer, default_config, namesrv_config
 from rmqcli.remoting.server.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.store.retention import disk_used_ratio

@@ -1,12 +1,12 @@
-"""The Prometheus text of ``rmqcli.broker.metrics.registry``, against what a 5.1.1 broker's
+"""The Prometheus text of ``rmqcli.metrics.registry``, against what a 5.1.1 broker's
 OpenTelemetry 1.26.0 exporter writes (docs/metrics.md §2.2-§2.4, whose §9 shows the real output)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rmqcli.broker.metrics import registry
-from rmqcli.broker.metrics.registry import Meter, java_double
+from rmqcli.metrics import registry
+from rmqcli.metrics.registry import Meter, java_double
 
 
 @pytest.mark.parametrize(

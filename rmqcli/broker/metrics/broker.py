@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from formats import commitlog as fmt
 from rmqcli.broker.metrics.api import NoMetrics
 from rmqcli.broker.metrics.pop import PopMetrics
-from rmqcli.broker.metrics.registry import Meter, Point
 from rmqcli.broker.metrics.timer import TimerGauges
 from rmqcli.broker.names import config_system_topics, is_system_topic
+from rmqcli.metrics.registry import Meter, Point
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.remoting.codes import RequestCode, ResponseCode, version_desc
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from formats.names import PERM_READ, PERM_WRITE
-from rmqcli.broker.metrics.registry import Point
+from rmqcli.metrics.registry import Point
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

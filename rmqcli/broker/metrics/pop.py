@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from rmqcli.broker.metrics.registry import Counter, Meter, Point
+from rmqcli.metrics.registry import Counter, Meter, Point
 
 if TYPE_CHECKING:
     from rmqcli.broker.context import BrokerContext

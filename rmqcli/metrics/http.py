@@ -1,5 +1,5 @@
-"""The Prometheus endpoint of ``rmq serve`` (``metricsExporterType=PROM``), as the 5.1.1 broker's
-OpenTelemetry ``PrometheusHttpServer`` answers (``metrics.md §2.1``).
+"""The Prometheus endpoint of ``rmq serve`` (``metricsExporterType=PROM``) and ``rmq exporter``, as
+the 5.1.1 broker's OpenTelemetry ``PrometheusHttpServer`` answers (``metrics.md §2.1``).
 
 Every path answers the metrics but ``/-/healthy`` (``Exporter is Healthy.``); GET and HEAD; the
 query's ``name[]`` (repeatable) keeps only those families; ``Accept: application/openmetrics-text``
