@@ -63,6 +63,15 @@ class NetworkError(RmqError):
     exit_code = 5
 
 
+def bind_error(name: str, host: str, port: int, exc: OSError) -> NetworkError:
+    """A listener that could not bind (a port in use, ...): one line naming it and the address."""
+    import os
+
+    reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return NetworkError(f"{name}: cannot listen on {where}: {reason}")
+
+
 class HeaderError(RmqError):
     """A custom header that cannot be decoded (``RemotingCommandException``); a broker answers
     ``SYSTEM_ERROR`` with this message, a client reports the peer as broken."""

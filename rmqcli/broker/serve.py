@@ -37,7 +37,7 @@ from rmqcli.broker.controller import BrokerController
 from rmqcli.broker.metrics.broker import BrokerMetrics
 from rmqcli.broker.services.retention import drill_usage
 from rmqcli.conf.parse import BrokerConf, conf_of, load
-from rmqcli.errors import NetworkError, NotFoundError, RmqError, UsageError
+from rmqcli.errors import NotFoundError, RmqError, UsageError, bind_error
 from rmqcli.metrics.http import MetricsServer
 from rmqcli.namesrv.server import NameServer, default_config, namesrv_config
 from rmqcli.remoting.server.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
@@ -257,13 +257,6 @@ async def listen(server: Server, host: str, port: int) -> None:
         await server.start(host, port)
     except OSError as exc:
         raise bind_error(server.name, host, port, exc) from None
-
-
-def bind_error(name: str, host: str, port: int, exc: OSError) -> NetworkError:
-    """One line naming the listener and the address it could not bind."""
-    reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    return NetworkError(f"{name}: cannot listen on {where}: {reason}")
 
 
 async def start_ha(controller: BrokerController, host: str) -> None:

@@ -33,6 +33,7 @@ STORE = {
     "backups": "backup:backups",
     "restore-backup": "backup:restore_backup",
     "serve": "serve:serve",
+    "exporter": "exporter:exporter",
 }
 
 # How ``rmq`` and each group of subcommands is set up: ``-h`` for help, plain text, and the help

@@ -33,10 +33,14 @@ Render = Callable[[int, bool, "frozenset[str] | None"], str]
 class MetricsServer:
     """The endpoint over ``render(now_ms, openmetrics, names)``."""
 
-    def __init__(self, render: Render):
+    def __init__(self, render: Render, *, threaded: bool = False):
+        """``threaded``: ``render`` runs in a worker thread, one at a time (it makes blocking
+        requests: ``rmq exporter``); else on the event loop (it reads the loop's state: ``rmq serve``)."""
         self.render = render
+        self.threaded = threaded
         self.server: asyncio.AbstractServer | None = None
         self._open = 0
+        self._one = asyncio.Lock() if threaded else None
 
     async def start(self, host: str, port: int) -> None:
         self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True, limit=MAX_HEAD)
@@ -64,7 +68,11 @@ class MetricsServer:
                 return
             except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                 return
-            status, headers, body = self._respond(head)
+            if self._one is not None:
+                async with self._one:
+                    status, headers, body = await asyncio.to_thread(self._respond, head)
+            else:
+                status, headers, body = self._respond(head)
             await self._answer(writer, status, body, headers)
         except ConnectionError:
             pass

@@ -60,7 +60,7 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _escape(value: str) -> str:
+def escape_label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -173,7 +173,7 @@ class Meter:
             "# HELP otel_scope_info Scope metadata",
             f'otel_scope_info{{otel_scope_name="{self.scope}"}} 1',
         ]
-        scope = f'otel_scope_name="{_escape(self.scope)}"'
+        scope = f'otel_scope_name="{escape_label(self.scope)}"'
         for instrument in self.instruments:
             if names is not None and instrument.name not in names:
                 continue
@@ -190,7 +190,7 @@ class Meter:
 
     def _samples(self, instrument: _Instrument, scope: str, stamp: str) -> list[str]:
         def series(name: str, key: Labels, value: str, le: str | None = None) -> str:
-            parts = [scope, *(f'{k}="{_escape(v)}"' for k, v in key)]
+            parts = [scope, *(f'{k}="{escape_label(v)}"' for k, v in key)]
             if le is not None:
                 parts.append(f'le="{le}"')
             return f"{name}{{{','.join(parts)}}} {value} {stamp}"
