@@ -8,16 +8,6 @@ from typing import Annotated
 
 import typer
 
-HELP = """Serve a RocketMQ cluster's metrics (4.x or 5.x) to Prometheus, as apache/rocketmq-exporter does.
-
-Each scrape asks the cluster now, over the admin protocol (cluster info, every broker's runtime
-table, statistics, topic offsets, consumer progress and connections), within --scrape-timeout;
-the families and labels are rocketmq-exporter's (rocketmq_group_diff, rocketmq_producer_offset,
-rocketmq_consumer_tps, rocketmq_broker_tps, rocketmq_brokeruntime_*, ...), plus
-rmq_exporter_broker_up for each broker (0: it did not answer) and the scrape's duration and failed
-requests. Requests are signed when ACL keys are given (as for the mqadmin commands). --once prints
-one scrape and exits. Listens on loopback unless --listen says otherwise (a warning then)."""
-
 
 def exporter(
     namesrv: Annotated[
@@ -36,6 +26,15 @@ def exporter(
     ] = None,
     secret_key: Annotated[str | None, typer.Option("--secret-key", help="ACL secret key.")] = None,
 ) -> None:
+    """Serve a RocketMQ cluster's metrics (4.x or 5.x) to Prometheus, as apache/rocketmq-exporter does.
+
+    Each scrape asks the cluster now, over the admin protocol (cluster info, every broker's runtime
+    table, statistics, topic offsets, consumer progress and connections), within --scrape-timeout;
+    the families and labels are rocketmq-exporter's (rocketmq_group_diff, rocketmq_producer_offset,
+    rocketmq_consumer_tps, rocketmq_broker_tps, rocketmq_brokeruntime_*, ...), plus
+    rmq_exporter_broker_up for each broker (0: it did not answer) and the scrape's duration and failed
+    requests. Requests are signed when ACL keys are given (as for the mqadmin commands). --once prints
+    one scrape and exits. Listens on loopback unless --listen says otherwise (a warning then)."""
     from rmqcli.admin.credentials import resolve_credentials
     from rmqcli.admin.session import resolve_namesrv
     from rmqcli.errors import UsageError

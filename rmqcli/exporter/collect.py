@@ -73,6 +73,7 @@ class Collector:
         self.session = session
         self.deadline = time.monotonic() + budget
         self.scrape = Scrape()
+        self.counted: set[str] = set()
 
     def run(self) -> Scrape:
         started = time.monotonic()
@@ -240,7 +241,8 @@ class Collector:
                 online, model = [], "CLUSTERING"
             if model == "BROADCASTING":
                 continue
-            if online:
+            if online and group not in self.counted:  # once per group (its consumers, whatever the topic)
+                self.counted.add(group)
                 caddr = ",".join(c.client_addr for c in online)
                 self.scrape.add(
                     f.GROUP_COUNT, len(online), caddr, ",".join(c.client_id for c in online), group

@@ -24,6 +24,9 @@ class NoMetrics:
     def rpc(self, code: int, response: int | None, millis: float, long_polling: bool, result: str) -> None:
         pass
 
+    def scheduled(self, topic: str, read: int, stored: int) -> None:
+        pass
+
     def timer_enqueued(self, topic: str) -> None:
         pass
 

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
+from formats.commitlog import SCHEDULE_TOPIC
 from rmqcli.broker.metrics.api import NoMetrics
 from rmqcli.broker.metrics.pop import PopMetrics
 from rmqcli.broker.metrics.timer import TimerGauges
@@ -46,6 +47,7 @@ SYS_GROUP_PREFIX = "cid_rmq_sys_"
 _RESPONSE_NAMES = {209: "polling_full", 210: "polling_timeout", 211: "broker_not_exist"}
 _DELAY_PROPERTIES = (fmt.PROPERTY_DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC")
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
+SCHEDULE_CONSUMER = "SCHEDULE_CONSUMER"  # the schedule service's group in the metrics (5.1.1)
 STORAGE = {"storage_type": "local", "storage_medium": "disk"}
 
 
@@ -175,6 +177,16 @@ class BrokerMetrics(NoMetrics):
     def dlq(self, group: str, topic: str) -> None:
         system = self.is_system_topic(topic) or is_system_group(group)
         self.to_dlq.add(1, consumer_group=group, topic=topic, is_system=system)
+
+    def scheduled(self, topic: str, read: int, stored: int) -> None:
+        """A delay-level message delivered (``ScheduleMessageService``): read from the schedule
+        topic by ``SCHEDULE_CONSUMER`` (``read`` bytes), counted in under its real topic as a
+        delay message (``stored`` bytes; retry topics too: ``enableScheduleMessageStats``)."""
+        self.message_out(SCHEDULE_TOPIC, SCHEDULE_CONSUMER, 1, read)
+        labels = {"topic": topic, "message_type": "delay", "is_system": self.is_system_topic(topic)}
+        self.messages_in.add(1, **labels)
+        self.throughput_in.add(stored, **labels)
+        self.message_size.record(stored, **labels)
 
     def timer_enqueued(self, topic: str) -> None:
         if self.timer is not None:

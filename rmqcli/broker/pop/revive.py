@@ -149,6 +149,7 @@ class ReviveService:
                 found = store.record_at(unit.physical_offset)
                 if found is None:
                     continue
+                self.ctl.metrics.message_out(self.topic, k.REVIVE_GROUP, 1, unit.size)  # as 5.1.1 counts it
                 self._take(q, found[0], offset, qid)
 
     def _take(self, q: _Queue, rec, offset: int, qid: int) -> None:  # type: ignore[no-untyped-def]

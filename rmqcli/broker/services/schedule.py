@@ -97,7 +97,7 @@ class ScheduleService:
         level until the next round (nothing is skipped)."""
         total = 0
         for level in range(1, len(self.delays) + 1):
-            for inner, after, physical in self._due(level, now):
+            for inner, after, physical, _ in self._due(level, now):
                 if inner is not None and not self._delivered_by_master(inner, physical):
                     if self.escape is None or not await self.escape.put(inner):
                         break
@@ -121,24 +121,25 @@ class ScheduleService:
 
     def _deliver_level(self, level: int, now: int | None) -> int:
         count = 0
-        for inner, after, _ in self._due(level, now):
+        for inner, after, _, size in self._due(level, now):
             if inner is not None:
                 if self.ctl.store.disk_full:  # putMessage refused: the level waits for the next round
                     return count
                 try:
-                    self.ctl.store.put_inner(inner)
+                    stored = self.ctl.store.put_inner(inner)
                 except Exception:
                     log.exception("delivering delay level %d offset %d failed", level, after - 1)
                     return count
                 count += 1
                 self.delivered += 1
+                self.ctl.metrics.scheduled(inner.topic, size, stored.size)
             self._advance(level, after)
         return count
 
-    def _due(self, level: int, now: int | None) -> Iterator[tuple[InnerMessage | None, int, int]]:
+    def _due(self, level: int, now: int | None) -> Iterator[tuple[InnerMessage | None, int, int, int]]:
         """The due units of ``level`` from its offset, in order: the message to deliver (None for
-        a unit that is skipped), the offset after it and the scheduled record's CommitLog offset;
-        at most ``MAX_PER_ROUND`` a round."""
+        a unit that is skipped), the offset after it, the scheduled record's CommitLog offset and
+        size; at most ``MAX_PER_ROUND`` a round."""
         store = self.ctl.store
         queue_id = level - 1
         if store.queue(SCHEDULE_TOPIC, queue_id) is None:
@@ -162,7 +163,7 @@ class ScheduleService:
                     return
                 offset += 1
                 count += 1
-                yield self._message(unit.physical_offset), offset, unit.physical_offset
+                yield self._message(unit.physical_offset), offset, unit.physical_offset, unit.size
 
     def _message(self, physical: int) -> InnerMessage | None:
         """``messageTimeup`` of the record at ``physical``; None (logged) when it cannot be delivered."""
