@@ -179,3 +179,17 @@ def test_the_real_4_9_8_broker(tmp_path: Path) -> None:
     runtime = [ls for n, ls, _ in samples(text) if n == "rocketmq_brokeruntime_commitlog_maxoffset"]
     assert runtime and runtime[0]["des"] == "V4_9_8" and runtime[0]["broker_version"] == "409"
     assert value(text, "rmq_exporter_broker_up", broker="broker-a") == 1
+
+
+def test_requests_are_signed_with_the_acl_keys_given(tmp_path: Path) -> None:
+    """Under aclEnable, the broker refuses the unsigned runtime request (the broker is down for the
+    exporter, the scrape says why) and answers the one signed with an account's keys."""
+    from tests.support.acl import ACL, ADMIN, keys, serve_acl
+
+    with serve_acl(tmp_path, ACL) as server:
+        unsigned = scrape(server.namesrv)
+        signed = scrape(server.namesrv, *keys(ADMIN))
+    assert value(unsigned, "rmq_exporter_broker_up", broker="broker-a") == 0
+    assert value(unsigned, "rmq_exporter_scrape_errors", kind="broker") >= 1
+    assert value(signed, "rmq_exporter_broker_up", broker="broker-a") == 1
+    assert value(signed, "rocketmq_brokeruntime_commitlog_maxoffset") is not None
