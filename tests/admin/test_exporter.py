@@ -7,7 +7,6 @@ port in use."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -17,27 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_drivers import run_driver, start_consumer
+from tests.support.broker_drivers import run_driver, warmed_consumer
 from tests.support.cli import RMQ, one_line_error, rmq_env, run_rmq
 from tests.support.ports import claim
+from tests.support.prom import samples, value
 from tests.support.serve import ServeProcess, wait_until, write_conf
-
-SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
-
-
-def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
-    found = []
-    for line in text.splitlines():
-        match = SAMPLE.match(line)
-        if match:
-            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
-            found.append((match.group(1), labels, float(match.group(3))))
-    return found
-
-
-def value(text: str, name: str, **labels: str) -> float | None:
-    found = [v for n, ls, v in samples(text) if n == name and all(ls.get(k) == w for k, w in labels.items())]
-    return sum(found) if found else None
 
 
 def scrape(namesrv: str, *extra: str) -> str:
@@ -51,12 +34,8 @@ def test_a_served_cluster_under_a_real_clients_load(tmp_path: Path) -> None:
     keys = [f"e{i}" for i in range(20)]
     with ServeProcess(tmp_path / "store", write_conf(tmp_path / "broker.conf")) as server:
         ns = server.namesrv
-        run_driver(tmp_path, "warm", {"op": "produce", "namesrv": ns, "topic": "TopicE", "keys": ["warm"]})
-        consumer = start_consumer(
-            tmp_path, "consume", {"op": "consume", "namesrv": ns, "group": "CG_E", "topic": "TopicE"}
-        )
+        consumer = warmed_consumer(tmp_path, ns, "TopicE", "CG_E")
         try:
-            consumer.wait_for(lambda ev: any(e.get("key") == "warm" for e in ev), 60, "the first message")
             run_driver(tmp_path, "produce", {"op": "produce", "namesrv": ns, "topic": "TopicE", "keys": keys})
             consumer.wait_for(lambda ev: {e.get("key") for e in ev} >= set(keys), 60, "every message")
             broker = {"cluster": "DefaultCluster", "broker": "broker-a"}

@@ -21,12 +21,12 @@ import pytest
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode as RC
 from rmqcli.remoting.codes import ResponseCode as RS
-from tests.broker.test_metrics_serve import get, prom_conf, samples, value
 from tests.broker.test_timer_serve import tsend
 from tests.support import popwire as w
 from tests.support.broker_drivers import Driver, run_driver, start_consumer
 from tests.support.oracle5 import real_cluster5
 from tests.support.ports import claim
+from tests.support.prom import FIRST_SIX, get, prom_conf, samples, value
 from tests.support.serve import LEVELS, ServeProcess, wait_until
 
 pytestmark = [pytest.mark.java5, pytest.mark.cpp]
@@ -54,14 +54,6 @@ NOT_YET = {"rocketmq_pop_buffer_scan_time_consume"}
 KEYS_NOT_YET: dict[str, set[frozenset[str]]] = {}
 
 IGNORED_KEYS = {"otel_scope_name", "le"}  # every sample's scope; a bucket's bound
-FIRST_SIX = [
-    "# TYPE target info",
-    "# HELP target Target metadata",
-    "target_info{} 1",
-    "# TYPE otel_scope_info info",
-    "# HELP otel_scope_info Scope metadata",
-    'otel_scope_info{otel_scope_name="broker-meter"} 1',
-]
 META = re.compile(r"^# (TYPE|HELP) (\S+) ?(.*)$")
 
 

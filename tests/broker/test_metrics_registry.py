@@ -7,6 +7,7 @@ import pytest
 
 from rmqcli.metrics import registry
 from rmqcli.metrics.registry import Meter, java_double
+from tests.support.prom import FIRST_SIX
 
 
 @pytest.mark.parametrize(
@@ -41,14 +42,7 @@ def test_layout_scope_first_labels_sorted_type_before_help_and_the_scrape_time()
     m.gauge("rocketmq_broker_permission", "Broker permission", lambda: [({}, 6)])
     m.gauge("rocketmq_consumer_lag_messages", "Consumer lag messages", lambda: [])  # no point: left out
     lines = m.render(1796035512520).splitlines()
-    assert lines[:6] == [
-        "# TYPE target info",
-        "# HELP target Target metadata",
-        "target_info{} 1",
-        "# TYPE otel_scope_info info",
-        "# HELP otel_scope_info Scope metadata",
-        'otel_scope_info{otel_scope_name="broker-meter"} 1',
-    ]
+    assert lines[:6] == FIRST_SIX
     assert lines[6:] == [
         "# TYPE rocketmq_messages_in_total counter",
         "# HELP rocketmq_messages_in_total Total number of incoming messages",

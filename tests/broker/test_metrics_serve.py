@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import socket
 import subprocess
 import urllib.request
@@ -16,45 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_drivers import Driver, run_driver, start_consumer
+from tests.support.broker_drivers import Driver, run_driver, warmed_consumer
 from tests.support.cli import RMQ, one_line_error, rmq_env
 from tests.support.ports import claim
+from tests.support.prom import get, prom_conf, samples, value
 from tests.support.serve import ServeProcess, wait_until, write_conf
-
-SAMPLE = re.compile(r"^([a-z_]+)\{(.*)\} (\S+) (\d+)$")
-
-
-def prom_conf(tmp_path: Path, port: int, **extra: str) -> Path:
-    return write_conf(
-        tmp_path / "broker.conf",
-        metricsExporterType="PROM",
-        metricsPromExporterHost="127.0.0.1",
-        metricsPromExporterPort=str(port),
-        **extra,
-    )
-
-
-def get(port: int, path: str = "/metrics", headers: dict | None = None, method: str = "GET"):  # type: ignore[no-untyped-def]
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {}, method=method)
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return answer.status, dict(answer.headers), answer.read()
-
-
-def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """(name, labels, value) of every sample line."""
-    found = []
-    for line in text.splitlines():
-        match = SAMPLE.match(line)
-        if match:
-            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2)))
-            found.append((match.group(1), labels, float(match.group(3))))
-    return found
-
-
-def value(text: str, name: str, **labels: str) -> float | None:
-    """The sum of the samples of ``name`` whose labels include ``labels`` (None: no such sample)."""
-    found = [v for n, ls, v in samples(text) if n == name and all(ls.get(k) == w for k, w in labels.items())]
-    return sum(found) if found else None
 
 
 @pytest.fixture(scope="module")
@@ -117,12 +82,8 @@ def test_counters_follow_a_real_clients_sends_and_pulls(tmp_path: Path):
     keys = [f"m{i}" for i in range(30)]
     with ServeProcess(tmp_path / "store", prom_conf(tmp_path, port)) as server:
         ns = server.namesrv
-        run_driver(tmp_path, "warm", {"op": "produce", "namesrv": ns, "topic": "TopicM", "keys": ["warm"]})
-        consumer = start_consumer(
-            tmp_path, "consume", {"op": "consume", "namesrv": ns, "group": "CG_M", "topic": "TopicM"}
-        )
+        consumer = warmed_consumer(tmp_path, ns, "TopicM", "CG_M")
         try:
-            consumer.wait_for(lambda ev: any(e.get("key") == "warm" for e in ev), 60, "the first message")
             sent = run_driver(
                 tmp_path, "produce", {"op": "produce", "namesrv": ns, "topic": "TopicM", "keys": keys}
             )
@@ -145,8 +106,14 @@ def test_counters_follow_a_real_clients_sends_and_pulls(tmp_path: Path):
             load = Driver(tmp_path, "load", {"op": "load", "namesrv": ns, "topic": "TopicL", "prefix": "l"})
             try:
                 load.wait_for(lambda ev: any("id" in e for e in ev), 60, "a load send")
-                producers = value(get(port)[2].decode(), "rocketmq_producer_connections", language="cpp")
-                assert producers == 1
+                # its heartbeat (which registers it) may come after its first send
+                wait_until(
+                    lambda: (
+                        value(get(port)[2].decode(), "rocketmq_producer_connections", language="cpp") == 1
+                    ),
+                    30,
+                    "the producer counted",
+                )
             finally:
                 load.stop()
             sends = value(text, "rocketmq_rpc_latency_count", response_code="success", result="success")

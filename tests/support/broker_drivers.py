@@ -245,3 +245,17 @@ def run_driver(tmp: Path, name: str, cmd: dict, timeout: float = 60.0) -> list[d
     if not events or not events[-1].get("done"):
         raise AssertionError(f"driver {name} failed: {driver.tail()}")
     return events
+
+
+def warmed_consumer(tmp: Path, namesrv: str, topic: str, group: str, **more: object) -> Driver:
+    """A push consumer of ``group`` on ``topic`` that has received a first message, ``warm`` (sent
+    before it starts, which creates the topic): the route is known and the rebalance done."""
+    run_driver(tmp, "warm", {"op": "produce", "namesrv": namesrv, "topic": topic, "keys": ["warm"]})
+    cmd = {"op": "consume", "namesrv": namesrv, "group": group, "topic": topic, **more}
+    consumer = start_consumer(tmp, "consume", cmd)
+    try:
+        consumer.wait_for(lambda ev: any(e.get("key") == "warm" for e in ev), 60, "the first message")
+    except BaseException:
+        consumer.stop()
+        raise
+    return consumer
