@@ -189,20 +189,6 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
         shown=True,
         differs="4.9.8 reports it as isEnableBatchPush",
     ),  # fmt: skip
-    # the store's root: the STORE argument is served (rmq serve warns when this names another)
-    Key("storePathRootDir", STR, "", STORE, shown=True, at_start=True, differs="4.9.8: ~/store"),
-    # --- read, not reported by GET_BROKER_CONFIG but as given ---------------------------------------
-    # rmq speaks to name servers as a 5.1.1 broker with compatibleWithOldNameSrv=false does
-    Key("compatibleWithOldNameSrv", BOOL, True, ACTING, V5, only=False),
-    Key("reviveQueueNum", INT, 8, POP, V5, low=1, high=64),
-    Key("reviveInterval", LONG, 1000, POP, V5, low=100, high=60_000),
-    Key("popPollingSize", INT, 1024, POP, V5, low=0, high=1_000_000),
-    Key("maxPopPollingSize", LONG, 100000, POP, V5, low=0, high=10_000_000),
-    Key("timerMaxDelaySec", INT, 3 * 86400, TIMER, V5, low=1, high=10 * 365 * 86400),
-    Key("timerPrecisionMs", INT, 1000, TIMER, V5, low=10, high=3_600_000),
-    Key("timerWheelEnable", BOOL, True, TIMER, V5),
-    Key("timerRollWindowSlot", INT, 2 * 86400, TIMER, V5),  # out of [2, slots - 60]: the latter (5.1.1)
-    Key("timerMaxPending", INT, 100_000, TIMER, RMQ, low=1, high=10_000_000),  # timers held in memory
     # the broker's metrics (5.1.1 BrokerConfig; rmqcli.broker.metrics): PROM is served, OTLP_GRPC and
     # LOG are named at start as not implemented (metrics stay off); a number is the enum's ordinal
     Key(
@@ -221,6 +207,20 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     Key(
         "metricsInDelta", BOOL, False, METRICS, V5, at_start=True, shown=True
     ),  # the label aggregation="delta"
+    # the store's root: the STORE argument is served (rmq serve warns when this names another)
+    Key("storePathRootDir", STR, "", STORE, shown=True, at_start=True, differs="4.9.8: ~/store"),
+    # --- read, not reported by GET_BROKER_CONFIG but as given ---------------------------------------
+    # rmq speaks to name servers as a 5.1.1 broker with compatibleWithOldNameSrv=false does
+    Key("compatibleWithOldNameSrv", BOOL, True, ACTING, V5, only=False),
+    Key("reviveQueueNum", INT, 8, POP, V5, low=1, high=64),
+    Key("reviveInterval", LONG, 1000, POP, V5, low=100, high=60_000),
+    Key("popPollingSize", INT, 1024, POP, V5, low=0, high=1_000_000),
+    Key("maxPopPollingSize", LONG, 100000, POP, V5, low=0, high=10_000_000),
+    Key("timerMaxDelaySec", INT, 3 * 86400, TIMER, V5, low=1, high=10 * 365 * 86400),
+    Key("timerPrecisionMs", INT, 1000, TIMER, V5, low=10, high=3_600_000),
+    Key("timerWheelEnable", BOOL, True, TIMER, V5),
+    Key("timerRollWindowSlot", INT, 2 * 86400, TIMER, V5),  # out of [2, slots - 60]: the latter (5.1.1)
+    Key("timerMaxPending", INT, 100_000, TIMER, RMQ, low=1, high=10_000_000),  # timers held in memory
     # the embedded NameServer's (5.1.1 NamesrvConfig); its pushes (905) are not implemented
     Key("supportActingMaster", BOOL, False, NAMESRV, V5, choices=TRUE_FALSE),
     Key("scanNotActiveBrokerInterval", LONG, 5000, NAMESRV, V5, low=1),
