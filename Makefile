@@ -40,7 +40,7 @@ demo: $(STAMP)
 # (rmq serve, a listener, a JVM; any child process), `slow` also to the tests its SLOW lists; each
 # hypothesis property runs on fewer examples. The 5 slowest tests are shown, so that one creeping
 # past a second is seen (then it goes into SLOW). `make test` runs everything, as CI does.
-CHECK_TESTS := not (server or slow or java or java5 or proxy5 or cpp or client5 or js or spark)
+CHECK_TESTS := not (server or slow or java or java5 or proxy5 or cpp or client5 or js or spark or prometheus or browser)
 check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -78,6 +78,21 @@ def _js() -> str | None:
     return None
 
 
+def _prometheus() -> str | None:
+    return None if shutil.which("prometheus") else "no prometheus binary (Debian's package prometheus)"
+
+
+def _browser() -> str | None:
+    for binary, package in (("chromium", "chromium"), ("chromedriver", "chromium-driver")):
+        if shutil.which(binary) is None:
+            return f"no {binary} (Debian's package {package})"
+    try:
+        import selenium.webdriver  # noqa: F401
+    except ImportError as exc:
+        return f"selenium does not import ({exc})"
+    return None
+
+
 def _spark() -> str | None:
     from rmqcli.errors import UsageError
     from rmqcli.pipeline import env
@@ -103,6 +118,8 @@ COMPONENTS = {
         Component("client5", "the Apache RocketMQ 5.x Python client in .venv-rmq5", _client5),
         Component("js", "node and the clients of tests/js (ali-ons, rocketmq-client-nodejs)", _js),
         Component("spark", "PySpark and Java 17+ (the tests using the spark fixture)", _spark),
+        Component("prometheus", "a Prometheus server binary (Debian's prometheus)", _prometheus),
+        Component("browser", "headless Chromium, its chromedriver and selenium", _browser),
     )
 }  # fmt: skip
 
