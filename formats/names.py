@@ -64,3 +64,6 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NAMESPACE_ORDER_TOPIC_CONFIG: ``bro
 TOOLS_CONSUMER = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: mqadmin's pull consumer
 CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"  # MixAll.CLIENT_INNER_PRODUCER_GROUP
 TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: the half queue's offsets
+# MixAll.CID_RMQ_SYS_PREFIX: a group starting with it is a system one (MixAll.isSysConsumerGroup,
+# case-sensitive; 5.1.1's BrokerMetricsManager.isSystemGroup compares it lower-cased)
+SYS_GROUP_PREFIX = "CID_RMQ_SYS_"

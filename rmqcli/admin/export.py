@@ -23,7 +23,14 @@ from typing import Any
 
 from formats.javahash import chm_order, hashmap_order
 from formats.javatext import java_double
-from formats.names import CLIENT_INNER_PRODUCER, DLQ_PREFIX, RETRY_PREFIX, TOOLS_CONSUMER, TRANS_CHECK_GROUP
+from formats.names import (
+    CLIENT_INNER_PRODUCER,
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    SYS_GROUP_PREFIX,
+    TOOLS_CONSUMER,
+    TRANS_CHECK_GROUP,
+)
 from rmqcli.admin.session import UNKNOWN_CLUSTER, AdminSession, master_addr
 from rmqcli.durable import replace_file
 from rmqcli.errors import BrokerError, NetworkError, NotFoundError, RmqError
@@ -76,7 +83,6 @@ SYSTEM_GROUPS = frozenset(
         TRANS_CHECK_GROUP,
     }
 )
-SYS_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.isSysConsumerGroup
 
 
 # --- Java's map orders and fastjson's text ---------------------------------------------------------

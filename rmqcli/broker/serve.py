@@ -21,11 +21,9 @@ nowhere); ``serve`` runs the servers.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
 import signal
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +38,7 @@ from rmqcli.conf.parse import BrokerConf, conf_of, load
 from rmqcli.errors import NotFoundError, RmqError, UsageError, bind_error
 from rmqcli.metrics.http import MetricsServer
 from rmqcli.namesrv.server import NameServer, default_config, namesrv_config
+from rmqcli.netaddr import is_loopback
 from rmqcli.remoting.server.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES, Server, ServerLimits
 from rmqcli.store.retention import disk_used_ratio
 from rmqcli.store.write.messages import Host
@@ -123,23 +122,6 @@ def serve_limits(
             raise UsageError(f"{flag}: must be above 0, not {value}")
         chosen.append(value)
     return chosen[0], chosen[1]
-
-
-def is_loopback(host: str) -> bool:
-    """Whether listening on ``host`` reaches only this machine (every address it names is loopback)."""
-    host = host.strip().strip("[]")
-    if host in ("", "0.0.0.0", "::", "*"):
-        return False
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    addresses = {info[4][0].split("%")[0] for info in infos}
-    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 def exposure_warning(listen: str, acl: bool) -> str | None:

@@ -152,19 +152,16 @@ class Collector:
 
     def _stats(self, addr: str, name: str, key: str):  # type: ignore[no-untyped-def]
         """VIEW_BROKER_STATS_DATA (315): the minute item, None when the broker has none."""
-        from rmqcli.remoting import headers as hd
-        from rmqcli.remoting import json_body as jb
+        from rmqcli.admin.group.stats import broker_stats
 
-        header = hd.ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key)
         self._time()
         try:
-            response = self.session.call(addr, RequestCode.VIEW_BROKER_STATS_DATA, header)
+            return broker_stats(self.session, addr, name, key).stats_minute
         except BrokerError:  # SYSTEM_ERROR "The stats <...> not exist": none yet, not a failure
             return None
         except NetworkError:
             self.scrape.errors["network"] += 1
             return None
-        return jb.decode_or_empty(jb.BrokerStatsData, response.body).stats_minute
 
     def _broker_stats(self, b: _Broker) -> None:
         for family, item in ((f.BROKER_TPS, "BROKER_PUT_NUMS"), (f.BROKER_QPS, "BROKER_GET_NUMS")):

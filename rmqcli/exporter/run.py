@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from rmqcli.errors import bind_error
+from rmqcli.netaddr import is_loopback
 
 if TYPE_CHECKING:
     from rmqcli.remoting.acl import Credentials
@@ -23,10 +24,6 @@ def scrape_text(namesrv: list[str], credentials: Credentials | None, budget: flo
         return render(Collector(session, budget).run())
 
 
-def _loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-
-
 def run_exporter(
     namesrv: list[str], credentials: Credentials | None, listen: str, port: int, budget: float, timeout: float
 ) -> None:
@@ -35,7 +32,7 @@ def run_exporter(
     from rmqcli.exporter.collect import Collector, render
     from rmqcli.metrics.http import MetricsServer
 
-    if not _loopback(listen):
+    if not is_loopback(listen):
         warning = f"listening on {listen}: anyone who can connect sees the cluster's metrics"
         print(f"rmq exporter: warning: {warning}", file=sys.stderr)
     session = AdminSession(namesrv, timeout=timeout, credentials=credentials)

@@ -4,6 +4,7 @@ brokerConsumeStats (protocol.md C.2, C.4.7; requests B.4; bodies B.9)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from formats.names import DLQ_PREFIX, RETRY_PREFIX
 from rmqcli.admin.beans import mq_key
@@ -13,6 +14,9 @@ from rmqcli.admin.session import AdminSession
 from rmqcli.errors import BrokerError, NetworkError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode
+
+if TYPE_CHECKING:
+    from rmqcli.remoting.json_body import BrokerStatsData
 
 
 @dataclass
@@ -35,15 +39,22 @@ def _sum_24h(stats: object) -> int:
     return 0
 
 
-def _broker_stats(session: AdminSession, addr: str, name: str, key: str) -> tuple[float, int]:
+def broker_stats(session: AdminSession, addr: str, name: str, key: str) -> BrokerStatsData:
+    """VIEW_BROKER_STATS_DATA (315, B.4): the broker's ``name`` statistics of ``key``. A broker
+    that has none yet answers SYSTEM_ERROR ``The stats <...> not exist``: a ``BrokerError``."""
     from rmqcli.remoting import json_body as jb
 
+    header = hd.ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key)
+    response = session.call(addr, RequestCode.VIEW_BROKER_STATS_DATA, header)
+    return jb.decode_or_empty(jb.BrokerStatsData, response.body)
+
+
+def _broker_stats(session: AdminSession, addr: str, name: str, key: str) -> tuple[float, int]:
+    """The minute's TPS and the 24 hours' sum; zeros when the broker has none or did not answer."""
     try:
-        header = hd.ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key)
-        response = session.call(addr, RequestCode.VIEW_BROKER_STATS_DATA, header)
+        data = broker_stats(session, addr, name, key)
     except (BrokerError, NetworkError):
         return 0.0, 0
-    data = jb.decode_or_empty(jb.BrokerStatsData, response.body)
     return data.stats_minute.tps, _sum_24h(data)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from formats.names import SYS_GROUP_PREFIX
 from rmqcli.broker.grpc import convert
 from rmqcli.broker.grpc import status as st
 from rmqcli.broker.names import validate_group
@@ -106,7 +107,7 @@ def check_group(group: str) -> None:
     problem = validate_group(group)
     if problem:
         raise st.GrpcStatusError(st.ILLEGAL_CONSUMER_GROUP, problem)
-    if group.startswith("CID_RMQ_SYS_"):  # MixAll.isSysConsumerGroup
+    if group.startswith(SYS_GROUP_PREFIX):  # MixAll.isSysConsumerGroup
         raise st.GrpcStatusError(st.ILLEGAL_CONSUMER_GROUP, "cannot use system consumer group")
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
 from formats.commitlog import SCHEDULE_TOPIC
+from formats.names import SYS_GROUP_PREFIX
 from rmqcli.broker.metrics.api import NoMetrics
 from rmqcli.broker.metrics.pop import PopMetrics
 from rmqcli.broker.metrics.timer import TimerGauges
@@ -42,7 +43,6 @@ PROCESSORS = (
     "send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull",
     "transaction", "consumer_manager", "admin", "reply",
 )  # fmt: skip
-SYS_GROUP_PREFIX = "cid_rmq_sys_"
 # 209-211: 5.1.1's later names win in RemotingHelper's map (metrics.md §3.8)
 _RESPONSE_NAMES = {209: "polling_full", 210: "polling_timeout", 211: "broker_not_exist"}
 _DELAY_PROPERTIES = (fmt.PROPERTY_DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC")
@@ -63,7 +63,9 @@ def message_type(properties: Mapping[str, str]) -> str:
 
 
 def is_system_group(group: str) -> bool:
-    return group.lower().startswith(SYS_GROUP_PREFIX)
+    """``BrokerMetricsManager.isSystemGroup`` (5.1.1): the prefix compared lower-cased, unlike
+    ``MixAll.isSysConsumerGroup``."""
+    return group.lower().startswith(SYS_GROUP_PREFIX.lower())
 
 
 def request_name(code: int) -> str:
@@ -114,7 +116,7 @@ class BrokerMetrics(NoMetrics):
         )
         from rmqcli.broker.metrics.lag import LagGauges
 
-        lag = LagGauges(ctl, self.is_system_topic)
+        lag = LagGauges(ctl, self.is_system)
         m.gauge("rocketmq_consumer_lag_messages", "Consumer lag messages", lag.lag_messages)
         m.gauge("rocketmq_consumer_lag_latency", "Consumer lag time", lag.lag_latency)
         m.gauge("rocketmq_consumer_inflight_messages", "Consumer inflight messages", lag.inflight_messages)
@@ -149,6 +151,10 @@ class BrokerMetrics(NoMetrics):
     def is_system_topic(self, topic: str) -> bool:
         return is_system_topic(topic, self._system_topics)
 
+    def is_system(self, topic: str, group: str) -> bool:
+        """``BrokerMetricsManager.isSystem``: a system topic or a system group."""
+        return self.is_system_topic(topic) or is_system_group(group)
+
     # --- recorded -------------------------------------------------------------------------------
     def message_in(self, topic: str, properties: Mapping[str, str], count: int, size: int) -> None:
         """A send stored (``handlePutMessageResult``): ``count`` messages, ``size`` CommitLog bytes,
@@ -169,13 +175,13 @@ class BrokerMetrics(NoMetrics):
         a POP's (``retry``: from its pop-retry topic) under the topic it asked for, with ``is_retry``."""
         if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) or count <= 0:
             return
-        system = self.is_system_topic(topic) or is_system_group(group)
+        system = self.is_system(topic, group)
         labels = {"topic": topic, "consumer_group": group, "is_system": system, "is_retry": retry}
         self.messages_out.add(count, **labels)
         self.throughput_out.add(size, **labels)
 
     def dlq(self, group: str, topic: str) -> None:
-        system = self.is_system_topic(topic) or is_system_group(group)
+        system = self.is_system(topic, group)
         self.to_dlq.add(1, consumer_group=group, topic=topic, is_system=system)
 
     def scheduled(self, topic: str, read: int, stored: int) -> None:

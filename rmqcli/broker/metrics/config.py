@@ -34,15 +34,23 @@ class MetricsConfig:
     def prom(self) -> bool:
         return self.exporter == "PROM"
 
+    def _parsed_labels(self) -> tuple[dict[str, str], list[str]]:
+        """``metricsLabel`` read once: its pairs and the entries that are not a pair."""
+        found: dict[str, str] = {}
+        bad: list[str] = []
+        for entry in self.label.split(","):
+            parts = entry.split(":")
+            if len(parts) != 2:
+                if entry.strip():
+                    bad.append(entry)
+            elif parts[0].strip():
+                found[parts[0].strip()] = parts[1].strip()
+        return found, bad
+
     def labels(self) -> dict[str, str]:
         """``metricsLabel``'s pairs: a pair without exactly one ``:`` is skipped (as 5.1.1 does,
         with a warning: ``bad_labels``)."""
-        found = {}
-        for pair in self.label.split(","):
-            parts = pair.split(":")
-            if len(parts) == 2 and parts[0].strip():
-                found[parts[0].strip()] = parts[1].strip()
-        return found
+        return self._parsed_labels()[0]
 
     def bad_labels(self) -> list[str]:
-        return [p for p in self.label.split(",") if p.strip() and len(p.split(":")) != 2]
+        return self._parsed_labels()[1]

@@ -37,11 +37,12 @@ class _Queue:
 
 
 class LagGauges:
-    """The gauges' callbacks over the broker ``ctl``; ``is_system_topic`` as the broker counts it."""
+    """The gauges' callbacks over the broker ``ctl``; ``is_system(topic, group)`` as the broker's
+    metrics count it (``BrokerMetricsManager.isSystem``)."""
 
-    def __init__(self, ctl: BrokerContext, is_system_topic: Callable[[str], bool]):
+    def __init__(self, ctl: BrokerContext, is_system: Callable[[str, str], bool]):
         self.ctl = ctl
-        self.is_system_topic = is_system_topic
+        self.is_system = is_system
 
     def _pairs(self) -> Iterator[tuple[str, str]]:
         ctl = self.ctl
@@ -72,7 +73,7 @@ class LagGauges:
             )
 
     def _labels(self, group: str, topic: str) -> dict[str, object]:
-        system = self.is_system_topic(topic) or group.lower().startswith("cid_rmq_sys_")
+        system = self.is_system(topic, group)
         return {"consumer_group": group, "topic": topic, "is_retry": False, "is_system": system}
 
     def _each(
