@@ -34,6 +34,7 @@ STORE = {
     "restore-backup": "backup:restore_backup",
     "serve": "serve:serve",
     "exporter": "exporter:exporter",
+    "dashboard": "dashboard:dashboard",
 }
 
 # How ``rmq`` and each group of subcommands is set up: ``-h`` for help, plain text, and the help

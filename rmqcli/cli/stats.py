@@ -96,17 +96,7 @@ def stats(
             store_stats(store, lambda pos: update(pos - base), skip if skip_corrupt else None)
         )
     warn_unsafe(result["unsafeTopics"])
-    sections = [
-        Section("store", "store", item={"store": result["store"]}),
-        Section("commitlog", "commitlog", item=commitlog_item(result["commitlog"]), title="CommitLog"),
-        Section("topics", "topic", rows=result["topics"], columns=TOPIC_COLUMNS, title="Topics"),
-        Section("queues", "queue", rows=result["queues"], columns=QUEUE_COLUMNS, title="Queues"),
-        Section("files", "files", rows=result["files"], columns=FILE_COLUMNS, title="Files"),
-    ]
-    if result["unsafeTopics"]:
-        sections.append(unsafe_section(result["unsafeTopics"]))
-    if result["confirm"] is not None:
-        sections += confirm_sections(result["confirm"])
+    sections = stats_sections(result)
     if skipped:
         rows = [{k: v for k, v in corruption_fields(c).items() if k != "kind"} for c in skipped]
         title = "Corrupt stretches skipped (the records after them are counted)"
@@ -128,6 +118,23 @@ UNCONFIRMED_COLUMNS = [
     number("minQueueOffset", "MinQOffset"),
     number("maxQueueOffset", "MaxQOffset"),
 ]
+
+
+def stats_sections(result: dict) -> list[Section]:  # type: ignore[type-arg]
+    """The sections of ``rmq stats``'s output for ``store_stats``'s result as ``--json`` data
+    (``rmq dashboard``'s store page shows the same)."""
+    sections = [
+        Section("store", "store", item={"store": result["store"]}),
+        Section("commitlog", "commitlog", item=commitlog_item(result["commitlog"]), title="CommitLog"),
+        Section("topics", "topic", rows=result["topics"], columns=TOPIC_COLUMNS, title="Topics"),
+        Section("queues", "queue", rows=result["queues"], columns=QUEUE_COLUMNS, title="Queues"),
+        Section("files", "files", rows=result["files"], columns=FILE_COLUMNS, title="Files"),
+    ]
+    if result["unsafeTopics"]:
+        sections.append(unsafe_section(result["unsafeTopics"]))
+    if result["confirm"] is not None:
+        sections += confirm_sections(result["confirm"])
+    return sections
 
 
 def confirm_sections(confirm: dict) -> list[Section]:

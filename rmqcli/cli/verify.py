@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rmqcli.cli.columns import FILE, KIND, OFFSET, number
 from rmqcli.cli.common import (
@@ -87,9 +88,6 @@ def verify(
     finally:
         store.close()
     data = camel_dict(report)
-    summary = {k: data[k] for k in SUMMARY_FIELDS}
-    if report.unconfirmed is not None:  # a controller-mode store
-        summary["unconfirmed"] = report.unconfirmed
     renderer = common.renderer()
     if renderer.fmt is OutputFormat.table:
         if report.problems or report.kinds:
@@ -109,16 +107,23 @@ def verify(
             )
         renderer.out.write(_summary_line(report) + "\n")
     else:
-        renderer.sections(
-            [
-                Section("summary", "summary", item=summary),
-                Section("kinds", "kind", rows=data["kinds"], columns=KIND_COLUMNS),
-                Section("problems", "problem", rows=data["problems"], columns=PROBLEM_COLUMNS),
-            ]
-        )
+        renderer.sections(verify_sections(report))
     sys.stdout.flush()
     if report.errors:
         raise CorruptDataError(f"{report.errors} error(s) and {report.warnings} warning(s) in {report.store}")
+
+
+def verify_sections(report: Any) -> list[Section]:
+    """``rmq verify --json``'s sections (summary, kinds, problems; ``rmq dashboard`` shows them)."""
+    data = camel_dict(report)
+    summary = {k: data[k] for k in SUMMARY_FIELDS}
+    if report.unconfirmed is not None:  # a controller-mode store
+        summary["unconfirmed"] = report.unconfirmed
+    return [
+        Section("summary", "summary", item=summary),
+        Section("kinds", "kind", rows=data["kinds"], columns=KIND_COLUMNS),
+        Section("problems", "problem", rows=data["problems"], columns=PROBLEM_COLUMNS),
+    ]
 
 
 def _summary_line(report) -> str:

@@ -301,10 +301,37 @@ def write(text: str) -> None:
     sys.stdout.flush()
 
 
-def emit_json(obj: Any) -> None:
+def json_document(command: AdminCommand, result: Any, args: Args) -> Any:
+    """The ``--json`` document of ``result``: plain JSON values (``rmq dashboard`` serves the same)."""
     from rmqcli.cli.render import camel_dict
 
-    write(json.dumps(camel_dict(obj), ensure_ascii=False, indent=2) + "\n")
+    return camel_dict(command.data(result, args) if command.data is not None else result)
+
+
+def emit_json(document: Any) -> None:
+    write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+
+
+def lookup(name: str) -> AdminCommand:
+    """The declared ``AdminCommand`` called ``name`` (a KeyError when there is none)."""
+    module, attr = declared()[name].split(":")
+    return getattr(importlib.import_module(f"rmqcli.cli.{module}"), attr)
+
+
+def arguments(command: AdminCommand, given: dict[str, Any]) -> Args:
+    """``Args`` as the command line would give them: ``given`` values by parameter name, every other
+    option at its default; a UsageError naming a required option left out, or an unknown one."""
+    options = {o.name: o for o in (*command.options, *COMMON_OPTIONS)}
+    unknown = sorted(set(given) - set(options))
+    if unknown:
+        raise UsageError(f"{command.name}: no such option {', '.join(unknown)}")
+    values = {}
+    for name, o in options.items():
+        value = given.get(name, o.default)
+        if value is REQUIRED:
+            raise UsageError(f"{command.name}: {'/'.join(o.flags)} is required")
+        values[name] = value
+    return Args(**values)
 
 
 def run_admin(command: AdminCommand, args: Args) -> None:
@@ -321,7 +348,7 @@ def run_admin(command: AdminCommand, args: Args) -> None:
         while True:
             result = command.call(s, args)
             if args.json_out:
-                emit_json(command.data(result, args) if command.data is not None else result)
+                emit_json(json_document(command, result, args))
             else:
                 write(command.text(result, args))
             if command.warnings is not None:
