@@ -243,3 +243,35 @@ def test_a_port_in_use_and_a_listen_beyond_loopback(cluster: Cluster) -> None:
     missing = run_rmq("dashboard", "--store", "/nonexistent/store", timeout=60)
     assert missing.returncode == 3
     assert one_line_error(missing.stderr).endswith("--store /nonexistent/store: no such directory\n")
+
+
+def test_a_listen_beyond_loopback_is_warned_about(cluster: Cluster) -> None:
+    """The warning comes before the bind (here refused: the port is taken on loopback)."""
+    with dashboard("-n", cluster.ns) as dash:
+        wide = run_rmq(
+            "dashboard", "-n", cluster.ns, "--listen", "0.0.0.0", "--port", str(dash.port), timeout=60
+        )
+    assert wide.returncode == 5
+    warning, refusal = wide.stderr.splitlines()
+    assert warning == (
+        "rmq dashboard: warning: listening on 0.0.0.0: anyone who can connect sees the cluster and the stores"
+    )
+    assert refusal.endswith(f"dashboard: cannot listen on 0.0.0.0:{dash.port}: address already in use")
+
+
+def test_requests_are_signed_with_the_acl_keys_given(tmp_path: Path) -> None:
+    """Under aclEnable the broker refuses the unsigned runtime request, and the page says so in
+    one line; with an account's keys the dashboard's requests are signed as the CLI's."""
+    from tests.support.acl import ACL, ADMIN, keys, serve_acl
+
+    with serve_acl(tmp_path, ACL) as server:
+        addr = f"127.0.0.1:{server.port}"
+        with dashboard("-n", server.namesrv) as dash:
+            status, doc = dash.get(f"/api/admin/brokerStatus?broker_addr={addr}")
+        assert status == 502 and "\n" not in doc["error"] and "AclException" in doc["error"], doc
+        with dashboard("-n", server.namesrv, *keys(ADMIN)) as dash:
+            status, doc = dash.get(f"/api/admin/brokerStatus?broker_addr={addr}")
+        cli = rmq_json("brokerStatus", "-n", server.namesrv, "-b", addr, *keys(ADMIN), "--json")
+    assert status == 200
+    assert doc[0]["addr"] == cli[0]["addr"] == addr  # type: ignore[index]
+    assert set(doc[0]["table"]) == set(cli[0]["table"])  # type: ignore[index]
