@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqcli.admin.session import AdminSession, target_addrs
-from rmqcli.errors import BrokerError, NetworkError, RmqError
+from rmqcli.errors import BrokerError, NetworkError, NotFoundError, RmqError
 from rmqcli.remoting import headers as hd
 from rmqcli.remoting.codes import RequestCode
 
@@ -131,6 +131,38 @@ def ha_status(session: AdminSession, broker_addr: str | None, cluster: str | Non
         if isinstance(response, RmqError):
             raise response
         out.append(HAStatus(addr, jb.decode_or_empty(jb.HARuntimeInfo, response.body)))
+    return out
+
+
+@dataclass
+class BrokerEpochs:
+    addr: str
+    cache: Any  # json_body.EpochEntryCache
+
+
+def get_broker_epoch(
+    session: AdminSession, broker_name: str | None, cluster: str | None
+) -> list[BrokerEpochs]:
+    """``getBrokerEpoch`` (5.1.1 ``GetBrokerEpochSubCommand``, controller.md §8.2): every address,
+    masters and slaves, of ``-b``'s group or of each group of ``-c``, in the order of the
+    ``HashSet`` ``CommandUtil`` collects them in; GET_BROKER_EPOCH_CACHE (1007) to each, the first
+    failure failing the command. A broker not in controller mode fails it (5.1.1: SYSTEM_ERROR)."""
+    from formats.javahash import hashmap_order
+    from rmqcli.remoting import json_body as jb
+
+    info = session.cluster_info()
+    if broker_name:
+        names = [broker_name.strip()]
+    else:
+        assert cluster is not None
+        names = list(info.cluster_addr_table.get(cluster.strip()) or ())
+        if not names:
+            raise NotFoundError(f"[error] no cluster {cluster.strip()!r} in the name server's cluster info")
+    addrs = {a for n in names if (data := info.broker_addr_table.get(n)) for a in data.broker_addrs.values()}
+    out = []
+    for addr in hashmap_order(addrs):
+        response = session.call(addr, RequestCode.GET_BROKER_EPOCH_CACHE)
+        out.append(BrokerEpochs(addr, jb.decode_or_empty(jb.EpochEntryCache, response.body)))
     return out
 
 

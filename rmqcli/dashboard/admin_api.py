@@ -2,9 +2,12 @@
 and code path as ``rmq <command> --json`` (``cli/admin/registry``).
 
 Reads (GET) are the commands of ``READS``, options in the query string by parameter name
-(``?topic=T``). Writes (POST, ``{"options": {...}, "confirm": false}``) are those of ``WRITES``,
-only when the dashboard was started with ``--allow-writes``: unconfirmed, the answer is the plan
-(the command line that would run); confirmed, the command runs. The name server and the ACL keys
+(``?topic=T``); with ``_errors=inline`` a failure is answered 200 with its ``{"error": line}``, for
+the sections a broker may not support (the browser reports every 4xx/5xx in its console).
+
+Writes (POST, ``{"options": {...}, "confirm": false}``) are those of ``WRITES``, only when the
+dashboard was started with ``--allow-writes``: unconfirmed, the answer is the plan (the command
+line that would run); confirmed, the command runs. The name server and the ACL keys
 are the dashboard's own: a request cannot name others."""
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from rmqcli.dashboard.settings import DashboardSettings
 from rmqcli.errors import UsageError
 
 READS = frozenset(
-    "clusterList brokerStatus haStatus getBrokerMemberGroup topicList topicRoute topicStatus "
+    "clusterList brokerStatus haStatus getBrokerMemberGroup getBrokerEpoch topicList topicRoute topicStatus "
     "topicClusterList consumerProgress consumerConnection producerConnection getBrokerConfig "
     "queryMsgById queryMsgByKey queryMsgByUniqueKey queryMsgTraceById".split()
 )
@@ -97,16 +100,20 @@ def plan(settings: DashboardSettings, name: str, given: dict[str, Any]) -> str:
 def routes(settings: DashboardSettings) -> list[Route]:
     async def read(request: Request) -> JSONResponse:
         name = request.path_params["command"]
+        given = dict(request.query_params)
+        inline = given.pop("_errors", "") == "inline"
         try:
             if name not in READS:
                 raise Forbidden(f"{name}: not a command the dashboard reads with")
-            given = dict(request.query_params)
             acting = sorted(ACTING.get(name, frozenset()) & set(given))
             if acting:
                 raise Forbidden(f"{name}: {', '.join(acting)} act on a client; the dashboard only reads")
             return document(await run_in_threadpool(run_command, settings, name, given))
         except Exception as exc:  # noqa: BLE001 - every failure is one line on the page
-            return error(exc)
+            answer = error(exc)
+            if inline:  # a section that may fail (a 4.x broker has no haStatus): 200, the line inside
+                answer.status_code = 200
+            return answer
 
     async def write(request: Request) -> JSONResponse:
         name = request.path_params["command"]

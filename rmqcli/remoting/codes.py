@@ -121,6 +121,7 @@ class RequestCode(enum.IntEnum):
     NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x
     EXCHANGE_BROKER_HA_INFO = 906  # 5.x
     GET_BROKER_HA_STATUS = 907  # 5.x (HARuntimeInfo); rmq brokers answer it too
+    GET_BROKER_EPOCH_CACHE = 1007  # 5.x controller mode: a broker's epoch entries (controller.md §2.11)
     POP_MESSAGE = 200050  # 5.x POP consumption (rmqcli.broker.pop)
     ACK_MESSAGE = 200051  # 5.x
     PEEK_MESSAGE = 200052  # 5.x

@@ -630,6 +630,27 @@ class GetBrokerMemberGroupResponseBody:
 
 
 @bean
+class EpochEntry:
+    """One entry of a controller-mode broker's ``epochFileCheckpoint`` (5.x ``EpochEntry``)."""
+
+    end_offset: int = prop(0)
+    epoch: int = prop(0)
+    start_offset: int = prop(0)
+
+
+@bean
+class EpochEntryCache:
+    """GET_BROKER_EPOCH_CACHE (1007, RocketMQ 5 controller mode): the broker's epochs and CommitLog
+    max offset (docs/controller.md §2.11)."""
+
+    broker_id: int = prop(0)
+    broker_name: str | None = prop(None)
+    cluster_name: str | None = prop(None)
+    epoch_list: list[EpochEntry] = prop(factory=list)
+    max_offset: int = prop(0)
+
+
+@bean
 class HARuntimeInfo:
     """GET_BROKER_HA_STATUS (907, RocketMQ 5): what ``mqadmin haStatus`` prints."""
 

@@ -135,6 +135,27 @@ broker_member_group = BROKERS.command(
     operation="broker_member_group",
 )
 
+
+def _broker_name_or_cluster(args: Args) -> None:
+    """mqadmin prints its help without -b or -c; rmq says what is missing."""
+    if not args.broker_name and not args.cluster_name:
+        raise UsageError("one of -b/--brokerName or -c/--clusterName is required")
+
+
+get_broker_epoch = BROKERS.command(
+    "getBrokerEpoch",
+    "Fetch broker epoch entries",
+    (
+        cluster_name("which cluster"),
+        opt("broker_name", "--brokerName", "-b", "which broker to fetch"),
+        opt("interval", "--interval", "-i", "the interval(second) of get info", int),
+        ROUNDS,
+    ),
+    params=("broker_name", "cluster_name"),
+    check=_broker_name_or_cluster,
+    repeat=lambda a: (a.interval, a.rounds),
+)
+
 ha_status = BROKERS.command(
     "haStatus",
     "Fetch ha runtime status data.",

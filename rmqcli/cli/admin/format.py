@@ -259,6 +259,24 @@ def broker_status(statuses: list[Any], by_cluster: bool) -> str:
     return "".join(out)
 
 
+def get_broker_epoch(results: list[Any]) -> str:
+    """``GetBrokerEpochSubCommand.printData``: per broker its names, address and id, then each
+    ``EpochEntry.toString()``, the last one's end offset replaced by the broker's max offset."""
+    out = []
+    for r in results:
+        c = r.cache
+        out.append(
+            f"\n#clusterName\t{c.cluster_name}\n#brokerName\t{c.broker_name}\n#brokerAddr\t{r.addr}"
+            f"\n#brokerId\t{c.broker_id}"
+        )
+        for i, e in enumerate(c.epoch_list):
+            end = c.max_offset if i == len(c.epoch_list) - 1 else e.end_offset
+            entry = f"epoch={e.epoch}, startOffset={e.start_offset}, endOffset={end}"
+            out.append(f"\n#Epoch: EpochEntry{{{entry}}}")
+        out.append("\n")
+    return "".join(out)
+
+
 def ha_status(statuses: list[Any]) -> str:
     """RocketMQ 5's ``HAStatusSubCommand.printStatus``: a master's slaves, or a slave's link."""
     out = []

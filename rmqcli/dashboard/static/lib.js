@@ -30,8 +30,10 @@ export function adminPath(name, options = {}) {
   return `/api/admin/${name}` + (text ? `?${text}` : "");
 }
 
-export function admin(name, options = {}) {
-  return api(adminPath(name, options));
+// `inline`: a section that may fail (a broker without the request) gets its error line with a 200
+// answer, which the browser does not report in its console.
+export function admin(name, options = {}, { inline = false } = {}) {
+  return api(adminPath(name, inline ? { ...options, _errors: "inline" } : options));
 }
 
 export function showError(message) {

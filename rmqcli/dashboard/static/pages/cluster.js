@@ -1,5 +1,6 @@
 // Cluster: clusterList's brokers (roles, versions, TPS, disk), then each broker group's members,
-// acting master and HA state (getBrokerMemberGroup, haStatus; a 4.x broker has no haStatus).
+// acting master, HA state and controller epochs (getBrokerMemberGroup, haStatus, getBrokerEpoch:
+// 5.x requests, which a 4.x broker, or one not in controller mode, does not answer).
 import { admin, adminPath, el, section, source, table } from "/static/lib.js";
 
 const tps = (text) => (text ? text.split(" ")[0] : "");
@@ -46,7 +47,7 @@ async function groupState(cluster, brokerName, rows) {
   const box = el("div", { class: "group", dataset: { broker: brokerName } }, el("h3", {}, `${cluster} / ${brokerName}`));
   const memberPath = adminPath("getBrokerMemberGroup", { cluster_name: cluster, broker_name: brokerName });
   try {
-    const members = (await admin("getBrokerMemberGroup", { cluster_name: cluster, broker_name: brokerName }))
+    const members = (await admin("getBrokerMemberGroup", { cluster_name: cluster, broker_name: brokerName }, { inline: true }))
       .filter((m) => !m.error);
     const ids = members.map((m) => m.brokerId).sort((a, b) => a - b);
     const acting = ids.length && ids[0] !== 0 ? `yes: broker ${ids[0]} acts as master` : "no";
@@ -57,7 +58,7 @@ async function groupState(cluster, brokerName, rows) {
   box.append(source(memberPath));
   for (const master of rows.filter((r) => r.brokerName === brokerName && r.brokerId === 0)) {
     try {
-      const [status] = await admin("haStatus", { broker_addr: master.addr });
+      const [status] = await admin("haStatus", { broker_addr: master.addr }, { inline: true });
       const info = status.info || {};
       const connections = info.haConnectionInfo || [];
       box.append(
@@ -76,5 +77,32 @@ async function groupState(cluster, brokerName, rows) {
       box.append(el("p", { class: "note" }, `HA: ${exc.message}`));
     }
   }
+  box.append(await epochs(brokerName));
   return box;
+}
+
+// Controller mode: each member's epochs (the last one is the current master's term).
+async function epochs(brokerName) {
+  const options = { broker_name: brokerName };
+  try {
+    const rows = await admin("getBrokerEpoch", options, { inline: true });
+    const last = (r) => r.cache.epochList[r.cache.epochList.length - 1] || {};
+    return el("div", {},
+      el("p", {}, "Controller epochs"),
+      table(
+        [
+          { title: "Broker", value: (r) => r.addr },
+          { title: "Id", value: (r) => r.cache.brokerId, num: true },
+          { title: "Epoch", value: (r) => last(r).epoch, num: true, key: (r) => `${brokerName}/${r.addr}/epoch` },
+          { title: "Since offset", value: (r) => last(r).startOffset, num: true, key: (r) => `${brokerName}/${r.addr}/epochStart` },
+          { title: "Max offset", value: (r) => r.cache.maxOffset, num: true },
+          { title: "Epochs", value: (r) => r.cache.epochList.length, num: true },
+        ],
+        rows,
+        { class: "epochs" },
+      ),
+      source(adminPath("getBrokerEpoch", options)));
+  } catch (exc) {
+    return el("p", { class: "note" }, `controller epochs: not in controller mode (${exc.message})`);
+  }
 }
