@@ -90,6 +90,9 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kit]:
     common = dict(
         brokerClusterName="HaCluster", namesrvAddr=ns, brokerIP1="127.0.0.1", brokerIP2="127.0.0.1",
         flushDiskType="ASYNC_FLUSH", autoCreateTopicEnable="true", diskMaxUsedSpaceRatio=95,
+        # a send may wait 200 ms in the real broker's queue by default, then TIMEOUT_CLEAN_QUEUE:
+        # on a loaded machine the 3,000 sends of bin/clienttest meet it
+        waitTimeMillsInSendQueue=3000,
     )  # fmt: skip
     master_conf = _conf(
         tmp / "master.conf", brokerName="ha-real", brokerId=0, brokerRole="ASYNC_MASTER",

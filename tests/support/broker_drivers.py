@@ -70,6 +70,7 @@ DRIVER = textwrap.dedent(
                     emit(retry=str(exc)[:200])
                     time.sleep(1)
             emit(key=key, status=int(r.status), id=r.msg_id)
+        emit(closing=True)  # every send answered: what follows is the client's own shutdown
         p.shutdown()
         emit(done=True)
 
@@ -79,6 +80,7 @@ DRIVER = textwrap.dedent(
         p.start()
         r = p.send_batch([message(cmd["topic"], k, (k + ":").ljust(cmd["size"], "b")) for k in cmd["keys"]])
         emit(status=int(r.status), offset=r.offset)
+        emit(closing=True)
         p.shutdown()
         emit(done=True)
 
@@ -242,9 +244,13 @@ def run_driver(tmp: Path, name: str, cmd: dict, timeout: float = 60.0) -> list[d
     """Run a driver that ends by itself (``produce``) and return its events."""
     driver = Driver(tmp, name, cmd)
     events = driver.finish(timeout, f"driver {name} timed out")
+    if events and events[-1].get("closing") and "boost::thread_interrupted" in driver.tail():
+        # the C++ client (0.4.4's librocketmq) sometimes aborts in its own shutdown, a thread
+        # interrupted while it stops: every send had been answered, which is what the tests use
+        return events[:-1]
     if not events or not events[-1].get("done"):
         raise AssertionError(f"driver {name} failed: {driver.tail()}")
-    return events
+    return [e for e in events if not e.get("closing")]
 
 
 def warmed_consumer(tmp: Path, namesrv: str, topic: str, group: str, **more: object) -> Driver:
