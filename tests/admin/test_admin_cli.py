@@ -20,6 +20,7 @@ from rmqcli.remoting import json_body as jb
 from tests.admin.adminserver import AdminServer
 from tests.admin.runner import closed_port, local_millis, rmq, rmq_fail, run, run_together
 from tests.support import REAL_ROOT as REAL
+from tests.support import ROOT
 
 needs_real = pytest.mark.real
 SINGLE = (("DefaultCluster", "broker-a", 0),)
@@ -495,11 +496,17 @@ JSON_COMMANDS = [
 ]
 
 
+# commands whose --json is checked where a broker answers them (rmq serve is not in controller mode)
+JSON_ELSEWHERE = {"getBrokerEpoch": "tests/admin/test_admin_epochs_real.py"}
+
+
 def test_every_command_has_json(server: AdminServer) -> None:
-    covered = set()
+    covered = set(JSON_ELSEWHERE)
     for args in JSON_COMMANDS:
         covered.add(args[0])
         json.loads(rmq(*args, "-n", server.namesrv, "--json"))
+    for test in JSON_ELSEWHERE.values():
+        assert "--json" in (ROOT / test).read_text()
     part_a = {name for name, where in ADMIN.items() if where.startswith(("admin.topic:", "admin.broker:"))}
     assert covered == part_a
 

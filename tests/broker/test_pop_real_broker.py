@@ -76,9 +76,11 @@ def scenario(a: str) -> dict[str, Any]:
     seen["ack.no_topic"] = w.call(a, RC.ACK_MESSAGE, {**base, "topic": "NoSuchTopic"}).code
     seen["ack.bad_queue"] = w.call(a, RC.ACK_MESSAGE, {**base, "queueId": 5}).code
     seen["ack.bad_offset"] = w.call(a, RC.ACK_MESSAGE, {**base, "offset": 99}).code
-    seen["pop.33"] = w.pop(a, "GP", "TopicP", num=33).code
-    seen["pop.no_topic"] = w.pop(a, "GP", "NoSuchTopic").code
-    seen["pop.bad_queue"] = w.pop(a, "GP", "TopicP", queue_id=7).code
+    # refusals, answered before any polling: a poll time keeps a loaded machine's delay from turning
+    # them into POLLING_TIMEOUT ("timeout too much": 500 ms past bornTime + pollTime, checked first)
+    seen["pop.33"] = w.pop(a, "GP", "TopicP", num=33, poll=10_000).code
+    seen["pop.no_topic"] = w.pop(a, "GP", "NoSuchTopic", poll=10_000).code
+    seen["pop.bad_queue"] = w.pop(a, "GP", "TopicP", queue_id=7, poll=10_000).code
     orderly(a, seen)
     back = w.pop_until(a, "GP", "TopicP", 2, timeout=30, invisible=3000)
     seen["revived"] = sorted(

@@ -1,5 +1,5 @@
 """A real Prometheus server (Debian's ``prometheus``) for the metrics tests: started on a free
-loopback port with a scrape configuration written here (every target each second), its TSDB under
+loopback port with a scrape configuration written here (every target each second by default), its TSDB under
 the test's directory, stopped with SIGTERM; PromQL instant queries over its HTTP API
 (``/api/v1/query``, https://prometheus.io/docs/prometheus/latest/querying/api/)."""
 
@@ -46,20 +46,26 @@ class Prometheus:
         return {t["labels"]["job"]: t["health"] for t in doc["data"]["activeTargets"]}
 
 
-def _config(jobs: dict[str, int]) -> str:
-    lines = ["global:", "  scrape_interval: 1s", "  scrape_timeout: 1s", "scrape_configs:"]
+def _config(jobs: dict[str, int], interval: int) -> str:
+    lines = [
+        "global:",
+        f"  scrape_interval: {interval}s",
+        f"  scrape_timeout: {interval}s",
+        "scrape_configs:",
+    ]
     for job, port in jobs.items():
         lines += [f"  - job_name: {job}", "    static_configs:", f"      - targets: ['127.0.0.1:{port}']"]
     return "\n".join(lines) + "\n"
 
 
 @contextmanager
-def prometheus(home: Path, jobs: dict[str, int]) -> Iterator[Prometheus]:
-    """Prometheus scraping ``127.0.0.1:port/metrics`` of each job every second, ready to query."""
+def prometheus(home: Path, jobs: dict[str, int], interval: int = 1) -> Iterator[Prometheus]:
+    """Prometheus scraping ``127.0.0.1:port/metrics`` of each job every ``interval`` seconds (which
+    is also the scrape's timeout), ready to query."""
     binary = shutil.which("prometheus")
     assert binary is not None  # the test carries the ``prometheus`` marker
     home.mkdir(parents=True, exist_ok=True)
-    (home / "prometheus.yml").write_text(_config(jobs))
+    (home / "prometheus.yml").write_text(_config(jobs, interval))
     port = claim()
     log = home / "prometheus.log"
     with open(log, "w") as out:
