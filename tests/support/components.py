@@ -1,6 +1,7 @@
 """The optional components some tests need, one pytest marker each, and what happens when one is
 missing: the test skips, saying why, on a developer's or user's machine; it fails, saying why, where
-the component is required: in CI (``CI=true``, as CI runs) or where ``RMQ_REQUIRE`` names it
+the component is required: in CI (``CI=true``, as CI runs; all but the Debian packages, which
+``.ci/run`` installs and which skip with the reason where absent) or where ``RMQ_REQUIRE`` names it
 (``RMQ_REQUIRE=java,cpp``, ``all``; ``RMQ_REQUIRE=none`` turns CI's strictness off).
 
 A test says what it needs with the marker (``@pytest.mark.java``) or, where the need shows only
@@ -28,6 +29,8 @@ class Component:
     name: str
     what: str  # the marker's help: what the test needs
     check: Callable[[], str | None]  # None when present, else why it is missing
+    # a Debian package (.ci/run installs it): skipped with the reason where absent, also in CI
+    system_package: bool = False
 
 
 def _java_17() -> bool:
@@ -118,8 +121,8 @@ COMPONENTS = {
         Component("client5", "the Apache RocketMQ 5.x Python client in .venv-rmq5", _client5),
         Component("js", "node and the clients of tests/js (ali-ons, rocketmq-client-nodejs)", _js),
         Component("spark", "PySpark and Java 17+ (the tests using the spark fixture)", _spark),
-        Component("prometheus", "a Prometheus server binary (Debian's prometheus)", _prometheus),
-        Component("browser", "headless Chromium, its chromedriver and selenium", _browser),
+        Component("prometheus", "a Prometheus server binary (Debian's prometheus)", _prometheus, True),
+        Component("browser", "headless Chromium, its chromedriver and selenium", _browser, True),
     )
 }  # fmt: skip
 
@@ -134,7 +137,9 @@ def required() -> frozenset[str]:
     """The components whose absence fails a test: ``RMQ_REQUIRE``'s, else all of them in CI."""
     given = os.environ.get("RMQ_REQUIRE", "").strip()
     if not given:
-        given = "all" if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes") else "none"
+        if os.environ.get("CI", "").strip().lower() not in ("true", "1", "yes"):
+            return frozenset()
+        return frozenset(n for n, c in COMPONENTS.items() if not c.system_package)
     if given == "all":
         return frozenset(COMPONENTS)
     if given == "none":
