@@ -48,6 +48,13 @@ def string_hash(text: str) -> int:
     return java_string_hash(text)
 
 
+def long_hash(value: int) -> int:
+    """Signed 32-bit ``Long.hashCode``: the two halves of the 64-bit value xor-ed."""
+    u = value & 0xFFFFFFFFFFFFFFFF
+    h = (u ^ (u >> 32)) & _MASK
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 def hashmap_spread(h: int) -> int:
     """``java.util.HashMap.hash``: the key hash with its high half folded into the low half."""
     u = h & _MASK

@@ -134,6 +134,22 @@ def ha_status(session: AdminSession, broker_addr: str | None, cluster: str | Non
     return out
 
 
+def member_addresses(info: Any, names: list[str]) -> list[str]:
+    """Every address of the groups ``names``, in the order of 5.1.1 ``CommandUtil``'s ``HashSet``:
+    each group's ``brokerAddrs`` (a ``HashMap<Long, String>``) walked in its own order, all added
+    to one ``HashSet<String>``, which is then iterated."""
+    from formats.javahash import hashmap_order, long_hash
+
+    added: list[str] = []
+    for name in names:
+        data = info.broker_addr_table.get(name)
+        if data is None:
+            continue
+        for broker_id in hashmap_order(list(data.broker_addrs), long_hash):
+            added.append(data.broker_addrs[broker_id])
+    return hashmap_order(added)
+
+
 @dataclass
 class BrokerEpochs:
     addr: str
@@ -155,12 +171,12 @@ def get_broker_epoch(
         names = [broker_name.strip()]
     else:
         assert cluster is not None
-        names = list(info.cluster_addr_table.get(cluster.strip()) or ())
+        names = hashmap_order(info.cluster_addr_table.get(cluster.strip()) or ())
         if not names:
             raise NotFoundError(f"[error] no cluster {cluster.strip()!r} in the name server's cluster info")
-    addrs = {a for n in names if (data := info.broker_addr_table.get(n)) for a in data.broker_addrs.values()}
+    addrs = member_addresses(info, names)
     out = []
-    for addr in hashmap_order(addrs):
+    for addr in addrs:
         response = session.call(addr, RequestCode.GET_BROKER_EPOCH_CACHE)
         out.append(BrokerEpochs(addr, jb.decode_or_empty(jb.EpochEntryCache, response.body)))
     return out
