@@ -49,6 +49,9 @@ ENTRY_HEADER_STRUCT = compile_struct(EntryHeader)
 ENTRY_AT = field_offsets(EntryHeader)
 BODY_OFFSET = ENTRY_HEADER_STRUCT.size  # DLedgerEntry.BODY_OFFSET == 48
 assert ENTRY_AT["pos"] == 24 and BODY_OFFSET == 48  # DLedgerEntry.POS_OFFSET, BODY_OFFSET
+HEADER_SIZE = (
+    BODY_OFFSET - 4
+)  # DLedgerEntry.HEADER_SIZE (44): recover wants size > it, so an empty body is an entry
 
 # DLedgerEntryCoder.encodeIndex: one unit per entry, at index * INDEX_UNIT_SIZE.
 IndexUnit = cs.Struct(

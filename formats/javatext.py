@@ -1,9 +1,16 @@
-"""Java's texts of numbers, where RocketMQ writes them with ``String.valueOf`` or fastjson."""
+"""Java's texts of numbers and booleans: where RocketMQ writes them with ``String.valueOf`` or
+fastjson, and where it reads them from a header, a property, a config file or a command
+(``Integer.parseInt``, ``Long.parseLong``, ``Boolean.parseBoolean``)."""
 
 from __future__ import annotations
 
 import math
+import re
 from decimal import ROUND_HALF_UP, Decimal
+
+INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
+_DIGITS = re.compile(r"[+-]?\d+")  # \d is Unicode's Nd, as Character.digit(ch, 10) is
 
 
 def java_double(value: float) -> str:
@@ -41,3 +48,32 @@ def parse_boolean(text: str | None) -> bool:
     """``Boolean.parseBoolean``: true for ``true`` in any case, false for anything else (``None``,
     ``yes``, `` true`` with a space)."""
     return text is not None and text.lower() == "true"
+
+
+class JavaNumberError(ValueError):
+    """``NumberFormatException``, with Java's text."""
+
+    def __init__(self, text: str):
+        super().__init__(f'java.lang.NumberFormatException: For input string: "{text}"')
+        self.text = text
+
+
+def parse_integer(text: str, bounds: tuple[int, int]) -> int:
+    """``Integer.parseInt`` / ``Long.parseLong`` (and ``valueOf``) for ``bounds`` ``INT_RANGE`` or
+    ``LONG_RANGE``: an optional sign and decimal digits (any Unicode decimal digit, as
+    ``Character.digit`` takes it) within the range; nothing is trimmed."""
+    if _DIGITS.fullmatch(text):
+        value = int(text)
+        if bounds[0] <= value <= bounds[1]:
+            return value
+    raise JavaNumberError(text)
+
+
+def parse_int(text: str) -> int:
+    """``Integer.parseInt``."""
+    return parse_integer(text, INT_RANGE)
+
+
+def parse_long(text: str) -> int:
+    """``Long.parseLong``."""
+    return parse_integer(text, LONG_RANGE)

@@ -37,7 +37,7 @@ def replace_file(
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
         temp = Path(name)
     try:
-        _write_synced(fd, data)
+        write_synced(fd, data)
         if backup:
             try:
                 old = path.read_bytes()
@@ -45,7 +45,7 @@ def replace_file(
                 old = None
             if old is not None:
                 bak = path.with_name(path.name + BAK_SUFFIX)
-                _write_synced(os.open(bak, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), old)
+                write_synced(os.open(bak, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), old)
         if keep_mode and path.exists():
             os.chmod(temp, path.stat().st_mode & 0o7777)
         os.replace(temp, path)
@@ -56,7 +56,7 @@ def replace_file(
         fsync_dir(path.parent, missing_ok=False)
 
 
-def _write_synced(fd: int, data: bytes) -> None:
+def write_synced(fd: int, data: bytes) -> None:
     """All of ``data`` written at ``fd``, fsynced; ``fd`` closed."""
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from formats.javatext import parse_boolean
+from formats.javatext import INT_RANGE, LONG_RANGE, parse_boolean, parse_integer
 
 CONTENT_SPLITOR = "\x01"  # TraceConstants.CONTENT_SPLITOR
 FIELD_SPLITOR = "\x02"  # TraceConstants.FIELD_SPLITOR
@@ -26,8 +26,6 @@ PUB, SUB_BEFORE, SUB_AFTER, END_TRANSACTION = "Pub", "SubBefore", "SubAfter", "E
 MESSAGE_TYPES = ("Normal_Msg", "Trans_Msg_Half", "Trans_msg_Commit", "Delay_Msg")  # MessageType
 TRANSACTION_STATES = frozenset({"COMMIT_MESSAGE", "ROLLBACK_MESSAGE", "UNKNOW"})  # LocalTransactionState
 MAX_BODY_CHARS = 4 * 1024 * 1024  # a trace body is at most 128000 bytes; more is not read
-_INT = (-(1 << 31), (1 << 31) - 1)
-_LONG = (-(1 << 63), (1 << 63) - 1)
 
 
 class _Malformed(Exception):
@@ -78,28 +76,25 @@ def java_split(text: str, sep: str) -> list[str]:
 
 
 def _number(text: str, bounds: tuple[int, int]) -> int:
-    """``Integer.parseInt`` / ``Long.parseLong``: an optional sign and ASCII digits, in range."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 20:
-        raise _Malformed(text)
-    value = int(text)
-    if not bounds[0] <= value <= bounds[1]:
-        raise _Malformed(text)
-    return value
+    """``Integer.parseInt`` / ``Long.parseLong``, ``_Malformed`` where Java throws."""
+    try:
+        return parse_integer(text, bounds)
+    except ValueError:
+        raise _Malformed(text) from None
 
 
 def _msg_type(text: str) -> str:
-    index = _number(text, _INT)
+    index = _number(text, INT_RANGE)
     if not 0 <= index < len(MESSAGE_TYPES):
         raise _Malformed(text)
     return MESSAGE_TYPES[index]
 
 
 def _pub(line: list[str], now: int) -> TraceRecord:
-    record = TraceRecord(PUB, _number(line[1], _LONG), region_id=line[2], group_name=line[3])
+    record = TraceRecord(PUB, _number(line[1], LONG_RANGE), region_id=line[2], group_name=line[3])
     record.topic, record.msg_id, record.tags, record.keys, record.store_host = line[4:9]
-    record.body_length = _number(line[9], _INT)
-    record.cost_time = _number(line[10], _INT)
+    record.body_length = _number(line[9], INT_RANGE)
+    record.cost_time = _number(line[10], INT_RANGE)
     record.msg_type = _msg_type(line[11])
     if len(line) == 13:
         record.success = parse_boolean(line[12])
@@ -112,9 +107,9 @@ def _pub(line: list[str], now: int) -> TraceRecord:
 
 
 def _sub_before(line: list[str], now: int) -> TraceRecord:
-    record = TraceRecord(SUB_BEFORE, _number(line[1], _LONG), region_id=line[2], group_name=line[3])
+    record = TraceRecord(SUB_BEFORE, _number(line[1], LONG_RANGE), region_id=line[2], group_name=line[3])
     record.request_id, record.msg_id = line[4], line[5]
-    record.retry_times = _number(line[6], _INT)
+    record.retry_times = _number(line[6], INT_RANGE)
     record.keys = line[7]
     return record
 
@@ -122,18 +117,18 @@ def _sub_before(line: list[str], now: int) -> TraceRecord:
 def _sub_after(line: list[str], now: int) -> TraceRecord:
     record = TraceRecord(SUB_AFTER, now, request_id=line[1])
     record.msg_id, record.keys = line[2], line[5]
-    record.cost_time = _number(line[3], _INT)
+    record.cost_time = _number(line[3], INT_RANGE)
     record.success = parse_boolean(line[4])
     if len(line) >= 7:
-        record.context_code = _number(line[6], _INT)
+        record.context_code = _number(line[6], INT_RANGE)
     if len(line) >= 9:
-        record.time_stamp = _number(line[7], _LONG)
+        record.time_stamp = _number(line[7], LONG_RANGE)
         record.group_name = line[8]
     return record
 
 
 def _end_transaction(line: list[str], now: int) -> TraceRecord:
-    record = TraceRecord(END_TRANSACTION, _number(line[1], _LONG), region_id=line[2], group_name=line[3])
+    record = TraceRecord(END_TRANSACTION, _number(line[1], LONG_RANGE), region_id=line[2], group_name=line[3])
     record.topic, record.msg_id, record.tags, record.keys, record.store_host = line[4:9]
     record.msg_type = _msg_type(line[9])
     record.transaction_id, record.transaction_state = line[10], line[11]

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from rmqcli.broker.acting.config import ActingConfig
+from rmqcli.broker.autoswitch.config import AutoSwitchConfig
 from rmqcli.broker.dledger.config import DLedgerConfig, checked
 from rmqcli.broker.ha.config import SLAVE, HAConfig, ha_config_from_properties
 from rmqcli.broker.metrics.config import MetricsConfig
@@ -95,6 +96,7 @@ class BrokerConfig:
     timer: TimerConfig = field(default_factory=TimerConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     dledger: DLedgerConfig = field(default_factory=DLedgerConfig)
+    autoswitch: AutoSwitchConfig = field(default_factory=AutoSwitchConfig)
     given: tuple[
         tuple[str, str], ...
     ] = ()  # broker.conf as read: GET_BROKER_CONFIG shows the keys rmq ignores
@@ -128,6 +130,7 @@ def broker_config_from_properties(props: Mapping[str, str]) -> BrokerConfig:
         timer=conf.view(TimerConfig),
         metrics=conf.view(MetricsConfig),
         dledger=checked(conf.view(DLedgerConfig)),
+        autoswitch=conf.view(AutoSwitchConfig),
         given=tuple(conf.items()),
     )
     config = with_role(config)
@@ -142,8 +145,12 @@ def with_role(config: BrokerConfig) -> BrokerConfig:
     """``BrokerStartup``'s role checks: a master's id is 0; a slave's must be above 0 (the table
     takes only the three roles). A member of a DLedger group starts as a slave with its follower id
     (the election decides: ``rmqcli.broker.dledger``)."""
+    if config.dledger.enable and config.autoswitch.enable:
+        raise refused("enableControllerMode and enableDLegerCommitLog cannot both be true")
     if config.dledger.enable:
         return replace(config, broker_role=SLAVE, broker_id=config.dledger.follower_id)
+    if config.autoswitch.enable:  # the controller decides (5.1.1 starts every one fenced, as a slave)
+        return replace(config, broker_role=SLAVE)
     if config.is_slave:
         if config.broker_id <= 0:
             raise refused("Slave's brokerId must be > 0")

@@ -30,6 +30,7 @@ from rmqcli.broker.acl.setup import BrokerAcl, broker_credentials, open_acl
 from rmqcli.broker.acting.escape import EscapeBridge
 from rmqcli.broker.acting.group import GroupMembership, Identity
 from rmqcli.broker.acting.preonline import take_locks, take_offsets
+from rmqcli.broker.autoswitch.replication import AutoSwitchReplication
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.context import BrokerParts, Handler
 from rmqcli.broker.dledger.replication import DLedgerReplication
@@ -137,11 +138,16 @@ class BrokerController:
         self.remoting = RemotingClient(credentials=broker_credentials(config, acl))  # acl.brokerkeys
         timer_sync = TimerSync(writer.root) if config.timer.wheel_enable else None  # 5.1.1's timer sync
         sync = SlaveSynchronize(writer.config, self.persist_soon, self.remoting.invoke, self.addr, timer_sync)
-        self.ha: Replication | DLedgerReplication
+        self.ha: Replication | DLedgerReplication | AutoSwitchReplication
         if dledger is not None:  # a member of a DLedger group: the election sets the role
             self.ha = DLedgerReplication(
                 dledger, writer, self.store.replicated, sync, config.dledger.follower_id, self.change_role
             )
+        elif config.autoswitch.enable:  # controller mode: the controller sets the role
+            self.ha = AutoSwitchReplication(
+                config, writer, self.store.replicated, sync, self.change_role, self.remoting.invoke,
+                self.remoting.invoke_oneway, self.addr, ha_host,
+            )  # fmt: skip
         else:
             self.ha = Replication(
                 config.broker_role,
@@ -170,8 +176,14 @@ class BrokerController:
         self.schedule.escape = self.transactions.escape = self.escape
         for module in (send, pull, consumer, query, admin, sendback, transaction, acl_handlers, pop_handlers):
             self.handlers.update(module.HANDLERS)
+        if isinstance(self.ha, AutoSwitchReplication):  # the controller's notice of a new role (1008)
+            self.handlers[RC.NOTIFY_BROKER_ROLE_CHANGED] = self.ha.role_notice
+            self.handlers[RC.GET_BROKER_EPOCH_CACHE] = self.ha.epoch_cache
         self.vip_handlers = {code: h for code, h in self.handlers.items() if code not in MAIN_PORT_ONLY}
         self._register_wanted = asyncio.Event()
+        if isinstance(self.ha, AutoSwitchReplication):
+            self.ha.register_soon = self._register_wanted.set
+            self.ha.release = self.store.release_held
         self._tasks: list[asyncio.Task[None]] = []
         self._special: list[asyncio.Task[None]] = []  # delayed delivery and the transaction check
         self._timer: asyncio.Task[None] | None = None  # a DLedger member's, while it is the master
@@ -460,6 +472,8 @@ class BrokerController:
                 )
                 for name, c in wrapper.topic_config_table.items()
             }
+        if self.ha.state_version is not None:  # controller mode: the master epoch (5.1.1 nextVersion)
+            wrapper.data_version.state_version = self.ha.state_version
         body = jb.encode(jb.RegisterBrokerBody(topic_config_serialize_wrapper=wrapper))
         acting = self.config.acting
         header = hd.RegisterBrokerRequestHeader(

@@ -45,6 +45,8 @@ from rmqcli.store.write.messages import Host
 
 if TYPE_CHECKING:
     from rmqcli.broker.grpc.server import GrpcEndpoint
+    from rmqcli.controller.config import ControllerConfig
+    from rmqcli.controller.server import ControllerServer
     from rmqcli.dledger.node import DLedgerNode
     from rmqcli.store import Store
     from rmqcli.store.write.writer import StoreWriter
@@ -81,6 +83,7 @@ class ServeOptions:
     grpc_cert: Path | None = None  # with grpc_key: TLS
     grpc_key: Path | None = None
     vip_port: int | None = None  # the VIP channel; None: listenPort - 2 (fastListenPort); 0: none
+    controller: ControllerConfig | None = None  # enableControllerInNamesrv: beside the NameServer
 
 
 PENDING_BYTES_KEY = "rmqMaxPendingFrameBytes"
@@ -295,6 +298,10 @@ def ha_description(controller: BrokerController) -> str:
     if controller.config.dledger.enable:
         d = controller.config.dledger
         return f"off; DLedger {d.self_id} of {d.group} on {d.peer_map()[d.self_id or '']}"
+    if controller.config.autoswitch.enable:
+        return (
+            f"controller mode, port {ha.ha_port}, controllers {controller.config.autoswitch.controller_addr}"
+        )
     if ha.is_slave:
         return f"master {ha.slave.master_address or 'from the name server'}" if ha.slave else "off"
     return f"port {ha.ha_port}, address {controller.config.ha_server_addr}"
@@ -312,6 +319,7 @@ class Serving:
     namesrv_task: asyncio.Task[None] | None = None
     index_task: asyncio.Task[None] | None = None
     dledger: DLedgerNode | None = None  # the store's member of its DLedger group
+    controller_server: ControllerServer | None = None  # the NameServer's controller (controller mode)
 
     async def stop(self) -> None:
         if self.index_task is not None:
@@ -329,6 +337,8 @@ class Serving:
             self.writer.close()
         if self.namesrv_task is not None:
             self.namesrv_task.cancel()
+        if self.controller_server is not None:
+            await self.controller_server.close()
         for server in self.servers:
             await server.close()
 
@@ -402,6 +412,23 @@ async def start_namesrv(
     serving.servers.append(server)
     await listen(server, opts.listen, opts.namesrv_port)
     serving.namesrv_task = asyncio.get_running_loop().create_task(namesrv.scan_expired())
+    if opts.controller is not None:
+        serving.controller_server = await start_controller(opts.controller)
+
+
+async def start_controller(config: ControllerConfig) -> ControllerServer:
+    """The controller of ``enableControllerInNamesrv`` (5.1.1 ``NamesrvStartup``): on its own DLedger
+    peer port, sharing nothing else with the NameServer (controller.md §4.2)."""
+    from rmqcli.controller.server import ControllerServer
+
+    server = ControllerServer(config)
+    try:
+        await server.start()
+    except OSError as exc:
+        await server.close()
+        host, _, port = config.peer_map()[config.self_id].rpartition(":")
+        raise bind_error("controller", host, int(port), exc) from None
+    return server
 
 
 async def start_broker(
@@ -445,6 +472,11 @@ def started_line(opts: ServeOptions, config: BrokerConfig, serving: Serving, vip
     parts = []
     if opts.run_namesrv:
         parts.append(f"namesrv on {opts.listen}:{opts.namesrv_port}")
+    if opts.controller is not None:
+        c = opts.controller
+        parts.append(
+            f"controller {c.self_id} of {c.group or '-'} on {c.peer_map()[c.self_id]} (peers {c.peers})"
+        )
     parts.append(
         f"broker {config.broker_name} (cluster {config.broker_cluster_name}, id {config.broker_id}) "
         f"on {opts.listen}:{config.listen_port} (VIP channel {vip_port or 'off'}), "
@@ -594,9 +626,23 @@ def prepare(flags: ServeFlags) -> tuple[ServeOptions, list[str]]:
         config=config, run_namesrv=not flags.no_namesrv, namesrv_addrs=registry_addrs(flags),
         max_pending_bytes=pending_budget, max_connections=connection_cap, namesrv_config=namesrv_config(conf),
         disk_usage_file=flags.disk_usage_from, grpc_port=grpc, vip_port=flags.fast_port,
-        **{name: getattr(flags, name) for name in same},
+        controller=embedded_controller(flags, conf), **{name: getattr(flags, name) for name in same},
     )  # fmt: skip
     return options, start_warnings(flags, conf, config, grpc)
+
+
+def embedded_controller(flags: ServeFlags, conf: BrokerConf) -> ControllerConfig | None:
+    """The controller's settings when broker.conf says ``enableControllerInNamesrv=true`` (checked
+    now: peers, self id, values); a usage error with ``--no-namesrv``, which leaves it no NameServer."""
+    if not conf.value("enableControllerInNamesrv"):
+        return None
+    if flags.no_namesrv:
+        raise UsageError("enableControllerInNamesrv=true needs the embedded NameServer: drop --no-namesrv")
+    from rmqcli.controller.config import load as controller_settings
+
+    controller = controller_settings(conf)
+    controller.peer_map()
+    return controller
 
 
 def main(flags: ServeFlags, announce: Callable[[str], None], warn: Callable[[str], None]) -> None:

@@ -33,6 +33,7 @@ STORE = {
     "backups": "backup:backups",
     "restore-backup": "backup:restore_backup",
     "serve": "serve:serve",
+    "controller": "controller:controller",
     "exporter": "exporter:exporter",
     "dashboard": "dashboard:dashboard",
 }

@@ -49,7 +49,9 @@ def diff_stores(
     controller-mode group are compared over their confirmed records (up to each checkpoint's
     confirmPhyOffset): what a store holds past it is reported as records only it holds, past its
     confirmPhyOffset (an unconfirmed tail a rejoining replica truncates), not as a divergence, and
-    stores whose confirmed records agree are identical. Exit status 0 when the stores
+    stores whose confirmed records agree are identical; with both stores' epoch files, it shows
+    each side's epochs, the epoch of each side's bytes where they differ, and what each side would
+    cut (offset, bytes, records) to rejoin the other as its slave. Exit status 0 when the stores
     agree wherever both hold data (one is a prefix of the other), 2 when one store is a DLedger
     store and the other not, 3 when a path is not a store, 4 when they diverge or hold no common
     range.
@@ -72,11 +74,14 @@ def diff_stores(
         for ref in only["first"]
     ]
     ranges = [{k: v for k, v in only.items() if k != "first"} for only in data["only"]]
-    summary = {k: v for k, v in data.items() if k not in ("only", "entries")}
+    summary = {k: v for k, v in data.items() if k not in ("only", "entries", "epochs")}
     renderer = common.renderer()
     if renderer.fmt is OutputFormat.table:
         for line in _describe(result):
             renderer.out.write(line + "\n")
+        if result.epochs is not None:
+            for line in describe_epochs(result.epochs):
+                renderer.out.write(line + "\n")
         if result.entries is not None:
             for line in describe_entries(result.entries):
                 renderer.out.write(line + "\n")
@@ -90,6 +95,8 @@ def diff_stores(
         ]
         if data.get("entries") is not None:
             sections.append(Section("entries", "entries", item=data["entries"]))
+        if data.get("epochs") is not None:
+            sections.append(Section("epochs", "epochs", item=data["epochs"]))
         renderer.sections(sections)
     sys.stdout.flush()
     if not result.consistent:
@@ -106,6 +113,28 @@ def _verdict(result) -> str:  # noqa: ANN001  (an ops.diff_stores.StoreDiff)
         said = f"entries diverge at index {m.index} ({m.what})" if m else f"entries diverge: {stops}"
         return f"{where}; {said}" if where else said
     return where or result.verdict
+
+
+def describe_epochs(view) -> list[str]:  # noqa: ANN001  (an ops.diff_stores.EpochView)
+    """Each side's epochs, the epochs at the divergence, what each side cuts to rejoin the other."""
+    lines = []
+    for name, spans in (("A", view.a), ("B", view.b)):
+        listed = ", ".join(f"{s.epoch} [{s.start_offset}, {s.end_offset})" for s in spans)
+        lines.append(f"{name}: epochs {listed}")
+    if view.divergence_epoch_a is not None or view.divergence_epoch_b is not None:
+        lines.append(
+            f"the differing bytes: A's epoch {view.divergence_epoch_a}, B's epoch {view.divergence_epoch_b}"
+        )
+    for r in view.rejoin:
+        me, other = r.side.upper(), "B" if r.side == "a" else "A"
+        if r.point < 0:
+            lines.append(f"{me} rejoining {other} as its slave: no consistent point (its handshake fails)")
+        elif r.cut_bytes:
+            cut = f"{r.cut_bytes} bytes, {r.cut_records} records"
+            lines.append(f"{me} rejoining {other} as its slave cuts at {r.point}: {cut}")
+        else:
+            lines.append(f"{me} rejoining {other} as its slave cuts nothing (consistent point {r.point})")
+    return lines
 
 
 def describe_entries(diff) -> list[str]:  # noqa: ANN001  (an ops.diff_entries.EntryDiff)

@@ -106,6 +106,14 @@ def serve(
     and refuse sends. Only committed messages reach the consume queues. A leader that loses its
     majority steps down.
 
+    With enableControllerMode=true (controllerAddr, allAckInSyncStateSet, ...) it is a RocketMQ 5.1
+    controller-mode broker, with Java brokers or other rmq serves: the controller gives it an id
+    (brokerIdentity) and its role; replication is AutoSwitchHA on haListenPort with the group's
+    epochs (epochFileCheckpoint), a rejoining replica is cut back to the point it shares with the
+    master (what is cut is backed up), and only what the in-sync set confirmed reaches the consume
+    queues. With enableControllerInNamesrv=true (controllerDLegerGroup, controllerDLegerPeers,
+    controllerDLegerSelfId, controllerStorePath) the NameServer also runs a controller, as 5.1.1's.
+
     Retention as a 4.9.8 broker: every cleanResourceInterval ms (from 60 s after start) CommitLog
     files older than fileReservedTime hours go at the deleteWhen hours, or at once when the disk is
     fuller than diskMaxUsedSpaceRatio; consume-queue and index files below the new minimum follow.

@@ -23,7 +23,7 @@ V4, V5, RMQ = "4.9.8", "5.1.1", "rmq"  # where a key and its default come from
 # the parts of rmq that read keys (``Key.owner``)
 BROKER, STORE, HA, ACTING, RETENTION = "broker", "store", "ha", "acting", "retention"
 POP, TIMER, NAMESRV, SERVE, ACL = "pop", "timer", "namesrv", "serve", "acl"
-DLEDGER, METRICS = "dledger", "metrics"
+DLEDGER, METRICS, CONTROLLER, AUTOSWITCH = "dledger", "metrics", "controller", "autoswitch"
 TRUE_FALSE = ("true", "false")  # the choices of a boolean rmq refuses other text for
 CPUS = os.cpu_count() or 1  # Runtime.availableProcessors(), in the thread-count defaults
 MIB = 1024 * 1024
@@ -75,6 +75,10 @@ def _ha(name: str, kind: str, default: Any, **more: Any) -> Key:
 def _acting(name: str, kind: str, default: Any, **more: Any) -> Key:
     positive = {"low": 1} if kind in (INT, LONG) else {"choices": TRUE_FALSE}
     return Key(name, kind, default, ACTING, V5, shown=True, at_start=True, **positive, **more)
+
+
+def _autoswitch(name: str, kind: str, default: Any, **more: Any) -> Key:
+    return Key(name, kind, default, AUTOSWITCH, V5, shown=True, at_start=True, **more)
 
 
 def _retention(name: str, kind: str, default: Any, **more: Any) -> Key:
@@ -158,6 +162,22 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     _acting("enableAutoInSyncReplicas", BOOL, False),
     _acting("haMaxGapNotInSync", INT, 256 * MIB),
     _acting("lockInStrictMode", BOOL, False),
+    # --- controller mode (5.1.1 BrokerConfig, MessageStoreConfig; rmqcli.broker.autoswitch) ------------
+    _autoswitch("enableControllerMode", BOOL, False, choices=TRUE_FALSE),
+    _autoswitch("controllerAddr", STR, ""),
+    _autoswitch("fetchControllerAddrByDnsLookup", BOOL, False, only=False),
+    _autoswitch("syncBrokerMetadataPeriod", LONG, 5000, low=1),
+    _autoswitch("checkSyncStateSetPeriod", LONG, 5000, low=1),
+    _autoswitch("syncControllerMetadataPeriod", LONG, 10000, low=1),
+    _autoswitch("controllerHeartBeatTimeoutMills", LONG, 10000, low=1),
+    _autoswitch("brokerElectionPriority", INT, (1 << 31) - 1),
+    _autoswitch("sendHeartbeatTimeoutMillis", INT, 1000, low=1),
+    _autoswitch("allAckInSyncStateSet", BOOL, False, choices=TRUE_FALSE),
+    _autoswitch("haMaxTimeSlaveNotCatchup", LONG, 15000, low=1),
+    _autoswitch("syncFromLastFile", BOOL, False, choices=TRUE_FALSE),
+    _autoswitch("asyncLearner", BOOL, False, choices=TRUE_FALSE),
+    _autoswitch("storePathEpochFile", STR, None),  # None: <storePathRootDir>/epochFileCheckpoint
+    _autoswitch("storePathBrokerIdentity", STR, None),  # None: <storePathRootDir>/brokerIdentity
     # --- clean-up (MessageStoreConfig; the last three are 5.x's) ------------------------------------
     _retention("fileReservedTime", INT, 72),
     _retention("deleteWhen", STR, "04"),
@@ -225,6 +245,21 @@ _IMPLEMENTED: tuple[Key, ...] = (  # the keys rmq implements
     Key("supportActingMaster", BOOL, False, NAMESRV, V5, choices=TRUE_FALSE),
     Key("scanNotActiveBrokerInterval", LONG, 5000, NAMESRV, V5, low=1),
     Key("notifyMinBrokerIdChanged", BOOL, False, NAMESRV, V5, choices=TRUE_FALSE, only=False),
+    # the controller's (5.1.1 ControllerConfig, NamesrvConfig.enableControllerInNamesrv): embedded in
+    # rmq serve's NameServer or standalone (rmq controller -c FILE), controller.md §4
+    Key("enableControllerInNamesrv", BOOL, False, CONTROLLER, V5, choices=TRUE_FALSE),
+    Key("controllerDLegerGroup", STR, "", CONTROLLER, V5),
+    Key("controllerDLegerPeers", STR, "", CONTROLLER, V5),
+    Key("controllerDLegerSelfId", STR, "", CONTROLLER, V5),
+    Key("controllerStorePath", STR, "", CONTROLLER, V5),  # "": ~/DledgerController
+    Key("configStorePath", STR, "", CONTROLLER, V5),  # "": ~/controller/controller.properties
+    Key("mappedFileSize", INT, 1024 * MIB, CONTROLLER, V5, low=4096),
+    Key("enableElectUncleanMaster", BOOL, False, CONTROLLER, V5, choices=TRUE_FALSE),
+    Key("processReadEvent", BOOL, False, CONTROLLER, V5, choices=TRUE_FALSE),
+    Key("notifyBrokerRoleChanged", BOOL, True, CONTROLLER, V5, choices=TRUE_FALSE),
+    Key("scanInactiveMasterInterval", LONG, 5000, CONTROLLER, V5, low=1),
+    Key("controllerThreadPoolNums", INT, 16, "", V5),  # one asyncio loop answers them all
+    Key("controllerRequestThreadPoolQueueCapacity", INT, 50000, "", V5),
     # rmq serve's limits (the flags --max-buffered-bytes and --max-connections come first)
     Key("rmqMaxPendingFrameBytes", LONG, 256 * MIB, SERVE, RMQ, low=1),
     Key("rmqMaxConnections", INT, 10_000, SERVE, RMQ, low=1),

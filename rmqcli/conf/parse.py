@@ -14,16 +14,15 @@ number rmq takes and a Java broker drops.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from formats.javatext import INT_RANGE, LONG_RANGE, parse_integer
 from rmqcli.conf.keys import BOOL, ENUM, INT, KEYS, LONG, Key, settings_of
 from rmqcli.errors import UsageError
 
-_NUMBER = re.compile(r"[+-]?\d+")  # Character.digit takes any Unicode decimal digit, as \d does
-_RANGES = {INT: (-(2**31), 2**31 - 1), LONG: (-(2**63), 2**63 - 1)}
+_RANGES = {INT: INT_RANGE, LONG: LONG_RANGE}
 V = TypeVar("V")
 
 
@@ -65,10 +64,10 @@ def parse_value(key: Key, raw: str) -> Any:
         return text
     if key.kind not in _RANGES:
         return text
-    low, high = _RANGES[key.kind]
-    if not _NUMBER.fullmatch(text) or not low <= int(text) <= high:
-        raise refused(f"{key.name}={text!r} is not valid")  # not an int (a long) of Java's range
-    value = int(text)
+    try:
+        value = parse_integer(text, _RANGES[key.kind])
+    except ValueError:
+        raise refused(f"{key.name}={text!r} is not valid") from None  # not an int (a long) of Java's range
     above_low = key.low is None or value >= key.low
     if key.high is not None and not (above_low and value <= key.high):
         raise refused(f"{key.name}={value} is outside [{key.low}, {key.high}]")

@@ -16,11 +16,11 @@ Liveness is not part of the state: the checks that need it take an ``AlivePredic
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from formats.javatext import parse_long
 from rmqcli.controller.bodies import (
     BrokerMemberGroup,
     BrokerReplicasInfo,
@@ -43,7 +43,6 @@ from rmqcli.controller.javaorder import grown_capacity, hash_set_order, presized
 from rmqcli.errors import CorruptDataError
 
 Code = ControllerCode
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @dataclass
@@ -113,18 +112,6 @@ def _java_split(text: str, sep: str) -> list[str]:
     while parts and parts[-1] == "" and len(parts) > 1:
         parts.pop()
     return [] if parts == [""] and text != "" else parts
-
-
-_LONG_TEXT = re.compile(r"[+-]?\d+")
-
-
-def _java_long(text: str) -> int:
-    """``Long.valueOf(text)``; ``ValueError`` carries Java's exception text."""
-    if _LONG_TEXT.fullmatch(text):
-        value = int(text)
-        if _LONG_MIN <= value <= _LONG_MAX:
-            return value
-    raise ValueError(f'java.lang.NumberFormatException: For input string: "{text}"')
 
 
 def _blank(text: str | None) -> bool:
@@ -441,7 +428,7 @@ class ReplicasInfoManager:
                 )
             if text is not None and not _blank(text):
                 try:
-                    parsed = [_java_long(part) for part in _java_split(text, ";")]
+                    parsed = [parse_long(part) for part in _java_split(text, ";")]
                 except ValueError as exc:
                     return result.refuse(
                         Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,

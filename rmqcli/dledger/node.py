@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rmqcli.dledger import protocol as dp
 from rmqcli.dledger.campaign import Decision, HeartbeatTally, ParseResult, VoteTally, decide
@@ -36,7 +37,7 @@ from rmqcli.dledger.transfer import Transfer
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import RemotingCommand
-from rmqcli.remoting.server.connection import Connection, Server
+from rmqcli.remoting.server.connection import Connection, Dispatch, Server
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ FLUSH_PERIOD_S = 0.01  # DLedgerConfig.flushFileInterval
 CHECKPOINT_PERIOD_S = 3.0  # DLedgerConfig.checkPointInterval
 STATE_LOG_PERIOD_S = 3.0
 DEFAULT_DATA_FILE_SIZE = 1 << 30  # mappedFileSizeCommitLog
+
+
+_DLEDGER_CODES = frozenset(int(c) for c in dp.DLedgerRequestCode)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class DLedgerNode:
             state, self.elector, self.ledger, self.pusher, self._take_call, preferred, clock
         )
         self.on_role = on_role
+        # the requests of other codes on the same port (a controller's, controller.md §1.1)
+        self.extra_dispatch: Dispatch | None = None
         self.server = Server(f"dledger-{state.self_id}", self._dispatch)
         self.client = RemotingClient()
         self.last_parse = ParseResult.WAIT_TO_REVOTE
@@ -124,8 +130,10 @@ class DLedgerNode:
         return self.pusher.append(body, hook)
 
     # --- the peer port ---------------------------------------------------------------------------
-    def _dispatch(self, request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+    def _dispatch(self, request: RemotingCommand, conn: Connection) -> Any:
         code = request.code
+        if self.extra_dispatch is not None and code not in _DLEDGER_CODES:
+            return self.extra_dispatch(request, conn)
         try:
             if code == dp.DLedgerRequestCode.VOTE:
                 answer: object = self.elector.handle_vote(jb.decode(dp.VoteRequest, request.body))

@@ -4,12 +4,12 @@ endpoint of ``rmqcli.metrics.http`` (scrapes one at a time, in a worker thread).
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from typing import TYPE_CHECKING
 
 from rmqcli.errors import bind_error
 from rmqcli.netaddr import is_loopback
+from rmqcli.stopsignal import until_stopped
 
 if TYPE_CHECKING:
     from rmqcli.remoting.acl import Credentials
@@ -51,12 +51,8 @@ def run_exporter(
             f"rmq exporter: metrics of {';'.join(namesrv)} on http://{listen}:{server.port}/metrics",
             flush=True,
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         try:
-            await stop.wait()
+            await until_stopped()
         finally:
             await server.close()
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 import re
 
+from formats.javatext import INT_RANGE, LONG_RANGE, parse_integer
+
 
 class JavaInt(int):
     """A ``java.lang.Integer``."""
@@ -27,9 +29,6 @@ class EvaluationError(Exception):
     """What Java throws while evaluating (NumberFormatException, ClassCastException, ...)."""
 
 
-INT_RANGE = (-(1 << 31), (1 << 31) - 1)
-LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")  # any Unicode decimal digits, as Character.digit takes them
 _JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)")
 _JAVA_HEX_DOUBLE = re.compile(
     r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?"
@@ -38,13 +37,10 @@ _JAVA_HEX_DOUBLE = re.compile(
 
 def java_integer(text: str, kind: type[int]) -> int:
     """``Integer.valueOf`` / ``Long.valueOf`` of a String: decimal digits, an optional sign, in range."""
-    low, high = INT_RANGE if kind is JavaInt else LONG_RANGE
-    if not _JAVA_INTEGER.fullmatch(text):
-        raise EvaluationError(f"NumberFormatException: For input string: {text!r}")
-    value = int(text)
-    if not low <= value <= high:
-        raise EvaluationError(f"NumberFormatException: For input string: {text!r}")
-    return kind(value)
+    try:
+        return kind(parse_integer(text, INT_RANGE if kind is JavaInt else LONG_RANGE))
+    except ValueError:
+        raise EvaluationError(f"NumberFormatException: For input string: {text!r}") from None
 
 
 def java_double(text: str) -> float:

@@ -25,9 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from formats.javatext import INT_RANGE, LONG_RANGE
 from rmqcli.filter.javavalues import (
-    INT_RANGE,
-    LONG_RANGE,
     EvaluationError,
     JavaInt,
     JavaLong,

@@ -163,6 +163,18 @@ class NameServer:
         for bid, addr in list(data.broker_addrs.items()):
             if addr == h.broker_addr and bid != h.broker_id:
                 del data.broker_addrs[bid]  # the same address switched role
+        old_addr = data.broker_addrs.get(h.broker_id)
+        old_live = self.live.get(old_addr) if old_addr is not None and old_addr != h.broker_addr else None
+        if old_live is not None and (old_live.data_version.state_version or 0) > (
+            wrapper.data_version.state_version or 0
+        ):  # 5.1.1: a controller-mode id held by a newer master epoch: the newcomer is ignored
+            log.warning("Registered Broker conflicts with the existed one, just ignore.: Cluster:%s, "
+                        "BrokerName:%s, BrokerId:%s, Old BrokerAddr:%s, Old Version:%s, New BrokerAddr:%s, "
+                        "New Version:%s.", h.cluster_name, h.broker_name, h.broker_id, old_addr,
+                        old_live.data_version.state_version, h.broker_addr,
+                        wrapper.data_version.state_version)  # fmt: skip
+            self.live.pop(h.broker_addr, None)
+            return None
         first = first or h.broker_addr not in data.broker_addrs.values()
         data.broker_addrs[h.broker_id] = h.broker_addr
         previous = self.live.get(h.broker_addr)

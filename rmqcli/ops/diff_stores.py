@@ -22,6 +22,10 @@ that lacks those records truncates them: ``AutoSwitchHAClient`` -> ``truncateDir
 side holds past it is its unconfirmed tail, reported as the records only it holds, each counted as
 past its confirmPhyOffset, as the uncommitted suffix of a DLedger replica is counted past its
 committedIndex: it is no divergence, and stores whose confirmed records agree are identical.
+When both hold an ``epochFileCheckpoint``, the comparison also says which epoch each side's bytes
+at the divergence belong to, and, for each side, what it would cut to rejoin the other as its
+slave (5.1.1's consistent point, docs/controller.md §6.8): the offset, the bytes and the records,
+or that there is no such point (5.1.1's slave then fails its handshake forever).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from rmqcli.errors import CorruptDataError, UsageError
 from rmqcli.ops.diff_entries import EntryDiff, diff_entries
 from rmqcli.store import Store
+from rmqcli.store.epochs import consistent_point, epoch_at, epoch_spans, read_epochs
 from rmqcli.store.mapped import MappedFile
 from rmqcli.store.read.commitlog import Header
 from rmqcli.store.read.dledger import DLedgerCommitLog
@@ -93,6 +98,32 @@ class Divergence:
 
 
 @dataclass
+class EpochSpan:
+    epoch: int
+    start_offset: int
+    end_offset: int
+
+
+@dataclass
+class Rejoin:
+    """What ``side`` cuts to rejoin the other as its slave: from ``point`` (-1: no consistent point)."""
+
+    side: str
+    point: int
+    cut_bytes: int = 0
+    cut_records: int = 0
+
+
+@dataclass
+class EpochView:
+    a: list[EpochSpan]
+    b: list[EpochSpan]
+    divergence_epoch_a: int | None = None  # the epoch of each side's bytes at the first difference
+    divergence_epoch_b: int | None = None
+    rejoin: list[Rejoin] = field(default_factory=list)
+
+
+@dataclass
 class StoreDiff:
     a: StoreSide
     b: StoreSide
@@ -104,6 +135,7 @@ class StoreDiff:
     divergence: Divergence | None = None
     only: list[OnlyOn] = field(default_factory=list)
     entries: EntryDiff | None = None  # DLedger replicas: entry by entry
+    epochs: EpochView | None = None  # controller-mode replicas with epoch files
 
     @property
     def consistent(self) -> bool:
@@ -121,11 +153,38 @@ def diff_stores(store_a: Store, store_b: Store, sample: int = SAMPLE) -> StoreDi
             f"{dl.root} is a DLedger CommitLog store and the other is not: their logs are framed differently"
         )
     result = _diff(store_a, store_b, sample)
+    result.epochs = _epochs(store_a, store_b, result)
     if da is not None and db is not None:
         log_a, log_b = store_a.commitlog, store_b.commitlog
         assert isinstance(log_a, DLedgerCommitLog) and isinstance(log_b, DLedgerCommitLog)
         result.entries = diff_entries(log_a, log_b, da.self_id, db.self_id)
     return result
+
+
+def _epochs(store_a: Store, store_b: Store, result: StoreDiff) -> EpochView | None:
+    """The epoch view, when both stores have epochs (controller mode)."""
+    ea, eb = read_epochs(store_a.root).entries, read_epochs(store_b.root).entries
+    if not ea or not eb:
+        return None
+    end_a, end_b = store_a.commitlog.max_offset(), store_b.commitlog.max_offset()
+    view = EpochView(
+        [EpochSpan(*span) for span in epoch_spans(ea, end_a)],
+        [EpochSpan(*span) for span in epoch_spans(eb, end_b)],
+    )
+    if result.divergence is not None:
+        view.divergence_epoch_a = epoch_at(ea, result.divergence.offset, end_a)
+        view.divergence_epoch_b = epoch_at(eb, result.divergence.offset, end_b)
+    for store, side, mine, end, theirs, their_end in (
+        (store_a, "a", ea, end_a, eb, end_b),
+        (store_b, "b", eb, end_b, ea, end_a),
+    ):
+        point = consistent_point(mine, end, theirs, their_end)
+        rejoin = Rejoin(side, point)
+        if 0 <= point < end:
+            rejoin.cut_bytes = end - point
+            rejoin.cut_records = _only(store, side, point, end, 0).records
+        view.rejoin.append(rejoin)
+    return view
 
 
 def _side(store: Store) -> StoreSide:

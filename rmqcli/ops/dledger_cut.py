@@ -67,7 +67,13 @@ def plan_cut(store: Store, end: int, last_index: int, units: dict[int, bytes] | 
     index ``units`` (entry index -> 32 bytes) written where they differ."""
     log = store.commitlog
     assert isinstance(log, DLedgerCommitLog) and store.dledger is not None
-    root = store.root
+    return plan_log_cut(store.root, log, end, last_index, units)
+
+
+def plan_log_cut(
+    root: Path, log: DLedgerCommitLog, end: int, last_index: int, units: dict[int, bytes] | None = None
+) -> DLedgerCut:
+    """``plan_cut`` of any DLedger log (a broker's, a controller's) under ``root``, paths relative to it."""
     cut = DLedgerCut()
     cut.steps += _cut_files(root, log.files, end, "entry data")
     index_end = (last_index + 1) * dfmt.INDEX_UNIT_SIZE
@@ -83,14 +89,13 @@ def plan_cut(store: Store, end: int, last_index: int, units: dict[int, bytes] | 
         first = writes[0][0] // dfmt.INDEX_UNIT_SIZE
         detail = f"{len(writes)} index units written again from the data (the first at unit {first})"
         cut.steps.append(PlanStep("write", rel, detail, len(writes) * dfmt.INDEX_UNIT_SIZE))
-    _plan_checkpoint(store, last_index, cut)
+    _plan_checkpoint(root, log.home, last_index, cut)
     return cut
 
 
-def _plan_checkpoint(store: Store, last_index: int, cut: DLedgerCut) -> None:
+def _plan_checkpoint(root: Path, home: Path, last_index: int, cut: DLedgerCut) -> None:
     """``checkpoint`` with endIndex = ``last_index`` and committedIndex capped at it."""
-    assert store.dledger is not None
-    path = store.dledger.home / dfmt.CHECKPOINT_FILE
+    path = home / dfmt.CHECKPOINT_FILE
     if not path.is_file():
         return
     old = path.read_bytes()
@@ -99,8 +104,8 @@ def _plan_checkpoint(store: Store, last_index: int, cut: DLedgerCut) -> None:
     new = checkpoint_text(old, committed, last_index)
     if new == old:
         return
-    rel = plan_path(store.root, path)
-    bak = plan_path(store.root, path.with_name(path.name + dfmt.BAK_SUFFIX))
+    rel = plan_path(root, path)
+    bak = plan_path(root, path.with_name(path.name + dfmt.BAK_SUFFIX))
     cut.files[bak] = old
     cut.files[rel] = new
     cut.steps.append(PlanStep("replace", bak, "the previous checkpoint, as string2File keeps it"))

@@ -1,16 +1,14 @@
 """The walk ``DLedgerMmapFileStore.recover`` (openmessaging/dledger 0.3.1.2) makes over a DLedger log at
-start, done offline: where the data ends, the last entry, and the index units to rewrite.
-
-The walk starts at the third-last data file (earlier when that file's first entry disagrees with its
-index unit: the pre-check goes back one file at a time) and checks entry headers only, never the
-message inside: a blank magic moves to the next file; a size of 0, a header cut short, a pos that is
-not the entry's own offset, ``size != bodySize + 48``, an entry running past its file, a magic other
-than ``MAGIC_1``, an index that does not follow the previous one, a lower term, or ``size <= 48``
-ends it. Each entry is compared with its index unit (magic, pos, size, index, term) until the first
-disagreement (or a missing unit); from there every unit is written again from the data. A walk that
-stops more than one file before the last data file makes the broker exit ("processOffset is too
-small, check it manually"): it is refused the same way here.
-"""
+start, done offline: where the data ends, the last entry, and the index units to rewrite. The walk starts
+at the third-last data file (earlier when that file's first entry disagrees with its index unit: the pre-
+check goes back one file at a time) and checks entry headers only, never the message inside: a blank magic
+moves to the next file; a size of 0, a header cut short, a pos that is not the entry's own offset, ``size
+!= bodySize + 48``, an entry running past its file, a magic other than ``MAGIC_1``, an index that does not
+follow the previous one, a lower term, or ``size <= 44`` (``HEADER_SIZE``: an entry with an empty body, 48
+bytes, is sound) ends it. Each entry is compared with its index unit (magic, pos, size, index, term) until
+the first disagreement (or a missing unit); from there every unit is written again from the data. A walk
+that stops more than one file before the last data file makes the broker exit ("processOffset is too
+small, check it manually"): it is refused the same way here."""
 
 from __future__ import annotations
 
@@ -63,7 +61,7 @@ def _first_entry_checks(mf: MappedFile, index_queue: MappedFileQueue) -> bool:
     if len(buf) < _BODY:
         return False
     magic, size, index, term, pos, _, _, _, body_size = _HEADER.unpack_from(buf, 0)
-    if magic == dfmt.BLANK_MAGIC or not dfmt.is_entry_magic(magic) or size <= _BODY:
+    if magic == dfmt.BLANK_MAGIC or not dfmt.is_entry_magic(magic) or size <= dfmt.HEADER_SIZE:
         return False
     if pos != mf.from_offset or body_size + _BODY != size:
         return False
@@ -154,6 +152,6 @@ def _entry_stop(buf, at: int, limit: int, mf: MappedFile, result: Walk) -> str |
         return f"entry index {index} does not follow {result.last_index}"
     if term < result.last_term:
         return f"entry term {term} is lower than the previous entry's {result.last_term}"
-    if size <= _BODY:
-        return f"entry size {size} is not more than the header's {_BODY}"
+    if size <= dfmt.HEADER_SIZE:
+        return f"entry size {size} is not more than the header's {dfmt.HEADER_SIZE}"
     return None

@@ -121,7 +121,20 @@ class RequestCode(enum.IntEnum):
     NOTIFY_MIN_BROKER_ID_CHANGE = 905  # 5.x
     EXCHANGE_BROKER_HA_INFO = 906  # 5.x
     GET_BROKER_HA_STATUS = 907  # 5.x (HARuntimeInfo); rmq brokers answer it too
-    GET_BROKER_EPOCH_CACHE = 1007  # 5.x controller mode: a broker's epoch entries (controller.md §2.11)
+    # 5.x controller mode (controller.md §2.1)
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007  # a broker's epoch entries (controller.md §2.11)
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
+    UPDATE_CONTROLLER_CONFIG = 1009
+    GET_CONTROLLER_CONFIG = 1010
+    CLEAN_BROKER_DATA = 1011
+    CONTROLLER_GET_NEXT_BROKER_ID = 1012
+    CONTROLLER_APPLY_BROKER_ID = 1013
     POP_MESSAGE = 200050  # 5.x POP consumption (rmqcli.broker.pop)
     ACK_MESSAGE = 200051  # 5.x
     PEEK_MESSAGE = 200052  # 5.x

@@ -96,3 +96,30 @@ def is_controller_store(root: Path) -> bool:
     ``epochFileCheckpoint`` or ``brokerIdentity`` (``ReplicasManager``, ``AutoSwitchHAService``)."""
     names = (efmt.EPOCH_FILE, efmt.EPOCH_FILE + efmt.BAK_SUFFIX, efmt.IDENTITY_FILE)
     return any((root / name).exists() for name in names)
+
+
+def epoch_spans(entries: list[efmt.EpochEntry], end: int) -> list[tuple[int, int, int]]:
+    """``(epoch, start, end)`` of each entry: an entry ends where the next starts, the last at
+    ``end`` (the CommitLog's end, as 5.1.1's ``setLastEpochEntryEndOffset``)."""
+    return [
+        (e.epoch, e.start_offset, entries[i + 1].start_offset if i + 1 < len(entries) else end)
+        for i, e in enumerate(entries)
+    ]
+
+
+def epoch_at(entries: list[efmt.EpochEntry], offset: int, end: int) -> int | None:
+    """The epoch whose ``[start, end)`` holds ``offset`` (``findEpochEntryByOffset``)."""
+    return next((epoch for epoch, lo, hi in epoch_spans(entries, end) if lo <= offset < hi), None)
+
+
+def consistent_point(
+    local: list[efmt.EpochEntry], local_end: int, remote: list[efmt.EpochEntry], remote_end: int
+) -> int:
+    """5.1.1's ``findConsistentPoint`` (docs/controller.md §6.8): from the local highest epoch down,
+    the first epoch ``remote`` has with the same start; the smaller of the two ends. -1: none."""
+    theirs = {epoch: (lo, hi) for epoch, lo, hi in epoch_spans(remote, remote_end)}
+    for epoch, lo, hi in reversed(epoch_spans(local, local_end)):
+        found = theirs.get(epoch)
+        if found is not None and found[0] == lo:
+            return min(hi, found[1])
+    return -1

@@ -253,6 +253,9 @@ def main() -> None:
     from tests.bench import memory as memory_bench
 
     memory_bench.main([])
+    from tests.bench import controller_soak  # last: 30 minutes of failovers
+
+    controller_soak.main([])
 
 
 if __name__ == "__main__":

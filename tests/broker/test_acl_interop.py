@@ -366,8 +366,10 @@ def mqadmin_home(tmp: Path, credentials: Credentials | None) -> Path:
 
 
 def mqadmin(tmp: Path, runs: list[tuple[Credentials | None, list[str]]]) -> list[str]:
-    """Run mqadmin commands side by side; their outputs (it exits 0 even when a command fails)."""
-    procs = []
+    """Run mqadmin commands one after another; their outputs (it exits 0 even when a command fails).
+    One JVM at a time: mqadmin gives a request 5 s including its connect, which four JVMs starting at
+    once on a loaded 2-core machine used up before the first byte was sent."""
+    outputs = []
     for credentials, args in runs:
         home = mqadmin_home(tmp, credentials)
         env = {
@@ -375,18 +377,14 @@ def mqadmin(tmp: Path, runs: list[tuple[Credentials | None, list[str]]]) -> list
             "JAVA_OPT_EXT": f"-Drocketmq.home.dir={home}",
             "ORACLE_STATE_DIR": str(tmp / "state"),
         }
-        procs.append(
-            subprocess.Popen(
-                [str(KIT / "bin" / "mqadmin"), *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env=env,
-                cwd=tmp,
-            )  # fmt: skip
+        proc = subprocess.Popen(
+            [str(KIT / "bin" / "mqadmin"), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=tmp,
         )
-    outputs = []
-    for proc in procs:
         try:
             outputs.append(proc.communicate(timeout=120)[0])
         except subprocess.TimeoutExpired:

@@ -110,6 +110,22 @@ def configured(store: Path, server: ServeProcess) -> dict[str, str]:
         "metricsLabel": "region:conf",
         "metricsInDelta": "true",
         "enableBatchPush": "true",
+        # controller mode's keys, kept while enableControllerMode is false (tests/controller: true)
+        "enableControllerMode": "false",
+        "controllerAddr": "127.0.0.1:1;127.0.0.1:2",
+        "fetchControllerAddrByDnsLookup": "false",
+        "syncBrokerMetadataPeriod": "4000",
+        "checkSyncStateSetPeriod": "4000",
+        "syncControllerMetadataPeriod": "9000",
+        "controllerHeartBeatTimeoutMills": "9000",
+        "brokerElectionPriority": "3",
+        "sendHeartbeatTimeoutMillis": "900",
+        "allAckInSyncStateSet": "true",
+        "haMaxTimeSlaveNotCatchup": "14000",
+        "syncFromLastFile": "true",
+        "asyncLearner": "true",
+        "storePathEpochFile": str(store / "epochs"),
+        "storePathBrokerIdentity": str(store / "identity"),
     }
 
 

@@ -15,6 +15,7 @@ import pytest
 from rmqcli.broker.acl.brokerkeys import SigningKeys, configured_credentials
 from rmqcli.broker.acting.config import ActingConfig
 from rmqcli.broker.admin.config import IMPLEMENTED_KEYS, REPORTED_DEFAULTS, RESTART_KEYS, current_properties
+from rmqcli.broker.autoswitch.config import AutoSwitchConfig
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
 from rmqcli.broker.dledger.config import DLedgerConfig
 from rmqcli.broker.ha.config import HAConfig
@@ -24,6 +25,7 @@ from rmqcli.broker.serve import ServeFlags, prepare, unimplemented_keys
 from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.conf import keys as k
 from rmqcli.conf.parse import BrokerConf, parse_value, read_properties, text
+from rmqcli.controller.config import ControllerConfig
 from rmqcli.errors import UsageError
 from rmqcli.remoting.acl import Credentials
 from rmqcli.remoting.server.connection import MAX_CONNECTIONS, MAX_PENDING_FRAME_BYTES
@@ -44,6 +46,8 @@ VIEWS = {
     k.ACL: SigningKeys,
     k.DLEDGER: DLedgerConfig,
     k.METRICS: MetricsConfig,
+    k.CONTROLLER: ControllerConfig,
+    k.AUTOSWITCH: AutoSwitchConfig,
 }
 # keys rmq implements that no view holds: read where they act
 UNVIEWED = {"storePathRootDir", "compatibleWithOldNameSrv"} | {
@@ -139,6 +143,8 @@ def test_every_row_is_well_formed() -> None:
         k.ACL,
         k.DLEDGER,
         k.METRICS,
+        k.CONTROLLER,
+        k.AUTOSWITCH,
         "",
     }
     for key in k.TABLE:

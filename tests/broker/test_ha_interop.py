@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.oracle import KIT, Jvm, broker_port, wait_registered
+from tests.support.oracle import KIT, LOADED_MACHINE, Jvm, broker_port, wait_registered
 from tests.support.serve import ServeProcess, free_port, wait_until, write_conf
 from tests.support.stores import ends_meet
 
@@ -34,9 +34,7 @@ def real_conf(path: Path, **keys: object) -> Path:
         "brokerClusterName": "MixedCluster", "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
         "flushDiskType": "ASYNC_FLUSH", "autoCreateTopicEnable": "true", "diskMaxUsedSpaceRatio": "95",
         "mappedFileSizeCommitLog": str(FILE),
-        # the 3,000 sends of bin/clienttest meet TIMEOUT_CLEAN_QUEUE on a loaded machine when a send
-        # may wait only the default 200 ms in the real broker's queue
-        "waitTimeMillsInSendQueue": "3000",
+        **LOADED_MACHINE,
     }  # fmt: skip
     common.update({k: str(v) for k, v in keys.items()})
     path.write_text("".join(f"{k}={v}\n" for k, v in common.items()))

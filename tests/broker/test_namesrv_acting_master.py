@@ -36,6 +36,7 @@ def register(
     acting: bool | None = True,
     timeout_ms: int | None = 10000,
     version: int = 1,
+    state_version: int | None = None,
 ) -> RemotingCommand:
     """A REGISTER_BROKER as a 5.1.1 broker sends it (``enableActingMaster``, and
     ``heartbeatTimeoutMillis`` when the mode is on), with topic SamTopic (perm 6)."""
@@ -54,7 +55,9 @@ def register(
     }
     body = jb.RegisterBrokerBody(
         topic_config_serialize_wrapper=jb.TopicConfigSerializeWrapper(
-            data_version=jb.DataVersion(counter=version, timestamp=1000 + version),
+            data_version=jb.DataVersion(
+                counter=version, timestamp=1000 + version, state_version=state_version
+            ),
             topic_config_table=topics,
         )
     )
@@ -201,3 +204,23 @@ def test_namesrv_keys_are_taken_and_an_unimplemented_one_is_named(tmp_path: Path
         assert config["supportActingMaster"] == "true"
         assert config["scanNotActiveBrokerInterval"] == "5000"
         assert "without effect): notifyMinBrokerIdChanged" in ns_proc.output()
+
+
+def test_a_stale_master_epoch_cannot_take_brokerid_0_back(tmp_path: Path) -> None:
+    """Controller mode: a broker registering as id 0 with a smaller ``stateVersion`` (master epoch)
+    than the id-0 broker the NameServer holds is ignored, as 5.1.1's ``RouteInfoManager`` does."""
+    with namesrv(tmp_path) as ns_proc:
+        ns = ns_proc.namesrv
+        new, stale = SyncClient(), SyncClient()
+        try:
+            register(new, ns, 0, SLAVE, acting=None, timeout_ms=None, state_version=3)
+            answer = register(stale, ns, 0, MASTER, acting=None, timeout_ms=None, state_version=2)
+            assert answer.header(hd.RegisterBrokerResponseHeader).master_addr is None
+            assert route(ns)["addrs"] == {"0": SLAVE}
+            register(
+                stale, ns, 0, MASTER, acting=None, timeout_ms=None, state_version=4
+            )  # a newer epoch wins
+            assert route(ns)["addrs"] == {"0": MASTER}
+        finally:
+            new.close()
+            stale.close()

@@ -78,11 +78,15 @@ def opened(b: Browser, dash: Dashboard, path: str, shot: str) -> Any:
 def test_each_page_shows_what_the_cli_prints(cluster: Cluster, chromium: Browser) -> None:
     ns = cluster.ns
     with dashboard("-n", ns) as dash:
+        before = rmq_json("clusterList", "-n", ns, "--json")
         opened(chromium, dash, "/cluster", "cluster")
-        for row in rmq_json("clusterList", "-n", ns, "--json"):  # type: ignore[union-attr]
+        after = rmq_json("clusterList", "-n", ns, "--json")
+        for row, later in zip(before, after, strict=True):  # type: ignore[arg-type]
             prefix = f"{row['brokerName']}/{row['brokerId']}/"
             assert chromium.cell(prefix + "commitLogMaxOffset") == row["runtime"]["commitLogMaxOffset"]
-            assert chromium.cell(prefix + "commitLogDiskRatio") == row["runtime"]["commitLogDiskRatio"]
+            # The disk is shared with whatever else runs: the page's ratio lies between the two reads.
+            ratios = sorted(float(r["runtime"]["commitLogDiskRatio"]) for r in (row, later))
+            assert ratios[0] <= float(chromium.cell(prefix + "commitLogDiskRatio")) <= ratios[1]
         assert "acting master: no" in chromium.driver.page_source
 
         opened(chromium, dash, "/topics", "topics")

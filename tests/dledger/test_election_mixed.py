@@ -21,7 +21,7 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import SyncClient
 from tests.support.components import require
 from tests.support.dledger import RmqMember
-from tests.support.oracle import KIT, Jvm, broker_port, kit_env
+from tests.support.oracle import KIT, LOADED_MACHINE, Jvm, broker_port, kit_env
 from tests.support.serve import free_port
 
 pytestmark = pytest.mark.java
@@ -113,7 +113,7 @@ def test_rmq_and_java_members_elect_and_follow_each_other(tmp_path: Path) -> Non
             "namesrvAddr": f"127.0.0.1:{free_port()}", "brokerIP1": "127.0.0.1",
             "storePathRootDir": str(tmp_path / n / "store"), "mappedFileSizeCommitLog": str(1 << 20),
             "enableDLegerCommitLog": "true", "dLegerGroup": GROUP, "dLegerPeers": text, "dLegerSelfId": n,
-            "diskMaxUsedSpaceRatio": "95",
+            "diskMaxUsedSpaceRatio": "95", **LOADED_MACHINE,
         })
         for n in JAVA
     }  # fmt: skip

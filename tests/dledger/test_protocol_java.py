@@ -22,7 +22,7 @@ from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.client import RemotingClient
 from rmqcli.remoting.codec import FrameDecoder, RemotingCommand, encode
 from tests.support.components import require
-from tests.support.oracle import KIT, Jvm, broker_port, kit_env
+from tests.support.oracle import KIT, LOADED_MACHINE, Jvm, broker_port, kit_env
 from tests.support.serve import free_port
 
 pytestmark = pytest.mark.java
@@ -125,7 +125,7 @@ def java_n0_with(
         "namesrvAddr": f"127.0.0.1:{free_port()}", "brokerIP1": "127.0.0.1",
         "storePathRootDir": str(home / "store"),
         "mappedFileSizeCommitLog": str(1 << 20), "enableDLegerCommitLog": "true", "dLegerGroup": GROUP,
-        "dLegerPeers": peers, "dLegerSelfId": "n0", "diskMaxUsedSpaceRatio": "95",
+        "dLegerPeers": peers, "dLegerSelfId": "n0", "diskMaxUsedSpaceRatio": "95", **LOADED_MACHINE,
     }  # fmt: skip
     (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     env = kit_env(home)

@@ -19,8 +19,10 @@ from rmqcli.dledger.member import MemberState, Role
 from rmqcli.dledger.node import DLedgerNode
 from tests.support.oracle import (
     KIT,
+    LOADED_MACHINE,
     Jvm,
     broker_port,
+    clienttest_consume,
     clienttest_send,
     kit_env,
     kit_mqadmin,
@@ -199,7 +201,7 @@ def dledger_group(
             "namesrvAddr": namesrv, "brokerIP1": "127.0.0.1", "storePathRootDir": str(group.store(s)),
             "mappedFileSizeCommitLog": str(DATA_FILE_SIZE), "enableDLegerCommitLog": "true",
             "dLegerGroup": GROUP, "dLegerPeers": peers, "dLegerSelfId": s, "sendMessageThreadPoolNums": "4",
-            "diskMaxUsedSpaceRatio": "95", **(extra or {}),
+            "diskMaxUsedSpaceRatio": "95", **LOADED_MACHINE, **(extra or {}),
         }  # fmt: skip
         group.conf(s).write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     ns = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", kit_env(home))
@@ -214,7 +216,6 @@ def dledger_group(
 
 
 _RECOVERED = re.compile(r"Recover data to the end entryIndex=(-?\d+) processOffset=(-?\d+)")
-_RESULT = re.compile(r"RESULT sent=\d+ sendOk=\d+ received=(\d+) distinct=(\d+)")
 
 
 @dataclass
@@ -244,12 +245,7 @@ class LoneBroker:
 
     def consume(self, topic: str, count: int, timeout: int = 60) -> tuple[int, int]:
         """``clienttest NS topic count consume``: (received, distinct), a new group from the first offset."""
-        run = subprocess.run([str(KIT / "bin" / "clienttest"), self.namesrv, topic, str(count), "consume",
-                              str(timeout)], capture_output=True, text=True, timeout=timeout + 120,
-                             env=kit_env(self.home))  # fmt: skip
-        m = _RESULT.search(run.stdout)
-        assert m, run.stdout[-3000:] + run.stderr[-2000:]
-        return int(m.group(1)), int(m.group(2))
+        return clienttest_consume(self.home, self.namesrv, topic, count, timeout)
 
 
 @contextmanager
@@ -264,7 +260,7 @@ def lone_broker(home: Path, store: Path) -> Iterator[LoneBroker]:
         "namesrvAddr": f"127.0.0.1:{ns_port}", "brokerIP1": "127.0.0.1", "storePathRootDir": str(store),
         "mappedFileSizeCommitLog": str(DATA_FILE_SIZE), "enableDLegerCommitLog": "true",
         "dLegerGroup": GROUP, "dLegerPeers": f"{self_id}-127.0.0.1:{raft}", "dLegerSelfId": self_id,
-        "diskMaxUsedSpaceRatio": "95",
+        "diskMaxUsedSpaceRatio": "95", **LOADED_MACHINE,
     }  # fmt: skip
     (home / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     ns = Jvm([str(KIT / "bin" / "namesrv"), "-p", str(ns_port)], home / "namesrv.out", kit_env(home))

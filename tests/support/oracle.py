@@ -93,6 +93,20 @@ def clienttest_send(home: Path, namesrv: str, topic: str, count: int) -> int:
     return count
 
 
+_RESULT = re.compile(r"RESULT sent=\d+ sendOk=\d+ received=(\d+) distinct=(\d+)")
+
+
+def clienttest_consume(
+    home: Path, namesrv: str, topic: str, count: int, timeout: int = 60
+) -> tuple[int, int]:
+    """``clienttest NS topic count consume``: (received, distinct), a new group from the first offset."""
+    args = [str(KIT / "bin" / "clienttest"), namesrv, topic, str(count), "consume", str(timeout)]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=timeout + 120, env=kit_env(home))
+    m = _RESULT.search(run.stdout)
+    assert m, run.stdout[-3000:] + run.stderr[-2000:]
+    return int(m.group(1)), int(m.group(2))
+
+
 def kit_mqadmin(kit: Path, env: dict[str, str], namesrv: str, *args: str) -> str:
     """What a kit's ``mqadmin`` prints for ``args`` against ``namesrv`` (empty when it failed)."""
     run = subprocess.run([str(kit / "bin" / "mqadmin"), *args, "-n", namesrv], capture_output=True, text=True,
@@ -118,13 +132,16 @@ def topic_status_offsets(
 
 def route_addrs(ns: str, group: str) -> dict[int, str]:
     """brokerId -> address of ``group`` in the NameServer's cluster info (GET_BROKER_CLUSTER_INFO,
-    what ``mqadmin clusterList`` prints); empty while the NameServer does not answer."""
-    try:
-        answer = call(ns, RC.GET_BROKER_CLUSTER_INFO, timeout=5)
+    what ``mqadmin clusterList`` prints), from the first of the ``;``-separated NameServers that
+    answers; empty while none does."""
+    for addr in ns.split(";"):
+        try:
+            answer = call(addr, RC.GET_BROKER_CLUSTER_INFO, timeout=5)
+        except (RmqError, OSError):
+            continue
         data = jb.decode_or_empty(jb.ClusterInfo, answer.body).broker_addr_table.get(group)
-    except (RmqError, OSError):
-        return {}
-    return dict(data.broker_addrs) if data else {}
+        return dict(data.broker_addrs) if data else {}
+    return {}
 
 
 def route_master(ns: str, group: str, ports: dict[str, int], not_: str | None, timeout: float) -> str:
@@ -161,6 +178,12 @@ class RealCluster:
     def env(self, **extra: str) -> dict[str, str]:
         """An environment for one more of the kit's tools (``mqadmin``, ``clienttest``)."""
         return kit_env(self.home, **extra)
+
+
+LOADED_MACHINE = {"waitTimeMillsInSendQueue": "3000"}
+"""What the real brokers that take a stream of sends are given: a send may wait 3 s in the
+broker's queue (200 ms by default), since bin/clienttest stops at the first TIMEOUT_CLEAN_QUEUE
+on a loaded machine."""
 
 
 def write_broker_conf(home: Path, ns: str, port: int, cluster: str, broker: str, **settings: str) -> None:

@@ -24,11 +24,23 @@ from typing import TYPE_CHECKING
 from rmqcli.broker.acl.brokerkeys import HIDDEN
 from rmqcli.broker.acl.brokerkeys import SECRET_KEY as SIGNING_SECRET
 from rmqcli.broker.acting.config import ActingConfig
+from rmqcli.broker.autoswitch.config import AutoSwitchConfig
 from rmqcli.broker.config import BrokerConfig, broker_config_from_properties
 from rmqcli.broker.dledger.config import DLedgerConfig
 from rmqcli.broker.ha.config import HAConfig
 from rmqcli.broker.metrics.config import MetricsConfig
-from rmqcli.conf.keys import ACTING, BROKER, DLEDGER, HA, METRICS, RETENTION, STORE, TABLE, settings_of
+from rmqcli.conf.keys import (
+    ACTING,
+    AUTOSWITCH,
+    BROKER,
+    DLEDGER,
+    HA,
+    METRICS,
+    RETENTION,
+    STORE,
+    TABLE,
+    settings_of,
+)
 from rmqcli.conf.parse import text
 from rmqcli.errors import UsageError
 from rmqcli.remoting import headers as hd
@@ -59,6 +71,7 @@ _VIEWS = {
     RETENTION: RetentionConfig,
     DLEDGER: DLedgerConfig,
     METRICS: MetricsConfig,
+    AUTOSWITCH: AutoSwitchConfig,
 }
 _ATTRIBUTES = {owner: settings_of(view) for owner, view in _VIEWS.items()}
 _REPORTED = tuple(
@@ -92,6 +105,7 @@ def current_properties(ctl: BrokerContext) -> dict[str, str]:
         RETENTION: config.retention,
         DLEDGER: config.dledger,
         METRICS: config.metrics,
+        AUTOSWITCH: config.autoswitch,
     }
     props = dict(REPORTED_DEFAULTS)
     props.update(config.given)

@@ -71,6 +71,7 @@ class DLedgerReplication:
     """The broker side of one member; ``await start()`` once listening, ``await close()`` at shutdown."""
 
     waits_always = True  # every send waits for its commit
+    state_version: int | None = None  # a controller-mode broker's master epoch (none here)
     quorum = None
     quorum_write = False
     master = None

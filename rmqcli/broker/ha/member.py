@@ -57,6 +57,7 @@ class Replication:
 
     waits_always = False  # a message that does not wait for its store is answered at once
     may_register = True
+    state_version: int | None = None  # a controller-mode broker's master epoch (none here)
 
     def __init__(
         self,

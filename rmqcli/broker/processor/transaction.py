@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING
 
 from formats import commitlog as fmt
-from formats.javatext import parse_boolean
+from formats.javatext import INT_RANGE, LONG_RANGE, parse_boolean, parse_integer
 from formats.names import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rmqcli.broker.services.msgext import (
     PROPERTY_CHECK_IMMUNITY_TIME,
@@ -156,10 +156,10 @@ def immunity_half_message(half: Record, props: dict[str, str]) -> InnerMessage:
     return inner
 
 
-def _java_long(text: str) -> int:
-    """``getLong``: the number, -1 when it does not parse."""
+def _number_or_minus_one(text: str, bounds: tuple[int, int] = LONG_RANGE) -> int:
+    """``getLong`` (``getInt`` with ``INT_RANGE``): the number, -1 when Java does not read one."""
     try:
-        return int(text.strip())
+        return parse_integer(text, bounds)
     except ValueError:
         return -1
 
@@ -309,7 +309,7 @@ class TransactionCheckService:
                 half = store.look_message(units[0].physical_offset) if units else None
                 if half is not None:
                     props = dict(half.properties)
-                    times = _java_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0"))  # getInt
+                    times = _number_or_minus_one(props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0"), INT_RANGE)
                     # needDiscard (checked transactionCheckMax times; else the count goes up) or
                     # needSkip (born longer than fileReservedTime ago): both are moved aside
                     discard = (
@@ -333,7 +333,7 @@ class TransactionCheckService:
                             if 0 <= age < config.transaction_timeout:
                                 break
                         else:
-                            immunity = _java_long(immunity_text)
+                            immunity = _number_or_minus_one(immunity_text)
                             immunity = config.transaction_timeout if immunity == -1 else immunity * 1000
                             if age < immunity:
                                 if not self._immune(half, props, removed, done):
@@ -403,7 +403,7 @@ class TransactionCheckService:
         (remembering that offset); False when the remembered offset does not parse."""
         text = props.get(PROPERTY_PREPARED_QUEUE_OFFSET)
         if text is not None:
-            prepared = _java_long(text)
+            prepared = _number_or_minus_one(text)
             if prepared == -1:
                 return False
             if prepared in removed:

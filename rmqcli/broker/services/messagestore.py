@@ -152,6 +152,13 @@ class MessageStore:
         for topic, queue_id in dict.fromkeys(arrivals):
             self._notify(topic, queue_id)
 
+    def release_held(self, everything: bool = False) -> None:
+        """Controller mode: dispatch what the confirm offset now covers (``StoreWriter.release_held``)
+        and tell the listeners."""
+        released = self.writer.release_held(everything)
+        for topic, queue_id in dict.fromkeys((req.topic, req.queue_id) for req in released):
+            self._notify(topic, queue_id)
+
     def put_inner(self, inner: messages.InnerMessage) -> messages.AppendResult:
         """``putMessage`` of a ``MessageExtBrokerInner`` the broker builds itself (send-back, delayed
         delivery, transactions): its properties string is stored as given."""

@@ -11,10 +11,9 @@ copy put back into the timer queue when a rolled timer's window slot comes.
 
 from __future__ import annotations
 
-import re
-
 from formats import commitlog as fmt
 from formats import names
+from formats.javatext import parse_long
 from rmqcli.broker.services.msgext import inner_from_record
 from rmqcli.broker.timer.config import TimerConfig
 from rmqcli.remoting.codes import ResponseCode as RS
@@ -33,8 +32,6 @@ TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
 TRIGGERS = (TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC)
 
-_LONG = re.compile(r"[+-]?[0-9]{1,19}")
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _QUEUED = (fmt.TransactionType.NOT_TYPE, fmt.TransactionType.COMMIT)
 
 
@@ -59,16 +56,6 @@ def not_enabled() -> TimerRefusal:
 def has_trigger(props: dict[str, str]) -> bool:
     """Any of the three properties that make a timer message (the cheap first test)."""
     return TIMER_DELIVER_MS in props or TIMER_DELAY_SEC in props or TIMER_DELAY_MS in props
-
-
-def _java_long(text: str) -> int:
-    """``Long.parseLong``: ValueError for anything it throws on."""
-    if not _LONG.fullmatch(text):
-        raise ValueError(text)
-    value = int(text)
-    if not _LONG_MIN <= value <= _LONG_MAX:
-        raise ValueError(text)
-    return value
 
 
 def delay_level(props: dict[str, str]) -> int:
@@ -99,11 +86,11 @@ def timed(
         raise not_enabled()
     try:
         if TIMER_DELAY_SEC in props:
-            deliver = now + _java_long(props[TIMER_DELAY_SEC]) * 1000  # no wrap-around (rmq's own)
+            deliver = now + parse_long(props[TIMER_DELAY_SEC]) * 1000  # no wrap-around (rmq's own)
         elif TIMER_DELAY_MS in props:
-            deliver = now + _java_long(props[TIMER_DELAY_MS])
+            deliver = now + parse_long(props[TIMER_DELAY_MS])
         else:
-            deliver = _java_long(props[TIMER_DELIVER_MS])
+            deliver = parse_long(props[TIMER_DELIVER_MS])
     except ValueError:
         raise illegal(config) from None
     if deliver <= now:

@@ -102,7 +102,7 @@ MQADMIN_ORDER = (
 # lists them in; inside a part, mqadmin's order (a command mqadmin lacks comes last, as declared).
 # A new command in one of these modules needs no other entry.
 FAMILIES = (
-    ("admin.topic", "admin.broker", "admin.dledger", "admin.export"),
+    ("admin.topic", "admin.broker", "admin.dledger", "admin.controller", "admin.export"),
     ("admin.group",),
     ("admin.message",),
     ("admin.acl",),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqcli.durable import fsync_dir as durable_fsync_dir
+from rmqcli.durable import write_synced
 from rmqcli.errors import CorruptDataError, RmqError
 from rmqcli.store.store import BACKUP_DIR  # noqa: F401 - declared with the store's names, also importable from here
 
@@ -82,18 +83,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_durable(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` (created or emptied) and fsync the file (not its directory)."""
-    _write_synced(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), data)
-
-
-def _write_synced(fd: int, data: bytes) -> None:
-    """Write all of ``data`` at ``fd``'s position, fsync, and close ``fd``."""
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), data)
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
@@ -114,7 +104,7 @@ def read_json(path: Path) -> dict[str, Any]:
 def append_journal(bdir: Path, record: dict[str, Any]) -> None:
     """Append one step to the journal and fsync it: the step is durable before it is done."""
     line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode()
-    _write_synced(os.open(bdir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), line)
+    write_synced(os.open(bdir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), line)
 
 
 def read_journal(bdir: Path) -> list[dict[str, Any]]:

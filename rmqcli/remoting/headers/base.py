@@ -12,18 +12,16 @@ Required fields (``@CFNotNull``) missing on decode raise ``HeaderError`` with Ja
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
-from formats.javatext import parse_boolean
+from formats.javatext import INT_RANGE, LONG_RANGE, parse_boolean, parse_integer
 from rmqcli.errors import HeaderError  # defined with the other errors, also importable from here
 from rmqcli.remoting.javanames import camel
 
 __all__ = ["JAVA_RANGES", "CommandHeader", "HeaderError", "header", "opt", "req"]
 
-_INT_RE = re.compile(r"[+-]?\d+\Z")
-JAVA_RANGES = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
+JAVA_RANGES = {"int": INT_RANGE, "long": LONG_RANGE}
 
 
 class _Field:
@@ -65,13 +63,7 @@ def _parse(kind: str, text: str) -> Any:
     if kind == "bool":
         return parse_boolean(text)
     if kind in ("int", "long"):
-        if not _INT_RE.match(text):
-            raise ValueError(text)
-        value = int(text)
-        low, high = JAVA_RANGES[kind]
-        if not low <= value <= high:
-            raise ValueError(text)
-        return value
+        return parse_integer(text, JAVA_RANGES[kind])
     if kind == "float":
         return float(text.strip())
     raise TypeError(kind)

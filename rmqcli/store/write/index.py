@@ -97,6 +97,38 @@ class IndexFileWriter:
         self._write_header()
         return True
 
+    def cut(self, phy_offset: int) -> int:
+        """Remove the entries of records at or past ``phy_offset`` (a CommitLog cut): they are the
+        newest, so each one's hash slot goes back to the entry it had replaced (its ``prevIndex``);
+        the entries removed."""
+        removed = 0
+        count = self.index_count
+        while count > 1:
+            pos = self._entries_base + (count - 1) * ifmt.ENTRY_SIZE
+            hashed, entry_phy, _diff, prev = ifmt.ENTRY_STRUCT.unpack_from(self._map, pos)
+            if entry_phy < phy_offset:
+                break
+            slot_pos = ifmt.slot_position(ifmt.slot_of(hashed, self.hash_slot_num))
+            if ifmt.SLOT_STRUCT.unpack_from(self._map, slot_pos)[0] == count - 1:
+                ifmt.SLOT_STRUCT.pack_into(self._map, slot_pos, prev)
+                if prev == ifmt.INVALID_INDEX:
+                    self.hash_slot_count = max(0, self.hash_slot_count - 1)
+            self._map[pos : pos + ifmt.ENTRY_SIZE] = bytes(ifmt.ENTRY_SIZE)
+            count -= 1
+            removed += 1
+        if removed:
+            self.index_count = count
+            if count > 1:
+                _h, last_phy, last_diff, _p = ifmt.ENTRY_STRUCT.unpack_from(
+                    self._map, self._entries_base + (count - 1) * ifmt.ENTRY_SIZE
+                )
+                self.end_phy_offset = last_phy
+                self.end_timestamp = self.begin_timestamp + last_diff * 1000
+            else:
+                self.end_phy_offset, self.end_timestamp = self.begin_phy_offset, self.begin_timestamp
+            self._write_header()
+        return removed
+
     def flush(self) -> None:
         self._write_header()
         self._map.flush()
@@ -180,6 +212,20 @@ class IndexWriter:
             for key in keys.split(fmt.KEY_SEPARATOR):
                 if key:
                     f = self._put(f, ifmt.index_key(topic, key), phy_offset, store_timestamp)
+
+    def cut(self, phy_offset: int) -> list[Path]:
+        """The entries of records at or past ``phy_offset`` removed; the files that held nothing
+        else are closed and returned (for the caller to move away)."""
+        dropped: list[Path] = []
+        while self.files:
+            f = self.files[-1]
+            f.cut(phy_offset)
+            if f.index_count > 1 or len(self.files) == 1 or f.begin_phy_offset < phy_offset:
+                break
+            f.close()
+            dropped.append(f.path)
+            self.files.pop()
+        return dropped
 
     def flush(self) -> None:
         for f in self.files:

@@ -143,6 +143,8 @@ class StoreWriter:
         self._checkpoint = Checkpoint()
         self._last_store_timestamp = 0
         self._pending: list[DispatchRequest] = []  # appended with ``defer_dispatch``
+        self.dispatch_bound: Callable[[], int] | None = None  # records past it wait (release_held)
+        self._held: list[DispatchRequest] = []
         self._closed = False
         self._recover()
         (self.root / ABORT_FILE).touch()
@@ -461,7 +463,36 @@ class StoreWriter:
 
     # --- dispatch -------------------------------------------------------------------------------
     def _dispatch(self, req: DispatchRequest) -> None:
-        """Reput right after the append; a queued record also registers its topic in topics.json."""
+        """Reput right after the append; a queued record also registers its topic in topics.json.
+        With a ``dispatch_bound`` (controller mode's confirm offset) a record that ends past it
+        is held, in order, until ``release_held``."""
+        if self.dispatch_bound is not None and (
+            self._held or req.physical_offset + req.size > self.dispatch_bound()
+        ):
+            self._held.append(req)
+            return
+        self._dispatch_now(req)
+
+    def release_held(self, everything: bool = False) -> list[DispatchRequest]:
+        """Dispatch the held records that end within the bound now (all with ``everything``), in
+        order; the ones dispatched."""
+        if not self._held:
+            return []
+        bound = None if everything or self.dispatch_bound is None else self.dispatch_bound()
+        count = 0
+        for req in self._held:
+            if bound is not None and req.physical_offset + req.size > bound:
+                break
+            self._dispatch_now(req)
+            count += 1
+        released, self._held = self._held[:count], self._held[count:]
+        return released
+
+    def drop_held(self, offset: int) -> None:
+        """The CommitLog was cut at ``offset``: held records from there on are gone."""
+        self._held = [req for req in self._held if req.physical_offset + req.size <= offset]
+
+    def _dispatch_now(self, req: DispatchRequest) -> None:
         if self.dispatcher.dispatch(req):
             self._checkpoint.logics_msg_timestamp = req.store_timestamp
             self.config.ensure_topic(req.topic, req.queue_id, self.clock, len(self._delay_millis))
@@ -488,6 +519,8 @@ class StoreWriter:
             self._last_store_timestamp,
             self._checkpoint.logics_msg_timestamp,
             max(self.index.completed_end_timestamp, self._checkpoint.index_msg_timestamp),
+            # controller mode: the confirm offset (its dispatch bound), as 5.1.1 keeps it at byte 32
+            confirm_phy_offset=self.dispatch_bound() if self.dispatch_bound is not None else 0,
         )
 
     # --- config ---------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import org.apache.rocketmq.common.message.Message;
  *
  * Sync sends, one at a time, keys p0, p1, ..., until stdin closes; the route is asked of the
  * NameServer every POLL_NAMESRV_MS (the client's pollNameServerInterval, 30 000 by default), so
- * that a new master is found as soon as the NameServer names it. Prints "ACK <epoch ms> <key>" for
- * each send acknowledged SEND_OK, "FAIL <epoch ms> <key>" for one that failed.
+ * that a new master is found as soon as the NameServer names it. Prints "ACK <epoch ms> <key>
+ * <brokerName>" for each send acknowledged SEND_OK, "FAIL <epoch ms> <key>" for one that failed.
  */
 public class FailoverProducer {
     public static void main(String[] args) throws Exception {
@@ -38,7 +38,8 @@ public class FailoverProducer {
             try {
                 SendResult r = producer.send(msg);
                 String word = r.getSendStatus() == SendStatus.SEND_OK ? "ACK" : "FAIL";
-                System.out.println(word + " " + System.currentTimeMillis() + " " + key);
+                System.out.println(word + " " + System.currentTimeMillis() + " " + key + " "
+                    + r.getMessageQueue().getBrokerName());
             } catch (Exception e) {
                 System.out.println("FAIL " + System.currentTimeMillis() + " " + key);
                 Thread.sleep(50);
