@@ -15,6 +15,10 @@ from formats.derive import compile_struct
 # HAConnectionState ordinals (§6.1)
 READY, HANDSHAKE, TRANSFER, SUSPEND, SHUTDOWN = 0, 1, 2, 3, 4
 
+# Every header's first field: the receiver reads it alone to learn which header follows (§6.2).
+STATE_STRUCT = compile_struct(cs.Struct("state" / cs.Int32sb))
+STATE_SIZE = STATE_STRUCT.size  # 4
+
 # --- slave -> master --------------------------------------------------------------------------
 SlaveHandshake = cs.Struct(
     "state" / cs.Int32sb,  # HANDSHAKE
@@ -24,6 +28,7 @@ SlaveHandshake = cs.Struct(
 )
 SLAVE_HANDSHAKE_STRUCT = compile_struct(SlaveHandshake)
 SLAVE_HANDSHAKE_SIZE = SLAVE_HANDSHAKE_STRUCT.size  # 16
+SLAVE_HANDSHAKE_REST = SLAVE_HANDSHAKE_SIZE - STATE_SIZE  # what follows the state word
 
 SlaveReport = cs.Struct(
     "state" / cs.Int32sb,  # TRANSFER
@@ -31,6 +36,7 @@ SlaveReport = cs.Struct(
 )
 SLAVE_REPORT_STRUCT = compile_struct(SlaveReport)
 SLAVE_REPORT_SIZE = SLAVE_REPORT_STRUCT.size  # 12
+SLAVE_REPORT_REST = SLAVE_REPORT_SIZE - STATE_SIZE
 
 # --- master -> slave --------------------------------------------------------------------------
 HandshakeAnswer = cs.Struct(

@@ -135,10 +135,10 @@ class AutoSwitchMaster:
     ) -> None:
         silence = self.config.housekeeping_seconds
         while True:
-            head = await asyncio.wait_for(reader.readexactly(4), silence)
-            state = int.from_bytes(head, "big", signed=True)
+            head = await asyncio.wait_for(reader.readexactly(wire.STATE_SIZE), silence)
+            (state,) = wire.STATE_STRUCT.unpack(head)
             if state == wire.HANDSHAKE:
-                rest = await asyncio.wait_for(reader.readexactly(wire.SLAVE_HANDSHAKE_SIZE - 4), silence)
+                rest = await asyncio.wait_for(reader.readexactly(wire.SLAVE_HANDSHAKE_REST), silence)
                 _, last_file, learner, slave_id = wire.SLAVE_HANDSHAKE_STRUCT.unpack(head + rest)
                 link.slave_id, link.sync_from_last_file, link.async_learner = (
                     slave_id,
@@ -148,7 +148,7 @@ class AutoSwitchMaster:
                 writer.write(self._handshake_answer())
                 await writer.drain()
             elif state == wire.TRANSFER:
-                rest = await asyncio.wait_for(reader.readexactly(wire.SLAVE_REPORT_SIZE - 4), silence)
+                rest = await asyncio.wait_for(reader.readexactly(wire.SLAVE_REPORT_REST), silence)
                 _, offset = wire.SLAVE_REPORT_STRUCT.unpack(head + rest)
                 if link.request_offset < 0:
                     link.request_offset = offset

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from formats.epoch import BrokerIdentity
+from formats.javatext import JavaNumberError, parse_int, parse_long
 from rmqcli.broker.autoswitch import identity as ident
 from rmqcli.broker.autoswitch.config import AutoSwitchConfig
 from rmqcli.controller import wire
@@ -388,13 +389,23 @@ class ReplicasManager:
 
 
 def _long(text: str | None) -> int | None:
-    try:
-        return int(text) if text not in (None, "", "null") else None
-    except ValueError:
+    """A ``Long`` header field as the controller's answer decodes it (``Long.parseLong``); absent or
+    not a number: ``None``."""
+    return _number(text, parse_long)
+
+
+def _int(text: str | None) -> int | None:
+    """An ``Integer`` header field (``Integer.parseInt``); absent or not a number: ``None``."""
+    return _number(text, parse_int)
+
+
+def _number(text: str | None, parse: Callable[[str], int]) -> int | None:
+    if text is None:
         return None
-
-
-_int = _long
+    try:
+        return parse(text)
+    except JavaNumberError:
+        return None
 
 
 def _elected_set(body: bytes | None) -> frozenset[int]:

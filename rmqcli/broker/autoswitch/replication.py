@@ -40,10 +40,11 @@ from rmqcli.broker.autoswitch.replicas import Invoke, Oneway, ReplicasManager
 from rmqcli.broker.config import BrokerConfig
 from rmqcli.broker.ha.appender import QueueAppender
 from rmqcli.broker.ha.config import SLAVE, SYNC_MASTER
-from rmqcli.broker.ha.member import Replicated
+from rmqcli.broker.ha.member import Replicated, await_replicated
 from rmqcli.broker.ha.reput import ReplicaReput
 from rmqcli.broker.ha.source import WriterSource
 from rmqcli.broker.ha.sync import SlaveSynchronize
+from rmqcli.broker.ha.waiters import SendWaiters
 from rmqcli.remoting import json_body as jb
 from rmqcli.remoting.codec import RemotingCommand
 from rmqcli.store.write.truncate import truncate_store
@@ -108,7 +109,7 @@ class AutoSwitchReplication:
         self.sync_set: frozenset[int] = frozenset()
         self.proposed: frozenset[int] | None = None  # a set being reported (remoteSyncStateSet)
         self.alive_replicas: Callable[[], int] = lambda: 1
-        self._waiting: list[tuple[int, float, Callable[[Replicated], None]]] = []
+        self._waiting: SendWaiters[Replicated] = SendWaiters()
         self._tasks: list[asyncio.Task[None]] = []
         self._reporting = False
         self.register_soon: Callable[[], None] = lambda: None  # the broker registers again at once
@@ -167,7 +168,7 @@ class AutoSwitchReplication:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._fail_waiting(Replicated.FLUSH_SLAVE_TIMEOUT)
+        self._waiting.fail_all(Replicated.FLUSH_SLAVE_TIMEOUT)
         self.reput.dispatch_to(self.writer.commitlog.max_offset, time.monotonic() + 2.0)
         self.appender.release()
         await self.master.close()
@@ -205,7 +206,7 @@ class AutoSwitchReplication:
         if same_master and self.role == SLAVE:
             self.change_role(SLAVE, self.replicas.broker_id)
             return
-        self._fail_waiting(Replicated.FLUSH_SLAVE_TIMEOUT)
+        self._waiting.fail_all(Replicated.FLUSH_SLAVE_TIMEOUT)
         self.role = SLAVE
         self.master.serving = False
         self.master.drop_all()
@@ -270,13 +271,10 @@ class AutoSwitchReplication:
         if self._acked_enough(next_offset):
             callback(Replicated.PUT_OK)
         else:
-            deadline = time.monotonic() + self.config.ha.slave_timeout_seconds
-            self._waiting.append((next_offset, deadline, callback))
+            self._waiting.add(next_offset, self.config.ha.slave_timeout_seconds, callback)
 
     async def replicated(self, next_offset: int, needed: int | None = None) -> Replicated:
-        fut: asyncio.Future[Replicated] = asyncio.get_running_loop().create_future()
-        self.when_replicated(next_offset, lambda outcome: fut.done() or fut.set_result(outcome))
-        return await fut
+        return await await_replicated(self.when_replicated, next_offset, needed)
 
     def dispatch_behind(self) -> int:
         return max(0, self.writer.commitlog.max_offset - self.reput.next) if self.role == SLAVE else 0
@@ -393,29 +391,13 @@ class AutoSwitchReplication:
         return 1 + sum(1 for a in acks.values() if a >= next_offset) >= needed
 
     def _answer_waiting(self) -> None:
-        if not self._waiting:
-            return
-        done = [w for w in self._waiting if self._acked_enough(w[0])]
-        if done:
-            self._waiting = [w for w in self._waiting if w not in done]
-            for _offset, _deadline, callback in done:
-                callback(Replicated.PUT_OK)
+        self._waiting.answer(self._acked_enough, Replicated.PUT_OK)
 
     async def _expire(self) -> None:
         while True:
             await asyncio.sleep(WAIT_POLL_S)
             self._answer_waiting()
-            now = time.monotonic()
-            late = [w for w in self._waiting if w[1] < now]
-            if late:
-                self._waiting = [w for w in self._waiting if w[1] >= now]
-                for _offset, _deadline, callback in late:
-                    callback(Replicated.FLUSH_SLAVE_TIMEOUT)
-
-    def _fail_waiting(self, outcome: Replicated) -> None:
-        waiting, self._waiting = self._waiting, []
-        for _offset, _deadline, callback in waiting:
-            callback(outcome)
+            self._waiting.expire(Replicated.FLUSH_SLAVE_TIMEOUT)
 
     async def _shrink_loop(self) -> None:
         """``maybeShrinkSyncStateSet`` every ``checkSyncStateSetPeriod``."""

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from formats import dledger as dfmt
 from formats.records import Record
 from rmqcli.broker.ha.config import SLAVE, SYNC_MASTER
-from rmqcli.broker.ha.member import Replicated
+from rmqcli.broker.ha.member import Replicated, await_replicated
 from rmqcli.broker.ha.sync import SlaveSynchronize
+from rmqcli.broker.ha.waiters import SendWaiters
 from rmqcli.dledger import protocol as dp
 from rmqcli.dledger.ledger import LedgerError
 from rmqcli.dledger.member import Role
@@ -94,7 +95,7 @@ class DLedgerReplication:
         assert writer.reput is not None and isinstance(writer.entries, LedgerSink)
         self.sink: LedgerSink = writer.entries
         writer.reput.dispatch = dispatch
-        self._waiting: list[tuple[int, float, Callable[[Replicated], None]]] = []
+        self._waiting: SendWaiters[Replicated] = SendWaiters()
         self._roles: asyncio.Queue[tuple[int, Role]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -122,7 +123,7 @@ class DLedgerReplication:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._fail_waiting(Replicated.UNKNOWN_ERROR)
+        self._waiting.fail_all(Replicated.UNKNOWN_ERROR)
         self.node.ledger.on_commit = None
         await self.node.close()
 
@@ -131,27 +132,12 @@ class DLedgerReplication:
         """The committed index moved: dispatch, and answer the sends it covers."""
         self.writer.dispatch_committed()
         end = self.sink.committed_end
-        if self._waiting:
-            done = [w for w in self._waiting if w[0] <= end]
-            if done:
-                self._waiting = [w for w in self._waiting if w[0] > end]
-                for _offset, _deadline, callback in done:
-                    callback(Replicated.PUT_OK)
+        self._waiting.answer(lambda offset: offset <= end, Replicated.PUT_OK)
 
     async def _expire(self) -> None:
         while True:
             await asyncio.sleep(TIMEOUT_POLL_S)
-            now = time.monotonic()
-            late = [w for w in self._waiting if w[1] < now]
-            if late:
-                self._waiting = [w for w in self._waiting if w[1] >= now]
-                for _offset, _deadline, callback in late:
-                    callback(Replicated.OS_PAGECACHE_BUSY)
-
-    def _fail_waiting(self, outcome: Replicated) -> None:
-        waiting, self._waiting = self._waiting, []
-        for _offset, _deadline, callback in waiting:
-            callback(outcome)
+            self._waiting.expire(Replicated.OS_PAGECACHE_BUSY)
 
     # --- roles ------------------------------------------------------------------------------------
     async def _handle_roles(self) -> None:
@@ -186,7 +172,7 @@ class DLedgerReplication:
         return True
 
     def _to_slave(self) -> None:
-        self._fail_waiting(Replicated.UNKNOWN_ERROR)
+        self._waiting.fail_all(Replicated.UNKNOWN_ERROR)
         self.role = SLAVE
         self.change_role(SLAVE, self.follower_id)
 
@@ -206,12 +192,10 @@ class DLedgerReplication:
         elif self.node.state.role is not Role.LEADER:
             callback(Replicated.UNKNOWN_ERROR)
         else:
-            self._waiting.append((next_offset, time.monotonic() + MAX_WAIT_ACK_S, callback))
+            self._waiting.add(next_offset, MAX_WAIT_ACK_S, callback)
 
     async def replicated(self, next_offset: int, needed: int | None = None) -> Replicated:
-        fut: asyncio.Future[Replicated] = asyncio.get_running_loop().create_future()
-        self.when_replicated(next_offset, lambda outcome: fut.done() or fut.set_result(outcome))
-        return await fut
+        return await await_replicated(self.when_replicated, next_offset, needed)
 
     def acks_needed(self) -> int | None:
         return None

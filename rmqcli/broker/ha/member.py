@@ -52,6 +52,17 @@ class Replicated(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
+async def await_replicated(
+    when_replicated: Callable[[int, Callable[[Replicated], None], int | None], None],
+    next_offset: int,
+    needed: int | None,
+) -> Replicated:
+    """A member's ``when_replicated`` awaited: its first answer."""
+    fut: asyncio.Future[Replicated] = asyncio.get_running_loop().create_future()
+    when_replicated(next_offset, lambda outcome: fut.done() or fut.set_result(outcome), needed)
+    return await fut
+
+
 class Replication:
     """The HA side of one broker; ``await start()`` once listening, ``await close()`` at shutdown."""
 
@@ -253,9 +264,7 @@ class Replication:
 
     async def replicated(self, next_offset: int, needed: int | None = None) -> Replicated:
         """``when_replicated`` awaited."""
-        fut: asyncio.Future[Replicated] = asyncio.get_running_loop().create_future()
-        self.when_replicated(next_offset, lambda outcome: fut.done() or fut.set_result(outcome), needed)
-        return await fut
+        return await await_replicated(self.when_replicated, next_offset, needed)
 
     def fall_behind(self) -> int:
         """``slaveFallBehindMuch``: bytes no slave acknowledged (0 without slaves or on a slave)."""
