@@ -111,7 +111,7 @@ def test_counters_follow_a_real_clients_sends_and_pulls(tmp_path: Path):
                     lambda: (
                         value(get(port)[2].decode(), "rocketmq_producer_connections", language="cpp") == 1
                     ),
-                    30,
+                    75,  # its heartbeats come every 30 s: the second one under load
                     "the producer counted",
                 )
             finally:

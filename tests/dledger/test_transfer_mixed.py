@@ -51,7 +51,7 @@ def test_leadership_moves_to_the_preferred_member_both_ways(tmp_path: Path) -> N
             term2, _ = wait_until(
                 lambda: rmq.view() if (rmq.view() or (0, ""))[1] == "n2" else None, 60, "n2 to lead"
             )
-            assert term2 == term + 1
+            assert term2 > term  # term + 1, or more when n2's first vote timed out (a loaded machine)
             elected = f"[n2] [VOTE_RESULT] has been elected to be the leader in term {term2}"
             wait_until(lambda: elected in g.log("n2"), 20, "n2's election line")
             # n2 answers the transfer once it leads; the line is written after the answer
@@ -61,6 +61,6 @@ def test_leadership_moves_to_the_preferred_member_both_ways(tmp_path: Path) -> N
             term3, _ = wait_until(
                 lambda: rmq.view() if (rmq.view() or (0, ""))[1] == "n0" else None, 60, "n0 again"
             )
-            assert term3 == term2 + 1
+            assert term3 > term2
         finally:
             rmq.stop()

@@ -95,13 +95,15 @@ DRIVER = textwrap.dedent(
             key = f"{cmd['prefix']}{seq}"
             seq += 1
             body = (key + ":").ljust(rnd.randrange(cmd.get("min", 100), cmd.get("max", 2000)), "x")
+            sent_at = time.monotonic()
             try:
                 if cmd.get("shards"):  # orderly: the sequence number picks the queue (hash of it)
                     r = p.send_orderly(message(cmd["topic"], key, body), seq % cmd["shards"])
                 else:
                     r = p.send_sync(message(cmd["topic"], key, body))
-            except Exception as exc:
-                emit(key=key, error=type(exc).__name__)
+            except Exception as exc:  # how long it took tells a timeout from a refusal
+                took = round(time.monotonic() - sent_at, 3)
+                emit(key=key, error=type(exc).__name__, took=took, text=str(exc)[:300])
                 time.sleep(0.02)
                 continue
             if int(r.status) == 0:
