@@ -22,12 +22,9 @@ import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from formats.http2 import MESSAGE_PREFIX_SIZE, MESSAGE_PREFIX_STRUCT
-
-if TYPE_CHECKING:
-    from rmqcli.grpcserver.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +267,25 @@ def decompress(encoding: str, data: bytes, limit: int) -> bytes:
 
 # --- the call ------------------------------------------------------------------------------
 
+
+class Stream(Protocol):
+    """What a call needs of its connection (``connection.Connection``)."""
+
+    loop: asyncio.AbstractEventLoop
+    max_receive_message_length: int
+    peer_initial_window: int
+    local_initial_window: int
+    held: int  # request bytes held across the connection's streams
+    paused: bool
+
+    def peer(self) -> str: ...
+    def released(self, call: Call, size: int) -> None: ...
+    def send_unary(self, call: Call, payload: bytes) -> None: ...
+    def send_message(self, call: Call, payload: bytes) -> None: ...
+    def send_status(self, call: Call, code: int, details: str) -> None: ...
+    def writable(self, call: Call) -> asyncio.Future[None]: ...
+
+
 _END = object()  # the request stream's end, in the queue of requests
 
 
@@ -285,7 +301,7 @@ class Call:
         "finished", "closed", "aborted", "expired", "drain", "_metadata",
     )  # fmt: skip
 
-    def __init__(self, conn: Connection, sid: int, handler: MethodHandler, path: str):
+    def __init__(self, conn: Stream, sid: int, handler: MethodHandler, path: str):
         self.conn = conn
         self.sid = sid
         self.handler = handler
@@ -334,9 +350,11 @@ class Call:
 
     async def abort(self, code: StatusCode, details: str = "") -> None:
         """End the call with ``code`` and ``details``: raises, never returns."""
+        if not isinstance(code, int):  # grpc.StatusCode: its value is (number, name)
+            code = StatusCode(code.value[0])
         if code == StatusCode.OK:
             raise ValueError("abort with StatusCode.OK")
-        self.aborted = AbortError(code, details)
+        self.aborted = AbortError(StatusCode(code), details)
         raise self.aborted
 
     async def write(self, message: Any) -> None:
@@ -409,7 +427,7 @@ class Call:
 
     def _check_length(self, length: int) -> bool:
         """True when a message of ``length`` is not read but skipped (or refused)."""
-        limit = self.conn.server.max_receive_message_length
+        limit = self.conn.max_receive_message_length
         if length > limit:
             self._fail(StatusCode.RESOURCE_EXHAUSTED, too_large_text(length, limit))
             return True
@@ -428,7 +446,7 @@ class Call:
                 self._fail(StatusCode.INTERNAL, "Compressed message without grpc-encoding")
                 return
             try:
-                data = decompress(self.encoding, data, self.conn.server.max_receive_message_length)
+                data = decompress(self.encoding, data, self.conn.max_receive_message_length)
             except _RequestError as exc:
                 self._fail(exc.code, exc.details)
                 return
@@ -510,11 +528,14 @@ class Call:
             self.finish(exc.code, exc.details)
             return
         handler = self.handler
-        if handler.kind is Kind.UNARY_UNARY:
-            self.task = task = self.conn.loop.create_task(handler.behaviour(request, self))
-            task.add_done_callback(self._unary_done)
-        else:
-            self._start(self._stream_out(handler.behaviour(request, self)))
+        try:
+            if handler.kind is Kind.UNARY_UNARY:
+                self.task = task = self.conn.loop.create_task(handler.behaviour(request, self))
+                task.add_done_callback(self._unary_done)
+            else:
+                self._start(self._stream_out(handler.behaviour(request, self)))
+        except Exception as exc:  # a behaviour that is not a coroutine function (an async generator)
+            self.finish(*self._unexpected(exc))
 
     def _start(self, coroutine: Any) -> None:
         self.task = task = self.conn.loop.create_task(coroutine)
@@ -564,6 +585,7 @@ class Call:
     def _unary_done(self, task: asyncio.Task[Any]) -> None:
         """A unary answer: headers, message and trailers in one write when the windows allow."""
         if self.closed or self.finished:
+            _retrieve(task)
             return
         outcome = self._outcome(task)
         if outcome is not None:
@@ -580,6 +602,7 @@ class Call:
 
     def _stream_done(self, task: asyncio.Task[Any]) -> None:
         if self.closed or self.finished:
+            _retrieve(task)
             return
         outcome = self._outcome(task)
         if outcome is not None:
@@ -613,6 +636,10 @@ class Call:
             return exc.code, exc.details
         if isinstance(exc, _RequestError):
             return exc.code, exc.details
+        return self._unexpected(exc)
+
+    def _unexpected(self, exc: BaseException) -> tuple[StatusCode, str]:
+        """UNKNOWN with grpc's text; logged once, with the traceback."""
         log.error("Unexpected error raised by servicer method [%s]", self.path, exc_info=exc)
         return StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}"
 
@@ -632,6 +659,12 @@ class Call:
         if task is not None and not task.done():
             task.cancel()
         self._wake()
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """The outcome of a call nobody waits for any more, taken (no "never retrieved" warning)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class _TooLarge:

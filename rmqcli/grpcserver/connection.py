@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from formats.http2 import (
     CLIENT_PREFACE,
@@ -50,12 +51,21 @@ from formats.http2 import (
     SettingId,
     frame_header,
 )
-from rmqcli.grpcserver import calls
-from rmqcli.grpcserver.calls import Call, StatusCode
+from rmqcli.grpcserver.calls import (
+    ACCEPT_ENCODING,
+    RESPONSE_HEADERS,
+    SUPPORTED_ENCODINGS,
+    TRAILERS_OK,
+    Call,
+    MethodHandler,
+    StatusCode,
+    http_error_fields,
+    parse_timeout,
+    peer_string,
+    status_fields,
+    trailers_only,
+)
 from rmqcli.grpcserver.hpack_decode import HeaderListTooLarge, HpackDecoder, HpackError
-
-if TYPE_CHECKING:
-    from rmqcli.grpcserver.server import Server
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +75,25 @@ MAX_HEADER_BLOCK = 64 * 1024  # HEADERS + CONTINUATION fragments of one block
 CONNECTION_WINDOW = 16 * 1024 * 1024  # our connection receive window, raised at once (§6.9.2)
 WRITE_HIGH_WATER = 1024 * 1024  # the transport's buffer above which streaming writers wait
 WRITE_LOW_WATER = 256 * 1024
+CLOSE_LINGER = 5.0  # seconds a closing connection's last writes may take
 
 _DATA, _HEADERS, _CONTINUATION = FrameType.DATA, FrameType.HEADERS, FrameType.CONTINUATION
 _END_HEADERS_STREAM = FLAG_END_HEADERS | FLAG_END_STREAM
 _pack_header = FRAME_HEADER_STRUCT.pack
 _pack_prefix = MESSAGE_PREFIX_STRUCT.pack
+
+
+class Host(Protocol):
+    """What a connection needs of its server (``server.Server``)."""
+
+    loop: asyncio.AbstractEventLoop
+    handlers: Mapping[str, MethodHandler]
+    max_receive_message_length: int
+    preface_timeout: float
+    max_unsent: int
+    max_held: int
+    initial_window: int
+    connections: set[Connection]
 
 
 class ConnectionError_(Exception):
@@ -113,9 +137,10 @@ def header_frames(stream_id: int, block: bytes, end_stream: bool, max_frame: int
 class Connection(asyncio.Protocol):
     """The server side of one HTTP/2 connection (RFC 9113 §3.4 on) and its gRPC calls."""
 
-    def __init__(self, server: Server):
+    def __init__(self, server: Host):
         self.server = server
         self.loop = server.loop
+        self.max_receive_message_length = server.max_receive_message_length
         self.transport: Any = None
         self.buf = bytearray()
         self.preface = False  # the client's preface was read (§3.4)
@@ -142,6 +167,7 @@ class Connection(asyncio.Protocol):
         self.goaway_received = False
         self.dead = False
         self.preface_timer: asyncio.TimerHandle | None = None
+        self.linger: asyncio.TimerHandle | None = None
         self._peer: str | None = None
         self.handlers = [self._on_unknown] * 256
         for kind, handler in (
@@ -181,6 +207,8 @@ class Connection(asyncio.Protocol):
         self.server.connections.discard(self)
         if self.preface_timer is not None:
             self.preface_timer.cancel()
+        if self.linger is not None:
+            self.linger.cancel()
         for call in list(self.streams.values()):
             self._drop(call)
         self.streams.clear()
@@ -343,7 +371,7 @@ class Connection(asyncio.Protocol):
                 text = f"Received header list larger than max ({exc.size} vs. {exc.limit})"
                 self._refuse(
                     sid,
-                    calls.trailers_only(StatusCode.RESOURCE_EXHAUSTED, text),
+                    trailers_only(StatusCode.RESOURCE_EXHAUSTED, text),
                     flags,
                 )
             return
@@ -357,7 +385,7 @@ class Connection(asyncio.Protocol):
                 call.end_of_requests()
             return
         if sid <= self.last_stream_id:
-            raise ConnectionError_(ErrorCode.STREAM_CLOSED, f"HEADERS on closed stream {sid}")
+            return  # a stream we answered or reset: frames in flight are ignored (§5.1)
         self.last_stream_id = sid
         if self.goaway_sent or self.goaway_received or len(self.streams) >= MAX_STREAMS:
             self._write(_rst_stream(sid, ErrorCode.REFUSED_STREAM))
@@ -394,7 +422,7 @@ class Connection(asyncio.Protocol):
         if handler is None:
             self._refuse(
                 sid,
-                calls.trailers_only(StatusCode.UNIMPLEMENTED, "Method not found!"),
+                trailers_only(StatusCode.UNIMPLEMENTED, "Method not found!"),
                 flags,
             )
             return
@@ -403,7 +431,7 @@ class Connection(asyncio.Protocol):
         if encoding is not None and encoding != b"identity":
             call.encoding = encoding.decode()
         self.streams[sid] = call
-        call.start(None if timeout is None else calls.parse_timeout(timeout))
+        call.start(None if timeout is None else parse_timeout(timeout))
         if flags & FLAG_END_STREAM:
             call.end_of_requests()
 
@@ -411,12 +439,12 @@ class Connection(asyncio.Protocol):
     def _refusal(method: bytes, content_type: bytes | None, encoding: bytes | None) -> bytes | None:
         """The trailers-only answer to a request gRPC cannot serve, None for a good one."""
         if method != b"POST":
-            return calls.http_error_fields(405, StatusCode.UNIMPLEMENTED, "only POST is served")
+            return http_error_fields(405, StatusCode.UNIMPLEMENTED, "only POST is served")
         if content_type is None or not content_type.startswith(b"application/grpc"):
-            return calls.http_error_fields(415, StatusCode.UNKNOWN, "content-type is not application/grpc")
-        if encoding is not None and encoding.decode("latin-1") not in calls.SUPPORTED_ENCODINGS:
+            return http_error_fields(415, StatusCode.UNKNOWN, "content-type is not application/grpc")
+        if encoding is not None and encoding.decode("latin-1") not in SUPPORTED_ENCODINGS:
             text = f"Compression algorithm '{encoding.decode('latin-1')}' not supported"
-            return calls.trailers_only(StatusCode.UNIMPLEMENTED, text) + calls.ACCEPT_ENCODING
+            return trailers_only(StatusCode.UNIMPLEMENTED, text) + ACCEPT_ENCODING
         return None
 
     def _refuse(self, sid: int, block: bytes, flags: int) -> None:
@@ -568,7 +596,7 @@ class Connection(asyncio.Protocol):
         """The whole answer of a call: headers, its one message, OK trailers (one write if the
         windows allow)."""
         call.finished = True
-        self._send(call, _pack_prefix(0, len(payload)) + payload, calls.TRAILERS_OK)
+        self._send(call, _pack_prefix(0, len(payload)) + payload, TRAILERS_OK)
 
     def send_message(self, call: Call, payload: bytes) -> None:
         """One message of a streaming answer."""
@@ -578,10 +606,10 @@ class Connection(asyncio.Protocol):
         """The call's status: trailers after its messages, or a trailers-only answer."""
         call.finished = True
         if call.headers_sent:
-            self._send(call, b"", calls.status_fields(code, details))
+            self._send(call, b"", status_fields(code, details))
             return
         call.headers_sent = True
-        block = calls.trailers_only(code, details)
+        block = trailers_only(code, details)
         self._write(header_frames(call.sid, block, True, self.peer_max_frame))
         self._close_stream(call)
 
@@ -592,7 +620,7 @@ class Connection(asyncio.Protocol):
         parts: list[Any] = []
         if not call.headers_sent:
             call.headers_sent = True
-            parts.append(header_frames(call.sid, calls.RESPONSE_HEADERS, False, self.peer_max_frame))
+            parts.append(header_frames(call.sid, RESPONSE_HEADERS, False, self.peer_max_frame))
         if call.out:
             call.out += data
             self.queued_out += len(data)
@@ -734,15 +762,18 @@ class Connection(asyncio.Protocol):
         self._write(frame_header(len(payload), FrameType.GOAWAY, 0, 0) + payload)
 
     def close(self) -> None:
-        """Close after the writes buffered so far (calls still running are cancelled)."""
+        """Close after the writes buffered so far (calls still running are cancelled); a client
+        that does not read them within ``CLOSE_LINGER`` seconds is cut off."""
         if self.batch:
             self.transport.write(b"".join(self.batch))
             self.batch.clear()
+        if not self.transport.is_closing():
+            self.linger = self.loop.call_later(CLOSE_LINGER, self.transport.abort)
         self.dead = True
         self.transport.close()
 
     def peer(self) -> str:
-        """The client's address in grpc's form (``calls.peer_string``)."""
+        """The client's address in grpc's form (``peer_string``)."""
         if self._peer is None:
-            self._peer = calls.peer_string(self.transport.get_extra_info("peername"))
+            self._peer = peer_string(self.transport.get_extra_info("peername"))
         return self._peer

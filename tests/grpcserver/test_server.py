@@ -423,7 +423,13 @@ class Raw:
             [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "t"),
              ("content-type", "application/grpc"), ("te", "trailers"), *extra]
         )  # fmt: skip
-        self.send(FrameType.HEADERS, FLAG_END_HEADERS | (FLAG_END_STREAM if end_stream else 0), sid, block)
+        end = FLAG_END_STREAM if end_stream else 0
+        pieces = [block[i : i + 16384] for i in range(0, len(block), 16384)]
+        for i, piece in enumerate(pieces):
+            last = FLAG_END_HEADERS if i == len(pieces) - 1 else 0
+            self.send(
+                FrameType.CONTINUATION if i else FrameType.HEADERS, last | (0 if i else end), sid, piece
+            )
 
     def message(self, sid: int, data: bytes, end_stream: bool = True) -> None:
         self.send(
@@ -529,6 +535,54 @@ def test_padded_data_and_deadline_from_the_header(raw: Raw) -> None:
     trailers, _ = raw.until(lambda f: f.kind == FrameType.HEADERS and f.sid == 3)
     fields = raw.fields(trailers)
     assert fields[b"grpc-status"] == b"4" and fields[b"grpc-message"] == b"Deadline Exceeded"
+
+
+def test_initial_window_setting_moves_the_stream_windows(running: Running) -> None:
+    raw = Raw(running.port, initial_window=100)
+    try:
+        raw.headers(1, "/t.T/Big")
+        raw.message(1, b"%016d" % 1000)
+        first, _ = raw.until(lambda f: f.kind == FrameType.DATA)
+        assert first is not None and len(first.payload) == 100
+        raw.send(FrameType.SETTINGS, 0, 0, SETTING_STRUCT.pack(SettingId.INITIAL_WINDOW_SIZE, 65535))
+        trailers, rest = raw.until(lambda f: f.kind == FrameType.HEADERS and f.flags & FLAG_END_STREAM)
+        assert 100 + sum(len(f.payload) for f in rest if f.kind == FrameType.DATA) == 5 + 16 + 1000
+    finally:
+        raw.close()
+
+
+def test_header_list_too_large_refuses_the_stream_only(raw: Raw) -> None:
+    raw.headers(1, "/t.T/Echo", end_stream=True, extra=[("big", "v" * 20_000)])
+    answer, _ = raw.until(lambda f: f.kind == FrameType.HEADERS and f.sid == 1)
+    fields = raw.fields(answer)
+    assert fields[b"grpc-status"] == b"8" and b"header list larger than max" in fields[b"grpc-message"]
+    raw.headers(3, "/t.T/Echo")
+    raw.message(3, b"on")
+    trailers, _ = raw.until(
+        lambda f: f.kind == FrameType.HEADERS and f.sid == 3 and f.flags & FLAG_END_STREAM
+    )
+    assert raw.fields(trailers)[b"grpc-status"] == b"0"
+
+
+def test_unknown_encoding_and_frames_after_an_early_answer(raw: Raw) -> None:
+    """UNIMPLEMENTED for grpc-encoding snappy, answered before the request's end: the request's
+    DATA and trailers still in flight are ignored, the connection goes on."""
+    raw.headers(1, "/t.T/Echo", extra=[("grpc-encoding", "snappy")])
+    answer, _ = raw.until(lambda f: f.kind == FrameType.HEADERS and f.sid == 1)
+    fields = raw.fields(answer)
+    assert fields[b"grpc-status"] == b"12" and b"gzip" in fields[b"grpc-accept-encoding"]
+    reset, _ = raw.until(lambda f: f.kind == FrameType.RST_STREAM)
+    assert reset.sid == 1 and RST_STREAM_STRUCT.unpack(reset.payload)[0] == ErrorCode.NO_ERROR
+    raw.message(1, b"late", end_stream=False)
+    raw.send(
+        FrameType.HEADERS, FLAG_END_HEADERS | FLAG_END_STREAM, 1, raw.encoder.encode([("x-trailer", "1")])
+    )
+    raw.headers(3, "/t.T/Echo")
+    raw.message(3, b"on")
+    trailers, _ = raw.until(
+        lambda f: f.kind == FrameType.HEADERS and f.sid == 3 and f.flags & FLAG_END_STREAM
+    )
+    assert raw.fields(trailers)[b"grpc-status"] == b"0"
 
 
 def test_wrong_content_type_and_method(raw: Raw) -> None:
@@ -638,7 +692,10 @@ def test_client_reading_nothing_is_dropped(running: Running) -> None:
         while time.monotonic() < deadline and running.connections():
             time.sleep(0.05)
         state = running.on_loop(
-            lambda: [(c.queued_out, c.transport.get_write_buffer_size(), len(c.streams)) for c in running.server.connections]
+            lambda: [
+                (c.queued_out, c.transport.get_write_buffer_size(), len(c.streams))
+                for c in running.server.connections
+            ]
         )
         assert not state
         assert raw.closed()
