@@ -94,6 +94,7 @@ class Host(Protocol):
     max_held: int
     initial_window: int
     connections: set[Connection]
+    stopping: bool
 
 
 class ConnectionError_(Exception):
@@ -188,6 +189,10 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: Any) -> None:
         """Our preface (SETTINGS, then the connection window raised) goes first (§3.4, §6.9.2)."""
         self.transport = transport
+        if self.server.stopping:  # accepted (a TLS handshake finished) as the server stops
+            self.dead = True
+            transport.close()
+            return
         self.server.connections.add(self)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         settings = {
@@ -589,7 +594,7 @@ class Connection(asyncio.Protocol):
     def _write(self, data: bytes) -> None:
         if self.batch is not None:
             self.batch.append(data)
-        elif not self.dead:
+        elif not self.dead and not self.transport.is_closing():
             self.transport.write(data)
 
     def send_unary(self, call: Call, payload: bytes) -> None:

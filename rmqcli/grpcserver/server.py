@@ -51,6 +51,7 @@ class Server:
         self.max_held = max_held
         self.initial_window = initial_window
         self.connections: set[Connection] = set()
+        self.stopping = False  # stop() began: connections accepted now are closed at once
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start
         self._listener: asyncio.base_events.Server | None = None
 
@@ -68,6 +69,7 @@ class Server:
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting; every connection gets GOAWAY; running calls have ``grace`` seconds,
         then are cancelled (RST_STREAM CANCEL) and the connections closed."""
+        self.stopping = True
         if self._listener is not None:
             self._listener.close()
         for connection in list(self.connections):

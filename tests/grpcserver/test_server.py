@@ -30,10 +30,12 @@ from formats.http2 import (
     FLAG_END_HEADERS,
     FLAG_END_STREAM,
     FLAG_PADDED,
+    FLAG_PRIORITY,
     FRAME_HEADER_SIZE,
     FRAME_HEADER_STRUCT,
     GOAWAY_STRUCT,
     MESSAGE_PREFIX_STRUCT,
+    PRIORITY_STRUCT,
     RST_STREAM_STRUCT,
     SETTING_STRUCT,
     WINDOW_UPDATE_STRUCT,
@@ -498,9 +500,16 @@ def test_server_preface_and_ping(raw: Raw) -> None:
     values = dict(SETTING_STRUCT.unpack_from(settings.payload, i) for i in range(0, len(settings.payload), 6))
     assert values[SettingId.MAX_CONCURRENT_STREAMS] == 1000
     assert values[SettingId.MAX_HEADER_LIST_SIZE] == 16384
+    raw.send(FrameType.PRIORITY, 0, 5, PRIORITY_STRUCT.pack(0, 15))  # ignored, even on an idle stream
     raw.send(FrameType.PING, 0, 0, b"12345678")
-    ack, _ = raw.until(lambda f: f.kind == FrameType.PING)
+    ack, before = raw.until(lambda f: f.kind == FrameType.PING)
     assert ack is not None and ack.flags & FLAG_ACK and ack.payload == b"12345678"
+    assert not [f for f in before if f.kind in (FrameType.GOAWAY, FrameType.RST_STREAM)]
+
+
+def test_client_goaway_closes_an_idle_connection(raw: Raw) -> None:
+    raw.send(FrameType.GOAWAY, 0, 0, GOAWAY_STRUCT.pack(0, ErrorCode.NO_ERROR))
+    assert raw.closed()
 
 
 def test_answer_stops_at_the_client_window_and_resumes(running: Running) -> None:
@@ -525,7 +534,10 @@ def test_answer_stops_at_the_client_window_and_resumes(running: Running) -> None
 
 
 def test_padded_data_and_deadline_from_the_header(raw: Raw) -> None:
-    raw.headers(1, "/t.T/Echo")
+    block = raw.encoder.encode([(":method", "POST"), (":scheme", "http"), (":path", "/t.T/Echo"),
+                                (":authority", "t"), ("content-type", "application/grpc+proto")])  # fmt: skip
+    flags = FLAG_END_HEADERS | FLAG_PADDED | FLAG_PRIORITY  # padding and a priority before the block
+    raw.send(FrameType.HEADERS, flags, 1, bytes([3]) + PRIORITY_STRUCT.pack(0, 7) + block + b"\0" * 3)
     message = MESSAGE_PREFIX_STRUCT.pack(0, 3) + b"abc"
     raw.send(FrameType.DATA, FLAG_PADDED | FLAG_END_STREAM, 1, bytes([7]) + message + b"\0" * 7)
     trailers, before = raw.until(lambda f: f.kind == FrameType.HEADERS and f.flags & FLAG_END_STREAM)
@@ -684,10 +696,11 @@ def test_client_reading_nothing_is_dropped(running: Running) -> None:
     try:
         raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         raw.send(FrameType.WINDOW_UPDATE, 0, 0, WINDOW_UPDATE_STRUCT.pack(2**31 - 1 - 65535))
-        for i in range(40):
-            sid = 1 + 2 * i
-            raw.headers(sid, "/t.T/Big")
-            raw.message(sid, b"%016d" % MiB)
+        with contextlib.suppress(ConnectionError):  # dropped while still asking
+            for i in range(40):
+                sid = 1 + 2 * i
+                raw.headers(sid, "/t.T/Big")
+                raw.message(sid, b"%016d" % MiB)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and running.connections():
             time.sleep(0.05)
