@@ -420,7 +420,8 @@ class Call:
             rbuf.clear()
             return
         if len(rbuf) == MESSAGE_PREFIX_SIZE + length:
-            message = bytes(rbuf[MESSAGE_PREFIX_SIZE:])
+            with memoryview(rbuf) as view:
+                message = bytes(view[MESSAGE_PREFIX_SIZE:])
             self.conn.held -= len(rbuf)
             rbuf.clear()
             self._message(flag, message)

@@ -579,7 +579,9 @@ class Connection(asyncio.Protocol):
     def _return_stream_window(self, call: Call) -> None:
         """Given back while the call's untaken messages stay under half its window."""
         window = self.local_initial_window
-        if call.unreturned >= window // 4 and call.queued < window // 2 and not call.remote_closed:
+        if call.unreturned < window // 4 or call.queued >= window // 2:
+            return
+        if not (call.remote_closed or call.finished or call.closed):
             self._write(_window_update(call.sid, call.unreturned))
             call.recv_window += call.unreturned
             call.unreturned = 0

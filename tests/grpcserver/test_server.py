@@ -533,6 +533,39 @@ def test_answer_stops_at_the_client_window_and_resumes(running: Running) -> None
         raw.close()
 
 
+class CountingTransport:
+    """A transport that counts the writes it passes on."""
+
+    def __init__(self, transport: Any):
+        self.transport = transport
+        self.writes: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(len(data))
+        self.transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+def test_unary_answer_in_one_write(running: Running, raw: Raw) -> None:
+    raw.send(FrameType.PING, 0, 0, b"settled!")
+    raw.until(lambda f: f.kind == FrameType.PING)
+    mine = f"ipv4:127.0.0.1:{raw.sock.getsockname()[1]}"
+    (connection,) = [c for c in running.connections() if c.peer() == mine]
+    counting = CountingTransport(connection.transport)
+    running.on_loop(lambda: setattr(connection, "transport", counting))
+    try:
+        raw.headers(1, "/t.T/Echo")
+        raw.message(1, b"one write")
+        trailers, before = raw.until(lambda f: f.kind == FrameType.HEADERS and f.flags & FLAG_END_STREAM)
+        assert [f.kind for f in before] == [FrameType.HEADERS, FrameType.DATA]
+        assert len(counting.writes) == 1
+        assert counting.writes[0] == sum(9 + len(f.payload) for f in [*before, trailers])
+    finally:
+        running.on_loop(lambda: setattr(connection, "transport", counting.transport))
+
+
 def test_padded_data_and_deadline_from_the_header(raw: Raw) -> None:
     block = raw.encoder.encode([(":method", "POST"), (":scheme", "http"), (":path", "/t.T/Echo"),
                                 (":authority", "t"), ("content-type", "application/grpc+proto")])  # fmt: skip
