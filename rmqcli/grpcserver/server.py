@@ -53,10 +53,11 @@ class Server:
         self.connections: set[Connection] = set()
         self.stopping = False  # stop() began: connections accepted now are closed at once
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start
-        self._listener: asyncio.base_events.Server | None = None
+        self._listener: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
-        """Listen on ``host:port`` (0: any free port); returns the port bound. OSError propagates."""
+        """Listen on ``host:port`` (0: any free port); returns the port bound. OSError propagates.
+        A wildcard host ("") binds every family, each to its own free port when ``port`` is 0."""
         self.loop = asyncio.get_running_loop()
         self._listener = await self.loop.create_server(
             lambda: Connection(self), host or None, port, ssl=ssl_context, reuse_port=False
