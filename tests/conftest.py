@@ -98,6 +98,7 @@ REACHES = {
         "rmqcli.remoting.server.connection:Server",  # an in-process broker's or name server's listener
         "rmqcli.broker.ha.master:HAMaster",
         "rmqcli.broker.grpc.server:start",
+        "rmqcli.grpcserver.server:Server",
         "asyncio:start_server",
         "socket:create_server",
         ".listen",  # an attribute of anything: socket.listen(), loop.create_server()

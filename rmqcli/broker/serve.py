@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -253,15 +252,12 @@ async def start_ha(controller: BrokerController, host: str) -> None:
 
 
 async def start_grpc(controller: BrokerController, opts: ServeOptions) -> GrpcEndpoint:
-    """The gRPC endpoint of the 5.x clients (``rmqcli.broker.grpc``; grpc is imported only here).
-    grpc's own log lines (its C core writes to stderr) only with ``--verbose``: a port in use is
-    said once, in rmq's line."""
-    if not logging.getLogger().isEnabledFor(logging.INFO):
-        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    """The gRPC endpoint of the 5.x clients (``rmqcli.broker.grpc``, on ``rmqcli.grpcserver``; the
+    protobuf stubs are generated with grpcio-tools on first use)."""
     try:
         from rmqcli.broker.grpc.server import GrpcOptions, start
-    except ImportError as exc:  # grpcio missing
-        raise RmqError(f"gRPC: {exc} (pip install grpcio grpcio-tools, or --grpc-port 0)") from None
+    except ImportError as exc:  # protobuf missing
+        raise RmqError(f"gRPC: {exc} (pip install protobuf grpcio-tools, or --grpc-port 0)") from None
 
     options = GrpcOptions(opts.grpc_port, opts.grpc_listen, opts.grpc_cert, opts.grpc_key)
     return await start(controller, options)

@@ -592,9 +592,14 @@ class Call:
         if outcome is not None:
             self.finish(*outcome)
             return
+        self._answer(task.result())
+
+    def _answer(self, response: Any) -> None:
+        """The one response of a call sent, and its OK status (grpc's INTERNAL if it does not
+        serialize)."""
         assert self.handler.response_serializer is not None
         try:
-            payload = self.handler.response_serializer(task.result())
+            payload = self.handler.response_serializer(response)
         except Exception as exc:
             log.exception("Exception serializing the response of %s", self.path)
             self.finish(StatusCode.INTERNAL, f"Exception serializing response: {exc}")
@@ -611,12 +616,7 @@ class Call:
             return
         result = task.result()
         if result is not None and self.handler.kind is Kind.STREAM_UNARY:
-            assert self.handler.response_serializer is not None
-            try:
-                self.conn.send_unary(self, self.handler.response_serializer(result))
-            except Exception as exc:
-                log.exception("Exception serializing the response of %s", self.path)
-                self.finish(StatusCode.INTERNAL, f"Exception serializing response: {exc}")
+            self._answer(result)
             return
         self.finish(StatusCode.OK, "")
 

@@ -291,6 +291,12 @@ def _integer_tail(data: bytes, pos: int, value: int) -> tuple[int, int]:
 
 def _string_end(data: bytes, pos: int) -> int:
     """The position after the string literal at ``pos`` (RFC 7541 §5.2), checked to fit the block."""
+    return _string_bounds(data, pos)[1]
+
+
+def _string_bounds(data: bytes, pos: int) -> tuple[int, int]:
+    """Where the octets of the string literal at ``pos`` start and end (RFC 7541 §5.2: H bit,
+    7-bit prefix length, octets), checked to fit the block."""
     if pos >= len(data):
         raise HpackError("header block ends before a string literal (RFC 7541 §5.2)")
     length = data[pos] & 0x7F
@@ -301,23 +307,13 @@ def _string_end(data: bytes, pos: int) -> int:
     end = pos + length
     if end > len(data):
         raise HpackError(f"string literal of {length} octets runs past the header block (RFC 7541 §5.2)")
-    return end
+    return pos, end
 
 
 def _string(data: bytes, pos: int) -> tuple[bytes, int]:
-    """The string literal at ``pos`` (RFC 7541 §5.2: H bit, 7-bit prefix length, octets) and the
-    position after it."""
-    if pos >= len(data):
-        raise HpackError("header block ends before a string literal (RFC 7541 §5.2)")
-    first = data[pos]
-    length = first & 0x7F
-    if length == 0x7F:
-        length, pos = _integer_tail(data, pos + 1, 0x7F)
-    else:
-        pos += 1
-    end = pos + length
-    if end > len(data):
-        raise HpackError(f"string literal of {length} octets runs past the header block (RFC 7541 §5.2)")
+    """The string literal at ``pos`` (RFC 7541 §5.2) and the position after it."""
+    first = data[pos] if pos < len(data) else 0
+    pos, end = _string_bounds(data, pos)
     if first & 0x80:
         return huffman_decode(data[pos:end]), end
     return data[pos:end], end

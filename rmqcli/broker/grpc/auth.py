@@ -22,6 +22,7 @@ from rmqcli.broker.acl.ownership import Names
 from rmqcli.broker.acl.setup import BrokerAcl, plain_host
 from rmqcli.broker.acl.validator import AccessDenied
 from rmqcli.broker.grpc.context import MAX_VALUE_LENGTH, parse_peer
+from rmqcli.grpcserver import StatusCode
 from rmqcli.remoting.server.connection import LogLimiter
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class GrpcAcl:
         self._refusals = LogLimiter(LOG_LINES, "about refused gRPC calls")
 
     def refusal(self, metadata: Any, peer: str, message: Any, rpc: str) -> tuple[str, str] | None:
-        """None when ``message`` may run, else the gRPC status (``grpc.StatusCode`` name) and
+        """None when ``message`` may run, else the gRPC status (``StatusCode`` name) and
         description to end its call with."""
         authorization, date_time = _headers(metadata)
         host = plain_host(parse_peer(peer)[0])
@@ -75,9 +76,7 @@ class GrpcAcl:
         """Return when ``message`` may run; else end the call (``context.abort`` raises)."""
         refused = self.refusal(context.invocation_metadata(), context.peer(), message, rpc)
         if refused is not None:
-            import grpc
-
-            await context.abort(getattr(grpc.StatusCode, refused[0]), refused[1])
+            await context.abort(StatusCode[refused[0]], refused[1])
 
     async def checked(self, context: Any, messages: AsyncIterator[Any], rpc: str) -> AsyncIterator[Any]:
         """``messages`` (a client stream), each checked before it is handed on."""

@@ -66,7 +66,7 @@ class ResponseSink:
 
 
 class GrpcClientChannel:
-    """One client's Telemetry stream (``context``: grpc.aio's servicer context of the call)."""
+    """One client's Telemetry stream (``context``: the call's ``rmqcli.grpcserver.Call``)."""
 
     def __init__(self, stubs: Any, ctx: CallContext, context: Any, producer: Producer):
         self.s = stubs
@@ -88,7 +88,7 @@ class GrpcClientChannel:
         self.closed = True
 
     def write(self, command: Any) -> bool:
-        """Queue ``command`` on the stream (written in order by grpc.aio); a remoting request
+        """Queue ``command`` on the stream (written in order by the server); a remoting request
         (the admin's, relayed) is adapted first."""
         if self.closed or len(self._writes) >= MAX_PENDING_WRITES:
             return False

@@ -32,6 +32,7 @@ from rmqcli.broker.grpc.context import CallContext
 from rmqcli.broker.grpc.route import check_group
 from rmqcli.broker.grpc.settings import SettingsStore, SettingsTooLarge, check_size
 from rmqcli.broker.state import ClientChannel, ConsumerGroupInfo, tags_code
+from rmqcli.grpcserver import StatusCode
 from rmqcli.remoting import json_body as jb
 
 if TYPE_CHECKING:
@@ -163,8 +164,6 @@ class Clients:
 
     async def telemetry(self, ctx: CallContext, commands: AsyncIterator[Any], context: Any) -> None:
         """Read the client's commands until it half-closes, answering each ``settings``."""
-        import grpc
-
         client_id = ctx.require_client_id()
         channel = GrpcClientChannel(self.s, ctx, context, self.producer)
         if len(self.streams) < MAX_STREAMS or client_id in self.streams:
@@ -181,9 +180,9 @@ class Clients:
                 try:
                     reply = self.settings_command(ctx, command)
                 except st.GrpcStatusError as exc:
-                    code = grpc.StatusCode.INVALID_ARGUMENT
+                    code = StatusCode.INVALID_ARGUMENT
                     if not st.BAD_REQUEST <= exc.code < 50000:
-                        code = grpc.StatusCode.INTERNAL
+                        code = StatusCode.INTERNAL
                     await context.abort(code, f"process client telemetryCommand failed. {exc.message}")
                     return
                 await context.write(reply)

@@ -1,8 +1,8 @@
 """Requests that do not decode, and how they are logged (rmq's own; issue 41).
 
-The servicer is registered with request decoders of its own (``add_servicer``, in place of the
-generated ``add_MessagingServiceServicer_to_server``): a request whose bytes are not its protobuf
-message (or a Telemetry command over ``MAX_TELEMETRY_BYTES``, refused before it is parsed) is
+The servicer is registered with request decoders of its own (``servicer_handlers``): a request
+whose bytes are not its protobuf message (or a Telemetry command over ``MAX_TELEMETRY_BYTES``,
+whose bytes the server skips as they arrive) is
 handed to the servicer as an ``Undecodable``, which answers BAD_REQUEST (a Telemetry stream ends
 with INVALID_ARGUMENT), instead of grpc's "Unexpected [DecodeError]" ERROR with a traceback per
 call. ``BadRequests`` logs them: one line per client address and kind per ``LOG_WINDOW``, with the
@@ -35,12 +35,10 @@ class Undecodable:
     reason: str
 
 
-def decoder(cls: Any, method: str, limit: int | None = None) -> Callable[[bytes], Any]:
+def decoder(cls: Any, method: str) -> Callable[[bytes], Any]:
     """``cls.FromString`` that hands back an ``Undecodable`` instead of raising."""
 
     def decode(raw: bytes) -> Any:
-        if limit is not None and len(raw) > limit:
-            return Undecodable(method, len(raw), f"{len(raw)} bytes, more than {limit}")
         try:
             return cls.FromString(raw)
         except Exception as exc:  # DecodeError, or anything the parser raises
@@ -49,15 +47,28 @@ def decoder(cls: Any, method: str, limit: int | None = None) -> Callable[[bytes]
     return decode
 
 
-def add_servicer(stubs: Any, servicer: Any, server: Any) -> None:
-    """Register ``servicer`` for every method of ``MessagingService`` with ``decoder``s."""
-    import grpc
+def too_large(method: str, limit: int) -> Callable[[int], Undecodable]:
+    """The request the servicer gets for a message over ``limit`` (its bytes were never held)."""
+    return lambda size: Undecodable(method, size, f"{size} bytes, more than {limit}")
+
+
+async def _not_implemented(request: Any, context: Any) -> Any:
+    """A method the endpoint does not serve (the generated servicer's default)."""
+    from rmqcli.grpcserver import StatusCode
+
+    await context.abort(StatusCode.UNIMPLEMENTED, "Method not implemented!")
+
+
+def servicer_handlers(stubs: Any, servicer: Any) -> dict[str, Any]:
+    """``rmqcli.grpcserver`` handlers of every method of ``MessagingService``, with ``decoder``s:
+    the servicer's own where it has the method, else UNIMPLEMENTED."""
+    from rmqcli.grpcserver import Kind, MethodHandler
 
     kinds = {
-        (False, False): grpc.unary_unary_rpc_method_handler,
-        (False, True): grpc.unary_stream_rpc_method_handler,
-        (True, False): grpc.stream_unary_rpc_method_handler,
-        (True, True): grpc.stream_stream_rpc_method_handler,
+        (False, False): Kind.UNARY_UNARY,
+        (False, True): Kind.UNARY_STREAM,
+        (True, False): Kind.STREAM_UNARY,
+        (True, True): Kind.STREAM_STREAM,
     }
     service = stubs.service.DESCRIPTOR.services_by_name["MessagingService"]
     handlers = {}
@@ -65,13 +76,20 @@ def add_servicer(stubs: Any, servicer: Any, server: Any) -> None:
         request = getattr(stubs.service, method.input_type.name)
         response = getattr(stubs.service, method.output_type.name)
         limit = MAX_TELEMETRY_BYTES if method.name == "Telemetry" else None
-        make = kinds[(method.client_streaming, method.server_streaming)]
-        handlers[method.name] = make(
-            getattr(servicer, method.name),
-            request_deserializer=decoder(request, method.name, limit),
+        behaviour = getattr(servicer, method.name, None)
+        if behaviour is None:
+            kind, behaviour = Kind.UNARY_UNARY, _not_implemented
+        else:
+            kind = kinds[(method.client_streaming, method.server_streaming)]
+        handlers[f"/{SERVICE}/{method.name}"] = MethodHandler(
+            kind,
+            behaviour,
+            request_deserializer=decoder(request, method.name),
             response_serializer=response.SerializeToString,
+            request_limit=limit,
+            too_large=too_large(method.name, limit) if limit is not None else None,
         )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    return handlers
 
 
 class BadRequests:

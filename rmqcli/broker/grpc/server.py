@@ -1,28 +1,21 @@
-"""The gRPC endpoint of ``rmq serve``: ``apache.rocketmq.v2.MessagingService`` on grpc.aio, in the
-broker's event loop (the 5.x proxy in "local" mode: proxy and broker in one process, calls go to
-the broker's processors directly).
+"""The gRPC endpoint of ``rmq serve``: ``apache.rocketmq.v2.MessagingService`` on rmq's own gRPC
+server (``rmqcli.grpcserver``), in the broker's event loop (the 5.x proxy in "local" mode: proxy
+and broker in one process, calls go to the broker's processors directly).
 
 Served: QueryRoute, QueryAssignment, SendMessage, EndTransaction, Heartbeat, Telemetry (settings),
 NotifyClientTermination, and the consumer's ReceiveMessage (a stream: status, messages, then
 ``delivery_timestamp``), AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue
-over the broker's POP (``consumer``).
+over the broker's POP (``consumer``); the other methods answer UNIMPLEMENTED.
 
 With ``aclEnable=true`` every request message is first checked against the broker's plain ACL
 (``auth``: a refusal ends the call with gRPC PERMISSION_DENIED, as 5.1.1's proxy). Every call
 needs ``x-mq-client-id`` (CLIENT_ID_REQUIRED); failures are answered in the response's
 ``status``, never as gRPC errors (except a refused Telemetry command and an ACL refusal, as the
-proxy). A request may be at most ``MAX_MESSAGE_BYTES`` (a Telemetry command 1 MiB); one that does
-not decode is answered BAD_REQUEST and logged at most once a minute per client address and method
-(``decoding``). The listener does not share its port
-(grpc's SO_REUSEPORT is off), so a port in use is an error, as for the remoting listeners; with a
-certificate and key it speaks TLS only.
-
-grpc's accepted connections are served by its older I/O manager, not its EventEngine listener
-(``GRPC_EXPERIMENTS=-event_engine_listener``, set before grpc is first imported unless
-``GRPC_EXPERIMENTS`` is set already): the completion queue's poller thread then reads and writes
-the connections itself, where the EventEngine handed each read to threads of its own: about 4
-voluntary context switches fewer per call, and 8-9 % less server CPU per message for the 5.x
-client's sends and for its receive + ack (grpcio 1.85; the bench's client against both, in turns).
+proxy). A request may be at most ``MAX_MESSAGE_BYTES`` (a Telemetry command 1 MiB, whose excess the
+server skips unbuffered); one that does not decode is answered BAD_REQUEST and logged at most once
+a minute per client address and method (``decoding``). The listener does not share its port, so a
+port in use is an error, as for the remoting listeners; with a certificate and key it speaks TLS
+only (ALPN h2).
 """
 
 from __future__ import annotations
@@ -32,8 +25,9 @@ import inspect
 import logging
 import os
 import socket
-import sys
+import ssl
 import time
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -45,12 +39,13 @@ from rmqcli.broker.grpc import status as st
 from rmqcli.broker.grpc import transaction as tx
 from rmqcli.broker.grpc.auth import GrpcAcl
 from rmqcli.broker.grpc.consumer import Consumer
-from rmqcli.broker.grpc.decoding import BadRequests, Undecodable, add_servicer
+from rmqcli.broker.grpc.decoding import BadRequests, Undecodable, servicer_handlers
 from rmqcli.broker.grpc.options import GrpcOptions
 from rmqcli.broker.grpc.producer import Producer
 from rmqcli.broker.grpc.settings import SettingsStore
 from rmqcli.broker.grpc.stubs import Stubs, load
 from rmqcli.errors import NetworkError, UsageError
+from rmqcli.grpcserver import StatusCode
 from rmqcli.memory import map_large_blocks
 
 if TYPE_CHECKING:
@@ -60,19 +55,12 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a request (a 4 MiB body and its properties fit many times)
 STOP_GRACE_SECONDS = 1.0
-EXPERIMENTS = "-event_engine_listener"  # grpc's GRPC_EXPERIMENTS: connections on the I/O manager
 
 
-def choose_engine() -> None:
-    """``GRPC_EXPERIMENTS`` = ``EXPERIMENTS`` unless set, while grpc is not imported yet (grpc reads
-    it once, when it initialises). An unknown name costs grpc one error line (shown with
-    ``--verbose`` only: ``GRPC_VERBOSITY``) and changes nothing."""
-    if "grpc" not in sys.modules:
-        os.environ.setdefault("GRPC_EXPERIMENTS", EXPERIMENTS)
-
-
-def credentials(options: GrpcOptions) -> Any:
-    import grpc
+def tls_context(options: GrpcOptions) -> ssl.SSLContext:
+    """The TLS context of ``--grpc-cert``/``--grpc-key`` (PEM): a file that is missing or not PEM
+    is a ``UsageError`` naming it."""
+    from rmqcli.grpcserver import server_ssl_context
 
     assert options.cert is not None and options.key is not None
     try:
@@ -82,7 +70,10 @@ def credentials(options: GrpcOptions) -> Any:
     for path, data, marker in ((options.cert, chain, b"CERTIFICATE"), (options.key, key, b"PRIVATE KEY")):
         if b"-----BEGIN " not in data or marker not in data:
             raise UsageError(f"{path}: not a PEM file with a {marker.decode().lower()}")
-    return grpc.ssl_server_credentials([(key, chain)])
+    try:
+        return server_ssl_context(str(options.cert), str(options.key))
+    except ssl.SSLError as exc:
+        raise UsageError(f"{options.cert}, {options.key}: {exc.reason or exc}") from None
 
 
 def bind_problem(host: str, port: int) -> str:
@@ -141,11 +132,9 @@ class _Calls:
         return st.make(self.d, st.BAD_REQUEST, f"the request does not decode: {request.reason}")
 
     async def telemetry(self, request_iterator: Any, context: Any) -> None:
-        import grpc
-
         ctx = cc.from_call(context.invocation_metadata(), context.peer())
         if not ctx.client_id.strip():
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client id cannot be empty")
+            await context.abort(StatusCode.INVALID_ARGUMENT, "client id cannot be empty")
             return
 
         async def decoded() -> Any:
@@ -153,7 +142,7 @@ class _Calls:
                 if isinstance(command, Undecodable):
                     status = self.undecodable(context, command)
                     text = f"process client telemetryCommand failed. {status.message}"
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, text)
+                    await context.abort(StatusCode.INVALID_ARGUMENT, text)
                 yield command
 
         acl = self.acl
@@ -217,15 +206,12 @@ def _unary_method(calls: _Calls, name: str) -> Callable[[Any, Any], Any]:
 
 
 def make_servicer(s: Stubs, ctl: BrokerContext, endpoint: route.Endpoint) -> Any:
-    """A ``MessagingServiceServicer`` over the broker ``ctl`` (UNIMPLEMENTED for the methods not
-    served) with the served ones set on it: the unary methods of ``_Calls.work``, Telemetry (a
-    coroutine over the command stream) and ReceiveMessage (an async generator)."""
+    """The served methods over the broker ``ctl``: the unary methods of ``_Calls.work``, Telemetry
+    (a coroutine over the command stream) and ReceiveMessage (an async generator)."""
     calls = _Calls(s, ctl, endpoint)
-    servicer = s.service_grpc.MessagingServiceServicer()
+    servicer = types.SimpleNamespace(Telemetry=calls.telemetry, ReceiveMessage=calls.receive)
     for name in calls.work:
         setattr(servicer, name, _unary_method(calls, name))
-    servicer.Telemetry = calls.telemetry
-    servicer.ReceiveMessage = calls.receive
     return servicer
 
 
@@ -249,31 +235,18 @@ class GrpcEndpoint:
 async def start(ctl: BrokerContext, options: GrpcOptions) -> GrpcEndpoint:
     """Generate/load the stubs, bind and start; a port that cannot be bound is a ``NetworkError``
     naming it (exit 5), a bad certificate or key a ``UsageError``."""
-    choose_engine()
-    import grpc
+    from rmqcli.grpcserver import Server
 
     s = load()
     map_large_blocks()  # buffers of 1 MiB and more go back to the system when freed
-    creds = credentials(options) if options.tls else None
-    server = grpc.aio.server(
-        options=[
-            ("grpc.so_reuseport", 0),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ]
-    )
+    context = tls_context(options) if options.tls else None
     host = options.host
     address = f"[{host}]:{options.port}" if ":" in host else f"{host}:{options.port}"
     endpoint = route.Endpoint(endpoint_host(options, ctl.config.broker_ip1), options.port)
-    add_servicer(s, make_servicer(s, ctl, endpoint), server)
+    server = Server(servicer_handlers(s, make_servicer(s, ctl, endpoint)), MAX_MESSAGE_BYTES)
     try:
-        port = (
-            server.add_secure_port(address, creds) if creds is not None else server.add_insecure_port(address)
-        )
-    except RuntimeError:
-        port = 0
-    if not port:
-        reason = bind_problem(host, options.port)
-        raise NetworkError(f"gRPC: cannot listen on {address}: {reason}")
-    await server.start()
+        port = await server.start(host, options.port, context)
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else bind_problem(host, options.port)
+        raise NetworkError(f"gRPC: cannot listen on {address}: {reason}") from None
     return GrpcEndpoint(server, options, port)
