@@ -234,16 +234,20 @@ class Connection(asyncio.Protocol):
         buf += data
         if not self.preface and not self._read_preface():
             return
-        self.batch = batch = []
+        batch = self.batch
+        own = batch is None  # else writes wait already for ``_flush_writes``, which takes these too
+        if own:
+            self.batch = batch = []
         try:
             self._frames(buf)
         except ConnectionError_ as exc:
             self.goaway(exc.code, exc.text)
             self.close()
         finally:
-            self.batch = None
-            if batch and not self.transport.is_closing():
-                self.transport.write(b"".join(batch))
+            if own:
+                self.batch = None
+                if batch and not self.transport.is_closing():
+                    self.transport.write(b"".join(batch))
         if self.held > self.server.max_held and not self.dead:
             self.goaway(ErrorCode.ENHANCE_YOUR_CALM, "too many request bytes held")
             self.close()
@@ -594,10 +598,21 @@ class Connection(asyncio.Protocol):
 
     # --- sending ---------------------------------------------------------------------------------
     def _write(self, data: bytes) -> None:
+        """Bytes for the client: gathered while frames are read, else until the loop's next turn
+        (the messages a streaming behaviour writes in one step, the answers of calls that end in
+        the same turn: one ``transport.write``, one system call)."""
         if self.batch is not None:
             self.batch.append(data)
         elif not self.dead and not self.transport.is_closing():
-            self.transport.write(data)
+            self.batch = [data]
+            self.loop.call_soon(self._flush_writes)
+
+    def _flush_writes(self) -> None:
+        batch, self.batch = self.batch, None
+        if batch and not self.dead and not self.transport.is_closing():
+            self.transport.write(b"".join(batch) if len(batch) > 1 else batch[0])
+            if self.paused:  # the transport's buffer passed its high-water mark
+                self._check_unsent()
 
     def send_unary(self, call: Call, payload: bytes) -> None:
         """The whole answer of a call: headers, its one message, OK trailers (one write if the
@@ -714,7 +729,8 @@ class Connection(asyncio.Protocol):
         """Drop a client that reads nothing while its answers pile up past ``max_unsent``."""
         if self.dead:
             return
-        if self.queued_out + self.transport.get_write_buffer_size() > self.server.max_unsent:
+        gathered = sum(map(len, self.batch)) if self.batch else 0
+        if self.queued_out + gathered + self.transport.get_write_buffer_size() > self.server.max_unsent:
             log.debug("dropping %s: over %d bytes of answers unread", self.peer(), self.server.max_unsent)
             self.dead = True
             self.transport.abort()

@@ -397,7 +397,16 @@ class HpackDecoder:
             elif octet & 0x20:
                 raise HpackError("dynamic table size update after a header field (RFC 7541 §4.2)")
             else:  # §6.2.2 without indexing (0000), §6.2.3 never indexed (0001): 4-bit prefix
-                field, pos = self._literal_not_indexed(data, pos)
+                field = None
+                if not octet & 0x0F and pos + 1 < end:  # a literal name: grpc's custom metadata
+                    name_end = pos + 2 + data[pos + 1]  # H bit 0 and a 7-bit length when < 0x7F
+                    if data[pos + 1] < 0x7F and name_end < end and data[name_end] < 0x7F:
+                        stop = name_end + 1 + data[name_end]  # the value: plain, 7-bit length
+                        if stop <= end:
+                            field = (data[pos + 2 : name_end], data[name_end + 1 : stop])
+                            pos = stop
+                if field is None:
+                    field, pos = self._literal_not_indexed(data, pos)
             total += len(field[0]) + len(field[1]) + _ENTRY_OVERHEAD
             if total <= limit:
                 append(field)
