@@ -173,7 +173,7 @@ class _Calls:
 
 
 def _unary_method(calls: _Calls, name: str) -> Callable[[Any, Any], Any]:
-    """The unary method ``name`` (a coroutine function: grpc.aio awaits its result): its ``work``
+    """The unary method ``name`` (a coroutine function: the server awaits its result): its ``work``
     answered, a failure in the response's status. One coroutine per call: what a call needs of
     ``calls`` is looked up once here."""
     response = getattr(calls.svc, f"{name}Response")
