@@ -25,8 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from formats.http2 import MESSAGE_PREFIX_SIZE, MESSAGE_PREFIX_STRUCT
+from rmqcli.remoting.server.connection import LogLimiter
 
 log = logging.getLogger(__name__)
+FAILURE_LINES = 10  # lines about failed calls per LOG_WINDOW and server; the rest are counted
+
+
+def failure_log() -> LogLimiter:
+    """A server's bound on its lines about failed calls (a client repeating a failing call must
+    not fill the log)."""
+    return LogLimiter(FAILURE_LINES, "about failed gRPC calls")
 
 
 class Kind(enum.Enum):
@@ -277,6 +285,7 @@ class Stream(Protocol):
     local_initial_window: int
     held: int  # request bytes held across the connection's streams
     paused: bool
+    failures: LogLimiter  # the server's ``failure_log``
 
     def peer(self) -> str: ...
     def released(self, call: Call, size: int) -> None: ...
@@ -508,8 +517,8 @@ class Call:
         try:
             assert self.handler.request_deserializer is not None
             return self.handler.request_deserializer(item)
-        except Exception:
-            log.exception("Exception deserializing a request of %s", self.path)
+        except Exception as exc:
+            self._log_failure("Exception deserializing a request", exc)
             raise _RequestError(StatusCode.INTERNAL, "Exception deserializing request!") from None
 
     # --- running the behaviour --------------------------------------------------------------
@@ -601,7 +610,7 @@ class Call:
         try:
             payload = self.handler.response_serializer(response)
         except Exception as exc:
-            log.exception("Exception serializing the response of %s", self.path)
+            self._log_failure("Exception serializing a response", exc)
             self.finish(StatusCode.INTERNAL, f"Exception serializing response: {exc}")
             return
         self.conn.send_unary(self, payload)
@@ -639,9 +648,16 @@ class Call:
             return exc.code, exc.details
         return self._unexpected(exc)
 
+    def _log_failure(self, message: str, exc: BaseException) -> None:
+        """A failure in the application's code, logged with its traceback within the server's
+        ``failure_log``."""
+        suffix = self.conn.failures.admit()
+        if suffix is not None:
+            log.error("%s [%s]%s", message, self.path, suffix, exc_info=exc)
+
     def _unexpected(self, exc: BaseException) -> tuple[StatusCode, str]:
-        """UNKNOWN with grpc's text; logged once, with the traceback."""
-        log.error("Unexpected error raised by servicer method [%s]", self.path, exc_info=exc)
+        """UNKNOWN with grpc's text; logged with the traceback (within ``FAILURE_LINES``)."""
+        self._log_failure("Unexpected error raised by servicer method", exc)
         return StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}"
 
     def finish(self, code: int, details: str) -> None:

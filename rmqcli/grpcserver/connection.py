@@ -66,6 +66,7 @@ from rmqcli.grpcserver.calls import (
     trailers_only,
 )
 from rmqcli.grpcserver.hpack_decode import HeaderListTooLarge, HpackDecoder, HpackError
+from rmqcli.remoting.server.connection import LogLimiter
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class Host(Protocol):
     initial_window: int
     connections: set[Connection]
     stopping: bool
+    failures: LogLimiter
 
 
 class ConnectionError_(Exception):
@@ -142,6 +144,7 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.loop = server.loop
         self.max_receive_message_length = server.max_receive_message_length
+        self.failures = server.failures
         self.transport: Any = None
         self.buf = bytearray()
         self.preface = False  # the client's preface was read (§3.4)

@@ -12,7 +12,7 @@ import ssl
 from collections.abc import Mapping
 
 from formats.http2 import ErrorCode
-from rmqcli.grpcserver.calls import MethodHandler
+from rmqcli.grpcserver.calls import MethodHandler, failure_log
 from rmqcli.grpcserver.connection import Connection
 
 DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024  # grpc's default max_receive_message_length
@@ -51,6 +51,7 @@ class Server:
         self.max_held = max_held
         self.initial_window = initial_window
         self.connections: set[Connection] = set()
+        self.failures = failure_log()
         self.stopping = False  # stop() began: connections accepted now are closed at once
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start
         self._listener: asyncio.AbstractServer | None = None
