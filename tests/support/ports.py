@@ -19,7 +19,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-REGISTRY = Path(tempfile.gettempdir()) / "rmq-test-ports"
+# one file for the machine: two runs with TMPDIRs of their own still see each other's ports
+REGISTRY = Path("/tmp" if os.access("/tmp", os.W_OK) else tempfile.gettempdir()) / "rmq-test-ports"
 
 
 def _alive(pid: int) -> bool:
