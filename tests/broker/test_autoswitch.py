@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 from formats import autoswitch as wire
@@ -18,6 +19,7 @@ from rmqcli.broker.autoswitch.haslave import AutoSwitchSlave
 from rmqcli.broker.ha.appender import QueueAppender
 from rmqcli.broker.ha.config import HAConfig
 from rmqcli.broker.ha.source import WriterSource
+from rmqcli.broker.services.indexbehind import build_backlog
 from rmqcli.ops.safety import BACKUP_DIR
 from rmqcli.store.settings import StoreSettings
 from rmqcli.store.store import Store
@@ -92,6 +94,30 @@ def test_a_running_store_is_cut_with_its_consume_queues(tmp_path: Path) -> None:
     kept = sorted((tmp_path / "s" / BACKUP_DIR).iterdir())[0] / "commitlog"
     assert sum(p.stat().st_size for p in kept.iterdir()) >= end - middle - FILE  # every byte cut is kept
     verify = run_rmq("verify", str(tmp_path / "s"))  # queues and index name only records it holds
+    assert verify.returncode == 0, verify.stdout[-3000:]
+
+
+def test_a_cut_while_the_index_is_built_behind_reaches_the_index(tmp_path: Path) -> None:
+    """A replica restarted after a crash rebuilds its index behind the CommitLog (``indexbehind``);
+    the rejoin's cut came before that worker was done (a loaded machine): the worker had indexed
+    the records cut, and the records appended since had no keys. The cut now waits for the
+    index to be caught up."""
+    root = tmp_path / "s"
+    settings = StoreSettings(mapped_file_size_commitlog=FILE)
+    with _writer(root) as writer:
+        _send(writer, 40, "a")
+        middle = writer.max_offset
+        _send(writer, 60, "b")
+        end = writer.max_offset
+    shutil.rmtree(root / "index")  # lost with the crash: rmq serve builds it behind
+    with StoreWriter(root, settings, index_behind=True) as writer:
+        built = build_backlog(root, settings, writer.index_namer, 0, end)  # the worker, every record
+        cut = truncate_store(writer, middle)  # before the writer hears the worker is done
+        assert cut.commitlog_bytes == end - middle
+        _send(writer, 10, "c")
+        writer.index_caught_up(built)
+        _send(writer, 3, "d")
+    verify = run_rmq("verify", str(root))  # no key of a record cut, every key of the records since
     assert verify.returncode == 0, verify.stdout[-3000:]
 
 

@@ -73,15 +73,7 @@ def truncate_store(writer: StoreWriter, offset: int) -> Truncated:
             fsync_dir(target)
             dropped += len(removed)
         cq.flush()
-    index = writer.dispatcher.index
-    if index is not None:  # the index keys of the records cut (5.1.1 leaves them; rmq verify flags them)
-        dropped_index = index.cut(offset)
-        if dropped_index:
-            (backup / "index").mkdir(parents=True, exist_ok=True)
-            for path in dropped_index:
-                os.replace(path, backup / "index" / path.name)
-            fsync_dir(backup / "index")
-        index.flush()
+    writer.cut_index(offset, backup / "index")  # the keys of the records cut (5.1.1 leaves them)
     writer.reset_queue_offsets()
     fsync_dir(backup / "commitlog")
     fsync_dir(queue.directory)

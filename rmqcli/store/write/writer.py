@@ -143,6 +143,9 @@ class StoreWriter:
         self._checkpoint = Checkpoint()
         self._last_store_timestamp = 0
         self._pending: list[DispatchRequest] = []  # appended with ``defer_dispatch``
+        # a cut made while the index is built behind (truncate_store): its offset, and where index
+        # files holding only records cut are moved; applied once the index is caught up
+        self._index_cut: tuple[int, Path] | None = None
         self.dispatch_bound: Callable[[], int] | None = None  # records past it wait (release_held)
         self._held: list[DispatchRequest] = []
         self._closed = False
@@ -206,6 +209,10 @@ class StoreWriter:
             return
         self.dispatch_pending()
         self.dispatcher.start_index()
+        if self._index_cut is not None:  # the worker may have indexed records cut since it began
+            (offset, backup), self._index_cut = self._index_cut, None
+            self.cut_index(offset, backup)
+            built_until = min(built_until, offset)
         if built_until >= self.max_offset:
             return
         reader = CommitLog(MappedFileQueue.open(self.commitlog.directory, self.commitlog.file_size))
@@ -215,6 +222,23 @@ class StoreWriter:
                     self.dispatcher.index_record(rec)
         finally:
             reader.close()
+
+    def cut_index(self, offset: int, backup: Path) -> None:
+        """The index keys of the records at or past ``offset`` removed (a CommitLog cut); index
+        files holding nothing else are moved into ``backup``. While the index is built behind, the
+        cut waits for ``index_caught_up`` (the files are not open, and the worker may still index
+        records from before the cut)."""
+        if self.index_behind:
+            earlier = self._index_cut
+            self._index_cut = (offset, backup) if earlier is None or offset < earlier[0] else earlier
+            return
+        dropped = self.dispatcher.index.cut(offset)
+        if dropped:
+            backup.mkdir(parents=True, exist_ok=True)
+            for path in dropped:
+                os.replace(path, backup / path.name)
+            fsync_dir(backup)
+        self.dispatcher.index.flush()
 
     def dispatch_committed(self) -> int:
         """DLedger mode: dispatch the records of the entries committed since the last call."""
