@@ -592,16 +592,22 @@ class Call:
         else:
             self.finish(StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
 
-    def _unary_done(self, task: asyncio.Task[Any]) -> None:
-        """A unary answer: headers, message and trailers in one write when the windows allow."""
+    def _ended_otherwise(self, task: asyncio.Task[Any]) -> bool:
+        """The behaviour's task ended with the call already over, or with an abort, an error or a
+        cancellation (the call ended with its status): nothing is left to answer."""
         if self.closed or self.finished:
             _retrieve(task)
-            return
+            return True
         outcome = self._outcome(task)
         if outcome is not None:
             self.finish(*outcome)
-            return
-        self._answer(task.result())
+            return True
+        return False
+
+    def _unary_done(self, task: asyncio.Task[Any]) -> None:
+        """A unary answer: headers, message and trailers in one write when the windows allow."""
+        if not self._ended_otherwise(task):
+            self._answer(task.result())
 
     def _answer(self, response: Any) -> None:
         """The one response of a call sent, and its OK status (grpc's INTERNAL if it does not
@@ -616,12 +622,7 @@ class Call:
         self.conn.send_unary(self, payload)
 
     def _stream_done(self, task: asyncio.Task[Any]) -> None:
-        if self.closed or self.finished:
-            _retrieve(task)
-            return
-        outcome = self._outcome(task)
-        if outcome is not None:
-            self.finish(*outcome)
+        if self._ended_otherwise(task):
             return
         result = task.result()
         if result is not None and self.handler.kind is Kind.STREAM_UNARY:
